@@ -1,0 +1,65 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test install install-dev lint format migrate bootstrap serve worker beat messages clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+# Re-install only when pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PIP) install --quiet -e .
+	@touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(PY)
+	$(PIP) install --quiet -e ".[dev]"
+	@touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+.env:
+	cp .env.example .env
+	@echo "Created .env from .env.example (DEBUG=True, SQLite, eager Celery)."
+
+migrate: install .env
+	$(PY) manage.py migrate --noinput
+
+bootstrap: migrate
+	$(PY) manage.py bootstrap_dev
+
+serve:
+	$(PY) manage.py runserver $(HOST):$(PORT)
+
+## make run: install, migrate SQLite, load the demo catalog, create a local admin, serve on :8000
+run: bootstrap serve
+
+## make test: lint, formatting, migrations check and the test suite
+test: install-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	DEBUG=True ENV_FILE=/nonexistent $(PY) manage.py makemigrations --check --dry-run
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+format: install-dev
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+worker: install
+	$(VENV)/bin/celery -A config worker --loglevel=INFO
+
+beat: install
+	$(VENV)/bin/celery -A config beat --loglevel=INFO
+
+messages: install
+	DEBUG=True $(PY) manage.py makemessages -l pt_BR --ignore=.venv
+	DEBUG=True $(PY) manage.py compilemessages --ignore=.venv
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

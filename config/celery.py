@@ -1,0 +1,15 @@
+"""The Celery application. Tasks are discovered in each installed app's `tasks` module."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("lab_attendance")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+# Pipeline tasks are idempotent: acknowledge after the work, and put a task back when the worker
+# running it dies, so a crash never drops a customer's message.
+app.conf.task_acks_late = True
+app.conf.task_reject_on_worker_lost = True
+app.autodiscover_tasks()

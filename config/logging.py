@@ -1,0 +1,42 @@
+"""One log line per event: `<time> <level> <logger> <event> key=value ...`.
+
+Callers log the event name as the message and the key fields as `extra`:
+``logger.info("llm_response_parse_retry", extra={"session_id": 7, "agent": "triagem"})``.
+Values of keys that look like secrets are replaced, so an API key or the app secret passed by
+mistake never reaches the log.
+"""
+
+import logging
+from typing import Any
+
+_STANDARD_ATTRS = frozenset(
+    logging.LogRecord("", 0, "", 0, "", None, None).__dict__.keys()
+    | {"message", "asctime", "taskName"}
+)
+_SECRET_MARKERS = ("secret", "token", "api_key", "apikey", "password", "authorization")
+REDACTED = "[redacted]"
+
+
+def _format_value(value: Any) -> str:
+    text = str(value)
+    if not text or any(ch.isspace() for ch in text) or '"' in text:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    return text
+
+
+class EventFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__(fmt="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = []
+        for key, value in record.__dict__.items():
+            if key in _STANDARD_ATTRS or key.startswith("_"):
+                continue
+            if any(marker in key.lower() for marker in _SECRET_MARKERS):
+                value = REDACTED
+            fields.append(f"{key}={_format_value(value)}")
+        if fields:
+            line = f"{line} {' '.join(fields)}"
+        return line

@@ -1,0 +1,192 @@
+"""Settings, read from the environment (and from `.env` when present) with django-environ.
+
+Only this package reads the environment; application code reads `django.conf.settings`.
+Every variable is listed, with its default and meaning, in `.env.example` and the README.
+"""
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+ENV_FILE = Path(env.str("ENV_FILE", default=str(BASE_DIR / ".env")))
+if ENV_FILE.is_file():
+    # Variables already in the process environment win over the file.
+    environ.Env.read_env(ENV_FILE, overwrite=False)
+
+DEBUG = env.bool("DEBUG", default=False)
+
+
+def _required_in_production(name: str, dev_default: str) -> str:
+    """A secret that must come from the environment unless DEBUG is on."""
+    value = env.str(name, default="")
+    if value:
+        return value
+    if DEBUG:
+        return dev_default
+    raise ImproperlyConfigured(
+        f"{name} is not set. It is required when DEBUG=False; set it in the environment or .env."
+    )
+
+
+SECRET_KEY = _required_in_production("SECRET_KEY", "django-insecure-dev-only-key")
+WHATSAPP_APP_SECRET = _required_in_production("WHATSAPP_APP_SECRET", "dev-app-secret")
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"] if DEBUG else [])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "simple_history",
+    "knowledge_base",
+    "prompts_admin",
+    "conversations",
+    "agents",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "simple_history.middleware.HistoryRequestMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env.str("DATABASE_URL", default="") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
+DATABASES = {"default": environ.Env.db_url_config(DATABASE_URL)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "pt-br"
+LANGUAGES = [("pt-br", "Português (Brasil)"), ("en", "English")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+TIME_ZONE = "America/Sao_Paulo"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# --- Production hardening (python manage.py check --deploy is clean with DEBUG=False) ---
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
+# Meta calls the webhook over HTTPS already; the health of a plain-HTTP load balancer probe
+# must not be redirected.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SILENCED_SYSTEM_CHECKS = env.list("SILENCED_SYSTEM_CHECKS", default=[])
+if not SECURE_HSTS_PRELOAD:
+    # Preloading is a one-way commitment for the whole domain; it is the operator's call.
+    SILENCED_SYSTEM_CHECKS.append("security.W021")
+
+# --- Celery ---
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="")
+# No broker configured: run tasks in-process, so `make run` needs no Redis.
+CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=120)
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=150)
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Redis redelivers an unacknowledged task after the visibility timeout; it must exceed the hard
+# time limit, or a task that is still running would be delivered to a second worker.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 4}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
+
+# --- LLM (OpenAI Responses API or any compatible server) ---
+OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")
+OPENAI_BASE_URL = env.str("OPENAI_BASE_URL", default="") or None
+OPENAI_MODEL_TRIAGE = env.str("OPENAI_MODEL_TRIAGE", default="gpt-4o-mini")
+OPENAI_MODEL_QUALIFICATION = env.str("OPENAI_MODEL_QUALIFICATION", default="gpt-4o-mini")
+OPENAI_MODEL_COLLECTION = env.str("OPENAI_MODEL_COLLECTION", default="gpt-4o-mini")
+OPENAI_MODEL_SUMMARY = env.str("OPENAI_MODEL_SUMMARY", default="gpt-4o-mini")
+LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=30.0)
+LLM_RETRY_MAX = env.int("LLM_RETRY_MAX", default=1)
+MAX_HISTORY_MESSAGES = env.int("MAX_HISTORY_MESSAGES", default=50)
+MAX_CONTEXT_ENRICHMENTS_PER_MESSAGE = env.int("MAX_CONTEXT_ENRICHMENTS_PER_MESSAGE", default=2)
+MAX_AGENT_HOPS_PER_MESSAGE = env.int("MAX_AGENT_HOPS_PER_MESSAGE", default=3)
+SESSION_IDLE_HOURS = env.int("SESSION_IDLE_HOURS", default=24)
+AGENT_NAME = env.str("AGENT_NAME", default="Lia")
+
+# --- WhatsApp Cloud API ---
+WHATSAPP_VERIFY_TOKEN = env.str("WHATSAPP_VERIFY_TOKEN", default="")
+WHATSAPP_ACCESS_TOKEN = env.str("WHATSAPP_ACCESS_TOKEN", default="")
+WHATSAPP_API_BASE_URL = env.str("WHATSAPP_API_BASE_URL", default="https://graph.facebook.com/v23.0")
+WEBHOOK_MAX_BODY_BYTES = env.int("WEBHOOK_MAX_BODY_BYTES", default=5 * 1024 * 1024)
+# Django refuses bodies above this before the view runs; keep it above the webhook's own limit
+# so the view can answer 413 itself.
+DATA_UPLOAD_MAX_MEMORY_SIZE = WEBHOOK_MAX_BODY_BYTES + 1024 * 1024
+
+# --- Logging: one line per event, `event key=value ...`, secrets redacted ---
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"event": {"()": "config.logging.EventFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "event"}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
+    "loggers": {
+        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "agents": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "conversations": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "prompts_admin": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "knowledge_base": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "celery": {"handlers": ["console"], "level": "INFO", "propagate": False},
+    },
+}
+
+if DEBUG:
+    # The local first run: no HTTPS in front of runserver.
+    SECURE_SSL_REDIRECT = False

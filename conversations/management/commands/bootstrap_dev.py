@@ -1,0 +1,45 @@
+"""First-run setup for a developer machine: the demo catalog and a local superuser.
+
+Runs only with DEBUG=True. Safe to run again: the catalog is loaded only while no Instance
+exists, and the superuser is created only while none exists.
+"""
+
+import os
+import secrets
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from conversations.models import Instance
+
+
+class Command(BaseCommand):
+    help = "Load the demo catalog and create a local superuser (DEBUG=True only)."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not settings.DEBUG:
+            raise CommandError(
+                "bootstrap_dev runs only with DEBUG=True (it creates an admin user)."
+            )
+        if not Instance.objects.exists():
+            try:
+                call_command("loaddata", "demo", verbosity=0)
+            except CommandError as exc:
+                if "No fixture named" not in str(exc):
+                    raise
+                self.stdout.write("No demo fixture yet; skipped.")
+            else:
+                self.stdout.write("Loaded the demo catalog.")
+        user_model = get_user_model()
+        if user_model.objects.filter(is_superuser=True).exists():
+            return
+        password = os.environ.get("ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+        user_model.objects.create_superuser("admin", "admin@localhost", password)
+        shown = "from ADMIN_PASSWORD" if os.environ.get("ADMIN_PASSWORD") else password
+        self.stdout.write(
+            self.style.SUCCESS(f"Created superuser 'admin' with password: {shown}")
+            + "\n(shown once; change it in the admin or set ADMIN_PASSWORD before `make run`)"
+        )

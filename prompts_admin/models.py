@@ -1,0 +1,211 @@
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxLengthValidator
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+from simple_history.models import HistoricalRecords
+from validate_docbr import CNPJ
+
+from agents.states import PROMPT_AGENTS
+
+AGENT_CHOICES = [(agent.value, agent.value) for agent in PROMPT_AGENTS]
+MAX_PROMPT_CHARS = 30_000
+MAX_FIXED_TEXT_CHARS = 1_000
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+DEFAULT_HANDOFF_MESSAGE_OPEN = (
+    "Vou transferir seu atendimento para um especialista da nossa equipe. "
+    "Ele vai continuar a conversa por aqui mesmo."
+)
+DEFAULT_HANDOFF_MESSAGE_CLOSED = (
+    "Vou transferir seu atendimento para um especialista da nossa equipe. "
+    "No momento estamos fora do horário de atendimento; a equipe vai continuar a conversa "
+    "por aqui assim que retomarmos o expediente."
+)
+DEFAULT_UNSUPPORTED_MEDIA_MESSAGE = (
+    "Por enquanto consigo ler apenas mensagens de texto. Pode me escrever o que precisa, por favor?"
+)
+DEFAULT_INVALID_FORMAT_MESSAGE = (
+    "Tive um problema para processar sua mensagem. "
+    "Vou transferir seu atendimento para um especialista da nossa equipe."
+)
+DEFAULT_BUSINESS_HOURS: dict[str, list[list[str]]] = {
+    "mon": [["08:00", "18:00"]],
+    "tue": [["08:00", "18:00"]],
+    "wed": [["08:00", "18:00"]],
+    "thu": [["08:00", "18:00"]],
+    "fri": [["08:00", "17:00"]],
+    "sat": [],
+    "sun": [],
+}
+
+
+def _default_business_hours() -> dict[str, list[list[str]]]:
+    return {day: [list(span) for span in spans] for day, spans in DEFAULT_BUSINESS_HOURS.items()}
+
+
+def _default_agent_name() -> str:
+    return settings.AGENT_NAME
+
+
+class PromptOverride(models.Model):
+    """An admin-edited system prompt template for one agent; replaces the built-in text."""
+
+    agent = models.CharField(_("agente"), max_length=32, choices=AGENT_CHOICES)
+    content = models.TextField(_("conteúdo"), validators=[MaxLengthValidator(MAX_PROMPT_CHARS)])
+    is_active = models.BooleanField(
+        _("ativo"),
+        default=False,
+        help_text=_("No máximo um override ativo por agente. Os guards fixos são sempre anexados."),
+    )
+    note = models.CharField(_("nota da alteração"), max_length=255, blank=True)
+    created_at = models.DateTimeField(_("criado em"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("atualizado em"), auto_now=True)
+    history = HistoricalRecords()
+
+    class Meta:
+        ordering = ["agent", "-is_active", "-updated_at"]
+        verbose_name = _("override de prompt")
+        verbose_name_plural = _("overrides de prompt")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent"],
+                condition=models.Q(is_active=True),
+                name="prompt_override_one_active_per_agent",
+                violation_error_message=_("Já existe um override ativo para este agente."),
+            )
+        ]
+
+    def __str__(self) -> str:
+        status = _("ativo") if self.is_active else _("inativo")
+        return f"{self.agent} ({status}) #{self.pk or '-'}"
+
+
+def validate_business_hours(value: Any) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError(_("O horário comercial deve ser um objeto com os dias da semana."))
+    unknown = set(value) - set(WEEKDAYS)
+    if unknown:
+        raise ValidationError(
+            _("Dias desconhecidos: %(days)s. Use %(valid)s."),
+            params={"days": ", ".join(sorted(unknown)), "valid": ", ".join(WEEKDAYS)},
+        )
+    for day, spans in value.items():
+        if not isinstance(spans, list):
+            raise ValidationError(_("%(day)s: use uma lista de intervalos."), params={"day": day})
+        for span in spans:
+            if (
+                not isinstance(span, list)
+                or len(span) != 2
+                or not all(isinstance(t, str) and _is_hhmm(t) for t in span)
+                or span[0] >= span[1]
+            ):
+                raise ValidationError(
+                    _('%(day)s: intervalo inválido %(span)s; use ["08:00", "18:00"].'),
+                    params={"day": day, "span": span},
+                )
+
+
+def _is_hhmm(text: str) -> bool:
+    if len(text) != 5 or text[2] != ":" or not (text[:2] + text[3:]).isdigit():
+        return False
+    return int(text[:2]) < 24 and int(text[3:]) < 60
+
+
+class RuntimeConfig(models.Model):
+    """The single row of runtime settings that admins edit (identity, hours, fixed texts)."""
+
+    SINGLETON_PK = 1
+
+    agent_name = models.CharField(
+        _("nome do assistente"), max_length=60, default=_default_agent_name
+    )
+    company_name = models.CharField(
+        _("nome da empresa"), max_length=120, default="Laboratório Exemplo"
+    )
+    business_hours = models.JSONField(
+        _("horário comercial"),
+        default=_default_business_hours,
+        validators=[validate_business_hours],
+        help_text=_(
+            'Horário de Brasília por dia: {"mon": [["08:00", "18:00"]], ..., "sun": []}. '
+            "Feriados nacionais são fechados automaticamente."
+        ),
+    )
+    handoff_message_open = models.TextField(
+        _("mensagem de transferência (em horário)"),
+        default=DEFAULT_HANDOFF_MESSAGE_OPEN,
+        validators=[MaxLengthValidator(MAX_FIXED_TEXT_CHARS)],
+    )
+    handoff_message_closed = models.TextField(
+        _("mensagem de transferência (fora do horário)"),
+        default=DEFAULT_HANDOFF_MESSAGE_CLOSED,
+        validators=[MaxLengthValidator(MAX_FIXED_TEXT_CHARS)],
+    )
+    unsupported_media_message = models.TextField(
+        _("mensagem para mídia não suportada"),
+        default=DEFAULT_UNSUPPORTED_MEDIA_MESSAGE,
+        validators=[MaxLengthValidator(MAX_FIXED_TEXT_CHARS)],
+    )
+    invalid_format_message = models.TextField(
+        _("mensagem de falha de formato"),
+        default=DEFAULT_INVALID_FORMAT_MESSAGE,
+        validators=[MaxLengthValidator(MAX_FIXED_TEXT_CHARS)],
+    )
+    updated_at = models.DateTimeField(_("atualizado em"), auto_now=True)
+    history = HistoricalRecords()
+
+    class Meta:
+        verbose_name = _("configuração de execução")
+        verbose_name_plural = _("configuração de execução")
+        constraints = [
+            models.CheckConstraint(condition=models.Q(pk=1), name="runtime_config_single_row")
+        ]
+
+    def __str__(self) -> str:
+        return str(_("Configuração de execução"))
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.pk = self.SINGLETON_PK
+        super().save(*args, **kwargs)
+
+    @classmethod
+    def load(cls) -> "RuntimeConfig":
+        """The configuration row, created with the defaults on first use."""
+        config, _created = cls.objects.get_or_create(pk=cls.SINGLETON_PK)
+        return config
+
+
+def validate_cnpj(value: str) -> None:
+    if value and not CNPJ().validate(value):
+        raise ValidationError(_("CNPJ inválido (dígitos verificadores não conferem)."))
+
+
+class StrategicCompany(models.Model):
+    """A customer company whose contacts always go straight to a human."""
+
+    name = models.CharField(_("nome"), max_length=160)
+    cnpj = models.CharField(
+        _("CNPJ"), max_length=18, blank=True, validators=[validate_cnpj], db_index=True
+    )
+    phone_numbers = models.TextField(
+        _("telefones"),
+        blank=True,
+        help_text=_("Um telefone por linha, com DDI e DDD (ex.: +55 11 91234-5678)."),
+    )
+    notes = models.TextField(_("observações"), blank=True, validators=[MaxLengthValidator(2000)])
+    is_active = models.BooleanField(_("ativa"), default=True)
+    history = HistoricalRecords()
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("empresa estratégica")
+        verbose_name_plural = _("empresas estratégicas")
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        self.cnpj = "".join(ch for ch in self.cnpj if ch.isdigit())

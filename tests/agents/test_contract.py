@@ -1,0 +1,167 @@
+"""The strict `{JSON}Mensagem` parser: seed 000's table, edge cases and a property."""
+
+import json
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agents.contract import LLMResponseParseError, ParsedLLMResponse, parse_llm_response
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ('{"s":1}Olá.', ParsedLLMResponse(1, {"s": 1}, "Olá.")),
+        (' \n\t {"s":1}Olá.', ParsedLLMResponse(1, {"s": 1}, "Olá.")),
+        (
+            '{"s":99,"context_needed":"COMPANY_INFO"}',
+            ParsedLLMResponse(99, {"s": 99, "context_needed": "COMPANY_INFO"}, ""),
+        ),
+        (
+            '{"s":1,"nota":"usa {chaves}"}Texto',
+            ParsedLLMResponse(1, {"s": 1, "nota": "usa {chaves}"}, "Texto"),
+        ),
+        ('{"s":123}Texto', ParsedLLMResponse(123, {"s": 123}, "Texto")),
+    ],
+    ids=["plain", "leading-whitespace", "empty-message", "braces-in-string", "unknown-code"],
+)
+def test_seed_table_valid_answers(raw: str, expected: ParsedLLMResponse) -> None:
+    assert parse_llm_response(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        ('Olá {"s":1}Texto', "text before the JSON: the answer must start with '{' but starts with 'Olá {\"s\":1}Texto'"),
+        ('```json\n{"s":1}\n```Texto', "text before the JSON: the answer must start with '{' but starts with '```json\\n{\"s\":1}\\n```T'"),
+        ('{"s":1,}Texto', "malformed JSON at line 1 column 8 (char 7): Expecting property name enclosed in double quotes"),
+        ('{"s":1', "unbalanced braces: the JSON object is never closed (1 brace(s) left open)"),
+        ('{"s":"1"}Texto', "'s' must be an integer, got str \"1\""),
+        ('{"s":true}Texto', "'s' must be an integer, got bool true"),
+        ('{"s":1.0}Texto', "'s' must be an integer, got float 1.0"),
+        ('{"message":"Texto"}', "missing 's': the JSON object has no code field"),
+        ('[{"s":1}]Texto', "not an object: the answer starts with a JSON array"),
+    ],
+    ids=[
+        "text-before", "markdown-fence", "trailing-comma", "unbalanced", "s-string", "s-bool",
+        "s-float", "s-missing", "top-level-array",
+    ],
+)  # fmt: skip
+def test_seed_table_invalid_answers(raw: str, error: str) -> None:
+    with pytest.raises(LLMResponseParseError) as excinfo:
+        parse_llm_response(raw)
+    assert str(excinfo.value) == error
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (
+            r'{"s":1,"q":"diz \"oi\" {"}Texto',
+            ParsedLLMResponse(1, {"s": 1, "q": 'diz "oi" {'}, "Texto"),
+        ),
+        (
+            r'{"s":1,"path":"C:\\"}}Texto',
+            ParsedLLMResponse(1, {"s": 1, "path": "C:\\"}, "}Texto"),
+        ),
+        (
+            '{"s":1,"x":"[{]}"}Texto',
+            ParsedLLMResponse(1, {"s": 1, "x": "[{]}"}, "Texto"),
+        ),
+        (
+            '{"s":3,"qualification_data":{"a":[1,{"b":{}}],"c":[]}}Ok',
+            ParsedLLMResponse(3, {"s": 3, "qualification_data": {"a": [1, {"b": {}}], "c": []}}, "Ok"),
+        ),
+        (
+            '{"s":1,"nome":"Jo\\u00e3o 😀"}Olá, João! 😀',
+            ParsedLLMResponse(1, {"s": 1, "nome": "João 😀"}, "Olá, João! 😀"),
+        ),
+        ('{"s":1}  \n\t ', ParsedLLMResponse(1, {"s": 1}, "")),
+        ('{"s":1}{"s":2}', ParsedLLMResponse(1, {"s": 1}, '{"s":2}')),
+        ('{"s":-5}x', ParsedLLMResponse(-5, {"s": -5}, "x")),
+        (
+            '{"s":123456789012345678901234567890}x',
+            ParsedLLMResponse(123456789012345678901234567890, {"s": 123456789012345678901234567890}, "x"),
+        ),
+        ('{"s":1}\n\nLinha 1\nLinha 2', ParsedLLMResponse(1, {"s": 1}, "Linha 1\nLinha 2")),
+    ],
+    ids=[
+        "escaped-quote-and-brace", "backslash-before-closing-quote", "brackets-in-string",
+        "nested", "unicode-escape-and-emoji", "whitespace-only-message", "second-object-is-text",
+        "negative", "very-large", "message-lstrip-only",
+    ],
+)  # fmt: skip
+def test_edge_cases_valid(raw: str, expected: ParsedLLMResponse) -> None:
+    assert parse_llm_response(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        ('{"s":null}x', "'s' must be an integer, got NoneType null"),
+        ('\ufeff{"s":1}x', "text before the JSON: the answer must start with '{' but starts with '\\ufeff{\"s\":1}x'"),
+        ("", "the answer is empty"),
+        ("   \n", "the answer is empty"),
+        ('{"s":1,"q":"never closed}', "unbalanced braces: the JSON object has an unterminated string"),
+        ("{'s':1}x", "malformed JSON at line 1 column 2 (char 1): Expecting property name enclosed in double quotes"),
+        ('{"s":1}}', None),
+    ],
+    ids=["s-null", "leading-bom", "empty", "blank", "unterminated-string", "single-quotes", "extra-closing-brace"],
+)  # fmt: skip
+def test_edge_cases_invalid(raw: str, error: str | None) -> None:
+    if error is None:
+        # An extra closing brace after a complete object is message text, not an error.
+        assert parse_llm_response(raw) == ParsedLLMResponse(1, {"s": 1}, "}")
+        return
+    with pytest.raises(LLMResponseParseError) as excinfo:
+        parse_llm_response(raw)
+    assert str(excinfo.value) == error
+
+
+def test_not_text_is_refused() -> None:
+    with pytest.raises(LLMResponseParseError) as excinfo:
+        parse_llm_response(None)  # type: ignore[arg-type]
+    assert str(excinfo.value) == "the answer is not text but NoneType"
+
+
+def test_one_megabyte_message_parses_in_linear_time() -> None:
+    message = 'Olá { } " \\ ' * 90_000
+    payload = '{"s":1,"k":"' + "x{" * 50_000 + '"}' + message
+    started = time.perf_counter()
+    parsed = parse_llm_response(payload)
+    elapsed = time.perf_counter() - started
+    assert parsed.s == 1
+    assert parsed.message == message.lstrip()
+    assert len(parsed.message) == 1_080_000
+    # The scan stops at the object's end: the message is never walked character by character.
+    assert elapsed < 0.5
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet=st.characters(), max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=15,
+)
+tricky_text = st.text(alphabet=st.sampled_from('{}[]"\\ab \n\tçã😀'), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    code=st.integers(),
+    extra=st.dictionaries(
+        st.text(max_size=8).filter(lambda k: k != "s"), json_values | tricky_text, max_size=5
+    ),
+    message=st.text(max_size=60) | tricky_text,
+    compact=st.booleans(),
+)
+def test_property_any_object_with_int_s_roundtrips(
+    code: int, extra: dict, message: str, compact: bool
+) -> None:
+    obj = {"s": code, **extra}
+    separators = (",", ":") if compact else None
+    raw = json.dumps(obj, ensure_ascii=False, separators=separators) + message
+    assert parse_llm_response(raw) == ParsedLLMResponse(code, obj, message.lstrip())

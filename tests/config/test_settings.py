@@ -1,0 +1,103 @@
+"""Settings behave as documented: production safety, `check --deploy`, `.env` loading."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCTION_ENV = {
+    "DEBUG": "False",
+    "SECRET_KEY": "prod-" + "k" * 60,
+    "WHATSAPP_APP_SECRET": "meta-app-secret",
+    "ALLOWED_HOSTS": "atendimento.example.com.br",
+    "DATABASE_URL": "sqlite:///:memory:",
+}
+
+
+def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DEBUG", "SECRET_KEY", "WHATSAPP_APP_SECRET"}
+    }
+    base.update({"DJANGO_SETTINGS_MODULE": "config.settings", "ENV_FILE": "/nonexistent/.env"})
+    base.update(env)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=base, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize("missing", ["SECRET_KEY", "WHATSAPP_APP_SECRET"])
+def test_production_refuses_to_start_without_a_secret(missing: str) -> None:
+    env = {k: v for k, v in PRODUCTION_ENV.items() if k != missing}
+    result = run_python("import django; django.setup()", env)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"django.core.exceptions.ImproperlyConfigured: {missing} is not set. "
+        "It is required when DEBUG=False; set it in the environment or .env."
+    )
+
+
+def test_debug_runs_without_secrets() -> None:
+    result = run_python(
+        "import django; django.setup(); from django.conf import settings; "
+        "print(settings.DEBUG, settings.CELERY_TASK_ALWAYS_EAGER, settings.SECRET_KEY[:15])",
+        {"DEBUG": "True"},
+    )
+    assert result.stdout.strip() == "True True django-insecure"
+
+
+def test_check_deploy_is_clean_with_the_documented_production_environment() -> None:
+    result = run_python(
+        "import sys; from django.core.management import execute_from_command_line; "
+        "execute_from_command_line(['manage.py', 'check', '--deploy', '--fail-level', 'WARNING'])",
+        PRODUCTION_ENV,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "System check identified no issues (1 silenced)."
+
+
+def test_env_file_is_read_and_the_process_environment_wins(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text(
+        "DEBUG=True\nAGENT_NAME=Clara\nMAX_AGENT_HOPS_PER_MESSAGE=5\nSESSION_IDLE_HOURS=12\n"
+    )
+    result = run_python(
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.DEBUG, s.AGENT_NAME, s.MAX_AGENT_HOPS_PER_MESSAGE, s.SESSION_IDLE_HOURS)",
+        {"ENV_FILE": str(env_file), "SESSION_IDLE_HOURS": "6"},
+    )
+    assert result.stdout.strip() == "True Clara 5 6"
+
+
+def test_defaults_of_the_documented_variables() -> None:
+    result = run_python(
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.DATABASES['default']['ENGINE'], s.CELERY_TASK_ALWAYS_EAGER, s.OPENAI_MODEL_TRIAGE, "
+        "s.OPENAI_MODEL_QUALIFICATION, s.OPENAI_MODEL_COLLECTION, s.OPENAI_MODEL_SUMMARY, "
+        "s.LLM_RETRY_MAX, s.MAX_HISTORY_MESSAGES, s.MAX_CONTEXT_ENRICHMENTS_PER_MESSAGE, "
+        "s.MAX_AGENT_HOPS_PER_MESSAGE, s.SESSION_IDLE_HOURS, s.WEBHOOK_MAX_BODY_BYTES, "
+        "s.LANGUAGE_CODE, s.TIME_ZONE, s.USE_TZ)",
+        {"DEBUG": "True", "DATABASE_URL": "", "CELERY_BROKER_URL": ""},
+    )
+    assert result.stdout.split() == [
+        "django.db.backends.sqlite3", "True", "gpt-4o-mini", "gpt-4o-mini", "gpt-4o-mini",
+        "gpt-4o-mini", "1", "50", "2", "3", "24", "5242880", "pt-br", "America/Sao_Paulo", "True",
+    ]  # fmt: skip
+
+
+def test_a_broker_url_turns_eager_mode_off_and_postgres_keeps_connections() -> None:
+    result = run_python(
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.CELERY_TASK_ALWAYS_EAGER, s.DATABASES['default']['CONN_MAX_AGE'], "
+        "s.CELERY_BROKER_TRANSPORT_OPTIONS['visibility_timeout'] > s.CELERY_TASK_TIME_LIMIT)",
+        {
+            "DEBUG": "True",
+            "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0",
+            "DATABASE_URL": "postgres://u@127.0.0.1:5432/x",
+        },
+    )
+    assert result.stdout.split() == ["False", "60", "True"]
