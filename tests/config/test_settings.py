@@ -18,11 +18,8 @@ PRODUCTION_ENV = {
 
 
 def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"DEBUG", "SECRET_KEY", "WHATSAPP_APP_SECRET"}
-    }
+    isolated = {"DEBUG", "SECRET_KEY", "WHATSAPP_APP_SECRET", "DATABASE_URL", "CELERY_BROKER_URL"}
+    base = {k: v for k, v in os.environ.items() if k not in isolated}
     base.update({"DJANGO_SETTINGS_MODULE": "config.settings", "ENV_FILE": "/nonexistent/.env"})
     base.update(env)
     return subprocess.run(
