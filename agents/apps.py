@@ -4,4 +4,4 @@ from django.utils.translation import gettext_lazy as _
 
 class AgentsConfig(AppConfig):
     name = "agents"
-    verbose_name = _("Agentes")
+    verbose_name = _("Agents")

@@ -4,4 +4,4 @@ from django.utils.translation import gettext_lazy as _
 
 class ConversationsConfig(AppConfig):
     name = "conversations"
-    verbose_name = _("Conversas")
+    verbose_name = _("Conversations")

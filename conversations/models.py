@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.core.validators import MaxLengthValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -6,61 +7,78 @@ from django.utils.translation import gettext_lazy as _
 from agents.states import AgentName, HandoffReason, SessionState
 
 STATE_CHOICES = [
-    (SessionState.TRIAGE.value, _("Triagem")),
-    (SessionState.QUALIFYING.value, _("Qualificação")),
-    (SessionState.DATA_COLLECT.value, _("Coleta de dados")),
-    (SessionState.CONFIRM.value, _("Confirmação")),
-    (SessionState.HUMAN.value, _("Com humano")),
-    (SessionState.CLOSED.value, _("Encerrada")),
+    (SessionState.TRIAGE.value, _("Triage")),
+    (SessionState.QUALIFYING.value, _("Qualifying")),
+    (SessionState.DATA_COLLECT.value, _("Data collection")),
+    (SessionState.CONFIRM.value, _("Confirmation")),
+    (SessionState.HUMAN.value, _("With a human")),
+    (SessionState.CLOSED.value, _("Closed")),
 ]
 AGENT_CHOICES = [
-    (AgentName.TRIAGEM.value, _("triagem")),
-    (AgentName.QUALIFICACAO.value, _("qualificação")),
-    (AgentName.COLETA.value, _("coleta")),
-    (AgentName.ORCHESTRATOR.value, _("orquestrador")),
-    (AgentName.SUMMARY.value, _("resumo")),
+    (AgentName.TRIAGEM.value, _("triage")),
+    (AgentName.QUALIFICACAO.value, _("qualification")),
+    (AgentName.COLETA.value, _("collection")),
+    (AgentName.ORCHESTRATOR.value, _("orchestrator")),
+    (AgentName.SUMMARY.value, _("summary")),
 ]
 HANDOFF_REASON_CHOICES = [
-    (HandoffReason.MODEL_REQUESTED.value, _("pedido pelo modelo")),
-    (HandoffReason.QUALIFIED_LEAD.value, _("lead qualificado")),
-    (HandoffReason.LLM_INVALID_JSON.value, _("resposta do modelo em formato inválido")),
-    (HandoffReason.LLM_INVALID_CONTRACT.value, _("resposta do modelo fora do contrato")),
-    (HandoffReason.LLM_TIMEOUT.value, _("tempo esgotado no modelo")),
-    (HandoffReason.LLM_RATE_LIMITED.value, _("limite de uso do modelo")),
-    (HandoffReason.LLM_PROVIDER_ERROR.value, _("erro do provedor do modelo")),
-    (HandoffReason.UNKNOWN_PACKAGE.value, _("pacote de conhecimento desconhecido")),
-    (HandoffReason.ENRICHMENT_LIMIT.value, _("limite de enriquecimento")),
-    (HandoffReason.ROUTING_LOOP.value, _("laço de roteamento")),
-    (HandoffReason.STAFF_TAKEOVER.value, _("assumida pela equipe")),
-    (HandoffReason.STRATEGIC_COMPANY.value, _("empresa estratégica")),
+    (HandoffReason.MODEL_REQUESTED.value, _("requested by the model")),
+    (HandoffReason.QUALIFIED_LEAD.value, _("qualified lead")),
+    (HandoffReason.LLM_INVALID_JSON.value, _("model answer in an invalid format")),
+    (HandoffReason.LLM_INVALID_CONTRACT.value, _("model answer outside the contract")),
+    (HandoffReason.LLM_TIMEOUT.value, _("model timed out")),
+    (HandoffReason.LLM_RATE_LIMITED.value, _("model rate limited")),
+    (HandoffReason.LLM_PROVIDER_ERROR.value, _("model provider error")),
+    (HandoffReason.UNKNOWN_PACKAGE.value, _("unknown knowledge package")),
+    (HandoffReason.ENRICHMENT_LIMIT.value, _("enrichment limit")),
+    (HandoffReason.ROUTING_LOOP.value, _("routing loop")),
+    (HandoffReason.STAFF_TAKEOVER.value, _("taken over by staff")),
+    (HandoffReason.STRATEGIC_COMPANY.value, _("strategic company")),
 ]
+
+MAX_BRAND_CONTEXT_CHARS = 2_000
+PHONE_NUMBER_ID_VALIDATOR = RegexValidator(
+    r"^\d{5,32}$", _("Use the digits of the phone_number_id shown by Meta, nothing else.")
+)
+E164_DIGITS_VALIDATOR = RegexValidator(
+    r"^\d{8,15}$", _("Use the E.164 number with digits only (8 to 15 digits, no +).")
+)
+DOCUMENT_DIGITS_VALIDATOR = RegexValidator(
+    r"^(\d{11}|\d{14})$", _("Use the 11 digits of a CPF or the 14 digits of a CNPJ.")
+)
 
 
 class Instance(models.Model):
     """One WhatsApp business number of the company."""
 
-    phone_number_id = models.CharField(_("phone_number_id do WhatsApp"), max_length=32, unique=True)
-    display_phone = models.CharField(_("telefone exibido"), max_length=32, blank=True)
-    name = models.CharField(_("nome"), max_length=120)
-    brand_context = models.TextField(
-        _("contexto da marca"),
-        blank=True,
-        help_text=_("Texto sobre a marca/unidade entregue aos agentes como metadado."),
+    phone_number_id = models.CharField(
+        _("WhatsApp phone_number_id"),
+        max_length=32,
+        unique=True,
+        validators=[PHONE_NUMBER_ID_VALIDATOR],
     )
-    health_sensitive = models.BooleanField(_("sensível à saúde"), default=False)
+    display_phone = models.CharField(_("display phone"), max_length=32, blank=True)
+    name = models.CharField(_("name"), max_length=120)
+    brand_context = models.TextField(
+        _("brand context"),
+        blank=True,
+        validators=[MaxLengthValidator(MAX_BRAND_CONTEXT_CHARS)],
+        help_text=_("Text about the brand or unit given to the agents as metadata."),
+    )
+    health_sensitive = models.BooleanField(_("health-sensitive"), default=False)
     access_token = models.CharField(
-        _("token de acesso"),
+        _("access token"),
         max_length=512,
         blank=True,
-        help_text=_("Opcional; vazio usa WHATSAPP_ACCESS_TOKEN. Nunca é exibido."),
+        help_text=_("Optional; empty uses WHATSAPP_ACCESS_TOKEN. Never displayed."),
     )
-    is_active = models.BooleanField(_("ativa"), default=True)
-    created_at = models.DateTimeField(_("criada em"), auto_now_add=True)
+    is_active = models.BooleanField(_("active"), default=True)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
 
     class Meta:
         ordering = ["name"]
-        verbose_name = _("instância")
-        verbose_name_plural = _("instâncias")
+        verbose_name = _("instance")
+        verbose_name_plural = _("instances")
 
     def __str__(self) -> str:
         return f"{self.name} ({self.display_phone or self.phone_number_id})"
@@ -70,50 +88,58 @@ class Session(models.Model):
     """One conversation of one customer on one instance, with a state."""
 
     instance = models.ForeignKey(
-        Instance, on_delete=models.PROTECT, related_name="sessions", verbose_name=_("instância")
+        Instance, on_delete=models.PROTECT, related_name="sessions", verbose_name=_("instance")
     )
     customer_phone = models.CharField(
-        _("telefone do cliente"), max_length=20, blank=True, help_text=_("E.164, só dígitos")
+        _("customer phone"),
+        max_length=20,
+        blank=True,
+        validators=[E164_DIGITS_VALIDATOR],
+        help_text=_("E.164, digits only"),
     )
-    customer_user_id = models.CharField(_("ID de usuário (BSUID)"), max_length=128, blank=True)
-    customer_name = models.CharField(_("nome do cliente"), max_length=200, blank=True)
+    customer_user_id = models.CharField(_("user ID (BSUID)"), max_length=128, blank=True)
+    customer_name = models.CharField(_("customer name"), max_length=200, blank=True)
     customer_document = models.CharField(
-        _("documento (CPF/CNPJ)"), max_length=14, blank=True, help_text=_("Só dígitos")
+        _("document (CPF/CNPJ)"),
+        max_length=14,
+        blank=True,
+        validators=[DOCUMENT_DIGITS_VALIDATOR],
+        help_text=_("Digits only"),
     )
     state = models.CharField(
-        _("estado"), max_length=16, choices=STATE_CHOICES, default=SessionState.TRIAGE.value
+        _("state"), max_length=16, choices=STATE_CHOICES, default=SessionState.TRIAGE.value
     )
-    segment = models.CharField(_("segmento"), max_length=64, blank=True)
-    intent = models.CharField(_("intenção"), max_length=64, blank=True)
-    service = models.CharField(_("serviço"), max_length=64, blank=True)
-    technical_data = models.JSONField(_("dados técnicos"), default=dict, blank=True)
+    segment = models.CharField(_("segment"), max_length=64, blank=True)
+    intent = models.CharField(_("intent"), max_length=64, blank=True)
+    service = models.CharField(_("service"), max_length=64, blank=True)
+    technical_data = models.JSONField(_("technical data"), default=dict, blank=True)
     technical_extras = models.JSONField(
-        _("dados técnicos extras"),
+        _("technical data extras"),
         default=dict,
         blank=True,
-        help_text=_("Parâmetros enviados pelo modelo que o esquema do serviço não declara."),
+        help_text=_("Parameters sent by the model that the service's schema does not declare."),
     )
-    registration_data = models.JSONField(_("dados cadastrais"), default=dict, blank=True)
-    registration_extras = models.JSONField(_("dados cadastrais extras"), default=dict, blank=True)
-    loaded_packages = models.JSONField(_("pacotes carregados"), default=list, blank=True)
+    registration_data = models.JSONField(_("registration data"), default=dict, blank=True)
+    registration_extras = models.JSONField(_("registration data extras"), default=dict, blank=True)
+    loaded_packages = models.JSONField(_("loaded packages"), default=list, blank=True)
     handoff_reason = models.CharField(
-        _("motivo da transferência"), max_length=32, choices=HANDOFF_REASON_CHOICES, blank=True
+        _("handoff reason"), max_length=32, choices=HANDOFF_REASON_CHOICES, blank=True
     )
-    handoff_detail = models.CharField(_("detalhe da transferência"), max_length=255, blank=True)
+    handoff_detail = models.CharField(_("handoff detail"), max_length=255, blank=True)
     # Processing lease: who runs this session's turn now, and until when (DESIGN.md §4 step 2).
-    lease_token = models.UUIDField(_("token do lease"), null=True, blank=True, editable=False)
-    lease_expires_at = models.DateTimeField(_("lease expira em"), null=True, blank=True)
-    created_at = models.DateTimeField(_("criada em"), default=timezone.now)
-    last_inbound_at = models.DateTimeField(_("última mensagem do cliente"), null=True, blank=True)
-    last_message_at = models.DateTimeField(_("última mensagem"), null=True, blank=True)
-    handed_off_at = models.DateTimeField(_("transferida em"), null=True, blank=True)
-    closed_at = models.DateTimeField(_("encerrada em"), null=True, blank=True)
-    updated_at = models.DateTimeField(_("atualizada em"), auto_now=True)
+    lease_token = models.UUIDField(_("lease token"), null=True, blank=True, editable=False)
+    lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    last_inbound_at = models.DateTimeField(_("last inbound message"), null=True, blank=True)
+    last_message_at = models.DateTimeField(_("last message"), null=True, blank=True)
+    handed_off_at = models.DateTimeField(_("handed off at"), null=True, blank=True)
+    closed_at = models.DateTimeField(_("closed at"), null=True, blank=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     class Meta:
         ordering = ["-last_message_at", "-id"]
-        verbose_name = _("conversa")
-        verbose_name_plural = _("conversas")
+        verbose_name = _("conversation")
+        verbose_name_plural = _("conversations")
         indexes = [
             models.Index(
                 fields=["instance", "customer_phone", "-created_at"], name="session_phone"
@@ -123,8 +149,12 @@ class Session(models.Model):
             ),
             models.Index(fields=["-last_message_at", "-id"], name="session_recent"),
             models.Index(fields=["state", "-last_message_at"], name="session_state_recent"),
-            models.Index(fields=["handoff_reason"], name="session_handoff_reason"),
-            models.Index(fields=["segment"], name="session_segment"),
+            # The admin list filters by these and keeps its ordering (newest activity first).
+            models.Index(fields=["instance", "-last_message_at"], name="session_instance_recent"),
+            models.Index(
+                fields=["handoff_reason", "-last_message_at"], name="session_handoff_recent"
+            ),
+            models.Index(fields=["segment", "-last_message_at"], name="session_segment_recent"),
             models.Index(fields=["customer_document"], name="session_document"),
             models.Index(fields=["lease_expires_at"], name="session_lease"),
         ]
@@ -149,18 +179,18 @@ class Session(models.Model):
 
 
 class Direction(models.TextChoices):
-    INBOUND = "INBOUND", _("recebida")
-    OUTBOUND = "OUTBOUND", _("enviada")
-    SYSTEM = "SYSTEM", _("sistema")
+    INBOUND = "INBOUND", _("inbound")
+    OUTBOUND = "OUTBOUND", _("outbound")
+    SYSTEM = "SYSTEM", _("system")
 
 
 class DeliveryStatus(models.TextChoices):
-    PENDING = "pending", _("pendente")
-    SENT = "sent", _("enviada")
-    DELIVERED = "delivered", _("entregue")
-    READ = "read", _("lida")
-    PLAYED = "played", _("reproduzida")
-    FAILED = "failed", _("falhou")
+    PENDING = "pending", _("pending")
+    SENT = "sent", _("sent")
+    DELIVERED = "delivered", _("delivered")
+    READ = "read", _("read")
+    PLAYED = "played", _("played")
+    FAILED = "failed", _("failed")
 
 
 SUPERSEDED = "superseded"
@@ -170,55 +200,55 @@ class Message(models.Model):
     """One row of the message log: INBOUND, OUTBOUND or SYSTEM (an event of the pipeline)."""
 
     session = models.ForeignKey(
-        Session, on_delete=models.CASCADE, related_name="messages", verbose_name=_("conversa")
+        Session, on_delete=models.CASCADE, related_name="messages", verbose_name=_("conversation")
     )
-    direction = models.CharField(_("direção"), max_length=8, choices=Direction.choices)
+    direction = models.CharField(_("direction"), max_length=8, choices=Direction.choices)
     message_type = models.CharField(
-        _("tipo"),
+        _("type"),
         max_length=32,
         default="text",
-        help_text=_("Tipo do WhatsApp (text, image, ...) ou, em eventos de sistema, o evento."),
+        help_text=_("WhatsApp type (text, image, ...) or, for system events, the event."),
     )
-    agent = models.CharField(_("agente"), max_length=16, choices=AGENT_CHOICES, blank=True)
-    content = models.TextField(_("conteúdo"), blank=True)
-    raw_response = models.TextField(_("resposta bruta do modelo"), blank=True)
-    json_part = models.JSONField(_("parte JSON"), null=True, blank=True)
-    code = models.SmallIntegerField(_("código (s)"), null=True, blank=True)
-    action = models.CharField(_("ação"), max_length=32, blank=True)
-    error = models.CharField(_("erro"), max_length=64, blank=True)
-    turn_id = models.UUIDField(_("turno"), null=True, blank=True)
-    part_index = models.PositiveSmallIntegerField(_("parte"), default=0)
+    agent = models.CharField(_("agent"), max_length=16, choices=AGENT_CHOICES, blank=True)
+    content = models.TextField(_("content"), blank=True)
+    raw_response = models.TextField(_("raw model answer"), blank=True)
+    json_part = models.JSONField(_("JSON part"), null=True, blank=True)
+    code = models.SmallIntegerField(_("code (s)"), null=True, blank=True)
+    action = models.CharField(_("action"), max_length=32, blank=True)
+    error = models.CharField(_("error"), max_length=64, blank=True)
+    turn_id = models.UUIDField(_("turn"), null=True, blank=True)
+    part_index = models.PositiveSmallIntegerField(_("part"), default=0)
     wa_message_id = models.CharField(
-        _("ID da mensagem no WhatsApp"), max_length=128, null=True, blank=True, unique=True
+        _("WhatsApp message ID"), max_length=128, null=True, blank=True, unique=True
     )
-    wa_timestamp = models.DateTimeField(_("horário no WhatsApp"), null=True, blank=True)
+    wa_timestamp = models.DateTimeField(_("WhatsApp timestamp"), null=True, blank=True)
     processed_at = models.DateTimeField(
-        _("processada em"),
+        _("processed at"),
         null=True,
         blank=True,
-        help_text=_("Mensagens recebidas: quando um turno a respondeu."),
+        help_text=_("Inbound messages: when a turn answered it."),
     )
     delivery_status = models.CharField(
-        _("status de entrega"), max_length=16, choices=DeliveryStatus.choices, blank=True
+        _("delivery status"), max_length=16, choices=DeliveryStatus.choices, blank=True
     )
-    delivery_status_at = models.DateTimeField(_("status em"), null=True, blank=True)
-    delivery_error_code = models.IntegerField(_("código de erro"), null=True, blank=True)
-    delivery_error_title = models.CharField(_("erro de entrega"), max_length=255, blank=True)
-    send_attempts = models.PositiveSmallIntegerField(_("tentativas de envio"), default=0)
+    delivery_status_at = models.DateTimeField(_("status at"), null=True, blank=True)
+    delivery_error_code = models.IntegerField(_("error code"), null=True, blank=True)
+    delivery_error_title = models.CharField(_("delivery error"), max_length=255, blank=True)
+    send_attempts = models.PositiveSmallIntegerField(_("send attempts"), default=0)
     staff_user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,
         null=True,
         blank=True,
         related_name="+",
-        verbose_name=_("atendente"),
+        verbose_name=_("staff member"),
     )
-    created_at = models.DateTimeField(_("criada em"), default=timezone.now)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
 
     class Meta:
         ordering = ["created_at", "id"]
-        verbose_name = _("mensagem")
-        verbose_name_plural = _("mensagens")
+        verbose_name = _("message")
+        verbose_name_plural = _("messages")
         indexes = [
             models.Index(fields=["session", "created_at", "id"], name="message_session_time"),
             models.Index(
@@ -236,7 +266,7 @@ class Message(models.Model):
 class DeliveryStatusEvent(models.Model):
     """One WhatsApp status callback, deduplicated on (wamid, status)."""
 
-    wa_message_id = models.CharField(_("ID da mensagem no WhatsApp"), max_length=128)
+    wa_message_id = models.CharField(_("WhatsApp message ID"), max_length=128)
     status = models.CharField(_("status"), max_length=16)
     message = models.ForeignKey(
         Message,
@@ -244,18 +274,18 @@ class DeliveryStatusEvent(models.Model):
         null=True,
         blank=True,
         related_name="status_events",
-        verbose_name=_("mensagem"),
+        verbose_name=_("message"),
     )
-    wa_timestamp = models.DateTimeField(_("horário no WhatsApp"), null=True, blank=True)
-    error_code = models.IntegerField(_("código de erro"), null=True, blank=True)
-    error_title = models.CharField(_("erro"), max_length=255, blank=True)
-    error_details = models.TextField(_("detalhes do erro"), blank=True)
-    created_at = models.DateTimeField(_("recebido em"), default=timezone.now)
+    wa_timestamp = models.DateTimeField(_("WhatsApp timestamp"), null=True, blank=True)
+    error_code = models.IntegerField(_("error code"), null=True, blank=True)
+    error_title = models.CharField(_("error title"), max_length=255, blank=True)
+    error_details = models.TextField(_("error details"), blank=True)
+    created_at = models.DateTimeField(_("received at"), default=timezone.now)
 
     class Meta:
         ordering = ["created_at", "id"]
-        verbose_name = _("status de entrega")
-        verbose_name_plural = _("status de entrega")
+        verbose_name = _("delivery status")
+        verbose_name_plural = _("delivery status")
         constraints = [
             models.UniqueConstraint(
                 fields=["wa_message_id", "status"], name="delivery_status_once_per_wamid"
@@ -267,33 +297,33 @@ class DeliveryStatusEvent(models.Model):
 
 
 class WebhookOutcome(models.TextChoices):
-    RECEIVED = "received", _("recebida")
-    PROCESSED = "processed", _("processada")
-    IGNORED = "ignored", _("ignorada")
-    FAILED = "failed", _("falhou (reprocessar)")
+    RECEIVED = "received", _("received")
+    PROCESSED = "processed", _("processed")
+    IGNORED = "ignored", _("ignored")
+    FAILED = "failed", _("failed (reprocess)")
 
 
 class WebhookDelivery(models.Model):
     """The raw body of one signature-checked webhook POST, kept before it is parsed."""
 
-    raw_body = models.BinaryField(_("corpo bruto"))
-    headers = models.JSONField(_("cabeçalhos relevantes"), default=dict, blank=True)
-    received_at = models.DateTimeField(_("recebida em"), default=timezone.now)
-    processed_at = models.DateTimeField(_("processada em"), null=True, blank=True)
+    raw_body = models.BinaryField(_("raw body"))
+    headers = models.JSONField(_("relevant headers"), default=dict, blank=True)
+    received_at = models.DateTimeField(_("received at"), default=timezone.now)
+    processed_at = models.DateTimeField(_("processed at"), null=True, blank=True)
     outcome = models.CharField(
-        _("resultado"),
+        _("outcome"),
         max_length=16,
         choices=WebhookOutcome.choices,
         default=WebhookOutcome.RECEIVED,
     )
-    error = models.TextField(_("erro"), blank=True)
-    messages_count = models.PositiveIntegerField(_("mensagens"), default=0)
-    statuses_count = models.PositiveIntegerField(_("status"), default=0)
+    error = models.TextField(_("error"), blank=True)
+    messages_count = models.PositiveIntegerField(_("messages"), default=0)
+    statuses_count = models.PositiveIntegerField(_("statuses"), default=0)
 
     class Meta:
         ordering = ["-received_at", "-id"]
-        verbose_name = _("entrega de webhook")
-        verbose_name_plural = _("entregas de webhook")
+        verbose_name = _("webhook delivery")
+        verbose_name_plural = _("webhook deliveries")
         indexes = [models.Index(fields=["outcome", "-received_at"], name="webhook_outcome")]
 
     def __str__(self) -> str:
@@ -301,16 +331,16 @@ class WebhookDelivery(models.Model):
 
 
 class LLMCallPurpose(models.TextChoices):
-    AGENT = "agent", _("agente")
-    REPAIR = "repair", _("reparo de formato")
-    SUMMARY = "summary", _("resumo operacional")
+    AGENT = "agent", _("agent")
+    REPAIR = "repair", _("format repair")
+    SUMMARY = "summary", _("operational summary")
 
 
 class LLMCall(models.Model):
     """One model call (agent, repair or summary): its cost, outcome and what it was built from."""
 
     session = models.ForeignKey(
-        Session, on_delete=models.CASCADE, related_name="llm_calls", verbose_name=_("conversa")
+        Session, on_delete=models.CASCADE, related_name="llm_calls", verbose_name=_("conversation")
     )
     message = models.ForeignKey(
         Message,
@@ -318,36 +348,36 @@ class LLMCall(models.Model):
         null=True,
         blank=True,
         related_name="llm_calls",
-        verbose_name=_("mensagem"),
+        verbose_name=_("message"),
     )
-    turn_id = models.UUIDField(_("turno"), null=True, blank=True)
-    agent = models.CharField(_("agente"), max_length=16, choices=AGENT_CHOICES)
-    purpose = models.CharField(_("finalidade"), max_length=16, choices=LLMCallPurpose.choices)
-    model = models.CharField(_("modelo"), max_length=64)
-    tokens_input = models.PositiveIntegerField(_("tokens de entrada"), default=0)
-    tokens_output = models.PositiveIntegerField(_("tokens de saída"), default=0)
-    latency_ms = models.PositiveIntegerField(_("latência (ms)"), default=0)
-    attempts = models.PositiveSmallIntegerField(_("tentativas"), default=1)
+    turn_id = models.UUIDField(_("turn"), null=True, blank=True)
+    agent = models.CharField(_("agent"), max_length=16, choices=AGENT_CHOICES)
+    purpose = models.CharField(_("purpose"), max_length=16, choices=LLMCallPurpose.choices)
+    model = models.CharField(_("model"), max_length=64)
+    tokens_input = models.PositiveIntegerField(_("input tokens"), default=0)
+    tokens_output = models.PositiveIntegerField(_("output tokens"), default=0)
+    latency_ms = models.PositiveIntegerField(_("latency (ms)"), default=0)
+    attempts = models.PositiveSmallIntegerField(_("attempts"), default=1)
     outcome = models.CharField(
-        _("resultado"),
+        _("outcome"),
         max_length=32,
         help_text=_("ok, timeout, rate_limited, quota_exceeded, provider_error"),
     )
-    error = models.TextField(_("erro"), blank=True)
+    error = models.TextField(_("error"), blank=True)
     prompt_version = models.CharField(
-        _("versão do prompt"),
+        _("prompt version"),
         max_length=32,
         blank=True,
-        help_text=_('"builtin" ou o id de histórico do override usado'),
+        help_text=_('"builtin" or the history id of the override used'),
     )
-    context_snapshot = models.JSONField(_("contexto da sessão"), null=True, blank=True)
-    raw_response = models.TextField(_("resposta bruta"), blank=True)
-    created_at = models.DateTimeField(_("criada em"), default=timezone.now)
+    context_snapshot = models.JSONField(_("session context"), null=True, blank=True)
+    raw_response = models.TextField(_("raw answer"), blank=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
 
     class Meta:
         ordering = ["created_at", "id"]
-        verbose_name = _("chamada ao modelo")
-        verbose_name_plural = _("chamadas ao modelo")
+        verbose_name = _("model call")
+        verbose_name_plural = _("model calls")
         indexes = [
             models.Index(fields=["session", "created_at"], name="llmcall_session"),
             models.Index(fields=["turn_id"], name="llmcall_turn"),
@@ -361,25 +391,25 @@ class HandoffSummary(models.Model):
     """The operational summary generated when a session is handed to humans (DESIGN.md §10)."""
 
     session = models.ForeignKey(
-        Session, on_delete=models.CASCADE, related_name="summaries", verbose_name=_("conversa")
+        Session, on_delete=models.CASCADE, related_name="summaries", verbose_name=_("conversation")
     )
-    closing_reason = models.CharField(_("motivo do encerramento"), max_length=255, blank=True)
-    identified_service = models.CharField(_("serviço identificado"), max_length=255, blank=True)
-    segment = models.CharField(_("segmento"), max_length=255, blank=True)
-    key_points = models.JSONField(_("pontos-chave"), default=list, blank=True)
-    collected_data = models.JSONField(_("dados coletados"), default=dict, blank=True)
-    next_action = models.TextField(_("próxima ação"), blank=True)
-    summary_text = models.TextField(_("resumo"), blank=True)
-    raw_json = models.TextField(_("resposta bruta"), blank=True)
-    error = models.CharField(_("erro"), max_length=255, blank=True)
-    model = models.CharField(_("modelo"), max_length=64, blank=True)
-    created_at = models.DateTimeField(_("criado em"), default=timezone.now)
+    closing_reason = models.CharField(_("closing reason"), max_length=255, blank=True)
+    identified_service = models.CharField(_("identified service"), max_length=255, blank=True)
+    segment = models.CharField(_("segment"), max_length=255, blank=True)
+    key_points = models.JSONField(_("key points"), default=list, blank=True)
+    collected_data = models.JSONField(_("collected data"), default=dict, blank=True)
+    next_action = models.TextField(_("next action"), blank=True)
+    summary_text = models.TextField(_("summary text"), blank=True)
+    raw_json = models.TextField(_("raw JSON"), blank=True)
+    error = models.CharField(_("error"), max_length=255, blank=True)
+    model = models.CharField(_("model"), max_length=64, blank=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         get_latest_by = "created_at"
-        verbose_name = _("resumo de transferência")
-        verbose_name_plural = _("resumos de transferência")
+        verbose_name = _("handoff summary")
+        verbose_name_plural = _("handoff summaries")
         indexes = [models.Index(fields=["session", "-created_at"], name="summary_session")]
 
     def __str__(self) -> str:
@@ -387,23 +417,23 @@ class HandoffSummary(models.Model):
 
 
 class CrmStatus(models.TextChoices):
-    PENDING = "pending", _("pendente")
-    DELIVERED = "delivered", _("entregue")
-    FAILED = "failed", _("falhou")
+    PENDING = "pending", _("pending")
+    DELIVERED = "delivered", _("delivered")
+    FAILED = "failed", _("failed")
 
 
 class Lead(models.Model):
     """A confirmed request (code 5): the collected data as the customer confirmed it."""
 
     session = models.OneToOneField(
-        Session, on_delete=models.CASCADE, related_name="lead", verbose_name=_("conversa")
+        Session, on_delete=models.CASCADE, related_name="lead", verbose_name=_("conversation")
     )
-    data = models.JSONField(_("dados"), default=dict)
+    data = models.JSONField(_("data"), default=dict)
     crm_status = models.CharField(
-        _("status no CRM"), max_length=16, choices=CrmStatus.choices, default=CrmStatus.PENDING
+        _("CRM status"), max_length=16, choices=CrmStatus.choices, default=CrmStatus.PENDING
     )
-    crm_error = models.TextField(_("erro no CRM"), blank=True)
-    created_at = models.DateTimeField(_("criado em"), default=timezone.now)
+    crm_error = models.TextField(_("CRM error"), blank=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
 
     class Meta:
         ordering = ["-created_at", "-id"]

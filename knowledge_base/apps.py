@@ -4,4 +4,4 @@ from django.utils.translation import gettext_lazy as _
 
 class KnowledgeBaseConfig(AppConfig):
     name = "knowledge_base"
-    verbose_name = _("Base de conhecimento")
+    verbose_name = _("Knowledge base")

@@ -8,30 +8,28 @@ from agents.parameters import ParameterSchemaError, parse_parameter_schema
 
 CATALOG_CODE_VALIDATOR = RegexValidator(
     r"^[A-Z][A-Z0-9_]*$",
-    _("Use MAIÚSCULAS_COM_SUBLINHADO (letras, dígitos e _; começa com letra)."),
+    _("Use UPPER_SNAKE_CASE (capital letters, digits and _; starting with a letter)."),
 )
 MAX_PACKAGE_CONTENT_CHARS = 20_000
 
 
 class Segment(models.Model):
     code = models.CharField(
-        _("código"), max_length=64, unique=True, validators=[CATALOG_CODE_VALIDATOR]
+        _("code"), max_length=64, unique=True, validators=[CATALOG_CODE_VALIDATOR]
     )
-    label = models.CharField(_("nome"), max_length=120)
+    label = models.CharField(_("name"), max_length=120)
     health_sensitive = models.BooleanField(
-        _("sensível à saúde"),
+        _("health-sensitive"),
         default=False,
-        help_text=_(
-            "Aplica os limites de saúde (sem diagnóstico, interpretação ou conselho médico)."
-        ),
+        help_text=_("Applies the health limits (no diagnosis, interpretation or medical advice)."),
     )
-    is_active = models.BooleanField(_("ativo"), default=True)
+    is_active = models.BooleanField(_("active"), default=True)
     history = HistoricalRecords()
 
     class Meta:
         ordering = ["code"]
-        verbose_name = _("segmento")
-        verbose_name_plural = _("segmentos")
+        verbose_name = _("segment")
+        verbose_name_plural = _("segments")
 
     def __str__(self) -> str:
         return f"{self.code} — {self.label}"
@@ -39,16 +37,16 @@ class Segment(models.Model):
 
 class Intent(models.Model):
     code = models.CharField(
-        _("código"), max_length=64, unique=True, validators=[CATALOG_CODE_VALIDATOR]
+        _("code"), max_length=64, unique=True, validators=[CATALOG_CODE_VALIDATOR]
     )
-    label = models.CharField(_("nome"), max_length=120)
-    is_active = models.BooleanField(_("ativo"), default=True)
+    label = models.CharField(_("name"), max_length=120)
+    is_active = models.BooleanField(_("active"), default=True)
     history = HistoricalRecords()
 
     class Meta:
         ordering = ["code"]
-        verbose_name = _("intenção")
-        verbose_name_plural = _("intenções")
+        verbose_name = _("intent")
+        verbose_name_plural = _("intents")
 
     def __str__(self) -> str:
         return f"{self.code} — {self.label}"
@@ -59,40 +57,40 @@ def validate_parameter_schema(value: object) -> None:
         parse_parameter_schema(value)
     except ParameterSchemaError as exc:
         raise ValidationError(
-            _("Esquema de parâmetros inválido: %(error)s"), params={"error": exc}
+            _("Invalid parameter schema: %(error)s"), params={"error": exc}
         ) from exc
 
 
 class Service(models.Model):
     code = models.CharField(
-        _("código"), max_length=64, unique=True, validators=[CATALOG_CODE_VALIDATOR]
+        _("code"), max_length=64, unique=True, validators=[CATALOG_CODE_VALIDATOR]
     )
-    label = models.CharField(_("nome"), max_length=160)
+    label = models.CharField(_("name"), max_length=160)
     segment = models.ForeignKey(
-        Segment, on_delete=models.PROTECT, related_name="services", verbose_name=_("segmento")
+        Segment, on_delete=models.PROTECT, related_name="services", verbose_name=_("segment")
     )
     description = models.TextField(
-        _("descrição"), blank=True, validators=[MaxLengthValidator(4000)]
+        _("description"), blank=True, validators=[MaxLengthValidator(4000)]
     )
     parameter_schema = models.JSONField(
-        _("esquema de parâmetros"),
+        _("parameter schema"),
         default=list,
         blank=True,
         validators=[validate_parameter_schema],
         help_text=_(
-            'Lista JSON de parâmetros técnicos: [{"name": "tipo_amostra", '
+            'JSON list of technical parameters: [{"name": "tipo_amostra", '
             '"label": "Tipo de amostra", "type": "text", "required": true}]. '
-            "Tipos: text, integer, decimal, boolean, choice "
-            '(com "choices": [...]), date.'
+            "Types: text, integer, decimal, boolean, choice "
+            '(with "choices": [...]), date.'
         ),
     )
-    is_active = models.BooleanField(_("ativo"), default=True)
+    is_active = models.BooleanField(_("active"), default=True)
     history = HistoricalRecords()
 
     class Meta:
         ordering = ["segment__code", "code"]
-        verbose_name = _("serviço")
-        verbose_name_plural = _("serviços")
+        verbose_name = _("service")
+        verbose_name_plural = _("services")
         indexes = [models.Index(fields=["segment", "is_active"], name="kb_service_segment_active")]
 
     def __str__(self) -> str:
@@ -101,28 +99,28 @@ class Service(models.Model):
 
 class KBPackage(models.Model):
     package_id = models.CharField(
-        _("ID do pacote"), max_length=64, unique=True, validators=[CATALOG_CODE_VALIDATOR]
+        _("package ID"), max_length=64, unique=True, validators=[CATALOG_CODE_VALIDATOR]
     )
-    title = models.CharField(_("título"), max_length=160)
+    title = models.CharField(_("title"), max_length=160)
     description = models.CharField(
-        _("descrição de uma linha"),
+        _("one-line description"),
         max_length=200,
-        help_text=_("Aparece no catálogo compacto que todo agente recebe."),
+        help_text=_("Shown in the compact catalog every agent receives."),
     )
     content = models.TextField(
-        _("conteúdo"),
+        _("content"),
         validators=[MaxLengthValidator(MAX_PACKAGE_CONTENT_CHARS)],
-        help_text=_("Texto completo entregue ao agente quando ele pede este pacote (código 99)."),
+        help_text=_("Full text given to the agent when it asks for this package (code 99)."),
     )
-    is_active = models.BooleanField(_("ativo"), default=True)
-    health_sensitive = models.BooleanField(_("sensível à saúde"), default=False)
-    updated_at = models.DateTimeField(_("atualizado em"), auto_now=True)
+    is_active = models.BooleanField(_("active"), default=True)
+    health_sensitive = models.BooleanField(_("health-sensitive"), default=False)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
     history = HistoricalRecords()
 
     class Meta:
         ordering = ["package_id"]
-        verbose_name = _("pacote de conhecimento")
-        verbose_name_plural = _("pacotes de conhecimento")
+        verbose_name = _("knowledge package")
+        verbose_name_plural = _("knowledge packages")
         indexes = [models.Index(fields=["is_active", "package_id"], name="kb_package_active")]
 
     def __str__(self) -> str:
@@ -130,4 +128,4 @@ class KBPackage(models.Model):
 
     def clean(self) -> None:
         if "\n" in self.description:
-            raise ValidationError({"description": _("A descrição deve ter uma única linha.")})
+            raise ValidationError({"description": _("The description must be a single line.")})

@@ -4,4 +4,4 @@ from django.utils.translation import gettext_lazy as _
 
 class PromptsAdminConfig(AppConfig):
     name = "prompts_admin"
-    verbose_name = _("Prompts e configuração")
+    verbose_name = _("Prompts and configuration")

@@ -5,14 +5,23 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from phonenumbers import NumberParseException, is_valid_number
+from phonenumbers import parse as parse_phone_number
 from simple_history.models import HistoricalRecords
 from validate_docbr import CNPJ
 
-from agents.states import PROMPT_AGENTS
+from agents.states import PROMPT_AGENTS, AgentName
 
-AGENT_CHOICES = [(agent.value, agent.value) for agent in PROMPT_AGENTS]
+_AGENT_LABELS = {
+    AgentName.TRIAGEM: _("triage"),
+    AgentName.QUALIFICACAO: _("qualification"),
+    AgentName.COLETA: _("collection"),
+}
+AGENT_CHOICES = [(agent.value, _AGENT_LABELS[agent]) for agent in PROMPT_AGENTS]
 MAX_PROMPT_CHARS = 30_000
 MAX_FIXED_TEXT_CHARS = 1_000
+MAX_NOTES_CHARS = 2_000
+MAX_PHONE_LINES_CHARS = 2_000
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 DEFAULT_HANDOFF_MESSAGE_OPEN = (
@@ -53,48 +62,48 @@ def _default_agent_name() -> str:
 class PromptOverride(models.Model):
     """An admin-edited system prompt template for one agent; replaces the built-in text."""
 
-    agent = models.CharField(_("agente"), max_length=32, choices=AGENT_CHOICES)
-    content = models.TextField(_("conteúdo"), validators=[MaxLengthValidator(MAX_PROMPT_CHARS)])
+    agent = models.CharField(_("agent"), max_length=32, choices=AGENT_CHOICES)
+    content = models.TextField(_("content"), validators=[MaxLengthValidator(MAX_PROMPT_CHARS)])
     is_active = models.BooleanField(
-        _("ativo"),
+        _("active"),
         default=False,
-        help_text=_("No máximo um override ativo por agente. Os guards fixos são sempre anexados."),
+        help_text=_("At most one active override per agent. The fixed guards are always appended."),
     )
-    note = models.CharField(_("nota da alteração"), max_length=255, blank=True)
-    created_at = models.DateTimeField(_("criado em"), auto_now_add=True)
-    updated_at = models.DateTimeField(_("atualizado em"), auto_now=True)
+    note = models.CharField(_("change note"), max_length=255, blank=True)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
     history = HistoricalRecords()
 
     class Meta:
         ordering = ["agent", "-is_active", "-updated_at"]
-        verbose_name = _("override de prompt")
-        verbose_name_plural = _("overrides de prompt")
+        verbose_name = _("prompt override")
+        verbose_name_plural = _("prompt overrides")
         constraints = [
             models.UniqueConstraint(
                 fields=["agent"],
                 condition=models.Q(is_active=True),
                 name="prompt_override_one_active_per_agent",
-                violation_error_message=_("Já existe um override ativo para este agente."),
+                violation_error_message=_("There is already an active override for this agent."),
             )
         ]
 
     def __str__(self) -> str:
-        status = _("ativo") if self.is_active else _("inativo")
+        status = _("active") if self.is_active else _("inactive")
         return f"{self.agent} ({status}) #{self.pk or '-'}"
 
 
 def validate_business_hours(value: Any) -> None:
     if not isinstance(value, dict):
-        raise ValidationError(_("O horário comercial deve ser um objeto com os dias da semana."))
+        raise ValidationError(_("Business hours must be an object keyed by weekday."))
     unknown = set(value) - set(WEEKDAYS)
     if unknown:
         raise ValidationError(
-            _("Dias desconhecidos: %(days)s. Use %(valid)s."),
+            _("Unknown days: %(days)s. Use %(valid)s."),
             params={"days": ", ".join(sorted(unknown)), "valid": ", ".join(WEEKDAYS)},
         )
     for day, spans in value.items():
         if not isinstance(spans, list):
-            raise ValidationError(_("%(day)s: use uma lista de intervalos."), params={"day": day})
+            raise ValidationError(_("%(day)s: use a list of time spans."), params={"day": day})
         for span in spans:
             if (
                 not isinstance(span, list)
@@ -103,7 +112,7 @@ def validate_business_hours(value: Any) -> None:
                 or span[0] >= span[1]
             ):
                 raise ValidationError(
-                    _('%(day)s: intervalo inválido %(span)s; use ["08:00", "18:00"].'),
+                    _('%(day)s: invalid time span %(span)s; use ["08:00", "18:00"].'),
                     params={"day": day, "span": span},
                 )
 
@@ -119,53 +128,51 @@ class RuntimeConfig(models.Model):
 
     SINGLETON_PK = 1
 
-    agent_name = models.CharField(
-        _("nome do assistente"), max_length=60, default=_default_agent_name
-    )
+    agent_name = models.CharField(_("assistant name"), max_length=60, default=_default_agent_name)
     company_name = models.CharField(
-        _("nome da empresa"), max_length=120, default="Laboratório Exemplo"
+        _("company name"), max_length=120, default="Laboratório Exemplo"
     )
     business_hours = models.JSONField(
-        _("horário comercial"),
+        _("business hours"),
         default=_default_business_hours,
         validators=[validate_business_hours],
         help_text=_(
-            'Horário de Brasília por dia: {"mon": [["08:00", "18:00"]], ..., "sun": []}. '
-            "Feriados nacionais são fechados automaticamente."
+            'Brasília time per weekday: {"mon": [["08:00", "18:00"]], ..., "sun": []}. '
+            "National holidays are closed automatically."
         ),
     )
     handoff_message_open = models.TextField(
-        _("mensagem de transferência (em horário)"),
+        _("handoff message (business hours)"),
         default=DEFAULT_HANDOFF_MESSAGE_OPEN,
         validators=[MaxLengthValidator(MAX_FIXED_TEXT_CHARS)],
     )
     handoff_message_closed = models.TextField(
-        _("mensagem de transferência (fora do horário)"),
+        _("handoff message (outside business hours)"),
         default=DEFAULT_HANDOFF_MESSAGE_CLOSED,
         validators=[MaxLengthValidator(MAX_FIXED_TEXT_CHARS)],
     )
     unsupported_media_message = models.TextField(
-        _("mensagem para mídia não suportada"),
+        _("unsupported media message"),
         default=DEFAULT_UNSUPPORTED_MEDIA_MESSAGE,
         validators=[MaxLengthValidator(MAX_FIXED_TEXT_CHARS)],
     )
     invalid_format_message = models.TextField(
-        _("mensagem de falha de formato"),
+        _("invalid format message"),
         default=DEFAULT_INVALID_FORMAT_MESSAGE,
         validators=[MaxLengthValidator(MAX_FIXED_TEXT_CHARS)],
     )
-    updated_at = models.DateTimeField(_("atualizado em"), auto_now=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
     history = HistoricalRecords()
 
     class Meta:
-        verbose_name = _("configuração de execução")
-        verbose_name_plural = _("configuração de execução")
+        verbose_name = _("runtime configuration")
+        verbose_name_plural = _("runtime configuration")
         constraints = [
             models.CheckConstraint(condition=models.Q(pk=1), name="runtime_config_single_row")
         ]
 
     def __str__(self) -> str:
-        return str(_("Configuração de execução"))
+        return str(_("Runtime configuration"))
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.pk = self.SINGLETON_PK
@@ -180,29 +187,54 @@ class RuntimeConfig(models.Model):
 
 def validate_cnpj(value: str) -> None:
     if value and not CNPJ().validate(value):
-        raise ValidationError(_("CNPJ inválido (dígitos verificadores não conferem)."))
+        raise ValidationError(_("Invalid CNPJ (the check digits do not match)."))
+
+
+def validate_phone_lines(value: str) -> None:
+    """Every non-empty line must be a valid phone number (Brazil when no country code is given)."""
+    invalid: list[str] = []
+    for line in value.splitlines():
+        text = line.strip()
+        if not text:
+            continue
+        try:
+            valid = is_valid_number(parse_phone_number(text, "BR"))
+        except NumberParseException:
+            valid = False
+        if not valid:
+            invalid.append(text)
+    if invalid:
+        raise ValidationError(
+            _("Invalid phone numbers: %(numbers)s. Write one per line, e.g. +55 11 91234-5678."),
+            params={"numbers": ", ".join(invalid)},
+        )
 
 
 class StrategicCompany(models.Model):
     """A customer company whose contacts always go straight to a human."""
 
-    name = models.CharField(_("nome"), max_length=160)
+    name = models.CharField(_("name"), max_length=160)
     cnpj = models.CharField(
         _("CNPJ"), max_length=18, blank=True, validators=[validate_cnpj], db_index=True
     )
     phone_numbers = models.TextField(
-        _("telefones"),
+        _("phone numbers"),
         blank=True,
-        help_text=_("Um telefone por linha, com DDI e DDD (ex.: +55 11 91234-5678)."),
+        validators=[MaxLengthValidator(MAX_PHONE_LINES_CHARS), validate_phone_lines],
+        help_text=_(
+            "One phone number per line, with country and area code (e.g. +55 11 91234-5678)."
+        ),
     )
-    notes = models.TextField(_("observações"), blank=True, validators=[MaxLengthValidator(2000)])
-    is_active = models.BooleanField(_("ativa"), default=True)
+    notes = models.TextField(
+        _("notes"), blank=True, validators=[MaxLengthValidator(MAX_NOTES_CHARS)]
+    )
+    is_active = models.BooleanField(_("active"), default=True)
     history = HistoricalRecords()
 
     class Meta:
         ordering = ["name"]
-        verbose_name = _("empresa estratégica")
-        verbose_name_plural = _("empresas estratégicas")
+        verbose_name = _("strategic company")
+        verbose_name_plural = _("strategic companies")
 
     def __str__(self) -> str:
         return self.name
