@@ -87,3 +87,7 @@ class SessionContext:
     technical_data: Mapping[str, Any] = field(default_factory=dict)
     registration_data: Mapping[str, Any] = field(default_factory=dict)
     loaded_packages: tuple[str, ...] = ()
+    # Values the model sent that the schema does not declare (kept visible, never in the data);
+    # a parameter given before its service was known is promoted once the service declares it.
+    technical_extras: Mapping[str, Any] = field(default_factory=dict)
+    registration_extras: Mapping[str, Any] = field(default_factory=dict)
