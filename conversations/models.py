@@ -324,7 +324,10 @@ class WebhookDelivery(models.Model):
         ordering = ["-received_at", "-id"]
         verbose_name = _("webhook delivery")
         verbose_name_plural = _("webhook deliveries")
-        indexes = [models.Index(fields=["outcome", "-received_at"], name="webhook_outcome")]
+        indexes = [
+            models.Index(fields=["-received_at", "-id"], name="webhook_recent"),
+            models.Index(fields=["outcome", "-received_at"], name="webhook_outcome"),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.outcome}"

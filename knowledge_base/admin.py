@@ -1,0 +1,103 @@
+"""Admin of the catalog (segments, intents, services) and the knowledge packages, all versioned."""
+
+from django import forms
+from django.contrib import admin
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from agents.parameters import ParameterSchemaError, parse_parameter_schema
+from knowledge_base.models import Intent, KBPackage, Segment, Service
+from prompts_admin.admin import MONOSPACE_TEXTAREA, VersionedAdmin
+
+
+@admin.register(Segment)
+class SegmentAdmin(VersionedAdmin):
+    list_display = ("code", "label", "health_sensitive", "is_active")
+    list_filter = ("is_active", "health_sensitive")
+    search_fields = ("code", "label")
+
+
+@admin.register(Intent)
+class IntentAdmin(VersionedAdmin):
+    list_display = ("code", "label", "is_active")
+    list_filter = ("is_active",)
+    search_fields = ("code", "label")
+
+
+@admin.register(Service)
+class ServiceAdmin(VersionedAdmin):
+    list_display = ("code", "label", "segment", "parameter_count", "is_active")
+    list_filter = ("is_active", "segment")
+    list_select_related = ("segment",)
+    search_fields = ("code", "label", "description")
+    readonly_fields = ("parameter_table",)
+    fields = (
+        "code",
+        "label",
+        "segment",
+        "description",
+        "parameter_schema",
+        "parameter_table",
+        "is_active",
+    )
+
+    @admin.display(description=_("parameters"))
+    def parameter_count(self, obj: Service) -> int:
+        return len(obj.parameter_schema or [])
+
+    @admin.display(description=_("parameters as saved"))
+    def parameter_table(self, obj: Service) -> SafeString | str:
+        try:
+            specs = parse_parameter_schema(obj.parameter_schema)
+        except ParameterSchemaError as exc:
+            return str(exc)
+        if not specs:
+            return gettext("No parameters.")
+        rows = format_html_join(
+            "",
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    spec.name,
+                    spec.label,
+                    spec.type,
+                    gettext("yes") if spec.required else gettext("no"),
+                    ", ".join(spec.choices),
+                )
+                for spec in specs
+            ),
+        )
+        return format_html(
+            "<table><thead><tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th></tr>"
+            "</thead><tbody>{}</tbody></table>",
+            gettext("name"),
+            gettext("label"),
+            gettext("type"),
+            gettext("required"),
+            gettext("choices"),
+            rows,
+        )
+
+
+class KBPackageForm(forms.ModelForm):
+    class Meta:
+        model = KBPackage
+        fields = ["package_id", "title", "description", "content", "is_active", "health_sensitive"]
+        widgets = {"content": forms.Textarea(attrs=MONOSPACE_TEXTAREA.attrs | {"rows": 24})}
+
+
+@admin.register(KBPackage)
+class KBPackageAdmin(VersionedAdmin):
+    form = KBPackageForm
+    list_display = (
+        "package_id",
+        "title",
+        "description",
+        "health_sensitive",
+        "is_active",
+        "updated_at",
+    )
+    list_filter = ("is_active", "health_sensitive")
+    search_fields = ("package_id", "title", "description")

@@ -1,0 +1,233 @@
+"""Admin of the versioned resources: prompt overrides, runtime configuration, strategic companies.
+
+`VersionedAdmin` is the base of every admin-edited model with history (here and in
+`knowledge_base.admin`): simple-history's list of versions and revert, plus a field-by-field diff
+between any two versions (simple-history 3.13 only shows each version against the previous one,
+with long texts cut).
+"""
+
+import difflib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.db import models
+from django.db.models import Model
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
+from django.utils.formats import localize
+from django.utils.text import capfirst
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+from simple_history.admin import SimpleHistoryAdmin
+from simple_history.models import DeletedObject
+
+from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
+
+# A value longer than this, or with a line break, is diffed line by line.
+INLINE_DIFF_MAX_CHARS = 80
+DIFF_CONTEXT_LINES = 3
+
+
+class PrettyJSONFormField(forms.JSONField):
+    """A JSON form field that shows the stored value indented, one key per line."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, ensure_ascii=False, indent=2, cls=self.encoder)
+
+
+MONOSPACE_TEXTAREA = forms.Textarea(
+    attrs={"rows": 16, "class": "vLargeTextField", "style": "font-family: monospace"}
+)
+JSON_FIELD_OVERRIDES = {
+    models.JSONField: {"form_class": PrettyJSONFormField, "widget": MONOSPACE_TEXTAREA}
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DiffLine:
+    kind: str  # "context", "added", "removed" or "hunk"
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class FieldChange:
+    name: str
+    label: str
+    old: str
+    new: str
+    lines: tuple[DiffLine, ...]  # empty for short values, shown as old → new
+
+
+def _display_value(field: models.Field, value: Any) -> str:
+    if value is None or isinstance(value, DeletedObject):
+        return "—" if value is None else str(value)
+    if field.choices:
+        return str(dict(field.flatchoices).get(value, value))
+    if isinstance(value, bool):
+        return gettext("Yes") if value else gettext("No")
+    if isinstance(field, models.JSONField):
+        return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+    return str(localize(value))
+
+
+def _line_diff(old: str, new: str) -> tuple[DiffLine, ...]:
+    lines: list[DiffLine] = []
+    diff = difflib.unified_diff(
+        old.splitlines(), new.splitlines(), lineterm="", n=DIFF_CONTEXT_LINES
+    )
+    for raw in diff:
+        if raw.startswith(("---", "+++")):
+            continue
+        if raw.startswith("@@"):
+            lines.append(DiffLine("hunk", raw))
+        elif raw.startswith("+"):
+            lines.append(DiffLine("added", raw[1:]))
+        elif raw.startswith("-"):
+            lines.append(DiffLine("removed", raw[1:]))
+        else:
+            lines.append(DiffLine("context", raw[1:]))
+    return tuple(lines)
+
+
+def diff_versions(*, model: type[Model], old: Any, new: Any) -> list[FieldChange]:
+    """The fields that differ between two historical records of `model`, in form order.
+
+    Long or multi-line values (prompts, package contents, JSON) come with a unified line diff.
+    """
+    delta = new.diff_against(old, foreign_keys_are_objs=True)
+    by_name = {change.field: change for change in delta.changes}
+    changes: list[FieldChange] = []
+    for field in model._meta.concrete_fields:
+        change = by_name.get(field.name)
+        if change is None:
+            continue
+        old_text = _display_value(field, change.old)
+        new_text = _display_value(field, change.new)
+        long_value = max(len(old_text), len(new_text)) > INLINE_DIFF_MAX_CHARS
+        multiline = "\n" in old_text or "\n" in new_text
+        changes.append(
+            FieldChange(
+                name=field.name,
+                label=capfirst(str(field.verbose_name)),
+                old=old_text,
+                new=new_text,
+                lines=_line_diff(old_text, new_text) if (long_value or multiline) else (),
+            )
+        )
+    return changes
+
+
+class VersionedAdmin(SimpleHistoryAdmin):
+    """SimpleHistoryAdmin with a diff between any two versions (`<pk>/history/compare/`)."""
+
+    object_history_list_template = "admin/history/object_history_list.html"
+    history_compare_template = "admin/history/compare.html"
+    formfield_overrides = JSON_FIELD_OVERRIDES
+    # Catalog entries, packages and prompts are deactivated, not deleted: their history and the
+    # codes old sessions name stay readable. Superusers may still delete one at a time.
+    actions: list[Any] = []
+
+    def get_urls(self) -> list[URLPattern]:
+        opts = self.model._meta
+        compare = path(
+            "<path:object_id>/history/compare/",
+            self.admin_site.admin_view(self.history_compare_view),
+            name=f"{opts.app_label}_{opts.model_name}_history_compare",
+        )
+        # Before simple-history's `<pk>/history/<version>/`, which would take "compare".
+        return [compare, *super().get_urls()]
+
+    def history_compare_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            raise Http404
+        if not self.has_view_history_or_change_history_permission(request, obj):
+            raise PermissionDenied
+        versions = list(
+            obj.history.select_related("history_user").order_by("-history_date", "-history_id")
+        )
+        if not versions:
+            raise Http404
+        by_id = {str(version.history_id): version for version in versions}
+        default_old = versions[1] if len(versions) > 1 else versions[0]
+        old = by_id.get(request.GET.get("old", str(default_old.history_id)))
+        new = by_id.get(request.GET.get("new", str(versions[0].history_id)))
+        if old is None or new is None:
+            raise Http404
+        changes = diff_versions(model=self.model, old=old, new=new)
+        opts = self.model._meta
+        context = {
+            **self.admin_site.each_context(request),
+            "title": gettext("Compare versions: %s") % obj,
+            "subtitle": None,
+            "opts": opts,
+            "app_label": opts.app_label,
+            "object": obj,
+            "versions": versions,
+            "old": old,
+            "new": new,
+            "changes": changes,
+            "revert_disabled": self.revert_disabled(request, obj),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, self.history_compare_template, context)
+
+
+class PromptOverrideForm(forms.ModelForm):
+    """The override form; subclass it to add template validation."""
+
+    class Meta:
+        model = PromptOverride
+        fields = ["agent", "content", "is_active", "note"]
+        widgets = {"content": forms.Textarea(attrs=MONOSPACE_TEXTAREA.attrs | {"rows": 30})}
+
+
+@admin.register(PromptOverride)
+class PromptOverrideAdmin(VersionedAdmin):
+    form = PromptOverrideForm
+    list_display = ("__str__", "agent", "is_active", "note", "updated_at")
+    list_filter = ("agent", "is_active")
+    search_fields = ("note", "content")
+    actions: list[Any] = []
+
+
+@admin.register(RuntimeConfig)
+class RuntimeConfigAdmin(VersionedAdmin):
+    """The single configuration row: it can be edited, never added twice or deleted."""
+
+    list_display = ("__str__", "agent_name", "company_name", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("agent_name", "company_name", "business_hours")}),
+        (
+            _("Fixed messages"),
+            {
+                "fields": (
+                    "handoff_message_open",
+                    "handoff_message_closed",
+                    "unsupported_media_message",
+                    "invalid_format_message",
+                )
+            },
+        ),
+    )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return super().has_add_permission(request) and not RuntimeConfig.objects.exists()
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(StrategicCompany)
+class StrategicCompanyAdmin(VersionedAdmin):
+    list_display = ("name", "cnpj", "is_active")
+    list_filter = ("is_active",)
+    search_fields = ("name", "cnpj", "phone_numbers")
