@@ -5,9 +5,18 @@ the real adapter for the OpenAI Responses API. Errors are typed so the pipeline 
 precise handoff reason.
 """
 
+import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    # The SDK takes ~0.7 s to import; the port (Protocol, result, errors) must stay light.
+    import httpx2
+    import openai
+
+logger = logging.getLogger(__name__)
 
 Role = Literal["user", "assistant"]
 CallPurpose = Literal["agent", "repair", "summary"]
@@ -73,3 +82,171 @@ class LLMClient(Protocol):
         messages: Sequence[ChatMessage],
         purpose: CallPurpose,
     ) -> LLMCallResult: ...
+
+
+class OpenAIClient:
+    """`LLMClient` over the OpenAI Responses API (or any compatible server at `base_url`).
+
+    The SDK's own retries are off (`max_retries=0`), so this loop is the only retry policy and
+    `attempts` is exactly the number of HTTP requests sent: `1 + retry_max` at most. Timeouts,
+    connection errors and 5xx are retried at once (no backoff: the customer is waiting and the
+    Celery task has a time limit); any 4xx, 429 included, fails at once. `timeout` bounds each
+    read of one attempt, not the whole call.
+
+    Requests are sent with ``store=False``: the conversation carries customers' personal data,
+    and the provider does not need to keep it (every call sends the full context anyway).
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None,
+        timeout: float,
+        retry_max: int,
+        http_client: "httpx2.Client | None" = None,
+    ) -> None:
+        import openai
+
+        if retry_max < 0:
+            raise ValueError("retry_max must be >= 0")
+        self.retry_max = retry_max
+        self._client: openai.OpenAI | None = None
+        if api_key:
+            self._client = openai.OpenAI(
+                api_key=api_key,
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=0,
+                http_client=http_client,
+            )
+
+    @classmethod
+    def from_settings(cls) -> "OpenAIClient":
+        """Built from OPENAI_API_KEY, OPENAI_BASE_URL, LLM_TIMEOUT_SECONDS and LLM_RETRY_MAX."""
+        from django.conf import settings
+
+        return cls(
+            api_key=settings.OPENAI_API_KEY,
+            base_url=settings.OPENAI_BASE_URL,
+            timeout=settings.LLM_TIMEOUT_SECONDS,
+            retry_max=settings.LLM_RETRY_MAX,
+        )
+
+    def chat(
+        self,
+        *,
+        model: str,
+        instructions: str,
+        messages: Sequence[ChatMessage],
+        purpose: CallPurpose,
+    ) -> LLMCallResult:
+        started = time.perf_counter()
+        if self._client is None:
+            # No request is sent; the pipeline hands off like for any provider failure.
+            raise LLMProviderError("OPENAI_API_KEY is not set", attempts=0)
+        import openai
+
+        payload: list[Any] = [{"role": m.role, "content": m.content} for m in messages]
+        max_attempts = 1 + self.retry_max
+        last_error: LLMError | None = None
+        for attempt in range(1, max_attempts + 1):
+            try:
+                response = self._client.responses.create(
+                    model=model, instructions=instructions, input=payload, store=False
+                )
+            except openai.APIError as exc:
+                error, retryable = _translate(exc, attempt, _elapsed_ms(started))
+                if not retryable or attempt == max_attempts:
+                    logger.warning(
+                        "llm_call_failed",
+                        extra={
+                            "model": model,
+                            "purpose": purpose,
+                            "attempts": attempt,
+                            "outcome": error.outcome,
+                            "error": str(error),
+                        },
+                    )
+                    raise error from exc
+                last_error = error
+                logger.info(
+                    "llm_call_retry",
+                    extra={
+                        "model": model,
+                        "purpose": purpose,
+                        "attempt": attempt,
+                        "outcome": error.outcome,
+                        "error": str(error),
+                    },
+                )
+                continue
+            return _result_from(response, model, attempt, _elapsed_ms(started))
+        # Unreachable: the loop either returns or raises on its last attempt.
+        raise last_error or LLMProviderError("no attempt made", attempts=0)
+
+
+def _elapsed_ms(started: float) -> int:
+    return int((time.perf_counter() - started) * 1000)
+
+
+def _translate(exc: "openai.APIError", attempt: int, latency_ms: int) -> tuple[LLMError, bool]:
+    """The typed error for an SDK exception, and whether another attempt may help."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return LLMTimeoutError("timed out", attempts=attempt, latency_ms=latency_ms), True
+    if isinstance(exc, openai.APIConnectionError):
+        return (
+            LLMProviderError(f"connection error: {exc}", attempts=attempt, latency_ms=latency_ms),
+            True,
+        )
+    if isinstance(exc, openai.RateLimitError):
+        quota = exc.code == "insufficient_quota"
+        return (
+            LLMRateLimitError(
+                f"HTTP 429 ({exc.code or 'rate_limit'}): {exc.message}",
+                quota_exhausted=quota,
+                attempts=attempt,
+                latency_ms=latency_ms,
+            ),
+            False,
+        )
+    if isinstance(exc, openai.APIStatusError):
+        retryable = exc.status_code >= 500
+        return (
+            LLMProviderError(
+                f"HTTP {exc.status_code}: {exc.message}", attempts=attempt, latency_ms=latency_ms
+            ),
+            retryable,
+        )
+    return LLMProviderError(str(exc), attempts=attempt, latency_ms=latency_ms), False
+
+
+def _result_from(response: Any, model: str, attempts: int, latency_ms: int) -> LLMCallResult:
+    status = getattr(response, "status", None)
+    if status != "completed":
+        details = getattr(response, "incomplete_details", None)
+        reason = getattr(details, "reason", None)
+        raise LLMProviderError(
+            f"response status {status!r}" + (f" ({reason})" if reason else ""),
+            attempts=attempts,
+            latency_ms=latency_ms,
+        )
+    try:
+        text = response.output_text
+    except (AttributeError, TypeError) as exc:
+        raise LLMProviderError(
+            "malformed response: no output text", attempts=attempts, latency_ms=latency_ms
+        ) from exc
+    if not text:
+        raise LLMProviderError("empty output text", attempts=attempts, latency_ms=latency_ms)
+    usage = getattr(response, "usage", None)
+    return LLMCallResult(
+        raw_response=text,
+        model=getattr(response, "model", None) or model,
+        tokens_input=int(getattr(usage, "input_tokens", 0) or 0),
+        tokens_output=int(getattr(usage, "output_tokens", 0) or 0),
+        latency_ms=latency_ms,
+        attempts=attempts,
+    )

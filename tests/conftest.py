@@ -3,6 +3,9 @@
 import pytest
 from django.conf import settings
 
+# The fake OpenAI Responses server (fixtures `fake_openai`, `openai_settings`).
+pytest_plugins = ["tests.fakes.openai_server"]
+
 
 def _is_postgres() -> bool:
     return settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"

@@ -1,0 +1,289 @@
+"""OpenAIClient against a real fake `/v1/responses` server: the real SDK sends every request."""
+
+import socket
+
+import httpx2
+import pytest
+
+from agents.llm import (
+    ChatMessage,
+    LLMCallResult,
+    LLMError,
+    LLMProviderError,
+    LLMRateLimitError,
+    LLMTimeoutError,
+    OpenAIClient,
+)
+from tests.fakes.openai_server import FakeOpenAIServer
+
+MESSAGES = (
+    ChatMessage("user", "Oi, preciso de uma análise de água"),
+    ChatMessage("assistant", "Olá! Para qual finalidade?"),
+    ChatMessage("user", "Potabilidade"),
+)
+# Short enough to keep the suite fast, long enough for a loopback answer on a busy CI box.
+TIMEOUT = 0.3
+
+
+def make_client(fake: FakeOpenAIServer, *, retry_max: int = 1, **kwargs: object) -> OpenAIClient:
+    return OpenAIClient(
+        api_key="sk-test", base_url=fake.base_url, timeout=TIMEOUT, retry_max=retry_max, **kwargs
+    )
+
+
+def call(client: OpenAIClient) -> LLMCallResult:
+    return client.chat(
+        model="gpt-test-triage", instructions="Você é a Lia.", messages=MESSAGES, purpose="agent"
+    )
+
+
+def test_the_request_body_is_a_responses_create_with_instructions_and_ordered_input(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    fake_openai.queue_text('{"s":1}Olá!')
+
+    call(make_client(fake_openai))
+
+    assert fake_openai.requests == [
+        {
+            "model": "gpt-test-triage",
+            "instructions": "Você é a Lia.",
+            "input": [
+                {"role": "user", "content": "Oi, preciso de uma análise de água"},
+                {"role": "assistant", "content": "Olá! Para qual finalidade?"},
+                {"role": "user", "content": "Potabilidade"},
+            ],
+            "store": False,
+        }
+    ]
+    assert fake_openai.request_headers[0]["authorization"] == "Bearer sk-test"
+
+
+def test_text_tokens_model_and_latency_come_from_the_response(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    fake_openai.queue_text(
+        '{"s":1}Olá!',
+        model="gpt-test-triage-2026-01-01",
+        input_tokens=321,
+        output_tokens=12,
+        delay=0.05,
+    )
+
+    result = call(make_client(fake_openai))
+
+    assert result.raw_response == '{"s":1}Olá!'
+    assert result.model == "gpt-test-triage-2026-01-01"
+    assert (result.tokens_input, result.tokens_output, result.attempts) == (321, 12, 1)
+    assert 50 <= result.latency_ms < 1000
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_a_5xx_is_retried_once_then_fails_as_provider_error(
+    fake_openai: FakeOpenAIServer, status: int
+) -> None:
+    fake_openai.queue_error(status)
+    fake_openai.queue_error(status)
+
+    with pytest.raises(LLMProviderError, match=f"HTTP {status}") as caught:
+        call(make_client(fake_openai))
+
+    assert fake_openai.request_count == 2
+    assert caught.value.attempts == 2
+    assert type(caught.value) is LLMProviderError
+
+
+def test_a_5xx_then_an_answer_succeeds_on_the_second_attempt(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    fake_openai.queue_error(500)
+    fake_openai.queue_text('{"s":1}Olá!', input_tokens=40, output_tokens=4)
+
+    result = call(make_client(fake_openai))
+
+    assert fake_openai.request_count == 2
+    assert (result.raw_response, result.attempts, result.tokens_input) == ('{"s":1}Olá!', 2, 40)
+    # Both attempts sent the same body.
+    assert fake_openai.requests[0] == fake_openai.requests[1]
+
+
+def test_a_timeout_is_retried_once_then_raises_llm_timeout_error(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    fake_openai.queue_timeout(TIMEOUT * 4)
+    fake_openai.queue_timeout(TIMEOUT * 4)
+
+    with pytest.raises(LLMTimeoutError) as caught:
+        call(make_client(fake_openai))
+
+    assert fake_openai.request_count == 2
+    assert caught.value.attempts == 2
+    assert caught.value.outcome == "timeout"
+    assert caught.value.latency_ms >= 2 * TIMEOUT * 1000
+
+
+def test_retry_max_zero_makes_exactly_one_request(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.queue_error(503)
+
+    with pytest.raises(LLMProviderError):
+        call(make_client(fake_openai, retry_max=0))
+
+    assert fake_openai.request_count == 1
+
+
+def test_retry_max_two_makes_three_requests(fake_openai: FakeOpenAIServer) -> None:
+    for _ in range(3):
+        fake_openai.queue_error(500)
+
+    with pytest.raises(LLMProviderError) as caught:
+        call(make_client(fake_openai, retry_max=2))
+
+    assert (fake_openai.request_count, caught.value.attempts) == (3, 3)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_connection_refused_is_retried_once_then_fails_as_provider_error() -> None:
+    # Nothing listens on the port, so the requests are counted where the SDK sends them.
+    sent: list[str] = []
+    http_client = httpx2.Client(
+        event_hooks={"request": [lambda request: sent.append(request.url.path)]}
+    )
+    client = OpenAIClient(
+        api_key="sk-test",
+        base_url=f"http://127.0.0.1:{_closed_port()}/v1",
+        timeout=TIMEOUT,
+        retry_max=1,
+        http_client=http_client,
+    )
+
+    with pytest.raises(LLMProviderError, match="connection error") as caught:
+        call(client)
+
+    assert sent == ["/v1/responses", "/v1/responses"]
+    assert caught.value.attempts == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        (400, "invalid_value"),
+        (401, "invalid_api_key"),
+        (403, None),
+        (404, "model_not_found"),
+        (422, None),
+    ],
+)
+def test_a_4xx_fails_at_once_as_provider_error(
+    fake_openai: FakeOpenAIServer, status: int, code: str | None
+) -> None:
+    fake_openai.queue_error(status, code=code)
+    fake_openai.queue_text('{"s":1}never served')
+
+    with pytest.raises(LLMProviderError, match=f"HTTP {status}") as caught:
+        call(make_client(fake_openai))
+
+    assert fake_openai.request_count == 1
+    assert caught.value.attempts == 1
+    assert fake_openai.pending == 1
+    fake_openai.reset()
+
+
+@pytest.mark.parametrize(
+    ("code", "quota_exhausted", "outcome"),
+    [
+        ("rate_limit_exceeded", False, "rate_limited"),
+        (None, False, "rate_limited"),
+        ("insufficient_quota", True, "quota_exceeded"),
+    ],
+)
+def test_a_429_fails_at_once_and_tells_quota_exhaustion_apart(
+    fake_openai: FakeOpenAIServer, code: str | None, quota_exhausted: bool, outcome: str
+) -> None:
+    fake_openai.queue_error(429, code=code)
+
+    with pytest.raises(LLMRateLimitError) as caught:
+        call(make_client(fake_openai))
+
+    assert fake_openai.request_count == 1
+    assert caught.value.quota_exhausted is quota_exhausted
+    assert caught.value.outcome == outcome
+    assert caught.value.attempts == 1
+
+
+def test_an_incomplete_response_is_a_provider_error_not_a_text_to_parse(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    fake_openai.queue_incomplete('{"s":1}Olá, tudo bem? Eu posso aju', reason="max_output_tokens")
+
+    with pytest.raises(LLMProviderError) as caught:
+        call(make_client(fake_openai))
+
+    assert str(caught.value) == "response status 'incomplete' (max_output_tokens)"
+    assert fake_openai.request_count == 1
+
+
+@pytest.mark.parametrize("status", ["failed", "in_progress", "cancelled"])
+def test_any_status_but_completed_is_a_provider_error(
+    fake_openai: FakeOpenAIServer, status: str
+) -> None:
+    fake_openai.queue_raw(
+        200,
+        {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 1,
+            "model": "m",
+            "status": status,
+            "output": [],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        },
+    )
+
+    with pytest.raises(LLMProviderError, match=f"response status '{status}'"):
+        call(make_client(fake_openai))
+
+
+def test_a_completed_response_without_text_is_a_provider_error(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    fake_openai.queue_text("")
+
+    with pytest.raises(LLMProviderError, match="empty output text"):
+        call(make_client(fake_openai))
+
+
+def test_without_an_api_key_no_request_is_sent(fake_openai: FakeOpenAIServer) -> None:
+    client = OpenAIClient(api_key="", base_url=fake_openai.base_url, timeout=TIMEOUT, retry_max=1)
+
+    with pytest.raises(LLMProviderError, match="OPENAI_API_KEY is not set") as caught:
+        call(client)
+
+    assert (caught.value.attempts, fake_openai.request_count) == (0, 0)
+
+
+def test_every_error_is_an_llm_error() -> None:
+    assert issubclass(LLMTimeoutError, LLMError)
+    assert issubclass(LLMRateLimitError, LLMError)
+    assert issubclass(LLMProviderError, LLMError)
+
+
+def test_from_settings_uses_base_url_key_timeout_and_retries(
+    openai_settings: FakeOpenAIServer,
+) -> None:
+    openai_settings.queue_error(500)
+    openai_settings.queue_text('{"s":8}Até logo!')
+
+    result = OpenAIClient.from_settings().chat(
+        model="gpt-test", instructions="x", messages=[ChatMessage("user", "tchau")], purpose="agent"
+    )
+
+    assert result.raw_response == '{"s":8}Até logo!'
+    assert openai_settings.request_count == 2
+    assert openai_settings.request_headers[0]["authorization"] == "Bearer test-openai-key"

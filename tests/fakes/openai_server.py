@@ -1,0 +1,309 @@
+"""A fake OpenAI Responses API on 127.0.0.1, so the real `openai` SDK runs in tests.
+
+openai 3.x sends through httpx2, which respx cannot intercept; this is a real HTTP server
+(pytest-httpserver, threaded so a slow answer does not block the retry). Each POST to
+``/v1/responses`` takes the next queued answer; a request that finds the queue empty gets a 418
+and fails the test at teardown, so an unexpected model call never passes silently.
+
+Usage (the `fake_openai` fixture is registered for the whole suite in tests/conftest.py)::
+
+    def test_something(fake_openai):
+        fake_openai.queue_text('{"s":1}Olá!', input_tokens=120, output_tokens=9)
+        fake_openai.queue_error(429, code="insufficient_quota")
+        client = OpenAIClient(api_key="k", base_url=fake_openai.base_url, timeout=0.5,
+                              retry_max=1)
+        ...
+        assert fake_openai.request_count == 1
+        assert fake_openai.requests[0]["model"] == "gpt-4o-mini"
+
+To point code that reads settings at the fake, use the `openai_settings` fixture (it sets
+OPENAI_BASE_URL and OPENAI_API_KEY through pytest-django's `settings`).
+"""
+
+import itertools
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+RESPONSES_PATH = "/v1/responses"
+_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    body: dict[str, Any] | str
+    delay: float = 0.0
+
+
+def responses_object(
+    text: str,
+    *,
+    model: str,
+    status: str = "completed",
+    input_tokens: int = 10,
+    output_tokens: int = 5,
+    incomplete_reason: str | None = None,
+) -> dict[str, Any]:
+    """A full Responses API object with one `message` output item holding `text`."""
+    number = next(_ids)
+    return {
+        "id": f"resp_fake_{number}",
+        "object": "response",
+        "created_at": 1_767_225_600 + number,
+        "model": model,
+        "status": status,
+        "error": None,
+        "incomplete_details": (
+            {"reason": incomplete_reason} if incomplete_reason is not None else None
+        ),
+        "instructions": None,
+        "metadata": {},
+        "output": [
+            {
+                "type": "message",
+                "id": f"msg_fake_{number}",
+                "status": "completed" if status == "completed" else "incomplete",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
+        },
+    }
+
+
+def error_body(
+    *, message: str, type_: str, code: str | None, param: str | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+_DEFAULT_ERRORS: dict[int, tuple[str, str]] = {
+    400: ("invalid_request_error", "Invalid value for 'input'."),
+    401: ("invalid_request_error", "Incorrect API key provided."),
+    403: ("invalid_request_error", "Project does not have access to the model."),
+    404: ("invalid_request_error", "The model does not exist."),
+    429: ("requests", "Rate limit reached for requests."),
+    500: ("server_error", "The server had an error while processing your request."),
+    502: ("server_error", "Bad gateway."),
+    503: ("server_error", "The engine is currently overloaded."),
+}
+
+
+class FakeOpenAIServer:
+    """Queue answers, then read what the SDK sent."""
+
+    def __init__(self, server: HTTPServer) -> None:
+        self._server = server
+        self._lock = threading.Lock()
+        self._queue: deque[_Answer] = deque()
+        self._requests: list[dict[str, Any]] = []
+        self._headers: list[dict[str, str]] = []
+        self.unanswered: list[dict[str, Any]] = []
+        server.expect_request(RESPONSES_PATH, method="POST").respond_with_handler(self._handle)
+
+    @property
+    def base_url(self) -> str:
+        """What to give the SDK as `base_url` (it appends ``/responses``)."""
+        return self._server.url_for("/v1")
+
+    # --- queueing ---------------------------------------------------------------------------
+
+    def queue_text(
+        self,
+        text: str,
+        *,
+        model: str | None = None,
+        input_tokens: int = 10,
+        output_tokens: int = 5,
+        delay: float = 0.0,
+    ) -> None:
+        """A completed response whose output_text is `text`; `model` defaults to the request's."""
+        self._push(
+            _Answer(
+                200,
+                {
+                    "text": text,
+                    "model": model,
+                    "status": "completed",
+                    "input_tokens": input_tokens,
+                    "output_tokens": output_tokens,
+                },
+                delay,
+            )
+        )
+
+    def queue_incomplete(
+        self,
+        text: str = "",
+        *,
+        reason: str = "max_output_tokens",
+        input_tokens: int = 10,
+        output_tokens: int = 5,
+    ) -> None:
+        """A 200 whose status is `incomplete` (the model stopped early)."""
+        self._push(
+            _Answer(
+                200,
+                {
+                    "text": text,
+                    "model": None,
+                    "status": "incomplete",
+                    "incomplete_reason": reason,
+                    "input_tokens": input_tokens,
+                    "output_tokens": output_tokens,
+                },
+            )
+        )
+
+    def queue_error(
+        self,
+        status: int,
+        *,
+        code: str | None = None,
+        type_: str | None = None,
+        message: str | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        """An HTTP error with OpenAI's error envelope, e.g. ``queue_error(429,
+        code="insufficient_quota")``."""
+        default_type, default_message = _DEFAULT_ERRORS.get(status, ("error", "Error."))
+        body = error_body(
+            message=message or default_message, type_=type_ or default_type, code=code
+        )
+        self._push(_Answer(status, body, delay))
+
+    def queue_raw(self, status: int, body: dict[str, Any] | str, *, delay: float = 0.0) -> None:
+        """Exactly this status and body (a dict is sent as JSON)."""
+        self._push(_Answer(status, {"raw": body}, delay))
+
+    def queue_timeout(self, seconds: float) -> None:
+        """Answer only after `seconds` (longer than the client's timeout makes it time out)."""
+        self.queue_text('{"s":1}tarde demais', delay=seconds)
+
+    # --- reading ----------------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """The JSON bodies received, in order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def request_headers(self) -> list[dict[str, str]]:
+        with self._lock:
+            return list(self._headers)
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return len(self._requests)
+
+    @property
+    def pending(self) -> int:
+        """Queued answers not served yet."""
+        with self._lock:
+            return len(self._queue)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._queue.clear()
+            self._requests.clear()
+            self._headers.clear()
+            self.unanswered.clear()
+
+    # --- server side ------------------------------------------------------------------------
+
+    def _push(self, answer: _Answer) -> None:
+        with self._lock:
+            self._queue.append(answer)
+
+    def _handle(self, request: Request) -> Response:
+        try:
+            body = json.loads(request.get_data(as_text=True) or "{}")
+        except ValueError:
+            body = {"_unparsable": request.get_data(as_text=True)}
+        with self._lock:
+            self._requests.append(body)
+            self._headers.append({k.lower(): v for k, v in request.headers.items()})
+            answer = self._queue.popleft() if self._queue else None
+            if answer is None:
+                self.unanswered.append(body)
+        if answer is None:
+            return Response("fake OpenAI server: no answer queued", status=418)
+        if answer.delay:
+            time.sleep(answer.delay)
+        return self._render(answer, body)
+
+    @staticmethod
+    def _render(answer: _Answer, request_body: dict[str, Any]) -> Response:
+        spec = answer.body
+        assert isinstance(spec, dict)
+        if "raw" in spec:
+            raw = spec["raw"]
+            text = raw if isinstance(raw, str) else json.dumps(raw)
+            return Response(text, status=answer.status, content_type="application/json")
+        if answer.status != 200:
+            return Response(json.dumps(spec), status=answer.status, content_type="application/json")
+        payload = responses_object(
+            spec["text"],
+            model=spec["model"] or str(request_body.get("model", "")),
+            status=spec["status"],
+            input_tokens=spec["input_tokens"],
+            output_tokens=spec["output_tokens"],
+            incomplete_reason=spec.get("incomplete_reason"),
+        )
+        return Response(json.dumps(payload), status=200, content_type="application/json")
+
+
+@pytest.fixture(scope="session")
+def _openai_httpserver() -> Iterator[HTTPServer]:
+    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+    server.start()
+    yield server
+    server.clear()
+    if server.is_running():
+        server.stop()
+
+
+@pytest.fixture
+def fake_openai(_openai_httpserver: HTTPServer) -> Iterator[FakeOpenAIServer]:
+    """A fresh fake `/v1/responses`; fails the test if a request found no queued answer."""
+    _openai_httpserver.clear()
+    fake = FakeOpenAIServer(_openai_httpserver)
+    yield fake
+    unanswered = list(fake.unanswered)
+    _openai_httpserver.clear()
+    assert not unanswered, (
+        f"{len(unanswered)} request(s) to the fake OpenAI server found no queued answer; "
+        "queue one with fake_openai.queue_text(...)"
+    )
+
+
+@pytest.fixture
+def openai_settings(settings: Any, fake_openai: FakeOpenAIServer) -> FakeOpenAIServer:
+    """Point OPENAI_BASE_URL (and a dummy key) at the fake; short timeout, one retry."""
+    settings.OPENAI_BASE_URL = fake_openai.base_url
+    settings.OPENAI_API_KEY = "test-openai-key"
+    settings.LLM_TIMEOUT_SECONDS = 0.5
+    settings.LLM_RETRY_MAX = 1
+    return fake_openai
