@@ -1,7 +1,8 @@
 """First-run setup for a developer machine: the demo catalog and a local superuser.
 
-Runs only with DEBUG=True. Safe to run again: the catalog is loaded only while no Instance
-exists, and the superuser is created only while none exists.
+Runs only with DEBUG=True. Safe to run again: the catalog (with a first history version of each
+versioned row) is loaded only while no Instance exists, and the superuser is created only while
+none exists.
 """
 
 import os
@@ -32,6 +33,9 @@ class Command(BaseCommand):
                     raise
                 self.stdout.write("No demo fixture yet; skipped.")
             else:
+                # loaddata writes no history; a baseline version lets the first admin edit be
+                # diffed and reverted. populate_history skips models that already have history.
+                call_command("populate_history", "--auto", verbosity=0)
                 self.stdout.write("Loaded the demo catalog.")
         user_model = get_user_model()
         if user_model.objects.filter(is_superuser=True).exists():
