@@ -1,1 +1,9 @@
-urlpatterns: list = []
+from django.urls import path
+
+from conversations.views import whatsapp_webhook
+
+app_name = "conversations"
+
+urlpatterns = [
+    path("whatsapp/", whatsapp_webhook, name="whatsapp_webhook"),
+]

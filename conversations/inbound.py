@@ -1,0 +1,659 @@
+"""Receive a WhatsApp webhook delivery: keep its raw body and apply its events, in ONE transaction.
+
+`webhook_delivery_receive` decodes the JSON (a body that is not JSON is refused before anything
+is written), then, in one transaction: a savepoint around parsing and applying every event, and
+the `WebhookDelivery` row with the raw body, the relevant headers, the outcome and the counts.
+A failure inside the savepoint rolls the events back, keeps the raw body and marks the delivery
+``failed`` (`webhook_delivery_reprocess` and the ``reprocess_webhooks`` command apply it again);
+one commit per delivery is the floor of a durable webhook (DESIGN.md §11).
+
+Duplicates are settled by the database, not by reads: ``Message.wa_message_id`` and
+``DeliveryStatusEvent (wa_message_id, status)`` are unique, every insert runs in its own
+savepoint, and a conflict means "already received". Twenty concurrent deliveries of one wamid
+make one row and enqueue one turn.
+
+Sessions (the rule this module owns):
+
+- events are routed by ``metadata.phone_number_id`` to an active `Instance`; an unknown or
+  inactive one is logged and ignored;
+- the customer's open session (state other than CLOSED) is looked up by business-scoped user id
+  first, then by phone; the database allows at most one open session per user id and one per
+  phone on an instance, so two deliveries that open the same customer's session at once end with
+  the one that committed first (the other's insert conflicts and it reads the winner);
+- an open session whose last message (``last_message_at``, else ``created_at``) is more than
+  ``SESSION_IDLE_HOURS`` older than the event's WhatsApp timestamp is closed, with a SYSTEM event,
+  and a new session is opened — whatever its state, HUMAN included: after that silence the
+  customer starts a new conversation. A CLOSED session is never reopened;
+- a missing phone, user id or profile name is filled in from later events when no other open
+  session holds it.
+
+Messages, by kind (`InboundKind`):
+
+- text, interactive replies and template buttons become pending INBOUND text (``processed_at``
+  null, ``wa_timestamp`` from the payload) and, in a bot state, the session's turn is enqueued
+  once per delivery with ``transaction.on_commit`` through `enqueue_turn`; in HUMAN they are
+  logged as read by staff (``processed_at`` set), since no turn will consume them;
+- image, audio, video, document, sticker, location and contacts are logged (``processed_at``
+  set); in a bot state the session gets RuntimeConfig's unsupported-media text as an OUTBOUND
+  message, once per session per delivery, sent through `enqueue_send` after commit (no LLM);
+- reaction, unsupported and unknown types are logged only;
+- ``system`` messages change the open session's phone or user id and are logged as a SYSTEM event;
+- echoes (``smb_message_echoes``, coexistence) are logged as staff OUTBOUND messages and move the
+  session to HUMAN (``staff_takeover``) with a SYSTEM event: a human's reply silences the bot, so
+  pending INBOUND messages are marked processed too.
+
+Statuses update the OUTBOUND message with that wamid, forward only (`statuses_before`); a
+``failed`` stores Meta's code and title. A status for a wamid we do not know (yet) is stored
+unlinked and logged; the sender links it when it stores that wamid.
+"""
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce, Greatest
+from django.utils import timezone
+
+from agents.states import BOT_STATES, HandoffReason, SessionState
+from conversations.models import (
+    DeliveryStatus,
+    DeliveryStatusEvent,
+    Direction,
+    Instance,
+    Message,
+    Session,
+    WebhookDelivery,
+    WebhookOutcome,
+)
+from conversations.whatsapp.payload import (
+    Customer,
+    Echo,
+    InboundKind,
+    InboundMessage,
+    PayloadError,
+    StatusUpdate,
+    WebhookPayload,
+    decode_body,
+    parse_payload,
+)
+from conversations.whatsapp.statuses import FAILED, KNOWN_STATUSES, statuses_before
+from prompts_admin.models import RuntimeConfig
+
+logger = logging.getLogger(__name__)
+
+EnqueueFn = Callable[[int], None]
+
+# SYSTEM events written by the channel (message_type), read by the transcript.
+EVENT_SESSION_CLOSED = "session_closed"
+EVENT_HANDOFF = "handoff"
+EVENT_IDENTITY_CHANGED = "identity_changed"
+ACTION_UNSUPPORTED_MEDIA = "unsupported_media"
+IDLE_CLOSED_TEXT = "Conversa encerrada por inatividade: o cliente voltou depois de {hours} h."
+STAFF_TAKEOVER_TEXT = "Atendimento assumido pela equipe pelo app WhatsApp Business."
+_NAME_CHARS = 200
+_TITLE_CHARS = 255
+_ERROR_CHARS = 2_000
+_STORED_HEADERS = ("Content-Type", "Content-Length", "User-Agent", "X-Hub-Signature-256")
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryReceipt:
+    delivery_id: int
+    outcome: str
+    messages_count: int
+    statuses_count: int
+
+
+class DeliveryNotStored(Exception):
+    """Even the raw body could not be stored (database down): the webhook must not answer 200."""
+
+
+def stored_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The request headers worth keeping with a delivery (never cookies or credentials)."""
+    return {name: headers[name] for name in _STORED_HEADERS if name in headers}
+
+
+def webhook_delivery_receive(
+    *,
+    raw_body: bytes,
+    headers: Mapping[str, str],
+    enqueue_turn: EnqueueFn,
+    enqueue_send: EnqueueFn,
+) -> DeliveryReceipt:
+    """Store and apply one signature-checked webhook body (see the module docstring).
+
+    Raises `MalformedBodyError` (nothing stored) when the body is not JSON, and
+    `DeliveryNotStored` when the database refuses even the raw body.
+    """
+    document = decode_body(raw_body)
+    try:
+        with transaction.atomic():
+            result = _apply_in_savepoint(document, enqueue_turn, enqueue_send)
+            delivery = WebhookDelivery.objects.create(
+                raw_body=raw_body, headers=dict(headers), **result.delivery_fields()
+            )
+    except Exception as exc:
+        # Outside the savepoint (the delivery insert, the commit): keep the body on its own.
+        logger.exception("whatsapp_webhook_store_failed")
+        delivery = _store_failed_body(raw_body, headers, exc)
+    receipt = _receipt(delivery)
+    logger.info("whatsapp_webhook_received", extra=_log_fields(receipt))
+    return receipt
+
+
+def webhook_delivery_reprocess(
+    *, delivery_id: int, enqueue_turn: EnqueueFn, enqueue_send: EnqueueFn
+) -> DeliveryReceipt | None:
+    """Apply a ``failed`` delivery again; None when it is not (or no longer) failed."""
+    with transaction.atomic():
+        delivery = (
+            WebhookDelivery.objects.select_for_update()
+            .filter(pk=delivery_id, outcome=WebhookOutcome.FAILED)
+            .first()
+        )
+        if delivery is None:
+            return None
+        try:
+            document = decode_body(bytes(delivery.raw_body))
+        except ValueError as exc:
+            result = _Result.failed(exc)
+        else:
+            result = _apply_in_savepoint(document, enqueue_turn, enqueue_send)
+        fields = result.delivery_fields()
+        for name, value in fields.items():
+            setattr(delivery, name, value)
+        delivery.save(update_fields=list(fields))
+    receipt = _receipt(delivery)
+    logger.info("whatsapp_webhook_reprocessed", extra=_log_fields(receipt))
+    return receipt
+
+
+# --- applying a payload ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Result:
+    outcome: str
+    error: str = ""
+    messages_count: int = 0
+    statuses_count: int = 0
+
+    @classmethod
+    def failed(cls, exc: BaseException) -> "_Result":
+        return cls(WebhookOutcome.FAILED, error=_describe_error(exc))
+
+    def delivery_fields(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "error": self.error,
+            "messages_count": self.messages_count,
+            "statuses_count": self.statuses_count,
+            "processed_at": timezone.now(),
+        }
+
+
+def _apply_in_savepoint(document: Any, enqueue_turn: EnqueueFn, enqueue_send: EnqueueFn) -> _Result:
+    try:
+        with transaction.atomic():
+            payload = parse_payload(document)
+            return _Applier(enqueue_turn, enqueue_send).apply(payload)
+    except PayloadError as exc:
+        # Everything the savepoint wrote is gone; the raw body is kept for reprocessing.
+        logger.warning("whatsapp_webhook_payload_refused", extra={"error": _describe_error(exc)})
+        return _Result.failed(exc)
+    except Exception as exc:
+        logger.exception("whatsapp_webhook_apply_failed", extra={"error": _describe_error(exc)})
+        return _Result.failed(exc)
+
+
+@dataclass(slots=True)
+class _Applier:
+    enqueue_turn: EnqueueFn
+    enqueue_send: EnqueueFn
+    now: datetime = field(default_factory=timezone.now)
+    instances: dict[str, Instance] = field(default_factory=dict)
+    sessions: dict[tuple[int, str, str], Session] = field(default_factory=dict)
+    turns: list[int] = field(default_factory=list)
+    sends: list[int] = field(default_factory=list)
+    answered_media: set[int] = field(default_factory=set)
+    # Latest WhatsApp time per session: of any message, and of the customer's messages.
+    touched: dict[int, datetime] = field(default_factory=dict)
+    touched_inbound: dict[int, datetime] = field(default_factory=dict)
+    messages_count: int = 0
+    statuses_count: int = 0
+
+    def apply(self, payload: WebhookPayload) -> _Result:
+        if payload.phone_number_ids:
+            self.instances = {
+                instance.phone_number_id: instance
+                for instance in Instance.objects.filter(
+                    phone_number_id__in=payload.phone_number_ids, is_active=True
+                )
+            }
+        for unknown in sorted(payload.phone_number_ids - self.instances.keys()):
+            logger.warning("whatsapp_unknown_phone_number_id", extra={"phone_number_id": unknown})
+        for ignored in payload.ignored_changes:
+            logger.info("whatsapp_change_ignored", extra={"field": ignored})
+        for change_errors in payload.errors:
+            for error in change_errors.errors:
+                logger.warning(
+                    "whatsapp_change_error",
+                    extra={
+                        "phone_number_id": change_errors.phone_number_id,
+                        "code": error.code,
+                        "title": error.title,
+                        "details": error.details,
+                    },
+                )
+        routed = [m for m in payload.messages if m.phone_number_id in self.instances]
+        echoes = [e for e in payload.echoes if e.phone_number_id in self.instances]
+        statuses = [s for s in payload.statuses if s.phone_number_id in self.instances]
+        known = self._known_wamids([m.wamid for m in routed] + [e.wamid for e in echoes])
+        for message in sorted(routed, key=lambda m: m.timestamp):
+            if message.wamid not in known:
+                self._receive_message(message)
+        for echo in sorted(echoes, key=lambda e: e.timestamp):
+            if echo.wamid not in known:
+                self._receive_echo(echo)
+        self._apply_statuses(statuses)
+        self._touch_sessions()
+        self._enqueue_after_commit()
+        handled = bool(routed or echoes or statuses)
+        return _Result(
+            WebhookOutcome.PROCESSED if handled else WebhookOutcome.IGNORED,
+            messages_count=self.messages_count,
+            statuses_count=self.statuses_count,
+        )
+
+    # --- messages ---
+
+    def _receive_message(self, message: InboundMessage) -> None:
+        instance = self.instances[message.phone_number_id]
+        if message.kind is InboundKind.IDENTITY_CHANGE:
+            self._change_identity(instance, message)
+            return
+        session = self._session(instance, message.customer, message.timestamp)
+        in_bot_state = session.state in BOT_STATES
+        pending_text = message.kind is InboundKind.TEXT and in_bot_state
+        stored = _insert_message(
+            session=session,
+            direction=Direction.INBOUND,
+            message_type=message.message_type,
+            content=message.text,
+            wa_message_id=message.wamid,
+            wa_timestamp=message.timestamp,
+            processed_at=None if pending_text else self.now,
+            created_at=self.now,
+        )
+        if stored is None:
+            logger.info("whatsapp_message_duplicate", extra={"wamid": message.wamid})
+            return
+        self.messages_count += 1
+        self._touch(session, message.timestamp, inbound=True)
+        if pending_text and session.pk not in self.turns:
+            self.turns.append(session.pk)
+        if (
+            message.kind is InboundKind.UNSUPPORTED_MEDIA
+            and in_bot_state
+            and session.pk not in self.answered_media
+        ):
+            self._answer_unsupported_media(session)
+        logger.info(
+            "whatsapp_message_received",
+            extra={
+                "message_id": stored.pk,
+                "session_id": session.pk,
+                "type": message.message_type,
+                "kind": message.kind.value,
+            },
+        )
+
+    def _answer_unsupported_media(self, session: Session) -> None:
+        self.answered_media.add(session.pk)
+        reply = Message.objects.create(
+            session=session,
+            direction=Direction.OUTBOUND,
+            message_type="text",
+            content=RuntimeConfig.load().unsupported_media_message,
+            action=ACTION_UNSUPPORTED_MEDIA,
+            delivery_status=DeliveryStatus.PENDING,
+            created_at=self.now,
+        )
+        self.sends.append(reply.pk)
+        self._touch(session, self.now, inbound=False)
+
+    def _change_identity(self, instance: Instance, message: InboundMessage) -> None:
+        change = message.identity_change
+        session = _find_open_session(instance, message.customer)
+        if change is None or session is None:
+            logger.warning(
+                "whatsapp_identity_change_without_session",
+                extra={"wamid": message.wamid, "instance_id": instance.pk},
+            )
+            return
+        stored = _insert_message(
+            session=session,
+            direction=Direction.SYSTEM,
+            message_type=EVENT_IDENTITY_CHANGED,
+            action=change.change[:32],
+            content=message.text,
+            wa_message_id=message.wamid,
+            wa_timestamp=message.timestamp,
+            processed_at=self.now,
+            created_at=self.now,
+        )
+        if stored is None:
+            return
+        self.messages_count += 1
+        changes = {}
+        if change.new_phone:
+            changes["customer_phone"] = change.new_phone
+        if change.new_user_id:
+            changes["customer_user_id"] = change.new_user_id
+        _update_identity(session, changes)
+        self._forget_cached(session)
+        logger.info(
+            "whatsapp_identity_changed",
+            extra={"session_id": session.pk, "change": change.change},
+        )
+
+    def _receive_echo(self, echo: Echo) -> None:
+        instance = self.instances[echo.phone_number_id]
+        if echo.message_type in ("revoke", "edit"):
+            # Staff deleted or edited a message in the app: nothing new to log or to answer.
+            logger.info("whatsapp_echo_ignored", extra={"wamid": echo.wamid})
+            return
+        session = self._session(instance, echo.customer, echo.timestamp)
+        stored = _insert_message(
+            session=session,
+            direction=Direction.OUTBOUND,
+            message_type=echo.message_type,
+            content=echo.text,
+            wa_message_id=echo.wamid,
+            wa_timestamp=echo.timestamp,
+            delivery_status=DeliveryStatus.SENT,
+            delivery_status_at=echo.timestamp,
+            created_at=self.now,
+        )
+        if stored is None:
+            return
+        self.messages_count += 1
+        self._touch(session, echo.timestamp, inbound=False)
+        if session.state != SessionState.HUMAN:
+            self._staff_takeover(session)
+        logger.info(
+            "whatsapp_echo_received", extra={"message_id": stored.pk, "session_id": session.pk}
+        )
+
+    def _staff_takeover(self, session: Session) -> None:
+        Session.objects.filter(pk=session.pk).update(
+            state=SessionState.HUMAN,
+            handoff_reason=HandoffReason.STAFF_TAKEOVER,
+            handoff_detail="",
+            handed_off_at=self.now,
+        )
+        session.state = SessionState.HUMAN
+        Message.objects.create(
+            session=session,
+            direction=Direction.SYSTEM,
+            message_type=EVENT_HANDOFF,
+            action=HandoffReason.STAFF_TAKEOVER,
+            content=STAFF_TAKEOVER_TEXT,
+            created_at=self.now,
+        )
+        Message.objects.filter(
+            session=session, direction=Direction.INBOUND, processed_at=None
+        ).update(processed_at=self.now)
+        if session.pk in self.turns:
+            self.turns.remove(session.pk)
+        logger.info("whatsapp_staff_takeover", extra={"session_id": session.pk})
+
+    # --- statuses ---
+
+    def _apply_statuses(self, statuses: list[StatusUpdate]) -> None:
+        if not statuses:
+            return
+        outbound = dict(
+            Message.objects.filter(
+                wa_message_id__in={s.wamid for s in statuses}, direction=Direction.OUTBOUND
+            ).values_list("wa_message_id", "id")
+        )
+        for status in sorted(statuses, key=lambda s: s.timestamp):
+            if status.status not in KNOWN_STATUSES:
+                logger.info(
+                    "whatsapp_status_unknown",
+                    extra={"wamid": status.wamid, "status": status.status},
+                )
+                continue
+            self._apply_status(status, outbound.get(status.wamid))
+
+    def _apply_status(self, status: StatusUpdate, message_id: int | None) -> None:
+        error = status.errors[0] if status.errors else None
+        code = error.code if error else None
+        title = error.title[:_TITLE_CHARS] if error else ""
+        try:
+            with transaction.atomic():
+                DeliveryStatusEvent.objects.create(
+                    wa_message_id=status.wamid,
+                    status=status.status,
+                    message_id=message_id,
+                    wa_timestamp=status.timestamp,
+                    error_code=code,
+                    error_title=title,
+                    error_details=error.details if error else "",
+                    created_at=self.now,
+                )
+        except IntegrityError:
+            return  # this (wamid, status) was applied already
+        self.statuses_count += 1
+        log = {"wamid": status.wamid, "status": status.status, "message_id": message_id}
+        if message_id is None:
+            logger.info("whatsapp_status_unknown_message", extra=log)
+            return
+        changes: dict[str, Any] = {
+            "delivery_status": status.status,
+            "delivery_status_at": status.timestamp,
+        }
+        if status.status == FAILED:
+            changes |= {"delivery_error_code": code, "delivery_error_title": title}
+            logger.warning("whatsapp_delivery_failed", extra={**log, "code": code, "title": title})
+        Message.objects.filter(
+            pk=message_id, delivery_status__in=statuses_before(status.status)
+        ).update(**changes)
+
+    # --- sessions ---
+
+    def _session(self, instance: Instance, customer: Customer, at: datetime) -> Session:
+        key = (instance.pk, customer.phone, customer.user_id)
+        session = self.sessions.get(key)
+        if session is None:
+            session = _find_open_session(instance, customer)
+            if session is not None:
+                _fill_identity(session, customer)
+        if session is not None and _is_idle(session, at):
+            self._close_idle(session)
+            session = None
+        if session is None:
+            session = _open_session(instance, customer, self.now)
+        self.sessions[key] = session
+        return session
+
+    def _forget_cached(self, session: Session) -> None:
+        for key in [key for key, cached in self.sessions.items() if cached.pk == session.pk]:
+            del self.sessions[key]
+
+    def _close_idle(self, session: Session) -> None:
+        closed = (
+            Session.objects.filter(pk=session.pk)
+            .exclude(state=SessionState.CLOSED)
+            .update(state=SessionState.CLOSED, closed_at=self.now)
+        )
+        if closed:
+            Message.objects.create(
+                session=session,
+                direction=Direction.SYSTEM,
+                message_type=EVENT_SESSION_CLOSED,
+                action="idle",
+                content=IDLE_CLOSED_TEXT.format(hours=settings.SESSION_IDLE_HOURS),
+                created_at=self.now,
+            )
+            logger.info("whatsapp_session_closed_idle", extra={"session_id": session.pk})
+        session.state = SessionState.CLOSED
+        self._forget_cached(session)
+
+    def _touch(self, session: Session, at: datetime, *, inbound: bool) -> None:
+        self.touched[session.pk] = max(at, self.touched.get(session.pk, at))
+        if inbound:
+            self.touched_inbound[session.pk] = max(at, self.touched_inbound.get(session.pk, at))
+        # Later events of this delivery judge idleness against the newest time.
+        if session.last_message_at is None or at > session.last_message_at:
+            session.last_message_at = at
+
+    def _touch_sessions(self) -> None:
+        for session_id, at in self.touched.items():
+            changes: dict[str, Any] = {
+                "last_message_at": Greatest(Coalesce(F("last_message_at"), at), at)
+            }
+            inbound_at = self.touched_inbound.get(session_id)
+            if inbound_at is not None:
+                changes["last_inbound_at"] = Greatest(
+                    Coalesce(F("last_inbound_at"), inbound_at), inbound_at
+                )
+            Session.objects.filter(pk=session_id).update(**changes)
+
+    def _enqueue_after_commit(self) -> None:
+        # Registered inside the savepoint: discarded if it rolls back. `robust`: a broker outage
+        # is logged and never undoes or fails the stored delivery.
+        for session_id in self.turns:
+            transaction.on_commit(lambda sid=session_id: self.enqueue_turn(sid), robust=True)
+        for message_id in self.sends:
+            transaction.on_commit(lambda mid=message_id: self.enqueue_send(mid), robust=True)
+
+    def _known_wamids(self, wamids: list[str]) -> set[str]:
+        if not wamids:
+            return set()
+        return set(
+            Message.objects.filter(wa_message_id__in=wamids).values_list("wa_message_id", flat=True)
+        )
+
+
+def _insert_message(**fields: Any) -> Message | None:
+    """Insert a message once: None when its wamid is stored already (now or concurrently)."""
+    try:
+        with transaction.atomic():
+            return Message.objects.create(**fields)
+    except IntegrityError:
+        return None
+
+
+def _find_open_session(instance: Instance, customer: Customer) -> Session | None:
+    match = Q()
+    if customer.user_id:
+        match |= Q(customer_user_id=customer.user_id)
+    if customer.phone:
+        match |= Q(customer_phone=customer.phone)
+    candidates = list(
+        Session.objects.filter(match, instance=instance).exclude(state=SessionState.CLOSED)
+    )
+    # The user id names the customer more precisely than a phone that may have changed hands.
+    for session in candidates:
+        if customer.user_id and session.customer_user_id == customer.user_id:
+            return session
+    return candidates[0] if candidates else None
+
+
+def _open_session(instance: Instance, customer: Customer, now: datetime) -> Session:
+    try:
+        with transaction.atomic():
+            return Session.objects.create(
+                instance=instance,
+                customer_phone=customer.phone,
+                customer_user_id=customer.user_id,
+                customer_name=customer.name[:_NAME_CHARS],
+                created_at=now,
+            )
+    except IntegrityError:
+        # Another delivery opened this customer's session first (one open session per phone and
+        # per user id); ours waited for its commit, so it is visible now.
+        session = _find_open_session(instance, customer)
+        if session is None:
+            raise
+        _fill_identity(session, customer)
+        return session
+
+
+def _fill_identity(session: Session, customer: Customer) -> None:
+    changes = {}
+    if customer.phone and not session.customer_phone:
+        changes["customer_phone"] = customer.phone
+    if customer.user_id and not session.customer_user_id:
+        changes["customer_user_id"] = customer.user_id
+    if customer.name and not session.customer_name:
+        changes["customer_name"] = customer.name[:_NAME_CHARS]
+    _update_identity(session, changes)
+
+
+def _update_identity(session: Session, changes: dict[str, str]) -> None:
+    if not changes:
+        return
+    try:
+        with transaction.atomic():
+            Session.objects.filter(pk=session.pk).update(**changes)
+    except IntegrityError:
+        # Another open session holds that phone or user id; leave both as they are.
+        logger.warning(
+            "whatsapp_identity_conflict",
+            extra={"session_id": session.pk, "fields": sorted(changes)},
+        )
+        return
+    for name, value in changes.items():
+        setattr(session, name, value)
+
+
+def _is_idle(session: Session, at: datetime) -> bool:
+    last = session.last_message_at or session.created_at
+    return at - last > timedelta(hours=settings.SESSION_IDLE_HOURS)
+
+
+def _store_failed_body(
+    raw_body: bytes, headers: Mapping[str, str], exc: BaseException
+) -> WebhookDelivery:
+    try:
+        return WebhookDelivery.objects.create(
+            raw_body=raw_body,
+            headers=dict(headers),
+            outcome=WebhookOutcome.FAILED,
+            error=_describe_error(exc),
+            processed_at=timezone.now(),
+        )
+    except Exception as second:
+        logger.exception("whatsapp_webhook_body_lost")
+        raise DeliveryNotStored(str(second)) from exc
+
+
+def _describe_error(exc: BaseException) -> str:
+    text = f"{exc.__class__.__name__}: {exc}".replace("\x00", "")
+    return text[:_ERROR_CHARS]
+
+
+def _receipt(delivery: WebhookDelivery) -> DeliveryReceipt:
+    return DeliveryReceipt(
+        delivery_id=delivery.pk,
+        outcome=delivery.outcome,
+        messages_count=delivery.messages_count,
+        statuses_count=delivery.statuses_count,
+    )
+
+
+def _log_fields(receipt: DeliveryReceipt) -> dict[str, Any]:
+    return {
+        "delivery_id": receipt.delivery_id,
+        "outcome": receipt.outcome,
+        "messages": receipt.messages_count,
+        "statuses": receipt.statuses_count,
+    }

@@ -1,0 +1,280 @@
+"""Use cases that call the Graph API: send an OUTBOUND message, mark an INBOUND one as read.
+
+Sending is at-most-once per message as far as this side can make it:
+
+1. claim: a short transaction locks the row (``SELECT ... FOR UPDATE``); a message that has a wamid,
+   has failed for good, or is claimed by another worker (``delivery_status="pending"`` with a
+   ``delivery_status_at`` younger than `SEND_CLAIM_SECONDS`) is left alone; otherwise the claim is
+   written (``pending``, now, ``send_attempts + 1``) and committed;
+2. call the Graph API with no transaction open;
+3. store the wamid and ``sent``, or Meta's error code and title.
+
+A worker that dies between 2 and 3 leaves a claim that expires after `SEND_CLAIM_SECONDS`; the
+message may then be sent a second time — the Cloud API has no idempotency key, so that window is
+the one duplicate this design cannot close.
+
+The parts of a split answer (same ``turn_id``, ``part_index`` 0, 1, ...) go out in order: sending
+any part sends the turn's parts in ``part_index`` order, each only after the previous one was
+accepted (it has a wamid). So the pipeline may enqueue `send_message` for the first part only,
+or for every part: a task that meets a part claimed by another worker stops, and that worker
+carries on with the rest. A part refused for good fails the parts after it, unsent.
+"""
+
+import logging
+from datetime import timedelta
+from enum import StrEnum
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from conversations.models import (
+    SUPERSEDED,
+    DeliveryStatus,
+    DeliveryStatusEvent,
+    Direction,
+    Message,
+)
+from conversations.whatsapp.client import GraphAPIError, WhatsAppSender
+from conversations.whatsapp.statuses import STATUS_ORDER, statuses_before
+
+logger = logging.getLogger(__name__)
+
+# Longer than the client's whole request (connect 5 s + read 10 s), so a live claim never expires.
+SEND_CLAIM_SECONDS = 60
+PREVIOUS_PART_FAILED = "Parte anterior da resposta não foi enviada"
+NO_RECIPIENT = "Conversa sem telefone nem ID de usuário do cliente"
+_TITLE_CHARS = 255
+
+
+class SendOutcome(StrEnum):
+    SENT = "sent"
+    ALREADY_SENT = "already_sent"  # it has a wamid: never sent again
+    IN_FLIGHT = "in_flight"  # another worker holds the claim of this part or an earlier one
+    FAILED = "failed"  # refused for good; code and title stored on the message
+    SKIPPED = "skipped"  # no such OUTBOUND message, or a superseded draft
+
+
+class RetryableSendError(Exception):
+    """The Graph API may accept the message later (timeout, 5xx, 130429, 131056)."""
+
+    def __init__(self, *, message_id: int, error: GraphAPIError) -> None:
+        super().__init__(f"message {message_id}: {error}")
+        self.message_id = message_id
+        self.error = error
+
+
+def outbound_message_send(
+    *, message_id: int, client: WhatsAppSender, last_attempt: bool = False
+) -> SendOutcome:
+    """Send OUTBOUND message `message_id` and the other parts of its turn, in order.
+
+    Raises `RetryableSendError` when a retry may succeed, unless `last_attempt`: then the message
+    is marked failed. Returns the outcome of `message_id` itself.
+    """
+    chain = _turn_chain(message_id)
+    if message_id not in chain:
+        logger.warning("whatsapp_send_skipped", extra={"message_id": message_id})
+        return SendOutcome.SKIPPED
+    outcomes: dict[int, SendOutcome] = {}
+    for position, part_id in enumerate(chain):
+        outcome = _send_part(part_id, client, last_attempt=last_attempt)
+        outcomes[part_id] = outcome
+        if outcome is SendOutcome.FAILED:
+            _fail_unsent(chain[position + 1 :])
+            break
+        if outcome is SendOutcome.IN_FLIGHT:
+            break
+    if message_id in outcomes:
+        return outcomes[message_id]
+    # Not reached: an earlier part failed (and failed this one) or is being sent elsewhere.
+    return SendOutcome.FAILED if SendOutcome.FAILED in outcomes.values() else SendOutcome.IN_FLIGHT
+
+
+def inbound_message_mark_read(*, message_id: int, client: WhatsAppSender) -> bool:
+    """Mark an INBOUND message read with a typing indicator; a failure is logged, never raised."""
+    message = (
+        Message.objects.select_related("session__instance")
+        .filter(pk=message_id, direction=Direction.INBOUND)
+        .exclude(wa_message_id=None)
+        .first()
+    )
+    if message is None:
+        logger.warning("whatsapp_mark_read_skipped", extra={"message_id": message_id})
+        return False
+    instance = message.session.instance
+    try:
+        client.mark_read(
+            phone_number_id=instance.phone_number_id,
+            access_token=instance.access_token or settings.WHATSAPP_ACCESS_TOKEN,
+            wamid=message.wa_message_id or "",
+        )
+    except GraphAPIError as exc:
+        logger.warning(
+            "whatsapp_mark_read_failed",
+            extra={"message_id": message_id, "code": exc.code, "title": exc.title},
+        )
+        return False
+    return True
+
+
+def _turn_chain(message_id: int) -> list[int]:
+    """The ids of the parts sent together with `message_id`, in sending order."""
+    message = (
+        Message.objects.filter(pk=message_id, direction=Direction.OUTBOUND)
+        .exclude(error=SUPERSEDED)
+        .values("session_id", "turn_id")
+        .first()
+    )
+    if message is None:
+        return []
+    if message["turn_id"] is None:
+        return [message_id]
+    return list(
+        Message.objects.filter(
+            session_id=message["session_id"],
+            turn_id=message["turn_id"],
+            direction=Direction.OUTBOUND,
+        )
+        .exclude(error=SUPERSEDED)
+        .order_by("part_index", "id")
+        .values_list("id", flat=True)
+    )
+
+
+def _send_part(message_id: int, client: WhatsAppSender, *, last_attempt: bool) -> SendOutcome:
+    message = _claim(message_id)
+    if isinstance(message, SendOutcome):
+        return message
+    session = message.session
+    instance = session.instance
+    log = {"message_id": message.pk, "session_id": session.pk, "attempt": message.send_attempts}
+    if not session.customer_phone and not session.customer_user_id:
+        _store_failure(message, code=None, title=NO_RECIPIENT)
+        logger.error("whatsapp_send_failed", extra={**log, "title": NO_RECIPIENT})
+        return SendOutcome.FAILED
+    try:
+        sent = client.send_text(
+            phone_number_id=instance.phone_number_id,
+            access_token=instance.access_token or settings.WHATSAPP_ACCESS_TOKEN,
+            body=message.content,
+            to_phone=session.customer_phone,
+            to_user_id=session.customer_user_id,
+        )
+    except GraphAPIError as exc:
+        log |= {"code": exc.code, "title": exc.title, "http_status": exc.http_status}
+        if exc.retryable and not last_attempt:
+            _release_claim(message, code=exc.code, title=exc.title)
+            logger.warning("whatsapp_send_retry", extra=log)
+            raise RetryableSendError(message_id=message.pk, error=exc) from exc
+        _store_failure(message, code=exc.code, title=exc.title)
+        logger.error("whatsapp_send_failed", extra=log)
+        return SendOutcome.FAILED
+    _store_success(message, sent.wamid)
+    logger.info("whatsapp_message_sent", extra={**log, "wamid": sent.wamid})
+    return SendOutcome.SENT
+
+
+def _claim(message_id: int) -> Message | SendOutcome:
+    now = timezone.now()
+    with transaction.atomic():
+        message = (
+            Message.objects.select_for_update(of=("self",))
+            .select_related("session__instance")
+            .get(pk=message_id)
+        )
+        if message.wa_message_id:
+            return SendOutcome.ALREADY_SENT
+        if message.delivery_status == DeliveryStatus.FAILED:
+            return SendOutcome.FAILED
+        if (
+            message.delivery_status == DeliveryStatus.PENDING
+            and message.send_attempts > 0
+            and message.delivery_status_at is not None
+            and message.delivery_status_at > now - timedelta(seconds=SEND_CLAIM_SECONDS)
+        ):
+            logger.info("whatsapp_send_in_flight", extra={"message_id": message_id})
+            return SendOutcome.IN_FLIGHT
+        message.delivery_status = DeliveryStatus.PENDING
+        message.delivery_status_at = now
+        message.send_attempts += 1
+        message.save(update_fields=["delivery_status", "delivery_status_at", "send_attempts"])
+    return message
+
+
+def _release_claim(message: Message, *, code: int | None, title: str) -> None:
+    # Keep the last error visible in admin while the retry waits; the claim time goes, so the
+    # retry (or another task) may claim at once.
+    Message.objects.filter(pk=message.pk).update(
+        delivery_status=DeliveryStatus.PENDING,
+        delivery_status_at=None,
+        delivery_error_code=code,
+        delivery_error_title=title[:_TITLE_CHARS],
+    )
+
+
+def _store_failure(message: Message, *, code: int | None, title: str) -> None:
+    Message.objects.filter(pk=message.pk).update(
+        delivery_status=DeliveryStatus.FAILED,
+        delivery_status_at=timezone.now(),
+        delivery_error_code=code,
+        delivery_error_title=title[:_TITLE_CHARS],
+    )
+
+
+def _store_success(message: Message, wamid: str) -> None:
+    now = timezone.now()
+    with transaction.atomic():
+        Message.objects.filter(pk=message.pk).update(
+            wa_message_id=wamid,
+            delivery_status=DeliveryStatus.SENT,
+            delivery_status_at=now,
+            delivery_error_code=None,
+            delivery_error_title="",
+        )
+        _fold_early_statuses(message.pk, wamid)
+
+
+def _fold_early_statuses(message_id: int, wamid: str) -> None:
+    """Apply status callbacks that arrived before the wamid was stored (kept unlinked)."""
+    early = list(
+        DeliveryStatusEvent.objects.filter(wa_message_id=wamid, message__isnull=True).order_by(
+            "wa_timestamp", "id"
+        )
+    )
+    if not early:
+        return
+    DeliveryStatusEvent.objects.filter(pk__in=[event.pk for event in early]).update(
+        message_id=message_id
+    )
+    for event in sorted(early, key=_status_rank):
+        changes: dict[str, object] = {
+            "delivery_status": event.status,
+            "delivery_status_at": event.wa_timestamp or timezone.now(),
+        }
+        if event.status == DeliveryStatus.FAILED:
+            changes |= {
+                "delivery_error_code": event.error_code,
+                "delivery_error_title": event.error_title,
+            }
+        Message.objects.filter(
+            pk=message_id, delivery_status__in=statuses_before(event.status)
+        ).update(**changes)
+
+
+def _status_rank(event: DeliveryStatusEvent) -> int:
+    return STATUS_ORDER.index(event.status) if event.status in STATUS_ORDER else 0
+
+
+def _fail_unsent(message_ids: list[int]) -> None:
+    if not message_ids:
+        return
+    Message.objects.filter(pk__in=message_ids, wa_message_id=None).filter(
+        ~Q(delivery_status=DeliveryStatus.PENDING) | Q(delivery_status_at=None)
+    ).update(
+        delivery_status=DeliveryStatus.FAILED,
+        delivery_status_at=timezone.now(),
+        delivery_error_code=None,
+        delivery_error_title=PREVIOUS_PART_FAILED,
+    )

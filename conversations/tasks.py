@@ -1,0 +1,3 @@
+"""Celery's autodiscovery imports this module: each line registers one group of tasks."""
+
+from conversations.whatsapp.tasks import mark_read, send_message  # noqa: F401

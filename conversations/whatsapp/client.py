@@ -1,0 +1,195 @@
+"""A small WhatsApp Cloud API (Graph API) client over httpx.
+
+Reads no settings: the caller passes the base URL (``WHATSAPP_API_BASE_URL``, version pinned) and,
+per call, the access token of the instance. Every failure is a `GraphAPIError` carrying Meta's
+error code and title and whether a retry may succeed:
+
+- retryable: timeouts, connection errors, HTTP 5xx and 429, and the codes 130429 (throughput
+  limit) and 131056 (too many messages to one user);
+- not retryable: everything else, e.g. 131047 (the 24-hour window is closed), 131026
+  (undeliverable), 131049, 131050 (the user stopped marketing messages), 190 (expired token).
+
+Request shapes (Meta's documentation):
+``POST {base}/{phone_number_id}/messages`` with ``{"messaging_product": "whatsapp",
+"recipient_type": "individual", "to": <phone>, "type": "text", "text": {"body": ...}}`` — or
+``"recipient": <business-scoped user id>`` instead of ``"to"`` when the phone is unknown — answers
+``{"messages": [{"id": <wamid>}]}``; marking a message read with a typing indicator is a POST to
+the same URL with ``{"messaging_product": "whatsapp", "status": "read", "message_id": <wamid>,
+"typing_indicator": {"type": "text"}}``.
+"""
+
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Protocol, Self
+
+import httpx
+
+# Bounded: a send runs inside a Celery task, never inside the webhook request.
+DEFAULT_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+RETRYABLE_ERROR_CODES = frozenset({130429, 131056})
+
+
+class GraphAPIError(Exception):
+    """A refused or failed Graph API call; `code` and `title` are Meta's when Meta sent them."""
+
+    def __init__(
+        self,
+        *,
+        code: int | None,
+        title: str,
+        details: str = "",
+        http_status: int | None = None,
+        retryable: bool,
+    ) -> None:
+        super().__init__(f"{code} {title}" if code is not None else title)
+        self.code = code
+        self.title = title
+        self.details = details
+        self.http_status = http_status
+        self.retryable = retryable
+
+
+@dataclass(frozen=True, slots=True)
+class SentMessage:
+    wamid: str
+
+
+class WhatsAppSender(Protocol):
+    """What the use cases need from a Graph API client (tests pass the real one)."""
+
+    def send_text(
+        self,
+        *,
+        phone_number_id: str,
+        access_token: str,
+        body: str,
+        to_phone: str = "",
+        to_user_id: str = "",
+    ) -> SentMessage: ...
+
+    def mark_read(
+        self, *, phone_number_id: str, access_token: str, wamid: str, typing_indicator: bool = True
+    ) -> None: ...
+
+
+class GraphClient:
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        http: httpx.Client | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = http or httpx.Client(timeout=timeout)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def send_text(
+        self,
+        *,
+        phone_number_id: str,
+        access_token: str,
+        body: str,
+        to_phone: str = "",
+        to_user_id: str = "",
+    ) -> SentMessage:
+        """Send a text; to the phone when known, else to the business-scoped user id."""
+        if to_phone:
+            recipient = {"to": to_phone}
+        elif to_user_id:
+            recipient = {"recipient": to_user_id}
+        else:
+            raise ValueError("send_text needs to_phone or to_user_id")
+        request = {
+            "messaging_product": "whatsapp",
+            "recipient_type": "individual",
+            **recipient,
+            "type": "text",
+            "text": {"body": body},
+        }
+        answer = self._post(phone_number_id, access_token, request)
+        messages = answer.get("messages")
+        wamid = None
+        if isinstance(messages, list) and messages and isinstance(messages[0], dict):
+            wamid = messages[0].get("id")
+        if not isinstance(wamid, str) or not wamid:
+            # Accepted or not, we cannot tell: never retry, a retry could send it twice.
+            raise GraphAPIError(
+                code=None, title="Resposta da Graph API sem ID da mensagem", retryable=False
+            )
+        return SentMessage(wamid=wamid)
+
+    def mark_read(
+        self, *, phone_number_id: str, access_token: str, wamid: str, typing_indicator: bool = True
+    ) -> None:
+        request: dict[str, Any] = {
+            "messaging_product": "whatsapp",
+            "status": "read",
+            "message_id": wamid,
+        }
+        if typing_indicator:
+            request["typing_indicator"] = {"type": "text"}
+        self._post(phone_number_id, access_token, request)
+
+    def _post(
+        self, phone_number_id: str, access_token: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        url = f"{self.base_url}/{phone_number_id}/messages"
+        headers = {"Authorization": f"Bearer {access_token}"}
+        try:
+            response = self._http.post(url, json=body, headers=headers)
+        except httpx.TimeoutException as exc:
+            raise GraphAPIError(
+                code=None, title="Tempo esgotado na Graph API", retryable=True
+            ) from exc
+        except httpx.TransportError as exc:
+            raise GraphAPIError(
+                code=None, title="Falha de conexão com a Graph API", retryable=True
+            ) from exc
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        if response.is_success and isinstance(answer, dict):
+            return answer
+        raise _error_from_response(response.status_code, answer)
+
+
+def _error_from_response(http_status: int, answer: Any) -> GraphAPIError:
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if not isinstance(error, dict):
+        return GraphAPIError(
+            code=None,
+            title=f"Erro HTTP {http_status} da Graph API",
+            http_status=http_status,
+            retryable=http_status >= 500 or http_status == 429,
+        )
+    code = error.get("code")
+    code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    title = _string(error.get("error_user_title")) or _string(error.get("message"))
+    error_data = error.get("error_data")
+    details = _string(error_data.get("details")) if isinstance(error_data, dict) else ""
+    return GraphAPIError(
+        code=code,
+        title=title or f"Erro HTTP {http_status} da Graph API",
+        details=details or _string(error.get("error_user_msg")),
+        http_status=http_status,
+        retryable=http_status >= 500 or http_status == 429 or code in RETRYABLE_ERROR_CODES,
+    )
+
+
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""

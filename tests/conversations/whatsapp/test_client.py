@@ -1,0 +1,160 @@
+"""The Graph API client against a fake Graph server on 127.0.0.1 (real httpx, real HTTP)."""
+
+import httpx
+import pytest
+
+from conversations.whatsapp.client import GraphAPIError, GraphClient, SentMessage
+from tests.fakes.graph_server import FakeGraphAPI
+
+PNID = "100000000000001"
+
+
+@pytest.fixture
+def graph(httpserver):
+    return FakeGraphAPI(httpserver)
+
+
+@pytest.fixture
+def client(graph):
+    with GraphClient(base_url=graph.base_url) as client:
+        yield client
+
+
+def test_send_text_to_a_phone_posts_the_exact_body_and_bearer_token(graph, client):
+    sent = client.send_text(
+        phone_number_id=PNID, access_token="tok-123", body="Olá!", to_phone="5511987654321"
+    )
+
+    assert sent == SentMessage(wamid="wamid.FAKE0001")
+    [request] = graph.requests
+    assert (request.method, request.path) == ("POST", f"/v23.0/{PNID}/messages")
+    assert request.headers["Authorization"] == "Bearer tok-123"
+    assert request.headers["Content-Type"] == "application/json"
+    assert request.json == {
+        "messaging_product": "whatsapp",
+        "recipient_type": "individual",
+        "to": "5511987654321",
+        "type": "text",
+        "text": {"body": "Olá!"},
+    }
+
+
+def test_send_text_without_a_phone_goes_to_the_business_scoped_user_id(graph, client):
+    client.send_text(phone_number_id=PNID, access_token="t", body="Oi", to_user_id="BR.123")
+
+    assert graph.requests[0].json == {
+        "messaging_product": "whatsapp",
+        "recipient_type": "individual",
+        "recipient": "BR.123",
+        "type": "text",
+        "text": {"body": "Oi"},
+    }
+
+
+def test_the_phone_wins_over_the_user_id_when_both_are_known(graph, client):
+    client.send_text(
+        phone_number_id=PNID, access_token="t", body="Oi", to_phone="55119", to_user_id="BR.1"
+    )
+
+    assert graph.requests[0].json["to"] == "55119"
+    assert "recipient" not in graph.requests[0].json
+
+
+def test_send_text_without_any_recipient_is_a_programming_error(graph, client):
+    with pytest.raises(ValueError, match="to_phone or to_user_id"):
+        client.send_text(phone_number_id=PNID, access_token="t", body="Oi")
+
+    assert graph.requests == []
+
+
+def test_mark_read_sends_the_read_status_with_a_typing_indicator(graph, client):
+    client.mark_read(phone_number_id=PNID, access_token="t", wamid="wamid.IN1")
+
+    assert graph.requests[0].json == {
+        "messaging_product": "whatsapp",
+        "status": "read",
+        "message_id": "wamid.IN1",
+        "typing_indicator": {"type": "text"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "title", "retryable"),
+    [
+        (400, 131047, "Re-engagement message", False),
+        (400, 131026, "Message undeliverable", False),
+        (400, 131049, "This message was not delivered to maintain healthy ecosystem", False),
+        (400, 131050, "User has stopped marketing messages", False),
+        (401, 190, "Error validating access token", False),
+        (400, 100, "Invalid parameter", False),
+        (400, 130429, "Rate limit hit", True),
+        (400, 131056, "(Business Account, Consumer Account) pair rate limit hit", True),
+        (500, 131000, "Something went wrong", True),
+        (503, 2, "Service temporarily unavailable", True),
+        (429, 80007, "Rate limit issues", True),
+    ],
+)
+def test_graph_errors_carry_meta_s_code_title_details_and_retryability(
+    graph, client, status, code, title, retryable
+):
+    graph.respond_error(status, code, title, "more details")
+
+    with pytest.raises(GraphAPIError) as raised:
+        client.send_text(phone_number_id=PNID, access_token="t", body="x", to_phone="55")
+
+    error = raised.value
+    assert (error.code, error.title, error.details, error.http_status, error.retryable) == (
+        code,
+        title,
+        "more details",
+        status,
+        retryable,
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "title", "retryable"),
+    [
+        (502, "<html>Bad gateway</html>", "Erro HTTP 502 da Graph API", True),
+        (404, {"unexpected": True}, "Erro HTTP 404 da Graph API", False),
+        (200, {"messaging_product": "whatsapp"}, "Resposta da Graph API sem ID da mensagem", False),
+    ],
+)
+def test_answers_without_a_graph_error_are_still_typed_errors(
+    graph, client, status, body, title, retryable
+):
+    graph.respond_json(status, body)
+
+    with pytest.raises(GraphAPIError) as raised:
+        client.send_text(phone_number_id=PNID, access_token="t", body="x", to_phone="55")
+
+    assert (raised.value.code, raised.value.title, raised.value.retryable) == (
+        None,
+        title,
+        retryable,
+    )
+
+
+def test_a_slow_server_is_a_retryable_timeout(graph):
+    graph.respond_delay(0.3)
+
+    with (
+        GraphClient(base_url=graph.base_url, timeout=httpx.Timeout(0.1)) as client,
+        pytest.raises(GraphAPIError) as raised,
+    ):
+        client.send_text(phone_number_id=PNID, access_token="t", body="x", to_phone="55")
+
+    assert (raised.value.title, raised.value.retryable) == ("Tempo esgotado na Graph API", True)
+
+
+def test_a_refused_connection_is_a_retryable_error():
+    with (
+        GraphClient(base_url="http://127.0.0.1:9/v23.0") as client,
+        pytest.raises(GraphAPIError) as raised,
+    ):
+        client.send_text(phone_number_id=PNID, access_token="t", body="x", to_phone="55")
+
+    assert (raised.value.title, raised.value.retryable) == (
+        "Falha de conexão com a Graph API",
+        True,
+    )

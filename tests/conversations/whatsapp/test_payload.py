@@ -1,0 +1,394 @@
+"""The pure webhook parser: fixtures of Meta's real shapes -> exact typed events."""
+
+import contextlib
+import copy
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conversations.whatsapp.payload import (
+    ChangeErrors,
+    Customer,
+    Echo,
+    IdentityChange,
+    InboundKind,
+    InboundMessage,
+    MalformedBodyError,
+    PayloadError,
+    StatusUpdate,
+    WebhookPayload,
+    WhatsAppError,
+    decode_body,
+    parse_payload,
+    parse_webhook_body,
+)
+from tests.conversations.whatsapp.conftest import fixture_bytes, load_fixture
+
+PNID = "100000000000001"
+T = datetime.fromtimestamp(1764500000, tz=UTC)
+MARIA = Customer(phone="5511987654321", user_id="BR.1234567890123456", name="Maria Silva")
+
+
+def inbound(wamid: str, message_type: str, kind: InboundKind, text: str, **extra: Any):
+    fields = {"customer": MARIA, "timestamp": T, **extra}
+    return InboundMessage(
+        phone_number_id=PNID,
+        wamid=wamid,
+        message_type=message_type,
+        kind=kind,
+        text=text,
+        **fields,
+    )
+
+
+def status(status: str, seconds: int, *errors: WhatsAppError, user_id: str = MARIA.user_id):
+    return StatusUpdate(
+        phone_number_id=PNID,
+        wamid="wamid.OUT01",
+        status=status,
+        timestamp=datetime.fromtimestamp(1764500000 + seconds, tz=UTC),
+        recipient_phone=MARIA.phone,
+        recipient_user_id=user_id,
+        errors=errors,
+    )
+
+
+MEDIA = InboundKind.UNSUPPORTED_MEDIA
+EXPECTED_MESSAGES = {
+    "text": inbound(
+        "wamid.TEXT01",
+        "text",
+        InboundKind.TEXT,
+        "Olá, gostaria de um orçamento de análise de água.",
+    ),
+    "interactive_button_reply": inbound(
+        "wamid.BTNREPLY01",
+        "interactive",
+        InboundKind.TEXT,
+        "Sim, confirmo",
+        context_wamid="wamid.OUT01",
+    ),
+    "interactive_list_reply": inbound(
+        "wamid.LISTREPLY01",
+        "interactive",
+        InboundKind.TEXT,
+        "Análise de água",
+        context_wamid="wamid.OUT02",
+    ),
+    "button": inbound(
+        "wamid.TPLBUTTON01",
+        "button",
+        InboundKind.TEXT,
+        "Quero um orçamento",
+        context_wamid="wamid.TPL01",
+    ),
+    "image": inbound("wamid.MEDIA00", "image", MEDIA, "Foto do laudo"),
+    "audio": inbound("wamid.MEDIA01", "audio", MEDIA, ""),
+    "video": inbound("wamid.MEDIA02", "video", MEDIA, "Vídeo da coleta"),
+    "document": inbound("wamid.MEDIA03", "document", MEDIA, "Pedido"),
+    "sticker": inbound("wamid.MEDIA04", "sticker", MEDIA, ""),
+    "location": inbound(
+        "wamid.MEDIA05",
+        "location",
+        MEDIA,
+        "Laboratório Central - Av. Paulista, 1000 (-23.5613, -46.6565)",
+    ),
+    "contacts": inbound("wamid.MEDIA06", "contacts", MEDIA, "João Souza"),
+    "reaction": inbound("wamid.REACTION01", "reaction", InboundKind.LOG_ONLY, "\U0001f44d"),
+    "unsupported": inbound(
+        "wamid.UNSUPPORTED01", "unsupported", InboundKind.LOG_ONLY, "poll_creation"
+    ),
+    "system_user_changed_number": inbound(
+        "wamid.SYSTEM01",
+        "system",
+        InboundKind.IDENTITY_CHANGE,
+        "User Maria Silva changed from 5511987654321 to 5511912340000",
+        customer=Customer(phone=MARIA.phone, user_id=MARIA.user_id),
+        identity_change=IdentityChange(
+            change="user_changed_number",
+            new_phone="5511912340000",
+            new_user_id="BR.9999999999999999",
+            previous_user_id=MARIA.user_id,
+        ),
+    ),
+    "system_user_changed_user_id": inbound(
+        "wamid.SYSTEM02",
+        "system",
+        InboundKind.IDENTITY_CHANGE,
+        "User Maria Silva changed their user ID",
+        customer=Customer(phone="", user_id=MARIA.user_id),
+        identity_change=IdentityChange(
+            change="user_changed_user_id",
+            new_phone="",
+            new_user_id="BR.8888888888888888",
+            previous_user_id=MARIA.user_id,
+        ),
+    ),
+    "bsuid_only": inbound(
+        "wamid.BSUID01",
+        "text",
+        InboundKind.TEXT,
+        "Oi, vocês fazem análise de solo?",
+        customer=Customer(phone="", user_id="BR.5555555555555555", name="Cliente Anônima"),
+    ),
+}
+
+
+@pytest.mark.parametrize(("fixture", "expected"), list(EXPECTED_MESSAGES.items()))
+def test_each_message_fixture_parses_to_exactly_one_typed_message(fixture, expected):
+    assert parse_webhook_body(fixture_bytes(fixture)) == WebhookPayload(messages=(expected,))
+
+
+RE_ENGAGEMENT = WhatsAppError(
+    131047,
+    "Re-engagement message",
+    "Message failed to send because more than 24 hours have passed since the customer "
+    "last replied to this number.",
+)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "expected"),
+    [
+        ("status_sent", status("sent", 10)),
+        ("status_delivered", status("delivered", 20)),
+        ("status_read", status("read", 30)),
+        ("status_played", status("played", 40)),
+        ("status_failed", status("failed", 5, RE_ENGAGEMENT, user_id="")),
+    ],
+)
+def test_each_status_fixture_parses_to_one_status(fixture, expected):
+    assert parse_webhook_body(fixture_bytes(fixture)) == WebhookPayload(statuses=(expected,))
+
+
+def test_an_echo_is_a_staff_message_to_the_customer():
+    assert parse_webhook_body(fixture_bytes("echo")) == WebhookPayload(
+        echoes=(
+            Echo(
+                phone_number_id=PNID,
+                wamid="wamid.ECHO01",
+                timestamp=T,
+                message_type="text",
+                customer=Customer(phone=MARIA.phone, user_id=MARIA.user_id),
+                text="Oi Maria, aqui é a Ana da equipe. Vou cuidar do seu pedido.",
+            ),
+        )
+    )
+
+
+def test_a_batch_yields_every_message_and_status_of_every_entry_with_the_right_sender():
+    payload = parse_webhook_body(fixture_bytes("batch"))
+
+    carlos = Customer(phone="5521988887777", user_id="BR.2222222222222222", name="Carlos Lima")
+    assert [(m.wamid, m.customer, m.text) for m in payload.messages] == [
+        ("wamid.BATCH01", MARIA, "Bom dia"),
+        ("wamid.BATCH02", carlos, "Preciso de um laudo"),
+        ("wamid.BATCH03", MARIA, "Vocês atendem em Campinas?"),
+    ]
+    assert [(s.wamid, s.status) for s in payload.statuses] == [
+        ("wamid.OUT01", "delivered"),
+        ("wamid.OUT02", "read"),
+    ]
+    assert payload.phone_number_ids == frozenset({PNID})
+    assert payload.event_count == 5
+
+
+def test_changes_of_other_fields_and_other_objects_are_listed_as_ignored():
+    document = load_fixture("text")
+    document["entry"][0]["changes"].append({"field": "account_update", "value": {"x": 1}})
+
+    assert parse_payload(document).ignored_changes == ("account_update",)
+    assert parse_payload({"object": "page", "entry": []}) == WebhookPayload(
+        ignored_changes=("object:page",)
+    )
+
+
+def test_value_level_errors_are_reported_with_their_code_title_and_details():
+    document = load_fixture("text")
+    value = document["entry"][0]["changes"][0]["value"]
+    del value["messages"]
+    value["errors"] = [
+        {
+            "code": 130429,
+            "title": "Rate limit hit",
+            "message": "Rate limit hit",
+            "error_data": {"details": "Too many messages"},
+        }
+    ]
+
+    assert parse_payload(document) == WebhookPayload(
+        errors=(
+            ChangeErrors(PNID, (WhatsAppError(130429, "Rate limit hit", "Too many messages"),)),
+        )
+    )
+
+
+def test_optional_fields_may_be_missing():
+    document = {
+        "entry": [
+            {
+                "changes": [
+                    {
+                        "field": "messages",
+                        "value": {
+                            "metadata": {"phone_number_id": PNID},
+                            "messages": [
+                                {"from": "5511987654321", "id": "w1", "timestamp": "1764500000"}
+                                | {"type": "image", "image": {"id": "1"}}
+                            ],
+                        },
+                    }
+                ]
+            }
+        ]
+    }
+
+    assert parse_payload(document) == WebhookPayload(
+        messages=(
+            InboundMessage(
+                phone_number_id=PNID,
+                wamid="w1",
+                timestamp=T,
+                message_type="image",
+                kind=MEDIA,
+                customer=Customer(phone="5511987654321", user_id=""),
+                text="",
+            ),
+        )
+    )
+
+
+def test_nul_characters_are_removed_from_text():
+    document = load_fixture("text")
+    document["entry"][0]["changes"][0]["value"]["messages"][0]["text"]["body"] = "a\x00b"
+
+    assert parse_payload(document).messages[0].text == "ab"
+
+
+def _message_of(document: dict) -> dict:
+    return document["entry"][0]["changes"][0]["value"]["messages"][0]
+
+
+def _mutated(change) -> dict:
+    document = load_fixture("text")
+    change(document)
+    return document
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        (lambda d: d.update(entry={}), "body.entry: expected a list, got dict"),
+        (lambda d: d.update(entry=[1]), "entry[0]: expected an object, got int"),
+        (
+            lambda d: d["entry"][0].update(changes="x"),
+            "entry[0].changes: expected a list, got str",
+        ),
+        (
+            lambda d: d["entry"][0]["changes"][0].update(value=None),
+            "entry[0].changes[messages].value: expected an object, got NoneType",
+        ),
+        (
+            lambda d: d["entry"][0]["changes"][0]["value"]["metadata"].pop("phone_number_id"),
+            "entry[0].changes[messages].value.metadata.phone_number_id: expected digits",
+        ),
+        (lambda d: _message_of(d).pop("id"), ".id: expected a string, got NoneType"),
+        (lambda d: _message_of(d).update(id=""), ".id: expected 1 to 128 characters"),
+        (lambda d: _message_of(d).update(id="w" * 129), ".id: expected 1 to 128 characters"),
+        (lambda d: _message_of(d).pop("timestamp"), ".timestamp: expected a Unix timestamp"),
+        (lambda d: _message_of(d).update(timestamp="12a"), ".timestamp: expected a Unix timestamp"),
+        (lambda d: _message_of(d).update(timestamp=10**30), ".timestamp: out of range"),
+        (lambda d: _message_of(d).update(timestamp=True), ".timestamp: expected a Unix timestamp"),
+        (lambda d: _message_of(d).pop("type"), ".type: expected a string, got NoneType"),
+        (lambda d: _message_of(d).update(text="hi"), ".text: expected an object, got str"),
+        (lambda d: _message_of(d).update(text={}), ".body: expected a string, got NoneType"),
+        (
+            lambda d: _message_of(d).update(**{"from": "+55 11"}),
+            ".from: expected a phone number of up to 20 digits",
+        ),
+        (
+            lambda d: _message_of(d).update(**{"from": "٥٥١١"}),  # Arabic-Indic digits
+            ".from: expected a phone number of up to 20 digits",
+        ),
+        (
+            lambda d: (
+                _message_of(d).pop("from"),
+                _message_of(d).pop("from_user_id"),
+                d["entry"][0]["changes"][0]["value"].pop("contacts"),
+            ),
+            ": no sender (neither from/wa_id nor from_user_id/user_id)",
+        ),
+    ],
+)
+def test_shapes_that_cannot_be_accepted_raise_a_payload_error_naming_the_place(change, error):
+    with pytest.raises(PayloadError) as raised:
+        parse_payload(_mutated(change))
+
+    assert str(raised.value).endswith(error)
+
+
+@pytest.mark.parametrize("document", [[], "text", 1, None])
+def test_a_body_that_is_not_an_object_is_refused(document):
+    with pytest.raises(PayloadError, match=r"^body: expected an object$"):
+        parse_payload(document)
+
+
+@pytest.mark.parametrize(
+    "raw", [b"", b"{", b"{'a': 1}", b"\xff\xfe{}", b"[" * 100_000, b"1" * 5000]
+)
+def test_bodies_that_are_not_json_raise_malformed_body(raw):
+    with pytest.raises(MalformedBodyError):
+        decode_body(raw)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(JSON)
+def test_any_json_either_parses_or_raises_payload_error(document):
+    # Any other exception fails the test: the parser never crashes on a shape.
+    with contextlib.suppress(PayloadError):
+        parse_payload(document)
+
+
+def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
+    paths = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            paths += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            paths += _paths(value, (*prefix, index))
+    return paths
+
+
+BATCH = json.loads(fixture_bytes("batch"))
+BATCH_PATHS = _paths(BATCH)[1:]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(BATCH_PATHS), JSON), min_size=1, max_size=3))
+def test_mutated_valid_payloads_either_parse_or_raise_payload_error(mutations):
+    document = copy.deepcopy(BATCH)
+    for path, value in mutations:
+        node = document
+        try:
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier mutation removed this path
+    # Any other exception fails the test: the parser never crashes on a shape.
+    with contextlib.suppress(PayloadError):
+        parse_payload(document)

@@ -1,0 +1,130 @@
+"""A fake WhatsApp Cloud API (Graph API) on 127.0.0.1, built on pytest-httpserver.
+
+The real `GraphClient` (httpx) talks to it over HTTP, so tests see the exact requests the app
+would send to Meta. Use it with pytest-httpserver's `httpserver` fixture::
+
+    @pytest.fixture
+    def fake_graph(httpserver, settings):
+        graph = FakeGraphAPI(httpserver)
+        settings.WHATSAPP_API_BASE_URL = graph.base_url
+        return graph
+
+By default every ``POST /<version>/<phone_number_id>/messages`` is accepted: a send answers a
+fresh wamid (``wamid.FAKE0001``, ``wamid.FAKE0002``...), a mark-read answers ``{"success": true}``.
+Script other answers, consumed in order, with `respond_error`, `respond_delay` or `respond_json`;
+`requests` lists what arrived.
+"""
+
+import itertools
+import json
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+API_VERSION = "v23.0"
+
+
+@dataclass(frozen=True)
+class GraphRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    json: Any
+
+    @property
+    def phone_number_id(self) -> str:
+        return self.path.split("/")[2]
+
+
+@dataclass(frozen=True)
+class _Scripted:
+    status: int
+    body: Any
+    delay: float = 0.0
+
+
+def graph_error(code: int, title: str, details: str = "", *, type_: str = "OAuthException") -> dict:
+    """A Graph API error body as the Cloud API sends it."""
+    error: dict[str, Any] = {
+        "message": title,
+        "type": type_,
+        "code": code,
+        "fbtrace_id": "AbCdEfGhIjK",
+    }
+    if details:
+        error["error_data"] = {"messaging_product": "whatsapp", "details": details}
+    return {"error": error}
+
+
+class FakeGraphAPI:
+    def __init__(self, httpserver: HTTPServer, *, version: str = API_VERSION) -> None:
+        self.httpserver = httpserver
+        self.version = version
+        self.requests: list[GraphRequest] = []
+        self._scripted: deque[_Scripted] = deque()
+        self._wamids = (f"wamid.FAKE{n:04d}" for n in itertools.count(1))
+        self._lock = threading.Lock()
+        # Any phone_number_id; the requests list records which one was called.
+        uri = re.compile(rf"^/{re.escape(version)}/[0-9]+/messages$")
+        httpserver.expect_request(uri, method="POST").respond_with_handler(self._handle)
+
+    @property
+    def base_url(self) -> str:
+        return self.httpserver.url_for(f"/{self.version}").rstrip("/")
+
+    def respond_json(self, status: int, body: Any) -> None:
+        self._scripted.append(_Scripted(status, body))
+
+    def respond_error(self, status: int, code: int, title: str, details: str = "") -> None:
+        self.respond_json(status, graph_error(code, title, details))
+
+    def respond_delay(self, seconds: float) -> None:
+        """The next request is answered (successfully) only after `seconds`."""
+        self._scripted.append(_Scripted(200, None, delay=seconds))
+
+    @property
+    def sends(self) -> list[GraphRequest]:
+        return [r for r in self.requests if isinstance(r.json, dict) and "type" in r.json]
+
+    @property
+    def reads(self) -> list[GraphRequest]:
+        return [r for r in self.requests if isinstance(r.json, dict) and "status" in r.json]
+
+    def _handle(self, request: Request) -> Response:
+        try:
+            body = json.loads(request.get_data())
+        except ValueError:
+            body = None
+        with self._lock:
+            self.requests.append(
+                GraphRequest(request.method, request.path, dict(request.headers), body)
+            )
+            scripted = self._scripted.popleft() if self._scripted else None
+        if scripted is not None and scripted.delay:
+            time.sleep(scripted.delay)
+        if scripted is not None and scripted.body is not None:
+            return _json_response(scripted.status, scripted.body)
+        return _json_response(200, self._success(body))
+
+    def _success(self, body: Any) -> dict:
+        if isinstance(body, dict) and body.get("status") == "read":
+            return {"success": True}
+        recipient = body.get("to") or body.get("recipient") if isinstance(body, dict) else ""
+        key = "wa_id" if isinstance(body, dict) and body.get("to") else "user_id"
+        with self._lock:
+            wamid = next(self._wamids)
+        return {
+            "messaging_product": "whatsapp",
+            "contacts": [{"input": recipient, key: recipient}],
+            "messages": [{"id": wamid}],
+        }
+
+
+def _json_response(status: int, body: Any) -> Response:
+    return Response(json.dumps(body), status=status, content_type="application/json")
