@@ -18,6 +18,7 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
@@ -204,6 +205,14 @@ class LLMCost:
     def tokens(self) -> int:
         return self.tokens_input + self.tokens_output
 
+    @property
+    def display(self) -> dict[str, str]:
+        """The numbers grouped by thousands in the active locale (1.234 in pt-BR)."""
+        return {
+            name: number_format(getattr(self, name), force_grouping=True)
+            for name in ("calls", "tokens", "tokens_input", "tokens_output", "latency_ms")
+        }
+
     def __add__(self, other: "LLMCost") -> "LLMCost":
         return LLMCost(
             self.calls + other.calls,
@@ -284,7 +293,10 @@ def _parameter_labels(service_code: str) -> dict[str, Any]:
     if not service_code:
         return {}
     schema = (
-        Service.objects.filter(code=service_code).values_list("parameter_schema", flat=True).first()
+        Service.objects.filter(code=service_code)
+        .order_by()
+        .values_list("parameter_schema", flat=True)
+        .first()
     )
     try:
         return {spec.name: spec.label for spec in parse_parameter_schema(schema)}
