@@ -1,9 +1,11 @@
+import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.test import Client
+from hypothesis import strategies as st
 from model_bakery import baker
 
 from conversations.models import Instance
@@ -60,3 +62,47 @@ class Recorder:
 
     def __call__(self, object_id: int) -> None:
         self.calls.append(object_id)
+
+
+# --- hypothesis strategies -------------------------------------------------------------------
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
+    ),
+    max_leaves=25,
+)
+
+
+def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
+    paths = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            paths += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            paths += _paths(value, (*prefix, index))
+    return paths
+
+
+_BATCH = load_fixture("batch")
+
+
+def _mutate(mutations: list[tuple[tuple, Any]]) -> dict[str, Any]:
+    document = copy.deepcopy(_BATCH)
+    for path, value in mutations:
+        node: Any = document
+        try:
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier mutation replaced a parent of this path
+    return document
+
+
+# The batch fixture with one to three of its fields (at any depth) replaced by arbitrary JSON.
+MUTATED_BATCHES = st.lists(
+    st.tuples(st.sampled_from(_paths(_BATCH)[1:]), JSON), min_size=1, max_size=3
+).map(_mutate)

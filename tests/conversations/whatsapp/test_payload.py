@@ -1,14 +1,11 @@
 """The pure webhook parser: fixtures of Meta's real shapes -> exact typed events."""
 
 import contextlib
-import copy
-import json
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from conversations.whatsapp.payload import (
     ChangeErrors,
@@ -26,7 +23,12 @@ from conversations.whatsapp.payload import (
     parse_payload,
     parse_webhook_body,
 )
-from tests.conversations.whatsapp.conftest import fixture_bytes, load_fixture
+from tests.conversations.whatsapp.conftest import (
+    JSON,
+    MUTATED_BATCHES,
+    fixture_bytes,
+    load_fixture,
+)
 
 PNID = "100000000000001"
 T = datetime.fromtimestamp(1764500000, tz=UTC)
@@ -345,15 +347,6 @@ def test_bodies_that_are_not_json_raise_malformed_body(raw):
         decode_body(raw)
 
 
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
-    ),
-    max_leaves=25,
-)
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(JSON)
 def test_any_json_either_parses_or_raises_payload_error(document):
@@ -362,33 +355,9 @@ def test_any_json_either_parses_or_raises_payload_error(document):
         parse_payload(document)
 
 
-def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
-    paths = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            paths += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            paths += _paths(value, (*prefix, index))
-    return paths
-
-
-BATCH = json.loads(fixture_bytes("batch"))
-BATCH_PATHS = _paths(BATCH)[1:]
-
-
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(BATCH_PATHS), JSON), min_size=1, max_size=3))
-def test_mutated_valid_payloads_either_parse_or_raise_payload_error(mutations):
-    document = copy.deepcopy(BATCH)
-    for path, value in mutations:
-        node = document
-        try:
-            for key in path[:-1]:
-                node = node[key]
-            node[path[-1]] = value
-        except (KeyError, IndexError, TypeError):
-            continue  # an earlier mutation removed this path
+@given(MUTATED_BATCHES)
+def test_mutated_valid_payloads_either_parse_or_raise_payload_error(document):
     # Any other exception fails the test: the parser never crashes on a shape.
     with contextlib.suppress(PayloadError):
         parse_payload(document)
