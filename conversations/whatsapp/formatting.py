@@ -7,7 +7,8 @@ strikethrough and tables; raw HTML is left as text) and renders WhatsApp's own m
 Markdown               WhatsApp
 =====================  ======================================
 ``**bold**``           ``*bold*``
-``*italic*``           ``_italic_``
+``_italic_``           ``_italic_``
+``*text*``             ``*text*`` (kept: see below)
 ``~~strike~~``         ``~strike~``
 ``# Heading``          ``*Heading*`` on its own line
 ``- item`` / ``1.``    ``- item`` / ``1. item`` (nested: indented)
@@ -18,8 +19,11 @@ fenced code            `````` ```code``` `````` (monospace)
 table                  one line per row, cells separated by `` | ``
 =====================  ======================================
 
-Line breaks inside a paragraph are kept: on WhatsApp a line break is meant. WhatsApp has no
-escape character, so a literal ``*`` or ``_`` in the text may still be read as markup there.
+A single-asterisk emphasis is Markdown's italic but WhatsApp's bold; the prompts ask the model
+for WhatsApp's own ``*negrito*`` and ``_itálico_``, so ``*text*`` is kept as written (bold on
+WhatsApp) and only ``_text_`` becomes italic. WhatsApp's ``~text~`` and ```` ```text``` ```` pass
+through unchanged. Line breaks inside a paragraph are kept: on WhatsApp a line break is meant.
+WhatsApp has no escape character, so a literal ``*`` or ``_`` may still be read as markup there.
 
 `split_for_whatsapp(text, limit=4096)` cuts a text longer than WhatsApp's 4,096-character limit
 at the last paragraph break that fits, else the last line break, else the last sentence end,
@@ -122,13 +126,19 @@ def _inline(node: SyntaxTreeNode, *, bold: bool) -> str:
     if kind in ("softbreak", "hardbreak"):
         return "\n"
     if kind == "code_inline":
-        return f"`{node.content}`"
-    inner = "".join(_inline(child, bold=bold or kind == "strong") for child in node.children)
+        # Same number of backticks as written: ```x``` is WhatsApp's monospace, `x` inline code.
+        return f"{node.markup}{node.content}{node.markup}"
+    # Inside a bold span WhatsApp cannot nest another bold: render the children plain.
+    makes_bold = kind == "strong" or (kind == "em" and node.markup == "*")
+    inner = "".join(_inline(child, bold=bold or makes_bold) for child in node.children)
     if kind == "inline":
         return inner
     if kind == "strong":
         return inner if bold else _wrap("*", inner)
     if kind == "em":
+        if node.markup == "*":
+            # WhatsApp's own bold, which the prompts ask for: keep it as the model wrote it.
+            return inner if bold else _wrap("*", inner)
         return _wrap("_", inner)
     if kind == "s":
         return _wrap("~", inner)

@@ -15,11 +15,14 @@ from conversations.whatsapp.formatting import (
         ("Olá, tudo bem?", "Olá, tudo bem?"),
         ("**negrito**", "*negrito*"),
         ("__negrito__", "*negrito*"),
-        ("*itálico*", "_itálico_"),
+        ("*negrito do WhatsApp*", "*negrito do WhatsApp*"),
         ("_itálico_", "_itálico_"),
         ("~~riscado~~", "~riscado~"),
-        ("***os dois***", "_*os dois*_"),
-        ("**negrito *com itálico* dentro**", "*negrito _com itálico_ dentro*"),
+        ("~riscado do WhatsApp~", "~riscado do WhatsApp~"),
+        ("***os dois***", "*os dois*"),
+        ("___os dois___", "_*os dois*_"),
+        ("**negrito _com itálico_ dentro**", "*negrito _com itálico_ dentro*"),
+        ("_itálico *com negrito* dentro_", "_itálico *com negrito* dentro_"),
         ("Preço: **R$ 120,00** por amostra.", "Preço: *R$ 120,00* por amostra."),
         ("# Análise de água", "*Análise de água*"),
         ("## Prazos **de entrega**", "*Prazos de entrega*"),
@@ -35,6 +38,7 @@ from conversations.whatsapp.formatting import (
         ("[lab.example.com.br](https://lab.example.com.br)", "https://lab.example.com.br"),
         ("<contato@lab.example.com.br>", "contato@lab.example.com.br"),
         ("Use `pH 7`.", "Use `pH 7`."),
+        ("Código ```ABC-1``` aqui", "Código ```ABC-1``` aqui"),
         ("```\nlinha 1\nlinha 2\n```", "```linha 1\nlinha 2```"),
         ("    recuado", "```recuado```"),
         ("> Observação importante", "> Observação importante"),
@@ -57,7 +61,7 @@ def test_markdown_becomes_whatsapp_markup(markdown: str, whatsapp: str) -> None:
 
 def test_a_realistic_answer() -> None:
     markdown = (
-        "Perfeito, **Ana**! Para a análise de *potabilidade* preciso de:\n\n"
+        "Perfeito, **Ana**! Para a análise de _potabilidade_ preciso de:\n\n"
         "1. **Tipo de amostra** (poço, torneira...)\n"
         "2. **Quantidade** de amostras\n\n"
         "Mais detalhes em [nosso site](https://lab.example.com.br/agua)."
