@@ -1,0 +1,194 @@
+"""History through the admin: who changed what, a diff between any two versions, and revert."""
+
+import html
+import re
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from model_bakery import baker
+
+from knowledge_base.models import KBPackage
+from prompts_admin.models import PromptOverride
+
+pytestmark = pytest.mark.django_db
+
+BASE = "/admin/prompts_admin/promptoverride/"
+DIFF_ROW_RE = re.compile(
+    r'<tr class="diff-(added|removed|context)"><td class="diff-sign">[+-]?</td><td>([^<]*)</td></tr>'
+)
+FIELD_RE = re.compile(r'<tr class="diff-field" data-field="(\w+)">')
+
+
+def form(**fields: str) -> dict[str, str]:
+    data = {
+        "agent": "triagem",
+        "content": "Linha 1\nLinha 2\nLinha 3",
+        "note": "",
+        "is_active": "on",
+    }
+    data.update(fields)
+    return {k: v for k, v in data.items() if v is not None}
+
+
+@pytest.fixture
+def three_versions(admin_client: Client) -> tuple[PromptOverride, list[int]]:
+    """Created, its second line rewritten, then deactivated: three versions through the admin."""
+    assert admin_client.post(BASE + "add/", form(note="v1")).status_code == 302
+    override = PromptOverride.objects.get()
+    url = f"{BASE}{override.pk}/change/"
+    edited = "Linha 1\nLinha dois\nLinha 3"
+    assert admin_client.post(url, form(content=edited, note="v2")).status_code == 302
+    assert (
+        admin_client.post(url, form(content=edited, note="v3", is_active=None)).status_code == 302
+    )
+    versions = list(override.history.order_by("history_date").values_list("history_id", flat=True))
+    return override, versions
+
+
+def compare(client: Client, override: PromptOverride, query: str = "") -> str:
+    response = client.get(f"{BASE}{override.pk}/history/compare/{query}")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_every_admin_save_is_a_version_with_its_author(
+    admin_user: User, three_versions: tuple
+) -> None:
+    override, _versions = three_versions
+    records = override.history.order_by("history_date")
+    assert [(r.history_type, r.note, r.history_user) for r in records] == [
+        ("+", "v1", admin_user),
+        ("~", "v2", admin_user),
+        ("~", "v3", admin_user),
+    ]
+
+
+def test_compare_defaults_to_the_previous_version_against_the_latest(
+    admin_client: Client, three_versions: tuple
+) -> None:
+    override, (_v1, v2, v3) = three_versions
+    page = compare(admin_client, override)
+    assert FIELD_RE.findall(page) == ["is_active", "note"]
+    assert "Ativo</th>" in page
+    assert (
+        '<span class="diff-removed">Sim</span> &rarr; <span class="diff-added">Não</span>' in page
+    )
+    assert f"Versão #{v2} (" in html.unescape(page)
+    assert f"→ versão #{v3} (" in html.unescape(page)
+
+
+def test_compare_shows_a_line_diff_of_the_prompt(
+    admin_client: Client, three_versions: tuple
+) -> None:
+    override, (v1, v2, _v3) = three_versions
+    page = compare(admin_client, override, f"?old={v1}&new={v2}")
+    assert FIELD_RE.findall(page) == ["content", "note"]
+    assert DIFF_ROW_RE.findall(page) == [
+        ("context", "Linha 1"),
+        ("removed", "Linha 2"),
+        ("added", "Linha dois"),
+        ("context", "Linha 3"),
+    ]
+
+
+def test_compare_any_two_versions_not_only_neighbours(
+    admin_client: Client, three_versions: tuple
+) -> None:
+    override, (v1, _v2, v3) = three_versions
+    page = compare(admin_client, override, f"?old={v1}&new={v3}")
+    assert FIELD_RE.findall(page) == ["content", "is_active", "note"]
+
+
+def test_comparing_a_version_with_itself_says_they_are_identical(
+    admin_client: Client, three_versions: tuple
+) -> None:
+    override, (v1, _v2, _v3) = three_versions
+    page = compare(admin_client, override, f"?old={v1}&new={v1}")
+    assert "As duas versões são idênticas." in page
+    assert FIELD_RE.findall(page) == []
+
+
+@pytest.mark.parametrize("query", ["?old=999999", "?new=abc"])
+def test_compare_refuses_unknown_versions(
+    admin_client: Client, three_versions: tuple, query: str
+) -> None:
+    override, _versions = three_versions
+    assert admin_client.get(f"{BASE}{override.pk}/history/compare/{query}").status_code == 404
+
+
+def test_compare_refuses_a_version_of_another_object(
+    admin_client: Client, three_versions: tuple
+) -> None:
+    override, _versions = three_versions
+    other = PromptOverride.objects.create(agent="coleta", content="x")
+    foreign = other.history.get().history_id
+    response = admin_client.get(f"{BASE}{override.pk}/history/compare/?old={foreign}")
+    assert response.status_code == 404
+
+
+def test_history_page_offers_the_compare_form_with_two_versions_preselected(
+    admin_client: Client, three_versions: tuple
+) -> None:
+    override, (_v1, v2, v3) = three_versions
+    page = admin_client.get(f"{BASE}{override.pk}/history/").content.decode()
+    assert f'action="{BASE}{override.pk}/history/compare/"' in page
+    checked = re.findall(r'name="(old|new)" value="(\d+)"[^>]* checked', page)
+    assert checked == [("new", str(v3)), ("old", str(v2))]
+    assert "Comparar as versões selecionadas" in page
+
+
+def test_revert_restores_an_old_version_as_a_new_one(
+    admin_client: Client, admin_user: User, three_versions: tuple
+) -> None:
+    override, (v1, _v2, _v3) = three_versions
+    revert_url = f"{BASE}{override.pk}/history/{v1}/"
+    page = admin_client.get(revert_url).content.decode()
+    assert "Linha 2" in page  # the form holds version 1's text
+    response = admin_client.post(revert_url, form(note="revert to v1"))
+    assert response.status_code == 302
+    override.refresh_from_db()
+    assert (override.content, override.is_active) == ("Linha 1\nLinha 2\nLinha 3", True)
+    latest = override.history.latest()
+    assert (override.history.count(), latest.history_user, latest.note) == (
+        4,
+        admin_user,
+        "revert to v1",
+    )
+
+
+def test_compare_page_links_to_revert_the_older_version(
+    admin_client: Client, three_versions: tuple
+) -> None:
+    override, (v1, v2, _v3) = three_versions
+    page = compare(admin_client, override, f"?old={v1}&new={v2}")
+    assert f'href="{BASE}{override.pk}/history/{v1}/"' in page
+
+
+def test_support_cannot_compare_prompt_versions(three_versions: tuple) -> None:
+    override, _versions = three_versions
+    user = baker.make(User, is_staff=True)
+    user.groups.add(Group.objects.get(name="Support"))
+    client = Client()
+    client.force_login(user)
+    assert client.get(f"{BASE}{override.pk}/history/compare/").status_code == 403
+
+
+def test_support_compares_package_versions_without_a_revert_link() -> None:
+    package = KBPackage.objects.create(
+        package_id="PRAZOS_E_ENTREGA", title="Prazos", description="d", content="7 dias"
+    )
+    package.content = "5 dias"
+    package.save()
+    user = baker.make(User, is_staff=True)
+    user.groups.add(Group.objects.get(name="Support"))
+    client = Client()
+    client.force_login(user)
+    response = client.get(f"/admin/knowledge_base/kbpackage/{package.pk}/history/compare/")
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert (
+        '<span class="diff-removed">7 dias</span> &rarr; <span class="diff-added">5 dias</span>'
+        in page
+    )
+    assert "/history/" + str(package.history.earliest().history_id) + "/" not in page
