@@ -1,0 +1,287 @@
+"""The agent invoker: assemble one agent call from its collaborators, make it, record it.
+
+Seed 001 and DESIGN.md §6: the invoker only assembles and calls; the pipeline parses, validates
+and applies the answer. One invocation reads the runtime settings and the agent's active override
+(prompt source), the catalog and the session's loaded packages (KB source) and the session's
+history (history source) — a fixed number of reads whatever the history length or catalog size —
+then builds the system prompt (override or built-in text rendered with the agent's variables →
+metadata → guards), calls the model for the agent and records an `LLMCall` through the recorder
+for a success and for a failure alike.
+"""
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from agents.business_hours import business_hours_status
+from agents.context import PackageInfo, SessionContext
+from agents.history import select_history
+from agents.llm import ChatMessage, LLMCallResult, LLMClient, LLMError
+from agents.prompts import builtin_template
+from agents.prompts.assembly import assemble_system_prompt
+from agents.prompts.inputs import PromptInputs
+from agents.prompts.variables import prompt_variables
+from agents.sources import (
+    BUILTIN_PROMPT_VERSION,
+    CallRecorder,
+    HistorySource,
+    KBSource,
+    OverrideTemplate,
+    PromptSource,
+)
+from agents.states import AGENT_FOR_STATE, AgentName
+from agents.templating import PromptTemplateError, render_prompt_template
+
+logger = logging.getLogger(__name__)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class InvokerConfig:
+    # OPENAI_MODEL_TRIAGE / _QUALIFICATION / _COLLECTION, keyed by agent.
+    models: Mapping[AgentName, str]
+    max_history_messages: int = 50
+    clock: Callable[[], datetime] = field(default=_utc_now)
+
+    def model_for(self, agent: AgentName) -> str:
+        return self.models[agent]
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCall:
+    """Everything one agent call sends, before it is sent (the admin preview shows this)."""
+
+    agent: AgentName
+    model: str
+    instructions: str
+    messages: tuple[ChatMessage, ...]
+    prompt_version: str
+    context_snapshot: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentCall:
+    agent: AgentName
+    result: LLMCallResult
+    # "builtin" or "override:<history_id>".
+    prompt_version: str
+    # JSON-serialisable: what the call was built from, so a recorded turn can be replayed.
+    context_snapshot: dict[str, Any]
+    instructions: str
+    messages: tuple[ChatMessage, ...]
+
+
+class AgentInvoker:
+    def __init__(
+        self,
+        *,
+        llm: LLMClient,
+        prompts: PromptSource,
+        kb: KBSource,
+        history: HistorySource,
+        recorder: CallRecorder,
+        config: InvokerConfig,
+    ) -> None:
+        self._llm = llm
+        self._prompts = prompts
+        self._kb = kb
+        self._history = history
+        self._recorder = recorder
+        self._config = config
+
+    def invoke(
+        self,
+        *,
+        session: SessionContext,
+        agent: AgentName,
+        turn_id: UUID | None = None,
+        message_id: int | None = None,
+        current_message: str | None = None,
+    ) -> AgentCall:
+        """Call the agent for this session; raises the `LLMError` subclasses of the client.
+
+        `current_message` is the newest inbound text when it may not be stored yet; it is not
+        appended again when the history already ends with it. An `LLMCall` is recorded for a
+        success and for a failure.
+        """
+        prepared = self.prepare(session=session, agent=agent, current_message=current_message)
+        record = {
+            "session_id": session.session_id,
+            "agent": agent,
+            "purpose": "agent",
+            "prompt_version": prepared.prompt_version,
+            "context_snapshot": prepared.context_snapshot,
+            "turn_id": turn_id,
+            "message_id": message_id,
+        }
+        try:
+            result = self._llm.chat(
+                model=prepared.model,
+                instructions=prepared.instructions,
+                messages=prepared.messages,
+                purpose="agent",
+            )
+        except LLMError as exc:
+            self._recorder.record(
+                model=prepared.model, result=None, error=exc, raw_response="", **record
+            )
+            raise
+        self._recorder.record(
+            model=result.model,
+            result=result,
+            error=None,
+            raw_response=result.raw_response,
+            **record,
+        )
+        logger.info(
+            "agent_invoked",
+            extra={
+                "session_id": session.session_id,
+                "agent": agent.value,
+                "model": result.model,
+                "prompt_version": prepared.prompt_version,
+                "tokens_input": result.tokens_input,
+                "tokens_output": result.tokens_output,
+                "latency_ms": result.latency_ms,
+            },
+        )
+        return AgentCall(
+            agent=agent,
+            result=result,
+            prompt_version=prepared.prompt_version,
+            context_snapshot=prepared.context_snapshot,
+            instructions=prepared.instructions,
+            messages=prepared.messages,
+        )
+
+    def prepare(
+        self,
+        *,
+        session: SessionContext,
+        agent: AgentName,
+        current_message: str | None = None,
+        override: OverrideTemplate | None = None,
+    ) -> PreparedCall:
+        """Assemble the call without making it.
+
+        `override` replaces the agent's active override (the admin preview of a draft); None
+        uses the active one, or the built-in prompt when there is none.
+        """
+        if AGENT_FOR_STATE.get(session.state) != agent:
+            raise ValueError(f"agent {agent} does not serve session state {session.state}")
+        runtime = self._prompts.runtime()
+        if override is None:
+            override = self._prompts.active_override(agent)
+        catalog = self._kb.catalog()
+        loaded: dict[str, PackageInfo] = {}
+        if session.loaded_packages:
+            found = self._kb.load_packages(list(session.loaded_packages))
+            loaded = {pid: found[pid] for pid in session.loaded_packages if pid in found}
+        entries = self._history.history(session.session_id, self._config.max_history_messages)
+
+        now = self._config.clock()
+        inputs = PromptInputs(
+            agent=agent,
+            session=session,
+            runtime=runtime,
+            catalog=catalog,
+            loaded_packages=loaded,
+            hours=business_hours_status(runtime.business_hours, now),
+            now=now,
+        )
+        text, version = self._render_text(inputs, override)
+        selection = select_history(
+            entries,
+            session_id=session.session_id,
+            limit=self._config.max_history_messages,
+            current_message=current_message,
+        )
+        if selection.foreign_dropped:
+            logger.warning(
+                "history_foreign_entries_dropped",
+                extra={
+                    "session_id": session.session_id,
+                    "agent": agent.value,
+                    "count": selection.foreign_dropped,
+                },
+            )
+        model = self._config.model_for(agent)
+        return PreparedCall(
+            agent=agent,
+            model=model,
+            instructions=assemble_system_prompt(text, inputs),
+            messages=selection.messages,
+            prompt_version=version,
+            context_snapshot=context_snapshot(
+                session,
+                agent=agent,
+                model=model,
+                prompt_version=version,
+                loaded=loaded,
+                history_messages=len(selection.messages),
+            ),
+        )
+
+    def _render_text(
+        self, inputs: PromptInputs, override: OverrideTemplate | None
+    ) -> tuple[str, str]:
+        values = prompt_variables(inputs)
+        if override is not None:
+            try:
+                return render_prompt_template(override.content, values), override.version
+            except PromptTemplateError as exc:
+                # Saved overrides are validated; one that still fails (e.g. saved before a
+                # variable was removed) must not stop the customer's turn: the built-in prompt
+                # serves, with the same guards, and the call records "builtin".
+                logger.error(
+                    "prompt_override_render_failed",
+                    extra={
+                        "session_id": inputs.session.session_id,
+                        "agent": inputs.agent.value,
+                        "prompt_version": override.version,
+                        "error": str(exc),
+                    },
+                )
+        builtin = render_prompt_template(builtin_template(inputs.agent), values)
+        return builtin, BUILTIN_PROMPT_VERSION
+
+
+def context_snapshot(
+    session: SessionContext,
+    *,
+    agent: AgentName,
+    model: str,
+    prompt_version: str,
+    loaded: Mapping[str, PackageInfo],
+    history_messages: int,
+) -> dict[str, Any]:
+    """What the call was built from, JSON-serialisable (kept on the LLMCall for replays)."""
+    return {
+        "session_id": session.session_id,
+        "state": session.state.value,
+        "agent": agent.value,
+        "model": model,
+        "prompt_version": prompt_version,
+        "instance": {
+            "name": session.instance.name,
+            "health_sensitive": session.instance.health_sensitive,
+        },
+        "customer_name": session.customer_name,
+        "customer_phone": session.customer_phone,
+        "segment": session.segment,
+        "intent": session.intent,
+        "service": session.service,
+        "technical_data": dict(session.technical_data),
+        "registration_data": dict(session.registration_data),
+        "loaded_packages": [
+            {"package_id": pid, "version": loaded[pid].version if pid in loaded else None}
+            for pid in session.loaded_packages
+        ],
+        "history_messages": history_messages,
+    }
