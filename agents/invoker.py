@@ -146,8 +146,9 @@ class AgentInvoker:
                 "agent": agent.value,
                 "model": result.model,
                 "prompt_version": prepared.prompt_version,
-                "tokens_input": result.tokens_input,
-                "tokens_output": result.tokens_output,
+                # Key names avoid "token": the log formatter redacts such keys as secrets.
+                "usage_input": result.tokens_input,
+                "usage_output": result.tokens_output,
                 "latency_ms": result.latency_ms,
             },
         )
