@@ -1,0 +1,284 @@
+"""The dispatcher: what a validated `Action` does to the session, and what runs next (DESIGN.md §7).
+
+`dispatch(action, context=...)` is a pure function from the session as the turn sees it (a
+`SessionContext`) to a `Step`: the session after the action, the SYSTEM events to log, and what
+the turn does next — reply, invoke another agent (codes 2, 3, 7), load packages and invoke the
+same agent again (99), hand off (5, 98) or close (8). Nothing is written here: the pipeline
+applies a turn's steps in one transaction at its end, so a turn whose draft is superseded leaves
+no trace but the draft.
+
+One handler per code, in a table; what a code *is* (states, fields, message rule) stays in
+`agents/codes.py` and has already been checked by `agents.actions.map_action`.
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from agents.actions import Action
+from agents.codes import Code
+from agents.context import SessionContext
+from agents.states import AgentName, HandoffMotive, HandoffReason, SessionState
+
+# SYSTEM events (Message.message_type) written by the pipeline; "handoff" and "session_closed"
+# are the names the channel uses too (conversations.inbound).
+EVENT_STATE_CHANGED = "state_changed"
+EVENT_CONTEXT_LOADED = "context_loaded"
+EVENT_DATA_REJECTED = "data_rejected"
+EVENT_LEAD_CREATED = "lead_created"
+EVENT_HANDOFF = "handoff"
+EVENT_SESSION_CLOSED = "session_closed"
+
+STATE_LABELS: dict[SessionState, str] = {
+    SessionState.TRIAGE: "Triagem",
+    SessionState.QUALIFYING: "Qualificação",
+    SessionState.DATA_COLLECT: "Coleta de dados",
+    SessionState.CONFIRM: "Confirmação",
+    SessionState.HUMAN: "Atendimento humano",
+    SessionState.CLOSED: "Encerrada",
+}
+# Why the bot handed off, as staff read it in the transcript.
+HANDOFF_LABELS: dict[HandoffReason, str] = {
+    HandoffReason.MODEL_REQUESTED: "a assistente pediu um atendente",
+    HandoffReason.QUALIFIED_LEAD: "o cliente confirmou a solicitação",
+    HandoffReason.LLM_INVALID_JSON: "resposta do modelo em formato inválido",
+    HandoffReason.LLM_INVALID_CONTRACT: "resposta do modelo fora do contrato",
+    HandoffReason.LLM_TIMEOUT: "o modelo não respondeu a tempo",
+    HandoffReason.LLM_RATE_LIMITED: "limite de uso do modelo atingido",
+    HandoffReason.LLM_PROVIDER_ERROR: "erro do provedor do modelo",
+    HandoffReason.UNKNOWN_PACKAGE: "pacote de conhecimento desconhecido ou inativo",
+    HandoffReason.ENRICHMENT_LIMIT: "limite de consultas à base de conhecimento no turno",
+    HandoffReason.ROUTING_LOOP: "limite de trocas de agente no turno",
+    HandoffReason.STAFF_TAKEOVER: "atendimento assumido pela equipe",
+    HandoffReason.STRATEGIC_COMPANY: "cliente de empresa estratégica",
+}
+
+
+class Next(StrEnum):
+    REPLY = "reply"  # send the model's message and end the turn (1, 4, 6)
+    INVOKE = "invoke"  # invoke `Step.agent` now, in the same turn (2, 3, 7)
+    ENRICH = "enrich"  # packages loaded: invoke the same agent again (99)
+    HANDOFF = "handoff"  # to HUMAN (5 with the model's message, 98 with the fixed text)
+    CLOSE = "close"  # to CLOSED with the model's goodbye (8)
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    reason: HandoffReason
+    detail: str = ""
+    motive: HandoffMotive | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SystemEvent:
+    """A SYSTEM row of the message log: `event` is its message_type, `content` pt-BR for staff."""
+
+    event: str
+    content: str
+    agent: str = ""
+    code: int | None = None
+    action: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    raw_response: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """The session after one action, and what the turn does next."""
+
+    context: SessionContext
+    next: Next
+    agent: AgentName | None = None  # who is invoked next (INVOKE, ENRICH)
+    reply: str = ""  # the model's customer text (REPLY, CLOSE, code 5)
+    handoff: Handoff | None = None
+    create_lead: bool = False
+    events: tuple[SystemEvent, ...] = ()
+
+
+def action_name(code: Code) -> str:
+    """The `Message.action` value of a code: its table name in lower case (``to_collection``)."""
+    return code.name.lower()
+
+
+def dispatch(action: Action, *, context: SessionContext, raw_response: str = "") -> Step:
+    """Apply `action` to `context` (pure); see the module docstring."""
+    merged = replace(
+        context,
+        segment=action.segment,
+        intent=action.intent,
+        service=action.service,
+        customer_name=action.customer_name,
+        technical_data=dict(action.technical_data),
+        technical_extras=dict(action.technical_extras),
+        registration_data=dict(action.registration_data),
+        registration_extras=dict(action.registration_extras),
+    )
+    events: list[SystemEvent] = []
+    if action.rejected:
+        events.append(_rejected_event(action, raw_response))
+    step = _HANDLERS[action.code](action, merged, raw_response)
+    return replace(step, events=(*events, *step.events))
+
+
+def _transition(
+    action: Action, context: SessionContext, to: SessionState, raw_response: str
+) -> tuple[SessionContext, SystemEvent]:
+    event = SystemEvent(
+        event=EVENT_STATE_CHANGED,
+        content=(
+            f"{STATE_LABELS[context.state]} → {STATE_LABELS[to]} (código {action.code.value})"
+        ),
+        agent=action.agent.value,
+        code=action.code.value,
+        action=action_name(action.code),
+        details={"from": context.state.value, "to": to.value},
+        raw_response=raw_response,
+    )
+    return replace(context, state=to), event
+
+
+def _rejected_event(action: Action, raw_response: str) -> SystemEvent:
+    listed = "; ".join(
+        f"{path} = {invalid.value!r} ({invalid.error})" for path, invalid in action.rejected.items()
+    )
+    return SystemEvent(
+        event=EVENT_DATA_REJECTED,
+        content=f"Valores recusados (não gravados): {listed}",
+        agent=action.agent.value,
+        code=action.code.value,
+        action=action_name(action.code),
+        details={
+            path: {"value": invalid.value, "error": invalid.error}
+            for path, invalid in action.rejected.items()
+        },
+        raw_response=raw_response,
+    )
+
+
+def _respond(action: Action, context: SessionContext, raw: str) -> Step:
+    return Step(context=context, next=Next.REPLY, reply=action.message)
+
+
+def _route(to: SessionState, agent: AgentName) -> Callable[[Action, SessionContext, str], Step]:
+    def handler(action: Action, context: SessionContext, raw: str) -> Step:
+        moved, event = _transition(action, context, to, raw)
+        return Step(context=moved, next=Next.INVOKE, agent=agent, events=(event,))
+
+    return handler
+
+
+def _reply_in(to: SessionState) -> Callable[[Action, SessionContext, str], Step]:
+    def handler(action: Action, context: SessionContext, raw: str) -> Step:
+        moved, event = _transition(action, context, to, raw)
+        return Step(context=moved, next=Next.REPLY, reply=action.message, events=(event,))
+
+    return handler
+
+
+def _change_subject(action: Action, context: SessionContext, raw: str) -> Step:
+    # The subject goes; who the customer is (the registration) stays.
+    cleared = replace(
+        context, segment="", intent="", service="", technical_data={}, technical_extras={}
+    )
+    moved, event = _transition(action, cleared, SessionState.TRIAGE, raw)
+    return Step(context=moved, next=Next.INVOKE, agent=AgentName.TRIAGEM, events=(event,))
+
+
+def _confirmed(action: Action, context: SessionContext, raw: str) -> Step:
+    event = SystemEvent(
+        event=EVENT_LEAD_CREATED,
+        content="Solicitação confirmada pelo cliente e registrada para a equipe.",
+        agent=action.agent.value,
+        code=action.code.value,
+        action=action_name(action.code),
+        raw_response=raw,
+    )
+    return Step(
+        context=context,
+        next=Next.HANDOFF,
+        reply=action.message,
+        handoff=Handoff(HandoffReason.QUALIFIED_LEAD),
+        create_lead=True,
+        events=(event,),
+    )
+
+
+def _end(action: Action, context: SessionContext, raw: str) -> Step:
+    event = SystemEvent(
+        event=EVENT_SESSION_CLOSED,
+        content=f"Conversa encerrada pela assistente (código {action.code.value}).",
+        agent=action.agent.value,
+        code=action.code.value,
+        action=action_name(action.code),
+        details={"from": context.state.value, "to": SessionState.CLOSED.value},
+        raw_response=raw,
+    )
+    return Step(
+        context=replace(context, state=SessionState.CLOSED),
+        next=Next.CLOSE,
+        reply=action.message,
+        events=(event,),
+    )
+
+
+def _handoff(action: Action, context: SessionContext, raw: str) -> Step:
+    motive = action.motive
+    return Step(
+        context=context,
+        next=Next.HANDOFF,
+        handoff=Handoff(
+            HandoffReason.MODEL_REQUESTED, detail=motive.value if motive else "", motive=motive
+        ),
+    )
+
+
+def _context_needed(action: Action, context: SessionContext, raw: str) -> Step:
+    loaded = tuple(dict.fromkeys((*context.loaded_packages, *action.packages)))
+    event = SystemEvent(
+        event=EVENT_CONTEXT_LOADED,
+        content=f"Base de conhecimento: pacotes carregados {', '.join(action.packages)}.",
+        agent=action.agent.value,
+        code=action.code.value,
+        action=action_name(action.code),
+        details={"packages": list(action.packages)},
+        raw_response=raw,
+    )
+    return Step(
+        context=replace(context, loaded_packages=loaded),
+        next=Next.ENRICH,
+        agent=action.agent,
+        events=(event,),
+    )
+
+
+_HANDLERS: dict[Code, Callable[[Action, SessionContext, str], Step]] = {
+    Code.RESPOND: _respond,
+    Code.TO_QUALIFICATION: _route(SessionState.QUALIFYING, AgentName.QUALIFICACAO),
+    Code.TO_COLLECTION: _route(SessionState.DATA_COLLECT, AgentName.COLETA),
+    Code.ASK_CONFIRMATION: _reply_in(SessionState.CONFIRM),
+    Code.CONFIRMED: _confirmed,
+    Code.CORRECT_DATA: _reply_in(SessionState.DATA_COLLECT),
+    Code.CHANGE_SUBJECT: _change_subject,
+    Code.END: _end,
+    Code.HANDOFF: _handoff,
+    Code.CONTEXT_NEEDED: _context_needed,
+}
+
+
+def handoff_event(handoff: Handoff, *, agent: str = "", raw_response: str = "") -> SystemEvent:
+    """The SYSTEM event of a handoff, whatever caused it (action, failure, pre-check)."""
+    label = HANDOFF_LABELS[handoff.reason]
+    detail = f" ({handoff.detail})" if handoff.detail else ""
+    return SystemEvent(
+        event=EVENT_HANDOFF,
+        content=f"Transferido para atendimento humano: {label}{detail}.",
+        agent=agent,
+        action=handoff.reason.value,
+        details={
+            "reason": handoff.reason.value,
+            "detail": handoff.detail,
+            "motive": handoff.motive.value if handoff.motive else "",
+        },
+        raw_response=raw_response,
+    )
