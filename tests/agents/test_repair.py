@@ -1,46 +1,15 @@
 """The single format-repair call: what it asks, and how its answer is read."""
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-
 import pytest
 
 from agents.contract import ParsedLLMResponse
-from agents.llm import CallPurpose, ChatMessage, LLMCallResult, LLMProviderError
+from agents.llm import ChatMessage, LLMCallResult, LLMProviderError
 from agents.repair import INVALID_FORMAT, REPAIR_INSTRUCTIONS, RepairResult, repair_llm_response
-
-
-@dataclass
-class ScriptedLLM:
-    """An LLMClient that answers from a script and remembers every call."""
-
-    answers: list[str | Exception]
-    calls: list[dict[str, object]] = field(default_factory=list)
-
-    def chat(
-        self,
-        *,
-        model: str,
-        instructions: str,
-        messages: Sequence[ChatMessage],
-        purpose: CallPurpose,
-    ) -> LLMCallResult:
-        self.calls.append(
-            {
-                "model": model,
-                "instructions": instructions,
-                "messages": list(messages),
-                "purpose": purpose,
-            }
-        )
-        answer = self.answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return LLMCallResult(answer, model, tokens_input=40, tokens_output=8, latency_ms=120)
+from tests.agents.support import FakeLLM
 
 
 def test_the_repair_asks_the_given_model_to_fix_only_the_format() -> None:
-    llm = ScriptedLLM(['{"s":1}Olá!'])
+    llm = FakeLLM(*['{"s":1}Olá!'])
     raw = 'Claro! Segue:\n```json\n{"s":1}Olá!\n```'
 
     repair_llm_response(llm=llm, model="gpt-summary", raw_response=raw)
@@ -70,12 +39,12 @@ def test_the_instructions_say_what_seed_000_allows(phrase: str) -> None:
 
 
 def test_a_repaired_answer_is_parsed_by_the_strict_parser() -> None:
-    llm = ScriptedLLM(['{"s":1,"segmento":"AMBIENTAL"}Certo!'])
+    llm = FakeLLM(*['{"s":1,"segmento":"AMBIENTAL"}Certo!'])
 
     result = repair_llm_response(llm=llm, model="m", raw_response='Ok {"s":1}')
 
     assert result == RepairResult(
-        call=LLMCallResult('{"s":1,"segmento":"AMBIENTAL"}Certo!', "m", 40, 8, 120),
+        call=LLMCallResult('{"s":1,"segmento":"AMBIENTAL"}Certo!', "m", 100, 10, 5),
         parsed=ParsedLLMResponse(1, {"s": 1, "segmento": "AMBIENTAL"}, "Certo!"),
     )
 
@@ -98,18 +67,18 @@ def test_a_repaired_answer_is_parsed_by_the_strict_parser() -> None:
     ],
 )
 def test_an_unusable_repair_is_reported_with_its_call(answer: str, error: str) -> None:
-    llm = ScriptedLLM([answer])
+    llm = FakeLLM(*[answer])
 
     result = repair_llm_response(llm=llm, model="m", raw_response="lixo")
 
     assert result == RepairResult(
-        call=LLMCallResult(answer, "m", 40, 8, 120), parsed=None, error=error
+        call=LLMCallResult(answer, "m", 100, 10, 5), parsed=None, error=error
     )
 
 
 def test_a_provider_error_propagates_to_the_caller() -> None:
     error = LLMProviderError("HTTP 500", attempts=2)
-    llm = ScriptedLLM([error])
+    llm = FakeLLM(*[error])
 
     with pytest.raises(LLMProviderError) as excinfo:
         repair_llm_response(llm=llm, model="m", raw_response="lixo")

@@ -1,12 +1,10 @@
 """The operational summary: its call, and the tolerant parser on good, partial and bad input."""
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import pytest
 
-from agents.llm import CallPurpose, ChatMessage, LLMCallResult, LLMTimeoutError
+from agents.llm import ChatMessage, LLMCallResult, LLMTimeoutError
 from agents.summary import (
     SUMMARY_FIELDS,
     SUMMARY_INSTRUCTIONS,
@@ -18,6 +16,7 @@ from agents.summary import (
     generate_operational_summary,
     parse_operational_summary,
 )
+from tests.agents.support import FakeLLM
 
 FULL = {
     "motivo_encerramento": "Cliente confirmou os dados",
@@ -184,39 +183,14 @@ def test_the_fallback_is_made_of_the_session_facts() -> None:
     )
 
 
-@dataclass
-class OneAnswerLLM:
-    answer: str | Exception
-    calls: list[dict[str, object]] = field(default_factory=list)
-
-    def chat(
-        self,
-        *,
-        model: str,
-        instructions: str,
-        messages: Sequence[ChatMessage],
-        purpose: CallPurpose,
-    ) -> LLMCallResult:
-        self.calls.append(
-            {
-                "model": model,
-                "instructions": instructions,
-                "messages": list(messages),
-                "purpose": purpose,
-            }
-        )
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        return LLMCallResult(self.answer, model, 300, 90, 800)
-
-
 def test_generate_calls_the_summary_model_with_the_facts_and_the_conversation() -> None:
-    llm = OneAnswerLLM(f"```json\n{json.dumps(FULL)}\n```")
+    answer = f"```json\n{json.dumps(FULL)}\n```"
+    llm = FakeLLM(answer)
 
     generation = generate_operational_summary(llm=llm, model="gpt-summary", facts=FACTS)
 
     assert generation == SummaryGeneration(
-        summary=FULL_SUMMARY, call=LLMCallResult(llm.answer, "gpt-summary", 300, 90, 800)
+        summary=FULL_SUMMARY, call=LLMCallResult(answer, "gpt-summary", 100, 10, 5)
     )
     assert llm.calls == [
         {
@@ -248,7 +222,7 @@ def test_the_summary_input_carries_facts_and_transcript() -> None:
 
 
 def test_a_garbage_answer_still_gives_a_summary_from_the_facts() -> None:
-    llm = OneAnswerLLM("desculpe, não sei")
+    llm = FakeLLM("desculpe, não sei")
 
     generation = generate_operational_summary(llm=llm, model="m", facts=FACTS)
 
@@ -264,7 +238,7 @@ def test_a_garbage_answer_still_gives_a_summary_from_the_facts() -> None:
 def test_a_failed_call_raises_for_the_caller_to_record() -> None:
     with pytest.raises(LLMTimeoutError):
         generate_operational_summary(
-            llm=OneAnswerLLM(LLMTimeoutError("read timeout", attempts=2)), model="m", facts=FACTS
+            llm=FakeLLM(LLMTimeoutError("read timeout", attempts=2)), model="m", facts=FACTS
         )
 
 
