@@ -9,7 +9,7 @@ from tests.agents.support import FakeLLM
 
 
 def test_the_repair_asks_the_given_model_to_fix_only_the_format() -> None:
-    llm = FakeLLM(*['{"s":1}Olá!'])
+    llm = FakeLLM('{"s":1}Olá!')
     raw = 'Claro! Segue:\n```json\n{"s":1}Olá!\n```'
 
     repair_llm_response(llm=llm, model="gpt-summary", raw_response=raw)
@@ -39,7 +39,7 @@ def test_the_instructions_say_what_seed_000_allows(phrase: str) -> None:
 
 
 def test_a_repaired_answer_is_parsed_by_the_strict_parser() -> None:
-    llm = FakeLLM(*['{"s":1,"segmento":"AMBIENTAL"}Certo!'])
+    llm = FakeLLM('{"s":1,"segmento":"AMBIENTAL"}Certo!')
 
     result = repair_llm_response(llm=llm, model="m", raw_response='Ok {"s":1}')
 
@@ -67,7 +67,7 @@ def test_a_repaired_answer_is_parsed_by_the_strict_parser() -> None:
     ],
 )
 def test_an_unusable_repair_is_reported_with_its_call(answer: str, error: str) -> None:
-    llm = FakeLLM(*[answer])
+    llm = FakeLLM(answer)
 
     result = repair_llm_response(llm=llm, model="m", raw_response="lixo")
 
@@ -78,7 +78,7 @@ def test_an_unusable_repair_is_reported_with_its_call(answer: str, error: str) -
 
 def test_a_provider_error_propagates_to_the_caller() -> None:
     error = LLMProviderError("HTTP 500", attempts=2)
-    llm = FakeLLM(*[error])
+    llm = FakeLLM(error)
 
     with pytest.raises(LLMProviderError) as excinfo:
         repair_llm_response(llm=llm, model="m", raw_response="lixo")
