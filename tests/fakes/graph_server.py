@@ -21,6 +21,7 @@ import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,8 @@ class FakeGraphAPI:
         self._scripted: deque[_Scripted] = deque()
         self._wamids = (f"wamid.FAKE{n:04d}" for n in itertools.count(1))
         self._lock = threading.Lock()
+        # Called with each request before it is answered (e.g. to look at the database then).
+        self.on_request: Callable[[GraphRequest], None] | None = None
         # Any phone_number_id; the requests list records which one was called.
         uri = re.compile(rf"^/{re.escape(version)}/[0-9]+/messages$")
         httpserver.expect_request(uri, method="POST").respond_with_handler(self._handle)
@@ -101,11 +104,12 @@ class FakeGraphAPI:
             body = json.loads(request.get_data())
         except ValueError:
             body = None
+        recorded = GraphRequest(request.method, request.path, dict(request.headers), body)
         with self._lock:
-            self.requests.append(
-                GraphRequest(request.method, request.path, dict(request.headers), body)
-            )
+            self.requests.append(recorded)
             scripted = self._scripted.popleft() if self._scripted else None
+        if self.on_request is not None:
+            self.on_request(recorded)
         if scripted is not None and scripted.delay:
             time.sleep(scripted.delay)
         if scripted is not None and scripted.body is not None:
