@@ -1,0 +1,85 @@
+"""Concurrent deliveries on PostgreSQL: the database's unique constraints settle every race."""
+
+import threading
+
+import pytest
+from django.db import connections
+from django.test import Client
+
+from conversations import views
+from conversations.models import DeliveryStatusEvent, Direction, Message, Session, WebhookDelivery
+from tests.conversations.whatsapp.conftest import (
+    Recorder,
+    encode,
+    fixture_bytes,
+    load_fixture,
+    signed_post,
+)
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+DELIVERIES = 20
+
+
+def deliver_concurrently(bodies: list[bytes]) -> list[int]:
+    """POST every body from its own thread (own connection), all released at once."""
+    barrier = threading.Barrier(len(bodies))
+    statuses: list[int] = []
+
+    def post(body: bytes) -> None:
+        try:
+            barrier.wait()
+            statuses.append(signed_post(Client(), body).status_code)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=post, args=(body,)) for body in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return statuses
+
+
+@pytest.fixture
+def turns(monkeypatch) -> Recorder:
+    recorder = Recorder()
+    monkeypatch.setattr(views, "enqueue_turn", recorder)
+    monkeypatch.setattr(views, "enqueue_send", Recorder())
+    return recorder
+
+
+def test_twenty_concurrent_deliveries_of_one_wamid_make_one_row_and_one_turn(instance, turns):
+    statuses = deliver_concurrently([fixture_bytes("text")] * DELIVERIES)
+
+    assert statuses == [200] * DELIVERIES
+    session = Session.objects.get()
+    assert Message.objects.filter(direction=Direction.INBOUND).count() == 1
+    assert turns.calls == [session.pk]
+    # Every delivery is kept; the duplicates simply found the message stored.
+    assert sorted(WebhookDelivery.objects.values_list("outcome", "messages_count")) == [
+        ("processed", 0)
+    ] * (DELIVERIES - 1) + [("processed", 1)]
+
+
+def test_concurrent_first_messages_of_one_customer_open_one_session(instance, turns):
+    bodies = []
+    for n in range(DELIVERIES):
+        document = load_fixture("text")
+        document["entry"][0]["changes"][0]["value"]["messages"][0]["id"] = f"wamid.RACE{n}"
+        bodies.append(encode(document))
+
+    statuses = deliver_concurrently(bodies)
+
+    assert statuses == [200] * DELIVERIES
+    session = Session.objects.get()
+    assert session.messages.count() == DELIVERIES
+    assert set(turns.calls) == {session.pk}
+    assert WebhookDelivery.objects.filter(outcome="processed").count() == DELIVERIES
+
+
+def test_concurrent_deliveries_of_one_status_store_one_event(instance, turns):
+    statuses = deliver_concurrently([fixture_bytes("status_read")] * DELIVERIES)
+
+    assert statuses == [200] * DELIVERIES
+    assert DeliveryStatusEvent.objects.count() == 1
