@@ -1,0 +1,116 @@
+"""The conversation side of an agent call: the session's history, the `LLMCall` log, and the
+factory that wires the production `AgentInvoker`.
+
+`DatabaseHistorySource.history()` is one query on the `message_session_time` index, filtered by
+session id, direction (no SYSTEM events) and error (no superseded drafts), newest first and
+limited in SQL — so its cost does not grow with the session's length; the invoker checks the
+session id and the rules again (`agents.history`). `DatabaseCallRecorder` writes one `LLMCall`
+row per call, success or failure, for agents, repairs and summaries alike.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+
+from agents.invoker import AgentInvoker, InvokerConfig
+from agents.llm import CallPurpose, LLMCallResult, LLMClient, LLMError, OpenAIClient
+from agents.sources import HistoryEntry
+from agents.states import AgentName
+from conversations.models import SUPERSEDED, Direction, LLMCall, Message
+from knowledge_base.selectors import DatabaseKBSource
+from prompts_admin.selectors import DatabasePromptSource
+
+OK_OUTCOME = "ok"
+_MODEL_CHARS = LLMCall._meta.get_field("model").max_length or 64
+_VERSION_CHARS = LLMCall._meta.get_field("prompt_version").max_length or 32
+
+
+class DatabaseHistorySource:
+    def history(self, session_id: int, limit: int) -> list[HistoryEntry]:
+        if limit <= 0:
+            return []
+        newest_first = list(
+            Message.objects.filter(
+                session_id=session_id, direction__in=(Direction.INBOUND, Direction.OUTBOUND)
+            )
+            .exclude(error=SUPERSEDED)
+            .exclude(content="")
+            .order_by("-created_at", "-id")
+            .values_list("id", "session_id", "direction", "content", "error")[:limit]
+        )
+        return [
+            HistoryEntry(
+                session_id=row_session,
+                direction=direction,
+                content=content,
+                error=error,
+                message_id=message_id,
+            )
+            for message_id, row_session, direction, content, error in reversed(newest_first)
+        ]
+
+
+class DatabaseCallRecorder:
+    def record(
+        self,
+        *,
+        session_id: int,
+        agent: AgentName,
+        purpose: CallPurpose,
+        model: str,
+        result: LLMCallResult | None,
+        error: LLMError | None,
+        prompt_version: str,
+        context_snapshot: Mapping[str, Any] | None,
+        raw_response: str,
+        turn_id: UUID | None,
+        message_id: int | None,
+    ) -> None:
+        if result is not None:
+            usage = (result.tokens_input, result.tokens_output, result.latency_ms)
+            attempts, outcome, error_text = result.attempts, OK_OUTCOME, ""
+        elif error is not None:
+            usage = (0, 0, error.latency_ms)
+            attempts, outcome, error_text = error.attempts, error.outcome, str(error)
+        else:
+            raise ValueError("record() needs a result or an error")
+        LLMCall.objects.create(
+            session_id=session_id,
+            message_id=message_id,
+            turn_id=turn_id,
+            agent=agent.value if isinstance(agent, AgentName) else str(agent),
+            purpose=purpose,
+            model=model[:_MODEL_CHARS],
+            tokens_input=usage[0],
+            tokens_output=usage[1],
+            latency_ms=usage[2],
+            attempts=attempts,
+            outcome=outcome,
+            error=error_text,
+            prompt_version=prompt_version[:_VERSION_CHARS],
+            context_snapshot=dict(context_snapshot) if context_snapshot is not None else None,
+            raw_response=raw_response,
+        )
+
+
+def build_agent_invoker(*, llm: LLMClient | None = None) -> AgentInvoker:
+    """The production invoker: database sources, the LLMCall recorder, models per agent from
+    OPENAI_MODEL_TRIAGE / _QUALIFICATION / _COLLECTION, MAX_HISTORY_MESSAGES; `llm` defaults to
+    `OpenAIClient.from_settings()`."""
+    return AgentInvoker(
+        llm=llm if llm is not None else OpenAIClient.from_settings(),
+        prompts=DatabasePromptSource(),
+        kb=DatabaseKBSource(),
+        history=DatabaseHistorySource(),
+        recorder=DatabaseCallRecorder(),
+        config=InvokerConfig(
+            models={
+                AgentName.TRIAGEM: settings.OPENAI_MODEL_TRIAGE,
+                AgentName.QUALIFICACAO: settings.OPENAI_MODEL_QUALIFICATION,
+                AgentName.COLETA: settings.OPENAI_MODEL_COLLECTION,
+            },
+            max_history_messages=settings.MAX_HISTORY_MESSAGES,
+        ),
+    )

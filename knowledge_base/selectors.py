@@ -1,0 +1,84 @@
+"""The knowledge base as the agents read it: `DatabaseKBSource` (an `agents.sources.KBSource`).
+
+`catalog()` is one query per table (segments, intents, services with their segment code,
+packages without their content) whatever the catalog's size; `load_packages()` is one query that
+also reads each package's latest history id, so a recorded call names the exact version it saw.
+Only active rows are returned; a service of an inactive segment is not offered.
+"""
+
+import logging
+from collections.abc import Sequence
+
+from django.db.models import OuterRef, Subquery
+
+from agents.context import CatalogSnapshot, IntentInfo, PackageInfo, SegmentInfo, ServiceInfo
+from agents.parameters import ParameterSchemaError, parse_parameter_schema
+from knowledge_base.models import Intent, KBPackage, Segment, Service
+
+logger = logging.getLogger(__name__)
+
+
+def _latest_history_id(model: type[KBPackage]) -> Subquery:
+    history = model.history.model  # type: ignore[attr-defined]
+    return Subquery(
+        history.objects.filter(id=OuterRef("pk")).order_by("-history_id").values("history_id")[:1]
+    )
+
+
+class DatabaseKBSource:
+    def catalog(self) -> CatalogSnapshot:
+        segments = {
+            code: SegmentInfo(code, label, health_sensitive)
+            for code, label, health_sensitive in Segment.objects.filter(is_active=True)
+            .order_by("code")
+            .values_list("code", "label", "health_sensitive")
+        }
+        intents = {
+            code: IntentInfo(code, label)
+            for code, label in Intent.objects.filter(is_active=True)
+            .order_by("code")
+            .values_list("code", "label")
+        }
+        services: dict[str, ServiceInfo] = {}
+        rows = (
+            Service.objects.filter(is_active=True, segment__is_active=True)
+            .order_by("segment__code", "code")
+            .values_list("code", "label", "segment__code", "description", "parameter_schema")
+        )
+        for code, label, segment, description, schema in rows:
+            try:
+                parameters = tuple(parse_parameter_schema(schema))
+            except ParameterSchemaError as exc:
+                # Saved schemas are validated; a bad one in the database must not stop every
+                # conversation, so the service is offered without parameters and logged.
+                logger.error("service_schema_invalid", extra={"service": code, "error": str(exc)})
+                parameters = ()
+            services[code] = ServiceInfo(code, label, segment, description, parameters)
+        packages = {
+            package_id: PackageInfo(package_id, title, description, health_sensitive)
+            for package_id, title, description, health_sensitive in KBPackage.objects.filter(
+                is_active=True
+            )
+            .order_by("package_id")
+            .values_list("package_id", "title", "description", "health_sensitive")
+        }
+        return CatalogSnapshot(
+            segments=segments, intents=intents, services=services, packages=packages
+        )
+
+    def load_packages(self, package_ids: Sequence[str]) -> dict[str, PackageInfo]:
+        if not package_ids:
+            return {}
+        rows = (
+            KBPackage.objects.filter(is_active=True, package_id__in=list(package_ids))
+            .annotate(version=_latest_history_id(KBPackage))
+            .values_list(
+                "package_id", "title", "description", "health_sensitive", "content", "version"
+            )
+        )
+        return {
+            package_id: PackageInfo(
+                package_id, title, description, health_sensitive, content, version
+            )
+            for package_id, title, description, health_sensitive, content, version in rows
+        }

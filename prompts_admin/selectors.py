@@ -1,0 +1,78 @@
+"""Prompts and runtime settings as the agents read them: `DatabasePromptSource` implements
+`agents.sources.PromptSource`.
+
+`active_override()` is one query (the override and its latest history id); `runtime()` is two
+(the RuntimeConfig row, created with its defaults on first use, and the active strategic
+companies).
+"""
+
+from django.conf import settings
+from django.db.models import OuterRef, Subquery
+from phonenumbers import NumberParseException, PhoneNumberFormat, format_number, is_valid_number
+from phonenumbers import parse as parse_phone_number
+
+from agents.sources import OverrideTemplate, RuntimeSettings, StrategicCompanyInfo
+from agents.states import AgentName
+from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
+
+
+def override_version(history_id: int | None, override_id: int) -> str:
+    """The `prompt_version` an LLM call records for an override (fits LLMCall's 32 chars)."""
+    if history_id is None:
+        return f"override:unversioned-{override_id}"
+    return f"override:{history_id}"
+
+
+def phone_digits(lines: str) -> tuple[str, ...]:
+    """E.164 digits (no +) of every valid phone line; Brazil when no country code is given."""
+    numbers: list[str] = []
+    for line in lines.splitlines():
+        text = line.strip()
+        if not text:
+            continue
+        try:
+            number = parse_phone_number(text, "BR")
+        except NumberParseException:
+            continue
+        if is_valid_number(number):
+            numbers.append(format_number(number, PhoneNumberFormat.E164).lstrip("+"))
+    return tuple(numbers)
+
+
+class DatabasePromptSource:
+    def active_override(self, agent: AgentName) -> OverrideTemplate | None:
+        history = PromptOverride.history.model  # type: ignore[attr-defined]
+        latest = Subquery(
+            history.objects.filter(id=OuterRef("pk"))
+            .order_by("-history_id")
+            .values("history_id")[:1]
+        )
+        row = (
+            PromptOverride.objects.filter(agent=agent.value, is_active=True)
+            .annotate(version=latest)
+            .values_list("pk", "content", "version")
+            .first()
+        )
+        if row is None:
+            return None
+        pk, content, history_id = row
+        return OverrideTemplate(content=content, version=override_version(history_id, pk))
+
+    def runtime(self) -> RuntimeSettings:
+        config = RuntimeConfig.load()
+        companies = tuple(
+            StrategicCompanyInfo(name=name, cnpj=cnpj, phones=phone_digits(phones))
+            for name, cnpj, phones in StrategicCompany.objects.filter(is_active=True)
+            .order_by("name")
+            .values_list("name", "cnpj", "phone_numbers")
+        )
+        return RuntimeSettings(
+            agent_name=config.agent_name or settings.AGENT_NAME,
+            company_name=config.company_name,
+            business_hours=config.business_hours,
+            strategic_companies=companies,
+            handoff_message_open=config.handoff_message_open,
+            handoff_message_closed=config.handoff_message_closed,
+            unsupported_media_message=config.unsupported_media_message,
+            invalid_format_message=config.invalid_format_message,
+        )

@@ -1,0 +1,215 @@
+"""The production invoker (database sources, LLMCall recorder) end to end, against the fake
+/v1/responses server: request per agent, LLMCall rows on success and failure, bounded queries."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from model_bakery import baker
+from simple_history.utils import bulk_create_with_history
+
+from agents.llm import LLMProviderError, OpenAIClient
+from agents.states import AgentName, SessionState
+from conversations.agent_sources import build_agent_invoker
+from conversations.models import Direction, Instance, LLMCall, Message, Session
+from conversations.pipeline import session_context
+from knowledge_base.models import Intent, KBPackage, Segment, Service
+from prompts_admin.models import PromptOverride, RuntimeConfig
+from tests.agents.support import FakeLLM
+from tests.fakes.openai_server import FakeOpenAIServer
+
+pytestmark = pytest.mark.django_db
+
+STATE_OF = {
+    AgentName.TRIAGEM: SessionState.TRIAGE,
+    AgentName.QUALIFICACAO: SessionState.QUALIFYING,
+    AgentName.COLETA: SessionState.DATA_COLLECT,
+}
+
+
+@pytest.fixture
+def models_per_agent(settings) -> dict[AgentName, str]:
+    settings.OPENAI_MODEL_TRIAGE = "gpt-triage-test"
+    settings.OPENAI_MODEL_QUALIFICATION = "gpt-qualification-test"
+    settings.OPENAI_MODEL_COLLECTION = "gpt-collection-test"
+    settings.MAX_HISTORY_MESSAGES = 50
+    return {
+        AgentName.TRIAGEM: "gpt-triage-test",
+        AgentName.QUALIFICACAO: "gpt-qualification-test",
+        AgentName.COLETA: "gpt-collection-test",
+    }
+
+
+def make_world(*, messages: int = 4, packages: int = 3, loaded: int = 2) -> Session:
+    RuntimeConfig.load()
+    segment = Segment.objects.create(code="AMBIENTAL", label="Ambiental")
+    Intent.objects.create(code="ORCAMENTO", label="Orçamento")
+    Service.objects.create(code="AGUA", label="Análise de água", segment=segment)
+    bulk_create_with_history(
+        [
+            KBPackage(
+                package_id=f"PACOTE_{i:03d}",
+                title=f"Pacote {i}",
+                description=f"Descrição curta {i}",
+                content=f"Conteúdo completo do pacote {i}.",
+            )
+            for i in range(packages)
+        ],
+        KBPackage,
+    )
+    KBPackage.objects.create(
+        package_id="INATIVO", title="x", description="pacote inativo", content="x", is_active=False
+    )
+    instance = baker.make(Instance, name="Lab Campinas", phone_number_id="100000000000001")
+    session = baker.make(
+        Session,
+        instance=instance,
+        state=SessionState.TRIAGE,
+        customer_phone="5519987654321",
+        loaded_packages=[f"PACOTE_{i:03d}" for i in range(loaded)],
+    )
+    start = timezone.now() - timedelta(hours=1)
+    Message.objects.bulk_create(
+        Message(
+            session=session,
+            direction=Direction.INBOUND if i % 2 == 0 else Direction.OUTBOUND,
+            content=f"mensagem {i}",
+            created_at=start + timedelta(seconds=i),
+        )
+        for i in range(messages)
+    )
+    return session
+
+
+def client_for(fake: FakeOpenAIServer) -> OpenAIClient:
+    return OpenAIClient(api_key="sk-test", base_url=fake.base_url, timeout=2.0, retry_max=1)
+
+
+@pytest.mark.parametrize("agent", [AgentName.TRIAGEM, AgentName.QUALIFICACAO, AgentName.COLETA])
+def test_request_per_agent_and_an_llmcall_row_on_success(
+    fake_openai: FakeOpenAIServer, models_per_agent: dict[AgentName, str], agent: AgentName
+) -> None:
+    session = make_world(messages=3, loaded=1)
+    Session.objects.filter(pk=session.pk).update(
+        state=STATE_OF[agent], segment="AMBIENTAL", intent="ORCAMENTO"
+    )
+    session.refresh_from_db()
+    fake_openai.queue_text('{"s":1}Certo!', input_tokens=1500, output_tokens=20)
+
+    call = build_agent_invoker(llm=client_for(fake_openai)).invoke(
+        session=session_context(session), agent=agent, current_message="mensagem 2"
+    )
+
+    request = fake_openai.requests[0]
+    assert request["model"] == models_per_agent[agent]
+    assert request["instructions"] == call.instructions
+    assert request["input"] == [
+        {"role": "user", "content": "mensagem 0"},
+        {"role": "assistant", "content": "mensagem 1"},
+        {"role": "user", "content": "mensagem 2"},
+    ]
+    assert "- PACOTE_000: Descrição curta 0" in call.instructions
+    assert "- PACOTE_002: Descrição curta 2" in call.instructions
+    assert "pacote inativo" not in call.instructions
+    assert "Conteúdo completo do pacote 0." in call.instructions
+    assert "Conteúdo completo do pacote 1." not in call.instructions
+    row = LLMCall.objects.get()
+    assert (row.session_id, row.agent, row.purpose, row.outcome) == (
+        session.pk,
+        agent.value,
+        "agent",
+        "ok",
+    )
+    assert (row.model, row.tokens_input, row.tokens_output, row.attempts) == (
+        models_per_agent[agent],
+        1500,
+        20,
+        1,
+    )
+    assert row.prompt_version == "builtin"
+    assert row.raw_response == '{"s":1}Certo!'
+    package_version = KBPackage.history.filter(package_id="PACOTE_000").get().history_id
+    assert row.context_snapshot["loaded_packages"] == [
+        {"package_id": "PACOTE_000", "version": package_version}
+    ]
+    assert row.context_snapshot["state"] == STATE_OF[agent].value
+
+
+def test_an_active_override_is_used_and_its_history_id_recorded(
+    fake_openai: FakeOpenAIServer, models_per_agent: dict[AgentName, str]
+) -> None:
+    session = make_world()
+    override = PromptOverride.objects.create(
+        agent="triagem", content="Override de {{ agent_name }}.", is_active=True
+    )
+    history_id = override.history.get().history_id
+    fake_openai.queue_text('{"s":1}Oi!')
+
+    call = build_agent_invoker(llm=client_for(fake_openai)).invoke(
+        session=session_context(session), agent=AgentName.TRIAGEM
+    )
+
+    assert fake_openai.requests[0]["instructions"].startswith("Override de Lia.")
+    assert call.prompt_version == f"override:{history_id}"
+    assert LLMCall.objects.get().prompt_version == f"override:{history_id}"
+
+
+def test_a_failed_call_is_recorded_with_its_prompt_version_then_raised(
+    fake_openai: FakeOpenAIServer, models_per_agent: dict[AgentName, str]
+) -> None:
+    session = make_world()
+    override = PromptOverride.objects.create(agent="triagem", content="Oi", is_active=True)
+    fake_openai.queue_error(500)
+    fake_openai.queue_error(503)
+
+    with pytest.raises(LLMProviderError, match="HTTP 503"):
+        build_agent_invoker(llm=client_for(fake_openai)).invoke(
+            session=session_context(session), agent=AgentName.TRIAGEM
+        )
+
+    row = LLMCall.objects.get()
+    assert (row.outcome, row.attempts, row.model) == ("provider_error", 2, "gpt-triage-test")
+    assert row.error.startswith("HTTP 503")
+    assert row.prompt_version == f"override:{override.history.get().history_id}"
+    assert (row.raw_response, row.tokens_input) == ("", 0)
+    assert row.context_snapshot["session_id"] == session.pk
+    assert fake_openai.request_count == 2
+
+
+# One invocation: runtime config + strategic companies (2), active override (1), catalog
+# (4: segments, intents, services, packages), loaded packages (1), history (1), LLMCall (1).
+QUERIES_PER_INVOCATION = 10
+
+
+@pytest.mark.parametrize(
+    ("messages", "packages", "loaded"), [(2, 1, 1), (50, 100, 3), (120, 100, 10)]
+)
+def test_one_invocation_makes_a_fixed_number_of_queries(
+    django_assert_num_queries,
+    models_per_agent: dict[AgentName, str],
+    messages: int,
+    packages: int,
+    loaded: int,
+) -> None:
+    session = make_world(messages=messages, packages=packages, loaded=loaded)
+    PromptOverride.objects.create(agent="triagem", content="Oi {{ agent_name }}", is_active=True)
+    context = session_context(session)
+    invoker = build_agent_invoker(llm=FakeLLM())
+
+    with django_assert_num_queries(QUERIES_PER_INVOCATION):
+        call = invoker.invoke(session=context, agent=AgentName.TRIAGEM)
+
+    assert len(call.messages) == min(messages, 50)
+    assert call.instructions.count("Conteúdo completo do pacote") == loaded
+
+
+def test_build_agent_invoker_defaults_to_the_openai_client_from_settings(
+    openai_settings: FakeOpenAIServer, models_per_agent: dict[AgentName, str]
+) -> None:
+    session = make_world()
+    openai_settings.queue_text('{"s":1}Oi!')
+
+    build_agent_invoker().invoke(session=session_context(session), agent=AgentName.TRIAGEM)
+
+    assert openai_settings.requests[0]["model"] == "gpt-triage-test"
+    assert openai_settings.request_headers[0]["authorization"] == "Bearer test-openai-key"

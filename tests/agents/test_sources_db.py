@@ -1,0 +1,278 @@
+"""The Django implementations of the invoker's sources: KB, prompts/runtime, history, recorder."""
+
+from datetime import timedelta
+from uuid import UUID
+
+import pytest
+from django.utils import timezone
+from model_bakery import baker
+
+from agents.context import IntentInfo, PackageInfo, SegmentInfo
+from agents.llm import LLMCallResult, LLMRateLimitError
+from agents.parameters import ParameterSpec
+from agents.sources import HistoryEntry, OverrideTemplate, StrategicCompanyInfo
+from agents.states import AgentName
+from conversations.agent_sources import DatabaseCallRecorder, DatabaseHistorySource
+from conversations.models import Direction, LLMCall, Message, Session
+from knowledge_base.models import Intent, KBPackage, Segment, Service
+from knowledge_base.selectors import DatabaseKBSource
+from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
+from prompts_admin.selectors import DatabasePromptSource
+
+pytestmark = pytest.mark.django_db
+
+
+def make_catalog() -> None:
+    water = Segment.objects.create(code="AMBIENTAL", label="Ambiental")
+    human = Segment.objects.create(code="HUMANO", label="Saúde humana", health_sensitive=True)
+    old = Segment.objects.create(code="ANTIGO", label="Antigo", is_active=False)
+    Intent.objects.create(code="ORCAMENTO", label="Orçamento")
+    Intent.objects.create(code="RECLAMAR", label="Reclamar", is_active=False)
+    Service.objects.create(
+        code="AGUA",
+        label="Análise de água",
+        segment=water,
+        description="Potabilidade",
+        parameter_schema=[
+            {"name": "quantidade", "label": "Quantidade", "type": "integer", "required": True}
+        ],
+    )
+    Service.objects.create(code="TOX", label="Toxicológico", segment=human)
+    Service.objects.create(code="DESLIGADO", label="Desligado", segment=water, is_active=False)
+    Service.objects.create(code="DO_ANTIGO", label="De segmento inativo", segment=old)
+    KBPackage.objects.create(
+        package_id="ENDERECOS", title="Endereços", description="Onde ficamos", content="Rua A, 1"
+    )
+    KBPackage.objects.create(
+        package_id="PREPARO",
+        title="Preparo",
+        description="Preparo de exames",
+        content="Jejum de 8 horas",
+        health_sensitive=True,
+    )
+    KBPackage.objects.create(
+        package_id="RETIRADO",
+        title="Retirado",
+        description="Não usar",
+        content="segredo antigo",
+        is_active=False,
+    )
+
+
+def test_catalog_lists_only_active_rows_without_package_content() -> None:
+    make_catalog()
+
+    catalog = DatabaseKBSource().catalog()
+
+    assert catalog.segments == {
+        "AMBIENTAL": SegmentInfo("AMBIENTAL", "Ambiental", False),
+        "HUMANO": SegmentInfo("HUMANO", "Saúde humana", True),
+    }
+    assert catalog.intents == {"ORCAMENTO": IntentInfo("ORCAMENTO", "Orçamento")}
+    assert list(catalog.services) == ["AGUA", "TOX"]
+    assert catalog.services["AGUA"].parameters == (
+        ParameterSpec("quantidade", "Quantidade", "integer", True),
+    )
+    assert catalog.services["AGUA"].segment == "AMBIENTAL"
+    assert catalog.packages == {
+        "ENDERECOS": PackageInfo("ENDERECOS", "Endereços", "Onde ficamos", False, "", None),
+        "PREPARO": PackageInfo("PREPARO", "Preparo", "Preparo de exames", True, "", None),
+    }
+
+
+def test_catalog_is_one_query_per_table(django_assert_num_queries) -> None:
+    make_catalog()
+
+    with django_assert_num_queries(4):
+        DatabaseKBSource().catalog()
+
+
+def test_a_service_with_a_broken_stored_schema_is_offered_without_parameters() -> None:
+    segment = Segment.objects.create(code="AMBIENTAL", label="Ambiental")
+    service = Service.objects.create(code="AGUA", label="Água", segment=segment)
+    # Bypass validation, as a bad migration or a manual UPDATE would.
+    Service.objects.filter(pk=service.pk).update(parameter_schema=[{"name": "Bad Name"}])
+
+    assert DatabaseKBSource().catalog().services["AGUA"].parameters == ()
+
+
+def test_load_packages_returns_active_ones_with_content_and_latest_history_id(
+    django_assert_num_queries,
+) -> None:
+    make_catalog()
+    package = KBPackage.objects.get(package_id="ENDERECOS")
+    package.content = "Rua B, 2"
+    package.save()
+    latest = package.history.order_by("-history_id").first().history_id
+
+    with django_assert_num_queries(1):
+        loaded = DatabaseKBSource().load_packages(["ENDERECOS", "RETIRADO", "NAO_EXISTE"])
+
+    assert loaded == {
+        "ENDERECOS": PackageInfo(
+            "ENDERECOS", "Endereços", "Onde ficamos", False, "Rua B, 2", latest
+        )
+    }
+
+
+def test_load_packages_with_no_ids_makes_no_query(django_assert_num_queries) -> None:
+    with django_assert_num_queries(0):
+        assert DatabaseKBSource().load_packages([]) == {}
+
+
+def test_active_override_with_its_latest_history_id(django_assert_num_queries) -> None:
+    PromptOverride.objects.create(agent="triagem", content="velho", is_active=False)
+    override = PromptOverride.objects.create(agent="triagem", content="v1", is_active=True)
+    override.content = "v2 {{ agent_name }}"
+    override.save()
+    latest = override.history.order_by("-history_id").first().history_id
+
+    with django_assert_num_queries(1):
+        found = DatabasePromptSource().active_override(AgentName.TRIAGEM)
+
+    assert found == OverrideTemplate("v2 {{ agent_name }}", f"override:{latest}")
+    assert DatabasePromptSource().active_override(AgentName.COLETA) is None
+
+
+def test_runtime_settings_from_config_and_active_strategic_companies(
+    django_assert_num_queries,
+) -> None:
+    config = RuntimeConfig.load()
+    config.agent_name = "Bia"
+    config.company_name = "Lab Sul"
+    config.business_hours = {"mon": [["09:00", "12:00"]]}
+    config.save()
+    StrategicCompany.objects.create(
+        name="Zeta Indústria",
+        cnpj="11222333000181",
+        phone_numbers="+55 11 91234-5678\n(19) 3333-4444\n",
+    )
+    StrategicCompany.objects.create(name="Alfa Antiga", is_active=False)
+
+    with django_assert_num_queries(2):
+        runtime = DatabasePromptSource().runtime()
+
+    assert (runtime.agent_name, runtime.company_name) == ("Bia", "Lab Sul")
+    assert runtime.business_hours == {"mon": [["09:00", "12:00"]]}
+    assert runtime.strategic_companies == (
+        StrategicCompanyInfo("Zeta Indústria", "11222333000181", ("5511912345678", "551933334444")),
+    )
+    assert runtime.handoff_message_open == config.handoff_message_open
+    assert runtime.invalid_format_message == config.invalid_format_message
+
+
+def test_runtime_creates_the_config_row_with_defaults_on_first_use(settings) -> None:
+    settings.AGENT_NAME = "Lia"
+
+    runtime = DatabasePromptSource().runtime()
+
+    assert RuntimeConfig.objects.count() == 1
+    assert runtime.agent_name == "Lia"
+    assert runtime.business_hours["mon"] == [["08:00", "18:00"]]
+
+
+def make_message(session: Session, direction: str, content: str, minutes: int, **kw) -> Message:
+    return baker.make(
+        Message,
+        session=session,
+        direction=direction,
+        content=content,
+        created_at=timezone.now() - timedelta(minutes=100 - minutes),
+        **kw,
+    )
+
+
+def test_history_source_returns_the_sessions_conversation_newest_limited_oldest_first(
+    django_assert_num_queries,
+) -> None:
+    session, other = baker.make(Session, _quantity=2)
+    m1 = make_message(session, Direction.INBOUND, "Oi", 1)
+    make_message(session, Direction.SYSTEM, "evento", 2)
+    m3 = make_message(session, Direction.OUTBOUND, "Olá!", 3)
+    make_message(session, Direction.OUTBOUND, "rascunho", 4, error="superseded")
+    make_message(session, Direction.INBOUND, "", 5, message_type="image")
+    make_message(other, Direction.INBOUND, "de outra sessão", 6)
+    m7 = make_message(session, Direction.INBOUND, "Quero um orçamento", 7)
+
+    with django_assert_num_queries(1):
+        entries = DatabaseHistorySource().history(session.pk, 2)
+
+    assert entries == [
+        HistoryEntry(session.pk, "OUTBOUND", "Olá!", "", m3.pk),
+        HistoryEntry(session.pk, "INBOUND", "Quero um orçamento", "", m7.pk),
+    ]
+    assert DatabaseHistorySource().history(session.pk, 50)[0] == HistoryEntry(
+        session.pk, "INBOUND", "Oi", "", m1.pk
+    )
+    assert DatabaseHistorySource().history(session.pk, 0) == []
+
+
+def test_recorder_writes_a_success_row() -> None:
+    session = baker.make(Session)
+    message = baker.make(Message, session=session, direction=Direction.INBOUND)
+    turn = UUID("00000000-0000-4000-8000-000000000002")
+
+    DatabaseCallRecorder().record(
+        session_id=session.pk,
+        agent=AgentName.TRIAGEM,
+        purpose="agent",
+        model="gpt-x-2026",
+        result=LLMCallResult('{"s":1}Oi', "gpt-x-2026", 321, 12, 850, attempts=2),
+        error=None,
+        prompt_version="override:15",
+        context_snapshot={"state": "TRIAGE"},
+        raw_response='{"s":1}Oi',
+        turn_id=turn,
+        message_id=message.pk,
+    )
+
+    row = LLMCall.objects.get()
+    assert (row.session_id, row.message_id, row.turn_id) == (session.pk, message.pk, turn)
+    assert (row.agent, row.purpose, row.model) == ("triagem", "agent", "gpt-x-2026")
+    assert (row.tokens_input, row.tokens_output, row.latency_ms, row.attempts) == (321, 12, 850, 2)
+    assert (row.outcome, row.error, row.prompt_version) == ("ok", "", "override:15")
+    assert (row.context_snapshot, row.raw_response) == ({"state": "TRIAGE"}, '{"s":1}Oi')
+
+
+def test_recorder_writes_a_failure_row() -> None:
+    session = baker.make(Session)
+
+    DatabaseCallRecorder().record(
+        session_id=session.pk,
+        agent=AgentName.COLETA,
+        purpose="agent",
+        model="gpt-y",
+        result=None,
+        error=LLMRateLimitError("HTTP 429 (insufficient_quota): quota", quota_exhausted=True),
+        prompt_version="builtin",
+        context_snapshot=None,
+        raw_response="",
+        turn_id=None,
+        message_id=None,
+    )
+
+    row = LLMCall.objects.get()
+    assert (row.outcome, row.error) == ("quota_exceeded", "HTTP 429 (insufficient_quota): quota")
+    assert (row.tokens_input, row.tokens_output, row.attempts, row.model) == (0, 0, 1, "gpt-y")
+    assert (row.prompt_version, row.context_snapshot, row.raw_response) == ("builtin", None, "")
+
+
+def test_recorder_refuses_a_call_with_neither_result_nor_error() -> None:
+    session = baker.make(Session)
+
+    with pytest.raises(ValueError, match="needs a result or an error"):
+        DatabaseCallRecorder().record(
+            session_id=session.pk,
+            agent=AgentName.COLETA,
+            purpose="agent",
+            model="m",
+            result=None,
+            error=None,
+            prompt_version="builtin",
+            context_snapshot=None,
+            raw_response="",
+            turn_id=None,
+            message_id=None,
+        )
+
+    assert LLMCall.objects.count() == 0
