@@ -8,11 +8,11 @@ from django.utils import timezone
 from model_bakery import baker
 from simple_history.utils import bulk_create_with_history
 
+from agents.context import InstanceInfo, SessionContext
 from agents.llm import LLMProviderError, OpenAIClient
 from agents.states import AgentName, SessionState
 from conversations.agent_sources import build_agent_invoker
 from conversations.models import Direction, Instance, LLMCall, Message, Session
-from conversations.pipeline import session_context
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.models import PromptOverride, RuntimeConfig
 from tests.agents.support import FakeLLM
@@ -79,6 +79,19 @@ def make_world(*, messages: int = 4, packages: int = 3, loaded: int = 2) -> Sess
         for i in range(messages)
     )
     return session
+
+
+def session_context(session: Session) -> SessionContext:
+    """The fields these tests vary (the pipeline owns the full conversion)."""
+    return SessionContext(
+        session_id=session.pk,
+        state=SessionState(session.state),
+        instance=InstanceInfo(name=session.instance.name),
+        customer_phone=session.customer_phone,
+        segment=session.segment,
+        intent=session.intent,
+        loaded_packages=tuple(session.loaded_packages),
+    )
 
 
 def client_for(fake: FakeOpenAIServer) -> OpenAIClient:
