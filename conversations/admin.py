@@ -17,14 +17,17 @@ from django.contrib import admin
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import dateformat, timezone
 from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from agents.parameters import ParameterSchemaError, parse_parameter_schema
 from conversations.models import (
+    AGENT_CHOICES,
     SUPERSEDED,
+    DeliveryStatus,
     DeliveryStatusEvent,
     Direction,
     HandoffSummary,
@@ -45,6 +48,9 @@ MAX_TRANSCRIPT_MESSAGES = 500
 MIN_MESSAGE_SEARCH_CHARS = 3
 MAX_SEARCH_CHARS = 200
 _NUMBER_PUNCTUATION = re.compile(r"[\s().+/-]")
+# Plain dicts: Model.get_FOO_display() rebuilds its lookup on every call, 300 times a page.
+AGENT_LABELS = dict(AGENT_CHOICES)
+DELIVERY_LABELS = dict(DeliveryStatus.choices)
 
 REGISTRATION_LABELS = {
     "nome": _("Name"),
@@ -213,6 +219,19 @@ class LLMCost:
             for name in ("calls", "tokens", "tokens_input", "tokens_output", "latency_ms")
         }
 
+    def turn_text(self) -> str:
+        numbers = self.display
+        return ngettext(
+            "turn: %(calls)s model call · %(tin)s tokens in, %(tout)s out · %(ms)s ms",
+            "turn: %(calls)s model calls · %(tin)s tokens in, %(tout)s out · %(ms)s ms",
+            self.calls,
+        ) % {
+            "calls": numbers["calls"],
+            "tin": numbers["tokens_input"],
+            "tout": numbers["tokens_output"],
+            "ms": numbers["latency_ms"],
+        }
+
     def __add__(self, other: "LLMCost") -> "LLMCost":
         return LLMCost(
             self.calls + other.calls,
@@ -224,10 +243,16 @@ class LLMCost:
 
 @dataclass(frozen=True, slots=True)
 class TranscriptEntry:
+    """One line of the chat, with its texts prepared here: a 300-message page stays fast."""
+
     message: Message
     side: str  # "customer", "bot", "staff" or "system"
     superseded: bool
-    turn_cost: LLMCost | None  # on the last message of a turn that called the model
+    turn_cost: str  # on the last message of a turn that called the model; else ""
+    who: str
+    meta: str  # time, WhatsApp type, code and action
+    delivery: str  # outbound only: the delivery status, its time, and any error
+    delivery_failed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +337,53 @@ def _side(message: Message) -> str:
     return "staff" if message.staff_user_id else "bot"
 
 
+def _entry(message: Message, *, session: Session, turn_cost: LLMCost | None) -> TranscriptEntry:
+    side = _side(message)
+    superseded = message.error == SUPERSEDED
+    if side == "customer":
+        who = session.customer_name or str(_("Customer"))
+    elif side == "staff":
+        who = str(_("Staff")) + f" · {message.staff_user.get_username()}"
+    else:
+        agent = AGENT_LABELS.get(message.agent, message.agent)
+        who = str(_("Bot")) + (f" · {agent}" if message.agent else "")
+    when = dateformat.format(timezone.localtime(message.created_at), "d/m H:i:s")
+    meta = [when]
+    if message.message_type != "text":
+        meta.append(message.message_type)
+    if message.code is not None:
+        meta.append(f"s={message.code}")
+    if message.action:
+        meta.append(message.action)
+    delivery: list[str] = []
+    failed = False
+    if message.direction == Direction.OUTBOUND and not superseded:
+        status = str(DELIVERY_LABELS.get(message.delivery_status) or _("not sent yet"))
+        if message.delivery_status_at:
+            status += " " + dateformat.format(
+                timezone.localtime(message.delivery_status_at), "H:i:s"
+            )
+        delivery.append(status)
+        if message.delivery_error_code or message.delivery_error_title:
+            code = message.delivery_error_code or ""
+            error = str(_("error"))
+            delivery.append(f"{error} {code} {message.delivery_error_title}".strip())
+        failed = message.delivery_status == DeliveryStatus.FAILED
+    if message.error and not superseded:
+        delivery.append(message.error)
+        failed = True
+    return TranscriptEntry(
+        message=message,
+        side=side,
+        superseded=superseded,
+        turn_cost=turn_cost.turn_text() if turn_cost else "",
+        who=who,
+        meta=" · ".join(meta),
+        delivery=" · ".join(delivery),
+        delivery_failed=failed,
+    )
+
+
 def session_transcript(*, session: Session, now: datetime) -> SessionTranscript:
     """Everything the session page shows, in a fixed number of queries whatever its length."""
     newest_first = list(
@@ -340,10 +412,9 @@ def session_transcript(*, session: Session, now: datetime) -> SessionTranscript:
 
     last_of_turn = {m.turn_id: m.pk for m in messages if m.turn_id is not None}
     entries = [
-        TranscriptEntry(
-            message=m,
-            side=_side(m),
-            superseded=m.error == SUPERSEDED,
+        _entry(
+            m,
+            session=session,
             turn_cost=costs.get(m.turn_id) if last_of_turn.get(m.turn_id) == m.pk else None,
         )
         for m in messages
