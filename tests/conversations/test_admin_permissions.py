@@ -203,3 +203,16 @@ def test_admin_index_is_in_portuguese(admin_client: Client) -> None:
         "Resumos de transferência",
     ]:
         assert f">{label}<" in page, label
+
+
+def test_a_superuser_opens_every_admin_page(admin_client: Client) -> None:
+    refused = []
+    for url in _every_admin_url():
+        status = admin_client.get(url).status_code
+        read_only_add = url.endswith("/add/") and (
+            (url.startswith("/admin/conversations/") and "/instance/" not in url)
+            or "/runtimeconfig/" in url
+        )
+        if status != (403 if read_only_add else 200):
+            refused.append((url, status))
+    assert refused == []
