@@ -8,6 +8,8 @@ Only active rows are returned; a service of an inactive segment is not offered.
 
 import logging
 from collections.abc import Sequence
+from functools import cache
+from typing import Any
 
 from django.db.models import OuterRef, Subquery
 
@@ -18,10 +20,19 @@ from knowledge_base.models import Intent, KBPackage, Segment, Service
 logger = logging.getLogger(__name__)
 
 
-def _latest_history_id(model: type[KBPackage]) -> Subquery:
-    history = model.history.model  # type: ignore[attr-defined]
+@cache
+def _historical_package() -> Any:
+    # simple-history builds a new manager on every `KBPackage.history` access (~1 ms); the
+    # historical model itself never changes.
+    return KBPackage.history.model  # type: ignore[attr-defined]
+
+
+def _latest_history_id() -> Subquery:
     return Subquery(
-        history.objects.filter(id=OuterRef("pk")).order_by("-history_id").values("history_id")[:1]
+        _historical_package()
+        .objects.filter(id=OuterRef("pk"))
+        .order_by("-history_id")
+        .values("history_id")[:1]
     )
 
 
@@ -71,7 +82,7 @@ class DatabaseKBSource:
             return {}
         rows = (
             KBPackage.objects.filter(is_active=True, package_id__in=list(package_ids))
-            .annotate(version=_latest_history_id(KBPackage))
+            .annotate(version=_latest_history_id())
             .values_list(
                 "package_id", "title", "description", "health_sensitive", "content", "version"
             )

@@ -6,6 +6,9 @@
 companies).
 """
 
+from functools import cache
+from typing import Any
+
 from django.conf import settings
 from django.db.models import OuterRef, Subquery
 from phonenumbers import NumberParseException, PhoneNumberFormat, format_number, is_valid_number
@@ -39,11 +42,17 @@ def phone_digits(lines: str) -> tuple[str, ...]:
     return tuple(numbers)
 
 
+@cache
+def _historical_override() -> Any:
+    # simple-history builds a new manager on every `PromptOverride.history` access (~1 ms).
+    return PromptOverride.history.model  # type: ignore[attr-defined]
+
+
 class DatabasePromptSource:
     def active_override(self, agent: AgentName) -> OverrideTemplate | None:
-        history = PromptOverride.history.model  # type: ignore[attr-defined]
         latest = Subquery(
-            history.objects.filter(id=OuterRef("pk"))
+            _historical_override()
+            .objects.filter(id=OuterRef("pk"))
             .order_by("-history_id")
             .values("history_id")[:1]
         )
