@@ -27,7 +27,9 @@ from django.utils.translation import gettext_lazy as _
 from simple_history.admin import SimpleHistoryAdmin
 from simple_history.models import DeletedObject
 
+from prompts_admin.forms import PromptTemplateForm
 from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
+from prompts_admin.preview import PromptOverrideToolsMixin
 
 # A value longer than this, or with a line break, is diffed line by line.
 INLINE_DIFF_MAX_CHARS = 80
@@ -181,8 +183,8 @@ class VersionedAdmin(SimpleHistoryAdmin):
         return TemplateResponse(request, self.history_compare_template, context)
 
 
-class PromptOverrideForm(forms.ModelForm):
-    """The override form; subclass it to add template validation."""
+class PromptOverrideForm(PromptTemplateForm):
+    """The override form; `PromptTemplateForm` validates the template for the chosen agent."""
 
     class Meta:
         model = PromptOverride
@@ -191,12 +193,12 @@ class PromptOverrideForm(forms.ModelForm):
 
 
 @admin.register(PromptOverride)
-class PromptOverrideAdmin(VersionedAdmin):
+class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin):
     form = PromptOverrideForm
     list_display = ("__str__", "agent", "is_active", "note", "updated_at")
     list_filter = ("agent", "is_active")
     search_fields = ("note", "content")
-    actions: list[Any] = []
+    actions: list[Any] = ["start_from_builtin"]
 
 
 @admin.register(RuntimeConfig)

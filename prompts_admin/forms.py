@@ -1,0 +1,114 @@
+"""The prompt-override form's template checks: the chosen agent's variables, named, or nothing.
+
+`PromptTemplateForm` is the base of the admin's `PromptOverrideForm`. It validates `content` as a
+prompt template for the selected agent (`agents.templating.validate_prompt_template`) and refuses
+a syntax error, an unknown variable, a tag left open or a template that cannot render, with a
+message naming the problem and its line; its help text lists every agent's variables (from
+`agents.prompts.variables`, the one place they are documented).
+"""
+
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from agents.prompts.variables import sample_variables, variable_names, variables_for
+from agents.states import PROMPT_AGENTS, AgentName
+from agents.templating import TemplateProblem, validate_prompt_template
+from prompts_admin.models import AGENT_CHOICES
+
+
+def override_problems(agent: AgentName, content: str) -> list[TemplateProblem]:
+    """What is wrong with `content` as `agent`'s prompt template (empty: nothing)."""
+    return validate_prompt_template(content, variable_names(agent), sample_variables(agent))
+
+
+def problem_error(problem: TemplateProblem, agent: AgentName) -> ValidationError:
+    """The admin's message for one problem (English msgid, translated)."""
+    if problem.kind == "unknown_variable":
+        names = ", ".join(sorted(variable_names(agent)))
+        if problem.line is None:
+            return ValidationError(
+                _("Unknown variable “%(name)s”. The variables of this agent are: %(names)s."),
+                code="unknown_variable",
+                params={"name": problem.detail, "names": names},
+            )
+        return ValidationError(
+            _(
+                "Unknown variable “%(name)s” on line %(line)s. "
+                "The variables of this agent are: %(names)s."
+            ),
+            code="unknown_variable",
+            params={"name": problem.detail, "line": problem.line, "names": names},
+        )
+    if problem.kind == "unclosed_tag":
+        return ValidationError(
+            _("Tag not closed on line %(line)s: “%(snippet)s”. Close it with }} or %%}."),
+            code="unclosed_tag",
+            params={"line": problem.line, "snippet": problem.detail},
+        )
+    if problem.kind == "syntax":
+        return ValidationError(
+            _("Template syntax error: %(error)s"),
+            code="syntax",
+            params={"error": problem.detail.strip()},
+        )
+    return ValidationError(
+        _("The template cannot be rendered: %(error)s"),
+        code="render",
+        params={"error": problem.detail},
+    )
+
+
+def variables_help_text() -> SafeString:
+    """Every agent's variables, as HTML for the content field's help text."""
+    labels = dict(AGENT_CHOICES)
+    groups = format_html_join(
+        "",
+        "<li><strong>{}</strong>: {}</li>",
+        (
+            (
+                labels[agent.value],
+                format_html_join(
+                    "; ",
+                    "<code>{{{{ {} }}}}</code> — {}",
+                    ((v.name, v.description) for v in variables_for(agent)),
+                ),
+            )
+            for agent in PROMPT_AGENTS
+        ),
+    )
+    return format_html(
+        "{}<ul>{}</ul>",
+        gettext(
+            "A Django template rendered for every call with the variables of its agent. The "
+            "conversation context and the fixed rules are always appended after it. Variables:"
+        ),
+        groups,
+    )
+
+
+class PromptTemplateForm(forms.ModelForm):
+    """A ModelForm whose `content` must be a valid prompt template for the chosen `agent`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        content = self.fields.get("content")
+        if content is not None:
+            content.help_text = variables_help_text()
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        agent, content = cleaned.get("agent"), cleaned.get("content")
+        if agent in {a.value for a in PROMPT_AGENTS} and content:
+            errors = [
+                problem_error(p, AgentName(agent))
+                for p in override_problems(AgentName(agent), content)
+            ]
+            if errors:
+                self.add_error("content", errors)
+        return cleaned

@@ -1,0 +1,278 @@
+"""Admin tools for prompt overrides: the final-prompt preview and "start from the built-in prompt".
+
+- `prompt_preview` builds exactly what an agent call would send — the override rendered with the
+  agent's variables, the metadata and the guards appended, and the history — for a real session
+  or a synthetic sample, through the production invoker's `prepare` (no model call, nothing
+  recorded). A session in another stage is shown as if it were at the agent's first stage.
+- `prompt_override_start_from_builtin` creates an INACTIVE override holding the built-in
+  template verbatim, to edit and activate later.
+- `PromptOverrideToolsMixin` adds both to the PromptOverride admin (URLs, views, the action).
+"""
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_POST
+
+from agents.codes import states_of
+from agents.context import InstanceInfo, SessionContext
+from agents.invoker import AgentInvoker, PreparedCall
+from agents.prompts import builtin_template
+from agents.sources import OverrideTemplate
+from agents.states import PROMPT_AGENTS, AgentName
+from prompts_admin.models import AGENT_CHOICES, PromptOverride
+
+SAMPLE_SESSION_ID = 0
+RECENT_SESSIONS = 30
+PREVIEW_VERSION = "preview"
+
+
+def prompt_override_start_from_builtin(*, agent: AgentName) -> PromptOverride:
+    """A new inactive override of `agent` holding its built-in template verbatim."""
+    return PromptOverride.objects.create(
+        agent=agent.value,
+        content=builtin_template(agent),
+        is_active=False,
+        note=gettext("Copy of the built-in prompt"),
+    )
+
+
+def sample_session(agent: AgentName) -> SessionContext:
+    """A synthetic session at the agent's first stage, filled from the active catalog."""
+    from conversations.models import Instance
+    from knowledge_base.models import Intent, Segment, Service
+
+    instance = Instance.objects.filter(is_active=True).order_by("pk").first()
+    info = (
+        InstanceInfo(
+            name=instance.name,
+            display_phone=instance.display_phone,
+            brand_context=instance.brand_context,
+            health_sensitive=instance.health_sensitive,
+        )
+        if instance is not None
+        else InstanceInfo(name="Instância de exemplo")
+    )
+    fields: dict[str, Any] = {
+        "session_id": SAMPLE_SESSION_ID,
+        "state": states_of(agent)[0],
+        "instance": info,
+        "customer_phone": "5511912345678",
+        "customer_name": "Cliente Exemplo",
+    }
+    if agent is not AgentName.TRIAGEM:
+        service = (
+            Service.objects.filter(is_active=True, segment__is_active=True)
+            .select_related("segment")
+            .order_by("segment__code", "code")
+            .first()
+        )
+        segment = service.segment.code if service is not None else ""
+        if not segment:
+            segment = (
+                Segment.objects.filter(is_active=True)
+                .order_by("code")
+                .values_list("code", flat=True)
+                .first()
+                or ""
+            )
+        intent = (
+            Intent.objects.filter(is_active=True).order_by("code").values_list("code", flat=True)
+        ).first() or ""
+        fields.update(segment=segment, intent=intent)
+        if agent is AgentName.COLETA and service is not None:
+            fields["service"] = service.code
+    return SessionContext(**fields)
+
+
+@dataclass(frozen=True, slots=True)
+class PromptPreview:
+    prepared: PreparedCall
+    session: SessionContext
+    # The chosen session was at another stage and is shown at the agent's first stage.
+    stage_changed: bool
+
+
+def prompt_preview(
+    *,
+    agent: AgentName,
+    content: str | None,
+    session_id: int | None,
+    invoker: AgentInvoker,
+) -> PromptPreview:
+    """What `agent` would be sent for a session (or the sample) with `content` as its template;
+    `content=None` previews the agent's effective prompt (active override or built-in)."""
+    stage_changed = False
+    if session_id is None:
+        context = sample_session(agent)
+    else:
+        from conversations.models import Session
+        from conversations.pipeline import session_context
+
+        session = Session.objects.select_related("instance").filter(pk=session_id).first()
+        if session is None:
+            raise Http404
+        context = session_context(session)
+        if context.state not in states_of(agent):
+            context = replace(context, state=states_of(agent)[0])
+            stage_changed = True
+    override = None if content is None else OverrideTemplate(content, PREVIEW_VERSION)
+    prepared = invoker.prepare(session=context, agent=agent, override=override)
+    return PromptPreview(prepared=prepared, session=context, stage_changed=stage_changed)
+
+
+def recent_sessions(limit: int = RECENT_SESSIONS) -> list[tuple[int, str]]:
+    """(id, label) of the most recently active sessions, for the preview's session select."""
+    from conversations.models import Session
+
+    rows = Session.objects.select_related("instance").order_by("-last_message_at", "-id")[:limit]
+    return [
+        (s.pk, f"#{s.pk} {s.customer_name or s.customer_phone} — {s.get_state_display()}")
+        for s in rows
+    ]
+
+
+class PromptOverrideToolsMixin:
+    """Preview pages, the start-from-built-in button and action for the PromptOverride admin."""
+
+    change_list_template = "admin/prompts_admin/promptoverride/change_list.html"
+    change_form_template = "admin/prompts_admin/promptoverride/change_form.html"
+    preview_template = "admin/prompts_admin/promptoverride/preview.html"
+
+    def get_urls(self) -> list[URLPattern]:
+        opts = self.model._meta  # type: ignore[attr-defined]
+        name = f"{opts.app_label}_{opts.model_name}"
+        wrap = self.admin_site.admin_view  # type: ignore[attr-defined]
+        tools = [
+            path(
+                "start-from-builtin/",
+                wrap(require_POST(self.start_from_builtin_view)),
+                name=f"{name}_start_from_builtin",
+            ),
+            path(
+                "preview/<str:agent>/",
+                wrap(self.agent_preview_view),
+                name=f"{name}_preview_agent",
+            ),
+            path(
+                "<path:object_id>/preview/",
+                wrap(self.preview_view),
+                name=f"{name}_preview",
+            ),
+        ]
+        # Before the admin's `<path:object_id>/` catch-all.
+        return [*tools, *super().get_urls()]  # type: ignore[misc]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        context = {"prompt_agents": AGENT_CHOICES, **(extra_context or {})}
+        return super().changelist_view(request, extra_context=context)  # type: ignore[misc]
+
+    @admin.action(description=_("Start from the built-in prompt"))
+    def start_from_builtin(self, request: HttpRequest, queryset: QuerySet) -> None:
+        agents = sorted(set(queryset.values_list("agent", flat=True)))
+        for agent in agents:
+            prompt_override_start_from_builtin(agent=AgentName(agent))
+        self.message_user(  # type: ignore[attr-defined]
+            request,
+            ngettext(
+                "Created %(count)d inactive override with the built-in prompt. "
+                "Review it, then activate it.",
+                "Created %(count)d inactive overrides with the built-in prompt. "
+                "Review them, then activate them.",
+                len(agents),
+            )
+            % {"count": len(agents)},
+            messages.SUCCESS,
+        )
+
+    def start_from_builtin_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_add_permission(request):  # type: ignore[attr-defined]
+            raise PermissionDenied
+        agent = _agent_or_404(request.POST.get("agent", ""))
+        override = prompt_override_start_from_builtin(agent=agent)
+        self.message_user(  # type: ignore[attr-defined]
+            request,
+            gettext(
+                "Created an inactive override with the built-in prompt. Edit it, then activate it."
+            ),
+            messages.SUCCESS,
+        )
+        opts = self.model._meta  # type: ignore[attr-defined]
+        return HttpResponseRedirect(
+            reverse(
+                f"admin:{opts.app_label}_{opts.model_name}_change",
+                args=[override.pk],
+                current_app=self.admin_site.name,  # type: ignore[attr-defined]
+            )
+        )
+
+    def preview_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        obj = self.get_object(request, unquote(object_id))  # type: ignore[attr-defined]
+        if obj is None:
+            raise Http404
+        if not self.has_view_or_change_permission(request, obj):  # type: ignore[attr-defined]
+            raise PermissionDenied
+        return self._render_preview(request, AgentName(obj.agent), obj.content, obj)
+
+    def agent_preview_view(self, request: HttpRequest, agent: str) -> HttpResponse:
+        if not self.has_view_or_change_permission(request):  # type: ignore[attr-defined]
+            raise PermissionDenied
+        return self._render_preview(request, _agent_or_404(agent), None, None)
+
+    def _render_preview(
+        self,
+        request: HttpRequest,
+        agent: AgentName,
+        content: str | None,
+        obj: PromptOverride | None,
+    ) -> HttpResponse:
+        from conversations.agent_sources import build_agent_invoker
+
+        # Session data is customer data: only staff who may read conversations pick one.
+        can_pick = request.user.has_perm("conversations.view_session")
+        session_id = _int_or_none(request.GET.get("session")) if can_pick else None
+        # The preview never calls the model; the client is built but not used.
+        preview = prompt_preview(
+            agent=agent, content=content, session_id=session_id, invoker=build_agent_invoker()
+        )
+        opts = self.model._meta  # type: ignore[attr-defined]
+        labels = dict(AGENT_CHOICES)
+        context = {
+            **self.admin_site.each_context(request),  # type: ignore[attr-defined]
+            "title": gettext("Final prompt preview: %(agent)s") % {"agent": labels[agent.value]},
+            "subtitle": None,
+            "opts": opts,
+            "app_label": opts.app_label,
+            "original": obj,
+            "agent_label": labels[agent.value],
+            "preview": preview,
+            "prepared": preview.prepared,
+            "sessions": recent_sessions() if can_pick else [],
+            "can_pick_session": can_pick,
+            "selected_session": session_id,
+        }
+        request.current_app = self.admin_site.name  # type: ignore[attr-defined]
+        return TemplateResponse(request, self.preview_template, context)
+
+
+def _agent_or_404(value: str) -> AgentName:
+    if value not in {agent.value for agent in PROMPT_AGENTS}:
+        raise Http404
+    return AgentName(value)
+
+
+def _int_or_none(value: str | None) -> int | None:
+    if value is None or not value.strip().isdigit():
+        return None
+    return int(value)

@@ -1,0 +1,266 @@
+"""The PromptOverride admin tools: the final-prompt preview and "start from the built-in prompt"."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.utils import timezone
+from model_bakery import baker
+
+from agents.prompts import builtin_template
+from agents.states import AgentName, SessionState
+from conversations.models import Direction, Instance, LLMCall, Message, Session
+from knowledge_base.models import Intent, KBPackage, Segment, Service
+from prompts_admin.models import PromptOverride
+from prompts_admin.preview import prompt_override_start_from_builtin
+
+pytestmark = pytest.mark.django_db
+BASE = "/admin/prompts_admin/promptoverride/"
+GUARDS = "# Regras fixas (valem acima de qualquer instrução anterior)"
+METADATA = "# Contexto desta conversa (gerado pelo sistema)"
+
+
+@pytest.fixture
+def admin_client() -> Client:
+    user = get_user_model().objects.create_superuser("root", "root@example.com", "x")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def catalog() -> None:
+    segment = Segment.objects.create(code="HUMANO", label="Saúde humana", health_sensitive=True)
+    Intent.objects.create(code="ORCAMENTO", label="Orçamento")
+    Service.objects.create(
+        code="TOXICOLOGICO",
+        label="Exame toxicológico",
+        segment=segment,
+        parameter_schema=[{"name": "finalidade", "label": "Finalidade", "required": True}],
+    )
+    KBPackage.objects.create(
+        package_id="PREPARO", title="Preparo", description="Preparo de exames", content="Jejum"
+    )
+
+
+def final_prompt(response) -> str:
+    return response.context["prepared"].instructions
+
+
+def test_preview_of_an_override_shows_it_rendered_with_metadata_and_guards_appended(
+    admin_client: Client, catalog: None
+) -> None:
+    override = PromptOverride.objects.create(
+        agent="qualificacao",
+        content="Sou {{ agent_name }}; prometa resposta em 5 minutos.",
+        is_active=False,
+    )
+
+    response = admin_client.get(f"{BASE}{override.pk}/preview/")
+
+    assert response.status_code == 200
+    prompt = final_prompt(response)
+    assert prompt.startswith("Sou Lia; prometa resposta em 5 minutos.\n\n" + METADATA)
+    assert prompt.index(METADATA) < prompt.index(GUARDS)
+    # The synthetic sample takes the active catalog: a health segment → health limits.
+    assert "- Segmento: HUMANO — Saúde humana." in prompt
+    assert "Limites de saúde" in prompt
+    assert "Nunca prometa prazo, data ou horário" in prompt
+    assert prompt.rstrip().endswith("estas regras ao cliente.")
+    assert response.context["prepared"].prompt_version == "preview"
+    assert response.context["prepared"].messages == ()
+    html = response.content.decode()
+    assert "Prévia do prompt final" in html
+    assert "Sou Lia; prometa resposta em 5 minutos." in html
+    # A preview never calls the model nor records a call.
+    assert LLMCall.objects.count() == 0
+
+
+def test_preview_with_a_real_session_includes_its_history_and_data(
+    admin_client: Client, catalog: None
+) -> None:
+    instance = baker.make(Instance, name="GoYou Saúde", health_sensitive=True)
+    session = baker.make(
+        Session,
+        instance=instance,
+        state=SessionState.DATA_COLLECT,
+        customer_phone="5511912345678",
+        customer_name="Joana",
+        segment="HUMANO",
+        intent="ORCAMENTO",
+        service="TOXICOLOGICO",
+        registration_data={"nome": "Joana Lima"},
+        last_message_at=timezone.now(),
+    )
+    start = timezone.now() - timedelta(minutes=5)
+    baker.make(
+        Message, session=session, direction=Direction.INBOUND, content="Oi", created_at=start
+    )
+    baker.make(
+        Message,
+        session=session,
+        direction=Direction.OUTBOUND,
+        content="Olá, Joana!",
+        created_at=start + timedelta(seconds=1),
+    )
+    override = PromptOverride.objects.create(
+        agent="coleta", content="Coleta de {{ customer_phone }}"
+    )
+
+    response = admin_client.get(f"{BASE}{override.pk}/preview/?session={session.pk}")
+
+    assert response.status_code == 200
+    prompt = final_prompt(response)
+    assert prompt.startswith("Coleta de +55 11 91234-5678")
+    assert "Dados já coletados:\n- nome: Joana Lima" in prompt
+    assert [(m.role, m.content) for m in response.context["prepared"].messages] == [
+        ("user", "Oi"),
+        ("assistant", "Olá, Joana!"),
+    ]
+    assert response.context["preview"].stage_changed is False
+    assert f'<option value="{session.pk}" selected>' in response.content.decode()
+
+
+def test_a_session_at_another_stage_is_previewed_at_the_agents_first_stage(
+    admin_client: Client, catalog: None
+) -> None:
+    session = baker.make(Session, state=SessionState.TRIAGE, last_message_at=timezone.now())
+    override = PromptOverride.objects.create(agent="coleta", content="Coleta")
+
+    response = admin_client.get(f"{BASE}{override.pk}/preview/?session={session.pk}")
+
+    assert response.context["preview"].stage_changed is True
+    assert "Códigos permitidos nesta etapa (coleta de dados):" in final_prompt(response)
+    assert "Esta conversa está em outra etapa" in response.content.decode()
+
+
+def test_staff_who_cannot_read_conversations_only_get_the_synthetic_sample(
+    catalog: None,
+) -> None:
+    user = get_user_model().objects.create_user("editor", "e@example.com", "x", is_staff=True)
+    user.user_permissions.add(
+        Permission.objects.get(codename="view_promptoverride"),
+        Permission.objects.get(codename="change_promptoverride"),
+    )
+    client = Client()
+    client.force_login(user)
+    session = baker.make(
+        Session, state=SessionState.TRIAGE, customer_name="Segredo", last_message_at=timezone.now()
+    )
+    override = PromptOverride.objects.create(agent="triagem", content="Oi")
+
+    response = client.get(f"{BASE}{override.pk}/preview/?session={session.pk}")
+
+    assert response.status_code == 200
+    assert response.context["sessions"] == []
+    assert "Segredo" not in final_prompt(response)
+    assert "Cliente Exemplo" in final_prompt(response)
+
+
+def test_preview_needs_a_permission_on_overrides() -> None:
+    user = get_user_model().objects.create_user("staff", "s@example.com", "x", is_staff=True)
+    client = Client()
+    client.force_login(user)
+    override = PromptOverride.objects.create(agent="triagem", content="Oi")
+
+    assert client.get(f"{BASE}{override.pk}/preview/").status_code == 403
+    assert client.get(f"{BASE}preview/triagem/").status_code == 403
+
+
+@pytest.mark.parametrize("agent", ["triagem", "qualificacao", "coleta"])
+def test_agent_preview_shows_the_builtin_prompt_without_an_active_override(
+    admin_client: Client, catalog: None, agent: str
+) -> None:
+    response = admin_client.get(f"{BASE}preview/{agent}/")
+
+    assert response.status_code == 200
+    assert response.context["prepared"].prompt_version == "builtin"
+    assert final_prompt(response).startswith("Você é Lia, assistente virtual da empresa")
+
+
+def test_agent_preview_shows_the_active_override(admin_client: Client, catalog: None) -> None:
+    PromptOverride.objects.create(
+        agent="triagem", content="Ativo: {{ company_name }}", is_active=True
+    )
+
+    response = admin_client.get(f"{BASE}preview/triagem/")
+
+    assert final_prompt(response).startswith("Ativo: Laboratório Exemplo\n\n")
+    assert response.context["prepared"].prompt_version.startswith("override:")
+
+
+def test_agent_preview_of_an_unknown_agent_is_404(admin_client: Client) -> None:
+    assert admin_client.get(f"{BASE}preview/summary/").status_code == 404
+
+
+def test_start_from_builtin_creates_an_inactive_copy_and_opens_it(admin_client: Client) -> None:
+    PromptOverride.objects.create(agent="triagem", content="em uso", is_active=True)
+
+    response = admin_client.post(f"{BASE}start-from-builtin/", {"agent": "triagem"})
+
+    draft = PromptOverride.objects.exclude(content="em uso").get()
+    assert response.status_code == 302
+    assert response["Location"] == f"{BASE}{draft.pk}/change/"
+    assert (draft.agent, draft.is_active, draft.note) == (
+        "triagem",
+        False,
+        "Cópia do prompt padrão",
+    )
+    assert draft.content == builtin_template(AgentName.TRIAGEM)
+    assert PromptOverride.objects.get(content="em uso").is_active is True
+
+
+def test_start_from_builtin_needs_post_and_a_prompt_agent(admin_client: Client) -> None:
+    assert admin_client.get(f"{BASE}start-from-builtin/?agent=triagem").status_code == 405
+    assert admin_client.post(f"{BASE}start-from-builtin/", {"agent": "summary"}).status_code == 404
+    assert PromptOverride.objects.count() == 0
+
+
+def test_start_from_builtin_needs_the_add_permission() -> None:
+    user = get_user_model().objects.create_user("viewer", "v@example.com", "x", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_promptoverride"))
+    client = Client()
+    client.force_login(user)
+
+    response = client.post(f"{BASE}start-from-builtin/", {"agent": "coleta"})
+
+    assert response.status_code == 403
+    assert PromptOverride.objects.count() == 0
+
+
+def test_the_admin_action_starts_one_draft_per_selected_agent(admin_client: Client) -> None:
+    a = PromptOverride.objects.create(agent="coleta", content="a")
+    b = PromptOverride.objects.create(agent="coleta", content="b")
+    c = PromptOverride.objects.create(agent="triagem", content="c")
+
+    response = admin_client.post(
+        BASE,
+        {"action": "start_from_builtin", "_selected_action": [a.pk, b.pk, c.pk]},
+        follow=True,
+    )
+
+    assert response.status_code == 200
+    drafts = PromptOverride.objects.filter(note="Cópia do prompt padrão").order_by("agent")
+    assert [(d.agent, d.is_active) for d in drafts] == [("coleta", False), ("triagem", False)]
+    assert drafts[0].content == builtin_template(AgentName.COLETA)
+    assert "2 overrides inativos criados com o prompt padrão." in response.content.decode()
+
+
+def test_the_built_in_copy_fits_the_override_length_limit() -> None:
+    for agent in (AgentName.TRIAGEM, AgentName.QUALIFICACAO, AgentName.COLETA):
+        draft = prompt_override_start_from_builtin(agent=agent)
+        draft.full_clean()
+
+
+def test_change_list_and_change_form_link_to_the_tools(admin_client: Client) -> None:
+    override = PromptOverride.objects.create(agent="triagem", content="Oi")
+
+    listing = admin_client.get(BASE).content.decode()
+    form = admin_client.get(f"{BASE}{override.pk}/change/").content.decode()
+
+    assert 'action="/admin/prompts_admin/promptoverride/start-from-builtin/"' in listing
+    assert 'name="agent" value="qualificacao"' in listing
+    assert 'href="/admin/prompts_admin/promptoverride/preview/coleta/"' in listing
+    assert f'href="/admin/prompts_admin/promptoverride/{override.pk}/preview/"' in form
