@@ -1,7 +1,9 @@
 """The built-in prompts: real templates, examples generated from the code table."""
 
+import ast
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +22,7 @@ from agents.prompts.variables import sample_variables, variable_names
 from agents.states import PROMPT_AGENTS, AgentName, HandoffMotive
 from agents.templating import render_prompt_template, validate_prompt_template
 
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {
     AgentName.TRIAGEM: triagem.EXAMPLES,
     AgentName.QUALIFICACAO: qualificacao.EXAMPLES,
@@ -151,3 +154,27 @@ def test_coleta_examples_name_the_stage_of_each_code() -> None:
     assert "### Código 4 (etapa: coleta de dados): " in text
     assert "### Código 5 (etapa: confirmação): " in text
     assert "### Código 1 (etapa: coleta de dados ou confirmação): " in text
+
+
+PURE_MODULES = [
+    "agents/business_hours.py",
+    "agents/guards.py",
+    "agents/history.py",
+    "agents/sources.py",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "agents" / "prompts").glob("*.py")),
+]
+
+
+@pytest.mark.parametrize("path", PURE_MODULES)
+def test_the_prompt_core_does_not_import_django(path: str) -> None:
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    } | {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+
+    assert (
+        sorted(name for name in imported if name.split(".")[0] in {"django", "conversations"}) == []
+    )
