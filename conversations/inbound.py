@@ -8,9 +8,13 @@ A failure inside the savepoint rolls the events back, keeps the raw body and mar
 one commit per delivery is the floor of a durable webhook (DESIGN.md §11).
 
 Duplicates are settled by the database, not by reads: ``Message.wa_message_id`` and
-``DeliveryStatusEvent (wa_message_id, status)`` are unique, every insert runs in its own
-savepoint, and a conflict means "already received". Twenty concurrent deliveries of one wamid
-make one row and enqueue one turn.
+``DeliveryStatusEvent (wa_message_id, status)`` are unique, rows are inserted with
+``ON CONFLICT DO NOTHING``, and a conflict means "already received". Twenty concurrent deliveries
+of one wamid make one row and enqueue one turn.
+
+The common case — a known customer writes again — costs five statements: savepoint, one
+``UPDATE ... RETURNING`` that finds the open session and moves its times, the message insert,
+release, the delivery insert; then one commit and the enqueue.
 
 Sessions (the rule this module owns):
 
@@ -51,11 +55,12 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, models, transaction
 from django.db.models import F, Q
+from django.db.models.constants import OnConflict
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
@@ -87,6 +92,7 @@ from prompts_admin.models import RuntimeConfig
 logger = logging.getLogger(__name__)
 
 EnqueueFn = Callable[[int], None]
+M = TypeVar("M", bound=models.Model)
 
 # SYSTEM events written by the channel (message_type), read by the transcript.
 EVENT_SESSION_CLOSED = "session_closed"
@@ -98,6 +104,16 @@ STAFF_TAKEOVER_TEXT = "Atendimento assumido pela equipe pelo app WhatsApp Busine
 _NAME_CHARS = 200
 _TITLE_CHARS = 255
 _ERROR_CHARS = 2_000
+# What the channel reads of a session (the rest, JSON data included, is the pipeline's).
+_SESSION_FIELDS = (
+    "instance_id",
+    "state",
+    "customer_phone",
+    "customer_user_id",
+    "customer_name",
+    "created_at",
+    "last_message_at",
+)
 _STORED_HEADERS = ("Content-Type", "Content-Length", "User-Agent", "X-Hub-Signature-256")
 
 
@@ -216,27 +232,24 @@ class _Applier:
     enqueue_turn: EnqueueFn
     enqueue_send: EnqueueFn
     now: datetime = field(default_factory=timezone.now)
-    instances: dict[str, Instance] = field(default_factory=dict)
-    sessions: dict[tuple[int, str, str], Session] = field(default_factory=dict)
+    # phone_number_id -> id of its active Instance (None: unknown), resolved when first needed:
+    # on the common path the session lookup joins the instance and no query is spent on it.
+    instance_ids: dict[str, int | None] = field(default_factory=dict)
+    sessions: dict[tuple[str, str, str], Session] = field(default_factory=dict)
+    routed: bool = False
     turns: list[int] = field(default_factory=list)
     sends: list[int] = field(default_factory=list)
     answered_media: set[int] = field(default_factory=set)
     # Latest WhatsApp time per session: of any message, and of the customer's messages.
     touched: dict[int, datetime] = field(default_factory=dict)
     touched_inbound: dict[int, datetime] = field(default_factory=dict)
+    # ... and what the database already has (written by `_touch_open_session`).
+    stored_times: dict[int, datetime] = field(default_factory=dict)
+    stored_inbound_times: dict[int, datetime] = field(default_factory=dict)
     messages_count: int = 0
     statuses_count: int = 0
 
     def apply(self, payload: WebhookPayload) -> _Result:
-        if payload.phone_number_ids:
-            self.instances = {
-                instance.phone_number_id: instance
-                for instance in Instance.objects.filter(
-                    phone_number_id__in=payload.phone_number_ids, is_active=True
-                )
-            }
-        for unknown in sorted(payload.phone_number_ids - self.instances.keys()):
-            logger.warning("whatsapp_unknown_phone_number_id", extra={"phone_number_id": unknown})
         for ignored in payload.ignored_changes:
             logger.info("whatsapp_change_ignored", extra={"field": ignored})
         for change_errors in payload.errors:
@@ -250,37 +263,53 @@ class _Applier:
                         "details": error.details,
                     },
                 )
-        routed = [m for m in payload.messages if m.phone_number_id in self.instances]
-        echoes = [e for e in payload.echoes if e.phone_number_id in self.instances]
-        statuses = [s for s in payload.statuses if s.phone_number_id in self.instances]
-        known = self._known_wamids([m.wamid for m in routed] + [e.wamid for e in echoes])
-        for message in sorted(routed, key=lambda m: m.timestamp):
-            if message.wamid not in known:
-                self._receive_message(message)
-        for echo in sorted(echoes, key=lambda e: e.timestamp):
-            if echo.wamid not in known:
-                self._receive_echo(echo)
-        self._apply_statuses(statuses)
+        for message in sorted(payload.messages, key=lambda m: m.timestamp):
+            self._receive_message(message)
+        for echo in sorted(payload.echoes, key=lambda e: e.timestamp):
+            self._receive_echo(echo)
+        self._apply_statuses(
+            [s for s in payload.statuses if self._instance_id(s.phone_number_id) is not None]
+        )
         self._touch_sessions()
         self._enqueue_after_commit()
-        handled = bool(routed or echoes or statuses)
         return _Result(
-            WebhookOutcome.PROCESSED if handled else WebhookOutcome.IGNORED,
+            WebhookOutcome.PROCESSED if self.routed else WebhookOutcome.IGNORED,
             messages_count=self.messages_count,
             statuses_count=self.statuses_count,
         )
 
+    def _instance_id(self, phone_number_id: str) -> int | None:
+        """The active instance of a number; an unknown or inactive one is logged once."""
+        if phone_number_id not in self.instance_ids:
+            found = (
+                Instance.objects.filter(phone_number_id=phone_number_id, is_active=True)
+                .values_list("id", flat=True)
+                .first()
+            )
+            self.instance_ids[phone_number_id] = found
+            if found is None:
+                logger.warning(
+                    "whatsapp_unknown_phone_number_id", extra={"phone_number_id": phone_number_id}
+                )
+        instance_id = self.instance_ids[phone_number_id]
+        self.routed = self.routed or instance_id is not None
+        return instance_id
+
     # --- messages ---
 
     def _receive_message(self, message: InboundMessage) -> None:
-        instance = self.instances[message.phone_number_id]
         if message.kind is InboundKind.IDENTITY_CHANGE:
-            self._change_identity(instance, message)
+            self._change_identity(message)
             return
-        session = self._session(instance, message.customer, message.timestamp)
+        session = self._session(
+            message.phone_number_id, message.customer, message.timestamp, inbound=True
+        )
+        if session is None:
+            return  # not one of our numbers
         in_bot_state = session.state in BOT_STATES
         pending_text = message.kind is InboundKind.TEXT and in_bot_state
-        stored = _insert_message(
+        stored = _insert_once(
+            Message,
             session=session,
             direction=Direction.INBOUND,
             message_type=message.message_type,
@@ -303,7 +332,7 @@ class _Applier:
             and session.pk not in self.answered_media
         ):
             self._answer_unsupported_media(session)
-        logger.info(
+        logger.debug(
             "whatsapp_message_received",
             extra={
                 "message_id": stored.pk,
@@ -327,16 +356,21 @@ class _Applier:
         self.sends.append(reply.pk)
         self._touch(session, self.now, inbound=False)
 
-    def _change_identity(self, instance: Instance, message: InboundMessage) -> None:
+    def _change_identity(self, message: InboundMessage) -> None:
         change = message.identity_change
-        session = _find_open_session(instance, message.customer)
+        session = _find_open_session(message.phone_number_id, message.customer)
+        if session is not None:
+            self._known(message.phone_number_id, session)
+        elif self._instance_id(message.phone_number_id) is None:
+            return
         if change is None or session is None:
             logger.warning(
                 "whatsapp_identity_change_without_session",
-                extra={"wamid": message.wamid, "instance_id": instance.pk},
+                extra={"wamid": message.wamid, "phone_number_id": message.phone_number_id},
             )
             return
-        stored = _insert_message(
+        stored = _insert_once(
+            Message,
             session=session,
             direction=Direction.SYSTEM,
             message_type=EVENT_IDENTITY_CHANGED,
@@ -363,13 +397,16 @@ class _Applier:
         )
 
     def _receive_echo(self, echo: Echo) -> None:
-        instance = self.instances[echo.phone_number_id]
         if echo.message_type in ("revoke", "edit"):
             # Staff deleted or edited a message in the app: nothing new to log or to answer.
+            self._instance_id(echo.phone_number_id)
             logger.info("whatsapp_echo_ignored", extra={"wamid": echo.wamid})
             return
-        session = self._session(instance, echo.customer, echo.timestamp)
-        stored = _insert_message(
+        session = self._session(echo.phone_number_id, echo.customer, echo.timestamp, inbound=False)
+        if session is None:
+            return
+        stored = _insert_once(
+            Message,
             session=session,
             direction=Direction.OUTBOUND,
             message_type=echo.message_type,
@@ -436,19 +473,18 @@ class _Applier:
         error = status.errors[0] if status.errors else None
         code = error.code if error else None
         title = error.title[:_TITLE_CHARS] if error else ""
-        try:
-            with transaction.atomic():
-                DeliveryStatusEvent.objects.create(
-                    wa_message_id=status.wamid,
-                    status=status.status,
-                    message_id=message_id,
-                    wa_timestamp=status.timestamp,
-                    error_code=code,
-                    error_title=title,
-                    error_details=error.details if error else "",
-                    created_at=self.now,
-                )
-        except IntegrityError:
+        event = _insert_once(
+            DeliveryStatusEvent,
+            wa_message_id=status.wamid,
+            status=status.status,
+            message_id=message_id,
+            wa_timestamp=status.timestamp,
+            error_code=code,
+            error_title=title,
+            error_details=error.details if error else "",
+            created_at=self.now,
+        )
+        if event is None:
             return  # this (wamid, status) was applied already
         self.statuses_count += 1
         log = {"wamid": status.wamid, "status": status.status, "message_id": message_id}
@@ -468,20 +504,42 @@ class _Applier:
 
     # --- sessions ---
 
-    def _session(self, instance: Instance, customer: Customer, at: datetime) -> Session:
-        key = (instance.pk, customer.phone, customer.user_id)
+    def _session(
+        self, phone_number_id: str, customer: Customer, at: datetime, *, inbound: bool
+    ) -> Session | None:
+        """The customer's open session on that number (see the module docstring); None when the
+        number is not an active instance."""
+        key = (phone_number_id, customer.phone, customer.user_id)
         session = self.sessions.get(key)
         if session is None:
-            session = _find_open_session(instance, customer)
+            session = _touch_open_session(phone_number_id, customer, at, inbound=inbound)
             if session is not None:
+                # The common case, done in one statement: found, not idle, times moved forward.
+                self._known(phone_number_id, session)
+                self.stored_times[session.pk] = at
+                if inbound:
+                    self.stored_inbound_times[session.pk] = at
+                _fill_identity(session, customer)
+                self.sessions[key] = session
+                return session
+            session = _find_open_session(phone_number_id, customer)
+            if session is not None:
+                self._known(phone_number_id, session)
                 _fill_identity(session, customer)
         if session is not None and _is_idle(session, at):
             self._close_idle(session)
             session = None
         if session is None:
-            session = _open_session(instance, customer, self.now)
+            instance_id = self._instance_id(phone_number_id)
+            if instance_id is None:
+                return None
+            session = _open_session(instance_id, phone_number_id, customer, self.now)
         self.sessions[key] = session
         return session
+
+    def _known(self, phone_number_id: str, session: Session) -> None:
+        self.instance_ids[phone_number_id] = session.instance_id
+        self.routed = True
 
     def _forget_cached(self, session: Session) -> None:
         for key in [key for key, cached in self.sessions.items() if cached.pk == session.pk]:
@@ -507,14 +565,19 @@ class _Applier:
         self._forget_cached(session)
 
     def _touch(self, session: Session, at: datetime, *, inbound: bool) -> None:
-        self.touched[session.pk] = max(at, self.touched.get(session.pk, at))
-        if inbound:
+        stored = self.stored_times.get(session.pk)
+        if stored is None or at > stored:
+            self.touched[session.pk] = max(at, self.touched.get(session.pk, at))
+        stored_inbound = self.stored_inbound_times.get(session.pk)
+        if inbound and (stored_inbound is None or at > stored_inbound):
             self.touched_inbound[session.pk] = max(at, self.touched_inbound.get(session.pk, at))
         # Later events of this delivery judge idleness against the newest time.
         if session.last_message_at is None or at > session.last_message_at:
             session.last_message_at = at
 
     def _touch_sessions(self) -> None:
+        for session_id in self.touched_inbound.keys() - self.touched.keys():
+            self.touched[session_id] = self.stored_times[session_id]
         for session_id, at in self.touched.items():
             changes: dict[str, Any] = {
                 "last_message_at": Greatest(Coalesce(F("last_message_at"), at), at)
@@ -534,31 +597,114 @@ class _Applier:
         for message_id in self.sends:
             transaction.on_commit(lambda mid=message_id: self.enqueue_send(mid), robust=True)
 
-    def _known_wamids(self, wamids: list[str]) -> set[str]:
-        if not wamids:
-            return set()
-        return set(
-            Message.objects.filter(wa_message_id__in=wamids).values_list("wa_message_id", flat=True)
-        )
 
+def _insert_once(model: type[M], **values: Any) -> M | None:
+    """Insert a row unless it conflicts with a unique constraint; None when it did.
 
-def _insert_message(**fields: Any) -> Message | None:
-    """Insert a message once: None when its wamid is stored already (now or concurrently)."""
-    try:
-        with transaction.atomic():
-            return Message.objects.create(**fields)
-    except IntegrityError:
+    ``INSERT ... ON CONFLICT DO NOTHING RETURNING id``: one round trip, no savepoint, and the
+    database settles the race — a concurrent insert of the same wamid waits for the first
+    transaction and then does nothing. (`QuerySet._insert` is the API `bulk_create` uses; the
+    public `bulk_create(ignore_conflicts=True)` cannot say whether the row was inserted.)
+    """
+    row = model(**values)
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key and not f.generated]
+    returned = model._default_manager.get_queryset()._insert(
+        [row],
+        fields=fields,
+        returning_fields=[model._meta.pk],
+        on_conflict=OnConflict.IGNORE,
+    )
+    if not returned or returned[0] is None:  # one row asked: [None] when it conflicted
         return None
+    row.pk = returned[0][0]
+    row._state.adding = False
+    return row
 
 
-def _find_open_session(instance: Instance, customer: Customer) -> Session | None:
+# In the model's field order: `Model.from_db` maps a partial row by that order.
+_TOUCH_RETURNS = tuple(
+    f.attname
+    for f in Session._meta.concrete_fields
+    if f.attname
+    in {"id", "instance_id", "state", "customer_phone", "customer_user_id", "customer_name"}
+)
+
+
+def _touch_open_session(
+    phone_number_id: str, customer: Customer, at: datetime, *, inbound: bool
+) -> Session | None:
+    """Find the customer's open, not idle session on that number and move its times forward to
+    `at`, in one ``UPDATE ... RETURNING`` per identifier (user id first, then phone).
+
+    The webhook's hot path: the ORM needs a SELECT, then an UPDATE, and spends more CPU building
+    them than the database spends running them. None when there is no such session (new
+    customer, idle session, unknown number): the caller then takes the ORM path.
+    """
+    connection = connections[Session.objects.db]
+    quote = connection.ops.quote_name
+
+    def column(name: str) -> str:
+        return quote(Session._meta.get_field(name).column)
+
+    def instance_column(name: str) -> str:
+        return quote(Instance._meta.get_field(name).column)
+
+    moment = connection.ops.adapt_datetimefield_value(at)
+    idle_since = connection.ops.adapt_datetimefield_value(
+        at - timedelta(hours=settings.SESSION_IDLE_HOURS)
+    )
+    moved = [column("last_message_at")] + ([column("last_inbound_at")] if inbound else [])
+    assignments = ", ".join(
+        f"{name} = CASE WHEN {name} IS NULL OR {name} < %s THEN %s ELSE {name} END"
+        for name in moved
+    )
+    identifiers = [("customer_user_id", customer.user_id), ("customer_phone", customer.phone)]
+    for field_name, value in identifiers:
+        if not value:
+            continue
+        sql = (
+            f"UPDATE {quote(Session._meta.db_table)} SET {assignments} "
+            f"WHERE {column('id')} = ("
+            f"SELECT s.{column('id')} FROM {quote(Session._meta.db_table)} s "
+            f"JOIN {quote(Instance._meta.db_table)} i "
+            f"ON i.{instance_column('id')} = s.{column('instance')} "
+            f"WHERE i.{instance_column('phone_number_id')} = %s "
+            f"AND i.{instance_column('is_active')} = %s "
+            f"AND s.{column(field_name)} = %s AND s.{column('state')} <> %s "
+            f"AND COALESCE(s.{column('last_message_at')}, s.{column('created_at')}) >= %s "
+            "LIMIT 1) "
+            f"RETURNING {', '.join(column(name) for name in _TOUCH_RETURNS)}"
+        )
+        params = [moment, moment] * len(moved) + [
+            phone_number_id,
+            True,
+            value,
+            SessionState.CLOSED.value,
+            idle_since,
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        if row is not None:
+            session = Session.from_db(connection.alias, list(_TOUCH_RETURNS), row)
+            session.last_message_at = at  # what later events of this delivery compare with
+            return session
+    return None
+
+
+def _find_open_session(phone_number_id: str, customer: Customer) -> Session | None:
     match = Q()
     if customer.user_id:
         match |= Q(customer_user_id=customer.user_id)
     if customer.phone:
         match |= Q(customer_phone=customer.phone)
     candidates = list(
-        Session.objects.filter(match, instance=instance).exclude(state=SessionState.CLOSED)
+        Session.objects.filter(
+            match, instance__phone_number_id=phone_number_id, instance__is_active=True
+        )
+        .exclude(state=SessionState.CLOSED)
+        .only(*_SESSION_FIELDS)
+        .order_by()  # at most two rows; the model's default ordering would only cost a sort
     )
     # The user id names the customer more precisely than a phone that may have changed hands.
     for session in candidates:
@@ -567,11 +713,13 @@ def _find_open_session(instance: Instance, customer: Customer) -> Session | None
     return candidates[0] if candidates else None
 
 
-def _open_session(instance: Instance, customer: Customer, now: datetime) -> Session:
+def _open_session(
+    instance_id: int, phone_number_id: str, customer: Customer, now: datetime
+) -> Session:
     try:
         with transaction.atomic():
             return Session.objects.create(
-                instance=instance,
+                instance_id=instance_id,
                 customer_phone=customer.phone,
                 customer_user_id=customer.user_id,
                 customer_name=customer.name[:_NAME_CHARS],
@@ -580,7 +728,7 @@ def _open_session(instance: Instance, customer: Customer, now: datetime) -> Sess
     except IntegrityError:
         # Another delivery opened this customer's session first (one open session per phone and
         # per user id); ours waited for its commit, so it is visible now.
-        session = _find_open_session(instance, customer)
+        session = _find_open_session(phone_number_id, customer)
         if session is None:
             raise
         _fill_identity(session, customer)
