@@ -143,7 +143,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # time limit, or a task that is still running would be delivered to a second worker.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 4}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
+CELERY_BEAT_SCHEDULE: dict[str, dict] = {
+    # A turn whose worker died leaves an expired lease and pending messages: answer them.
+    "requeue-expired-leases": {
+        "task": "conversations.requeue_expired_leases",
+        "schedule": 60.0,
+    },
+}
 
 # --- LLM (OpenAI Responses API or any compatible server) ---
 OPENAI_API_KEY = env.str("OPENAI_API_KEY", default="")

@@ -1,0 +1,239 @@
+"""End to end with a REAL Celery worker on Redis and PostgreSQL: the task is sent through the
+broker, the worker runs the pipeline against the fake OpenAI server and sends the answer to the
+fake Graph API — and, with a short soft time limit, a model that is too slow ends in a handoff.
+
+The worker gets a Redis database of its own (so no other test's worker takes these tasks) and the
+test database of this run; both fakes are real HTTP servers on 127.0.0.1.
+"""
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import pytest
+import redis
+from celery import Celery
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+from kombu import Connection, Exchange, Queue
+from model_bakery import baker
+from pytest_httpserver import HTTPServer
+
+from conversations.models import Direction, HandoffSummary, Instance, LLMCall, Message, Session
+from prompts_admin.models import RuntimeConfig
+from tests.fakes.graph_server import FakeGraphAPI
+from tests.fakes.openai_server import FakeOpenAIServer
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+]
+BASE_DIR = Path(__file__).resolve().parents[2]
+# A Redis database index used only by this module's workers.
+WORKER_REDIS_DB = 13
+SOFT_TIME_LIMIT = 3
+CUSTOMER_PHONE = "5511966665555"
+
+
+def _broker_url() -> str:
+    base = settings.CELERY_INTEGRATION_BROKER_URL.rstrip("/")
+    root, _, last = base.rpartition("/")
+    host = root if last.isdigit() else base
+    return f"{host}/{WORKER_REDIS_DB}"
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return (
+        f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
+        f"/{db['NAME']}"
+    )
+
+
+@pytest.fixture
+def fake_graph(httpserver: HTTPServer) -> FakeGraphAPI:
+    return FakeGraphAPI(httpserver)
+
+
+class BrokerClient:
+    """Sends tasks to the worker's broker.
+
+    Celery prefers the CELERY_BROKER_URL environment variable to any `broker=` argument, so the
+    connection is given explicitly; the default queue is declared first, so a task sent before
+    the worker has started waits for it instead of being dropped.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.app = Celery(set_as_current=False)
+
+    def send(self, task: str, *args: Any) -> None:
+        with Connection(self.url) as connection:
+            Queue("celery", Exchange("celery", type="direct"), routing_key="celery").bind(
+                connection
+            ).declare()
+            self.app.send_task(task, args=list(args), connection=connection)
+
+
+@pytest.fixture
+def worker(
+    fake_openai: FakeOpenAIServer, fake_graph: FakeGraphAPI, tmp_path: Path
+) -> Iterator[BrokerClient]:
+    """A prefork worker (time limits need prefork) of the real app; yields a client app."""
+    broker = _broker_url()
+    redis.Redis.from_url(broker).flushdb()
+    log = tmp_path / "worker.log"
+    hostname = f"pipeline-test-{uuid4().hex[:8]}@localhost"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "ENV_FILE": "/nonexistent/.env",
+        "DEBUG": "False",
+        "SECRET_KEY": "worker-test-secret",
+        "WHATSAPP_APP_SECRET": "worker-test-app-secret",
+        "DATABASE_URL": _database_url(),
+        "DB_CONN_MAX_AGE": "0",
+        "CELERY_BROKER_URL": broker,
+        "OPENAI_BASE_URL": fake_openai.base_url,
+        "OPENAI_API_KEY": "test-openai-key",
+        "LLM_TIMEOUT_SECONDS": "10",
+        "LLM_RETRY_MAX": "0",
+        "WHATSAPP_API_BASE_URL": fake_graph.base_url,
+        "WHATSAPP_ACCESS_TOKEN": "test-access-token",
+        "CELERY_TASK_SOFT_TIME_LIMIT": str(SOFT_TIME_LIMIT),
+        "CELERY_TASK_TIME_LIMIT": str(SOFT_TIME_LIMIT + 5),
+    }
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--concurrency=1",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel=INFO",
+                f"--hostname={hostname}",
+            ],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield BrokerClient(broker)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+        redis.Redis.from_url(broker).flushdb()
+
+
+def _wait_for(condition: Callable[[], Any], *, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _session_with_message(text: str) -> tuple[Session, Message]:
+    instance = baker.make(
+        Instance, phone_number_id="100000000000001", name="Laboratório Demo", access_token=""
+    )
+    session = Session.objects.create(instance=instance, customer_phone=CUSTOMER_PHONE)
+    message = Message.objects.create(
+        session=session,
+        direction=Direction.INBOUND,
+        content=text,
+        wa_message_id=f"wamid.IN{uuid4().hex[:12]}",
+        wa_timestamp=timezone.now(),
+    )
+    return session, message
+
+
+def test_a_real_worker_answers_through_the_model_and_the_graph_api(
+    worker: BrokerClient, fake_openai: FakeOpenAIServer, fake_graph: FakeGraphAPI
+) -> None:
+    session, message = _session_with_message("Oi, bom dia!")
+    fake_openai.queue_text('{"s":1}Olá! Sou a **Lia**. Como posso ajudar?')
+
+    worker.send("conversations.process_session", session.pk)
+
+    # The worker may still be starting: the task waits in the queue.
+    _wait_for(lambda: fake_graph.sends, timeout=60, what="the answer at the Graph API")
+    [send] = fake_graph.sends
+    assert send.json == {
+        "messaging_product": "whatsapp",
+        "recipient_type": "individual",
+        "to": CUSTOMER_PHONE,
+        "type": "text",
+        "text": {"body": "Olá! Sou a *Lia*. Como posso ajudar?"},
+    }
+    assert [r.json["message_id"] for r in fake_graph.reads] == [message.wa_message_id]
+    assert fake_openai.request_count == 1
+    reply = _wait_for(
+        lambda: Message.objects.filter(
+            session=session, direction=Direction.OUTBOUND, delivery_status="sent"
+        ).first(),
+        timeout=10,
+        what="the sent status",
+    )
+    assert reply.wa_message_id == "wamid.FAKE0001"
+    message.refresh_from_db()
+    assert message.processed_at is not None
+    assert list(LLMCall.objects.values_list("purpose", "outcome")) == [("agent", "ok")]
+    session.refresh_from_db()
+    assert (session.state, session.lease_token) == ("TRIAGE", None)
+
+
+def test_the_soft_time_limit_ends_a_slow_turn_in_a_timeout_handoff(
+    worker: BrokerClient, fake_openai: FakeOpenAIServer, fake_graph: FakeGraphAPI
+) -> None:
+    session, message = _session_with_message("Oi")
+    # Slower than the soft time limit, faster than the client's read timeout (10 s).
+    fake_openai.queue_text('{"s":1}tarde demais', delay=SOFT_TIME_LIMIT + 2)
+    fake_openai.queue_text('{"motivo_encerramento":"tempo esgotado","resumo_texto":"Oi."}')
+
+    worker.send("conversations.process_session", session.pk)
+
+    _wait_for(lambda: fake_graph.sends, timeout=60, what="the handoff text at the Graph API")
+    session.refresh_from_db()
+    assert (session.state, session.handoff_reason, session.handoff_detail) == (
+        "HUMAN",
+        "llm_timeout",
+        "task time limit exceeded",
+    )
+    assert session.lease_token is None
+    config = RuntimeConfig.load()
+    # Only the fixed text is sent (in or out of business hours, whenever the test runs).
+    assert [s.json["text"]["body"] for s in fake_graph.sends] in (
+        [config.handoff_message_open],
+        [config.handoff_message_closed],
+    )
+    message.refresh_from_db()
+    assert message.processed_at is not None
+    summary = _wait_for(
+        lambda: HandoffSummary.objects.filter(session=session).first(),
+        timeout=20,
+        what="the handoff summary",
+    )
+    assert (summary.closing_reason, summary.summary_text) == ("tempo esgotado", "Oi.")
