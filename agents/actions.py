@@ -239,11 +239,9 @@ def _is_blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
-def _code_value(value: Any) -> str | None:
-    """A catalog code as the model may write it (case and spaces tolerated), or None."""
-    if not isinstance(value, str):
-        return None
-    return value.strip().upper()
+def _code_value(value: Any) -> str:
+    """A catalog code as the model may write it (case and spaces tolerated); "" if not text."""
+    return value.strip().upper() if isinstance(value, str) else ""
 
 
 def _triagem_data(draft: _Draft) -> None:
@@ -292,7 +290,7 @@ def _qualificacao_data(draft: _Draft) -> None:
     payload = draft.parsed.json_part
     if "servico" in payload and not _is_blank(payload["servico"]):
         code = _code_value(payload["servico"])
-        service = draft.catalog.services.get(code or "")
+        service = draft.catalog.services.get(code)
         if service is None:
             draft.rejected["servico"] = InvalidValue(
                 payload["servico"], "serviço inexistente ou inativo"
@@ -353,9 +351,9 @@ def _coleta_data(draft: _Draft) -> None:
     draft.registration_extras.update(result.extras)
     for name, invalid in result.invalid.items():
         draft.rejected[f"cadastro.{name}"] = invalid
-    name = result.data.get("nome")
-    if name:
-        draft.customer_name = name
+    full_name = result.data.get("nome")
+    if full_name:
+        draft.customer_name = full_name
 
 
 _AGENT_DATA: dict[AgentName, Callable[[_Draft], None]] = {
@@ -446,7 +444,7 @@ def _ask_confirmation(draft: _Draft) -> None:
 def _handoff(draft: _Draft) -> None:
     value = draft.parsed.json_part.get("motivo")
     try:
-        draft.motive = HandoffMotive(value.strip().lower() if isinstance(value, str) else value)
+        draft.motive = HandoffMotive(value.strip().lower() if isinstance(value, str) else "")
     except ValueError:
         allowed = ", ".join(m.value for m in HandoffMotive)
         raise ContractError(

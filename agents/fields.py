@@ -228,7 +228,7 @@ def normalise_registration(raw: Mapping[str, Any]) -> RegistrationResult:
 
 def required_for_confirmation(data: Mapping[str, Any]) -> tuple[str, ...]:
     """The fields code 4 needs: nome, documento, email, and empresa for a CNPJ."""
-    required = ("nome", "documento", "email")
+    required: tuple[str, ...] = ("nome", "documento", "email")
     if document_kind(str(data.get("documento", ""))) == "cnpj":
         required += ("empresa",)
     return required

@@ -15,6 +15,7 @@
 
 import logging
 from datetime import datetime
+from typing import Any
 
 from agents.business_hours import business_hours_status
 from agents.llm import LLMClient, LLMError
@@ -100,7 +101,7 @@ def handoff_summary_generate(
     """Write the operational summary of a handed-off session (never raises on a model failure)."""
     session = Session.objects.get(pk=session_id)
     facts = summary_facts(session)
-    record = {
+    record: dict[str, Any] = {
         "session_id": session_id,
         "agent": AgentName.SUMMARY,
         "purpose": "summary",

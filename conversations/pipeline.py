@@ -52,6 +52,7 @@ from agents.actions import ContractError, map_action
 from agents.codes import code_spec
 from agents.context import InstanceInfo, SessionContext
 from agents.contract import LLMResponseParseError, ParsedLLMResponse, parse_llm_response
+from agents.invoker import AgentCall
 from agents.llm import LLMClient, LLMError, LLMRateLimitError, LLMTimeoutError
 from agents.repair import repair_llm_response
 from agents.sources import (
@@ -89,16 +90,6 @@ logger = logging.getLogger(__name__)
 _DETAIL_CHARS = 255
 
 
-class AgentCallPort(Protocol):
-    """What the pipeline reads from `agents.invoker.AgentCall`."""
-
-    @property
-    def result(self) -> Any: ...  # LLMCallResult
-
-    @property
-    def prompt_version(self) -> str: ...
-
-
 class Invoker(Protocol):
     """`agents.invoker.AgentInvoker.invoke`, the one method the pipeline needs."""
 
@@ -110,7 +101,7 @@ class Invoker(Protocol):
         turn_id: UUID | None = None,
         message_id: int | None = None,
         current_message: str | None = None,
-    ) -> AgentCallPort: ...
+    ) -> AgentCall: ...
 
 
 def _noop(_message_id: int) -> None:
@@ -537,7 +528,7 @@ def _parse_or_repair(
     except LLMResponseParseError as exc:
         logger.warning("llm_response_parse_retry", extra={**log, "error": str(exc)})
         parse_error = str(exc)
-    record = {
+    record: dict[str, Any] = {
         "session_id": turn.session_id,
         "agent": agent,
         "purpose": "repair",
