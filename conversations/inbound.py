@@ -54,11 +54,11 @@ unlinked and logged; the sender links it when it stores that wamid.
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import IntegrityError, connections, models, transaction
+from django.db import IntegrityError, OperationalError, connections, models, transaction
 from django.db.models import F, Q
 from django.db.models.constants import OnConflict
 from django.db.models.functions import Coalesce, Greatest
@@ -101,6 +101,7 @@ EVENT_IDENTITY_CHANGED = "identity_changed"
 ACTION_UNSUPPORTED_MEDIA = "unsupported_media"
 IDLE_CLOSED_TEXT = "Conversa encerrada por inatividade: o cliente voltou depois de {hours} h."
 STAFF_TAKEOVER_TEXT = "Atendimento assumido pela equipe pelo app WhatsApp Business."
+_NEVER = datetime.min.replace(tzinfo=UTC)
 _NAME_CHARS = 200
 _TITLE_CHARS = 255
 _ERROR_CHARS = 2_000
@@ -213,11 +214,20 @@ class _Result:
         }
 
 
-def _apply_in_savepoint(document: Any, enqueue_turn: EnqueueFn, enqueue_send: EnqueueFn) -> _Result:
+def _apply_in_savepoint(
+    document: Any, enqueue_turn: EnqueueFn, enqueue_send: EnqueueFn, *, attempts: int = 2
+) -> _Result:
     try:
         with transaction.atomic():
             payload = parse_payload(document)
             return _Applier(enqueue_turn, enqueue_send).apply(payload)
+    except OperationalError as exc:
+        # A deadlock or a lock timeout: the savepoint released its locks, so try once more.
+        if attempts > 1:
+            logger.warning("whatsapp_webhook_apply_retry", extra={"error": _describe_error(exc)})
+            return _apply_in_savepoint(document, enqueue_turn, enqueue_send, attempts=attempts - 1)
+        logger.exception("whatsapp_webhook_apply_failed", extra={"error": _describe_error(exc)})
+        return _Result.failed(exc)
     except PayloadError as exc:
         # Everything the savepoint wrote is gone; the raw body is kept for reprocessing.
         logger.warning("whatsapp_webhook_payload_refused", extra={"error": _describe_error(exc)})
@@ -240,10 +250,10 @@ class _Applier:
     turns: list[int] = field(default_factory=list)
     sends: list[int] = field(default_factory=list)
     answered_media: set[int] = field(default_factory=set)
-    # Latest WhatsApp time per session: of any message, and of the customer's messages.
-    touched: dict[int, datetime] = field(default_factory=dict)
-    touched_inbound: dict[int, datetime] = field(default_factory=dict)
-    # ... and what the database already has (written by `_touch_open_session`).
+    # The newest WhatsApp time of each customer's messages in this delivery: a session's times
+    # are moved there when it is first met, so it is locked once, in customer order.
+    latest: dict[tuple[str, str, str], datetime] = field(default_factory=dict)
+    # The session times the database has now (last_message_at, last_inbound_at) per session.
     stored_times: dict[int, datetime] = field(default_factory=dict)
     stored_inbound_times: dict[int, datetime] = field(default_factory=dict)
     messages_count: int = 0
@@ -263,14 +273,18 @@ class _Applier:
                         "details": error.details,
                     },
                 )
-        for message in sorted(payload.messages, key=lambda m: m.timestamp):
+        # Customer by customer (each in WhatsApp time order): concurrent deliveries then lock
+        # the sessions they share in the same order and cannot deadlock on them.
+        for message in payload.messages:
+            key = _customer_key(message)
+            self.latest[key] = max(message.timestamp, self.latest.get(key, message.timestamp))
+        for message in sorted(payload.messages, key=_by_customer):
             self._receive_message(message)
-        for echo in sorted(payload.echoes, key=lambda e: e.timestamp):
+        for echo in sorted(payload.echoes, key=_by_customer):
             self._receive_echo(echo)
         self._apply_statuses(
             [s for s in payload.statuses if self._instance_id(s.phone_number_id) is not None]
         )
-        self._touch_sessions()
         self._enqueue_after_commit()
         return _Result(
             WebhookOutcome.PROCESSED if self.routed else WebhookOutcome.IGNORED,
@@ -507,33 +521,40 @@ class _Applier:
     def _session(
         self, phone_number_id: str, customer: Customer, at: datetime, *, inbound: bool
     ) -> Session | None:
-        """The customer's open session on that number (see the module docstring); None when the
-        number is not an active instance."""
-        key = (phone_number_id, customer.phone, customer.user_id)
+        """The customer's open session on that number (see the module docstring), its times
+        moved forward; None when the number is not an active instance."""
+        key = (phone_number_id, customer.user_id, customer.phone)
         session = self.sessions.get(key)
-        if session is None:
-            session = _touch_open_session(phone_number_id, customer, at, inbound=inbound)
-            if session is not None:
-                # The common case, done in one statement: found, not idle, times moved forward.
-                self._known(phone_number_id, session)
-                self.stored_times[session.pk] = at
-                if inbound:
-                    self.stored_inbound_times[session.pk] = at
-                _fill_identity(session, customer)
-                self.sessions[key] = session
-                return session
-            session = _find_open_session(phone_number_id, customer)
-            if session is not None:
-                self._known(phone_number_id, session)
-                _fill_identity(session, customer)
-        if session is not None and _is_idle(session, at):
-            self._close_idle(session)
-            session = None
+        if session is not None:
+            return session
+        moved_to = self.latest.get(key, at) if inbound else at
+        session = _touch_open_session(
+            phone_number_id, customer, idle_at=at, moved_to=moved_to, inbound=inbound
+        )
+        if session is not None:
+            # The common case, in one statement: found, not idle, times moved forward.
+            self._known(phone_number_id, session)
+            self._stored(session, moved_to, inbound=inbound)
+            _fill_identity(session, customer)
+            self.sessions[key] = session
+            return session
+        session = _find_open_session(phone_number_id, customer)
+        if session is not None:
+            self._known(phone_number_id, session)
+            _fill_identity(session, customer)
+            if _is_idle(session, at):
+                self._close_idle(session)
+                session = None
         if session is None:
             instance_id = self._instance_id(phone_number_id)
             if instance_id is None:
                 return None
-            session = _open_session(instance_id, phone_number_id, customer, self.now)
+            session, opened = _open_session(
+                instance_id, phone_number_id, customer, self.now, moved_to, inbound=inbound
+            )
+            if opened:
+                self._stored(session, moved_to, inbound=inbound)
+        self._touch(session, moved_to, inbound=inbound)
         self.sessions[key] = session
         return session
 
@@ -565,29 +586,24 @@ class _Applier:
         self._forget_cached(session)
 
     def _touch(self, session: Session, at: datetime, *, inbound: bool) -> None:
-        stored = self.stored_times.get(session.pk)
-        if stored is None or at > stored:
-            self.touched[session.pk] = max(at, self.touched.get(session.pk, at))
-        stored_inbound = self.stored_inbound_times.get(session.pk)
-        if inbound and (stored_inbound is None or at > stored_inbound):
-            self.touched_inbound[session.pk] = max(at, self.touched_inbound.get(session.pk, at))
-        # Later events of this delivery judge idleness against the newest time.
-        if session.last_message_at is None or at > session.last_message_at:
-            session.last_message_at = at
+        """Move the session's times forward to `at` (never backwards) unless they are there."""
+        changes = {}
+        if at > self.stored_times.get(session.pk, _NEVER):
+            changes["last_message_at"] = Greatest(Coalesce(F("last_message_at"), at), at)
+        if inbound and at > self.stored_inbound_times.get(session.pk, _NEVER):
+            changes["last_inbound_at"] = Greatest(Coalesce(F("last_inbound_at"), at), at)
+        if changes:
+            Session.objects.filter(pk=session.pk).update(**changes)
+            self._stored(session, at, inbound=inbound)
 
-    def _touch_sessions(self) -> None:
-        for session_id in self.touched_inbound.keys() - self.touched.keys():
-            self.touched[session_id] = self.stored_times[session_id]
-        for session_id, at in self.touched.items():
-            changes: dict[str, Any] = {
-                "last_message_at": Greatest(Coalesce(F("last_message_at"), at), at)
-            }
-            inbound_at = self.touched_inbound.get(session_id)
-            if inbound_at is not None:
-                changes["last_inbound_at"] = Greatest(
-                    Coalesce(F("last_inbound_at"), inbound_at), inbound_at
-                )
-            Session.objects.filter(pk=session_id).update(**changes)
+    def _stored(self, session: Session, at: datetime, *, inbound: bool) -> None:
+        self.stored_times[session.pk] = max(at, self.stored_times.get(session.pk, at))
+        if inbound:
+            self.stored_inbound_times[session.pk] = max(
+                at, self.stored_inbound_times.get(session.pk, at)
+            )
+        # Later events of this delivery judge idleness against the newest time.
+        session.last_message_at = self.stored_times[session.pk]
 
     def _enqueue_after_commit(self) -> None:
         # Registered inside the savepoint: discarded if it rolls back. `robust`: a broker outage
@@ -596,6 +612,14 @@ class _Applier:
             transaction.on_commit(lambda sid=session_id: self.enqueue_turn(sid), robust=True)
         for message_id in self.sends:
             transaction.on_commit(lambda mid=message_id: self.enqueue_send(mid), robust=True)
+
+
+def _customer_key(event: InboundMessage | Echo) -> tuple[str, str, str]:
+    return (event.phone_number_id, event.customer.user_id, event.customer.phone)
+
+
+def _by_customer(event: InboundMessage | Echo) -> tuple[str, str, str, datetime]:
+    return (*_customer_key(event), event.timestamp)
 
 
 def _insert_once(model: type[M], **values: Any) -> M | None:
@@ -631,10 +655,16 @@ _TOUCH_RETURNS = tuple(
 
 
 def _touch_open_session(
-    phone_number_id: str, customer: Customer, at: datetime, *, inbound: bool
+    phone_number_id: str,
+    customer: Customer,
+    *,
+    idle_at: datetime,
+    moved_to: datetime,
+    inbound: bool,
 ) -> Session | None:
-    """Find the customer's open, not idle session on that number and move its times forward to
-    `at`, in one ``UPDATE ... RETURNING`` per identifier (user id first, then phone).
+    """Find the customer's open session on that number, not idle at `idle_at`, and move its
+    times forward to `moved_to`, in one ``UPDATE ... RETURNING`` per identifier (user id first,
+    then phone).
 
     The webhook's hot path: the ORM needs a SELECT, then an UPDATE, and spends more CPU building
     them than the database spends running them. None when there is no such session (new
@@ -649,9 +679,9 @@ def _touch_open_session(
     def instance_column(name: str) -> str:
         return quote(Instance._meta.get_field(name).column)
 
-    moment = connection.ops.adapt_datetimefield_value(at)
+    moment = connection.ops.adapt_datetimefield_value(moved_to)
     idle_since = connection.ops.adapt_datetimefield_value(
-        at - timedelta(hours=settings.SESSION_IDLE_HOURS)
+        idle_at - timedelta(hours=settings.SESSION_IDLE_HOURS)
     )
     moved = [column("last_message_at")] + ([column("last_inbound_at")] if inbound else [])
     assignments = ", ".join(
@@ -686,9 +716,7 @@ def _touch_open_session(
             cursor.execute(sql, params)
             row = cursor.fetchone()
         if row is not None:
-            session = Session.from_db(connection.alias, list(_TOUCH_RETURNS), row)
-            session.last_message_at = at  # what later events of this delivery compare with
-            return session
+            return Session.from_db(connection.alias, list(_TOUCH_RETURNS), row)
     return None
 
 
@@ -714,17 +742,28 @@ def _find_open_session(phone_number_id: str, customer: Customer) -> Session | No
 
 
 def _open_session(
-    instance_id: int, phone_number_id: str, customer: Customer, now: datetime
-) -> Session:
+    instance_id: int,
+    phone_number_id: str,
+    customer: Customer,
+    now: datetime,
+    at: datetime,
+    *,
+    inbound: bool,
+) -> tuple[Session, bool]:
+    """A new session with its times at `at`, and True; or, when another delivery opened the
+    customer's session first, that one and False."""
     try:
         with transaction.atomic():
-            return Session.objects.create(
+            session = Session.objects.create(
                 instance_id=instance_id,
                 customer_phone=customer.phone,
                 customer_user_id=customer.user_id,
                 customer_name=customer.name[:_NAME_CHARS],
                 created_at=now,
+                last_message_at=at,
+                last_inbound_at=at if inbound else None,
             )
+            return session, True
     except IntegrityError:
         # Another delivery opened this customer's session first (one open session per phone and
         # per user id); ours waited for its commit, so it is visible now.
@@ -732,7 +771,7 @@ def _open_session(
         if session is None:
             raise
         _fill_identity(session, customer)
-        return session
+        return session, False
 
 
 def _fill_identity(session: Session, customer: Customer) -> None:

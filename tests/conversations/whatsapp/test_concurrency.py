@@ -83,3 +83,28 @@ def test_concurrent_deliveries_of_one_status_store_one_event(instance, turns):
 
     assert statuses == [200] * DELIVERIES
     assert DeliveryStatusEvent.objects.count() == 1
+
+
+def test_concurrent_batches_naming_two_customers_in_opposite_orders_all_apply(instance, turns):
+    template = load_fixture("batch")
+    value = template["entry"][0]["changes"][0]["value"]
+    maria, carlos = value["messages"][0], value["messages"][1]
+    bodies = []
+    for n in range(DELIVERIES):
+        # In WhatsApp time, half the deliveries name Maria first and half Carlos first.
+        first, second = (maria, carlos) if n % 2 else (carlos, maria)
+        value["messages"] = [
+            first | {"id": f"wamid.A{n}", "timestamp": "1764500000"},
+            second | {"id": f"wamid.B{n}", "timestamp": "1764500001"},
+        ]
+        bodies.append(encode({"object": template["object"], "entry": template["entry"][:1]}))
+
+    statuses = deliver_concurrently(bodies)
+
+    assert statuses == [200] * DELIVERIES
+    assert (
+        sorted(WebhookDelivery.objects.values_list("outcome", flat=True))
+        == ["processed"] * DELIVERIES
+    )
+    assert Session.objects.count() == 2
+    assert Message.objects.filter(direction=Direction.INBOUND).count() == 2 * DELIVERIES

@@ -3,6 +3,7 @@
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import OperationalError
 from model_bakery import baker
 
 from agents.states import HandoffReason, SessionState
@@ -592,7 +593,7 @@ def test_a_body_that_is_not_json_is_refused_and_nothing_is_stored(instance, raw)
 def test_a_failed_delivery_is_applied_again_by_reprocessing(
     instance, receive, monkeypatch, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setattr(inbound._Applier, "_touch_sessions", lambda self: 1 / 0)
+    monkeypatch.setattr(inbound._Applier, "_enqueue_after_commit", lambda self: 1 / 0)
     failed = receive("text")
     monkeypatch.undo()
     turns = Recorder()
@@ -624,3 +625,36 @@ def test_reprocessing_a_delivery_that_did_not_fail_does_nothing(instance, receiv
     )
     assert Message.objects.count() == 1
     assert WebhookDelivery.objects.get().outcome == WebhookOutcome.PROCESSED
+
+
+def test_a_lock_conflict_is_retried_once_inside_the_same_transaction(
+    instance, receive, monkeypatch
+):
+    real = inbound._Applier._enqueue_after_commit
+    calls = []
+
+    def deadlock_once(self):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OperationalError("deadlock detected")
+        real(self)
+
+    monkeypatch.setattr(inbound._Applier, "_enqueue_after_commit", deadlock_once)
+
+    delivery = receive("text")
+
+    assert (delivery.outcome, delivery.messages_count, len(calls)) == ("processed", 1, 2)
+    assert Message.objects.count() == 1
+    assert receive.turns.calls == [Session.objects.get().pk]
+
+
+def test_a_lock_conflict_that_persists_marks_the_delivery_failed(instance, receive, monkeypatch):
+    def deadlock(self):
+        raise OperationalError("deadlock detected")
+
+    monkeypatch.setattr(inbound._Applier, "_enqueue_after_commit", deadlock)
+
+    delivery = receive("text")
+
+    assert (delivery.outcome, delivery.error) == ("failed", "OperationalError: deadlock detected")
+    assert (Message.objects.count(), Session.objects.count()) == (0, 0)
