@@ -44,6 +44,7 @@ run: bootstrap serve
 test: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	DEBUG=True ENV_FILE=/nonexistent $(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 

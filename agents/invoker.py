@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -111,15 +112,16 @@ class AgentInvoker:
         success and for a failure.
         """
         prepared = self.prepare(session=session, agent=agent, current_message=current_message)
-        record = {
-            "session_id": session.session_id,
-            "agent": agent,
-            "purpose": "agent",
-            "prompt_version": prepared.prompt_version,
-            "context_snapshot": prepared.context_snapshot,
-            "turn_id": turn_id,
-            "message_id": message_id,
-        }
+        record = partial(
+            self._recorder.record,
+            session_id=session.session_id,
+            agent=agent,
+            purpose="agent",
+            prompt_version=prepared.prompt_version,
+            context_snapshot=prepared.context_snapshot,
+            turn_id=turn_id,
+            message_id=message_id,
+        )
         try:
             result = self._llm.chat(
                 model=prepared.model,
@@ -128,17 +130,9 @@ class AgentInvoker:
                 purpose="agent",
             )
         except LLMError as exc:
-            self._recorder.record(
-                model=prepared.model, result=None, error=exc, raw_response="", **record
-            )
+            record(model=prepared.model, result=None, error=exc, raw_response="")
             raise
-        self._recorder.record(
-            model=result.model,
-            result=result,
-            error=None,
-            raw_response=result.raw_response,
-            **record,
-        )
+        record(model=result.model, result=result, error=None, raw_response=result.raw_response)
         logger.info(
             "agent_invoked",
             extra={

@@ -52,7 +52,7 @@ def render_prompt_template(text: str, values: Mapping[str, Any]) -> str:
     """Render a prompt template; raises `PromptTemplateError` when it cannot be."""
     try:
         template = _compiled(text)
-        return template.render(Context(dict(values), autoescape=False))
+        return str(template.render(Context(dict(values), autoescape=False)))
     except Exception as exc:  # a template may fail in many ways; all mean "cannot render"
         raise PromptTemplateError(f"{type(exc).__name__}: {exc}") from exc
 
