@@ -13,6 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.db.models.functions import Coalesce
 
 from agents.invoker import AgentInvoker, InvokerConfig
 from agents.llm import CallPurpose, LLMCallResult, LLMClient, LLMError, OpenAIClient
@@ -37,7 +38,9 @@ class DatabaseHistorySource:
             )
             .exclude(error=SUPERSEDED)
             .exclude(content="")
-            .order_by("-created_at", "-id")
+            # A customer's burst can arrive out of order: the model reads it in the order the
+            # customer wrote it (WhatsApp's timestamp); our own messages have only created_at.
+            .order_by(Coalesce("wa_timestamp", "created_at").desc(), "-id")
             .values_list("id", "session_id", "direction", "content", "error")[:limit]
         )
         return [

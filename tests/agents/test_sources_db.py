@@ -207,6 +207,28 @@ def test_history_source_returns_the_sessions_conversation_newest_limited_oldest_
     assert DatabaseHistorySource().history(session.pk, 0) == []
 
 
+def test_history_follows_whatsapp_timestamps_when_a_burst_arrives_out_of_order() -> None:
+    session = baker.make(Session)
+    now = timezone.now()
+    reply = make_message(session, Direction.OUTBOUND, "Olá! Como posso ajudar?", 1)
+    second = make_message(
+        session, Direction.INBOUND, "de água de poço", 3, wa_timestamp=now - timedelta(minutes=50)
+    )
+    first = make_message(
+        session,
+        Direction.INBOUND,
+        "Quero analisar água",
+        4,
+        wa_timestamp=now - timedelta(minutes=51),
+    )
+
+    assert DatabaseHistorySource().history(session.pk, 50) == [
+        HistoryEntry(session.pk, "OUTBOUND", "Olá! Como posso ajudar?", "", reply.pk),
+        HistoryEntry(session.pk, "INBOUND", "Quero analisar água", "", first.pk),
+        HistoryEntry(session.pk, "INBOUND", "de água de poço", "", second.pk),
+    ]
+
+
 def test_recorder_writes_a_success_row() -> None:
     session = baker.make(Session)
     message = baker.make(Message, session=session, direction=Direction.INBOUND)
