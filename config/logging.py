@@ -14,6 +14,9 @@ _STANDARD_ATTRS = frozenset(
     | {"message", "asctime", "taskName"}
 )
 _SECRET_MARKERS = ("secret", "token", "api_key", "apikey", "password", "authorization")
+# Extras Django attaches that repeat the message (django.server) or hold whole objects (a socket,
+# an HttpRequest with its headers): never useful on the line, sometimes personal data.
+_SKIPPED_EXTRAS = frozenset({"request", "server_time"})
 REDACTED = "[redacted]"
 
 
@@ -32,7 +35,7 @@ class EventFormatter(logging.Formatter):
         line = super().format(record)
         fields = []
         for key, value in record.__dict__.items():
-            if key in _STANDARD_ATTRS or key.startswith("_"):
+            if key in _STANDARD_ATTRS or key in _SKIPPED_EXTRAS or key.startswith("_"):
                 continue
             if any(marker in key.lower() for marker in _SECRET_MARKERS):
                 value = REDACTED

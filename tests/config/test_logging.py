@@ -25,3 +25,10 @@ def test_secrets_are_redacted_and_spaces_quoted() -> None:
     assert line.endswith(
         f'api_key={REDACTED} access_token={REDACTED} detail="tem \\"aspas\\" e espaço"'
     )
+
+
+def test_django_request_objects_are_not_dumped() -> None:
+    line = EventFormatter().format(
+        make_record(request=object(), server_time="30/Nov/2026 11:24:35", status_code=200)
+    )
+    assert line.endswith("llm_response_parse_retry status_code=200")
