@@ -144,9 +144,14 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 4}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {
-    # A turn whose worker died leaves an expired lease and pending messages: answer them.
+    # A turn whose worker died, whose publish failed or that raised leaves pending messages.
     "requeue-expired-leases": {
         "task": "conversations.requeue_expired_leases",
+        "schedule": 60.0,
+    },
+    # A reply whose send was never published: send it (or fail it past the 24-hour window).
+    "requeue-unsent-messages": {
+        "task": "conversations.requeue_unsent_messages",
         "schedule": 60.0,
     },
 }

@@ -7,7 +7,8 @@ once: the holder drains every pending inbound message before it releases. A leas
 has passed belongs to a worker that died (or was killed at the task's hard time limit) and may be
 taken over; its TTL is therefore longer than the task's hard time limit, so a live holder never
 loses it. Every write of a turn's outcome re-checks the token under a row lock, so a worker that
-lost its lease writes and sends nothing.
+lost its lease writes and sends nothing. `stalled_sessions_requeue` (beat, every minute)
+re-enqueues the sessions nobody would answer otherwise.
 """
 
 import logging
@@ -17,9 +18,15 @@ from uuid import UUID, uuid4
 
 from django.db.models import Exists, OuterRef, Q
 
+from agents.states import BOT_STATES
 from conversations.models import Direction, Message, Session
 
 logger = logging.getLogger(__name__)
+
+# How long a pending inbound message of a lease-free session waits before the sweep enqueues its
+# turn: the webhook's own task normally starts within seconds, so a minute means its publish
+# failed or the task vanished — and a busy queue gets a harmless extra task at worst (the lease).
+STALLED_PENDING_GRACE = timedelta(seconds=60)
 
 
 def lease_claim(*, session_id: int, now: datetime, ttl: timedelta) -> UUID | None:
@@ -49,28 +56,45 @@ def lease_release(*, session_id: int, token: UUID) -> bool:
     )
 
 
-def sessions_with_expired_lease(*, now: datetime, limit: int = 500) -> list[int]:
-    """Sessions whose lease expired while inbound messages still wait for a turn."""
+def stalled_sessions(*, now: datetime, grace: timedelta, limit: int = 500) -> list[int]:
+    """Sessions with inbound messages waiting for a turn that no worker will run.
+
+    Two cases, in one query (a UNION of two index-driven halves):
+
+    - the lease expired while messages were pending: its worker died mid-turn;
+    - a bot-state session with no lease whose oldest pending message is older than `grace`:
+      its turn was never enqueued (the publish after the webhook's commit failed) or the task
+      vanished (a turn that raised released the lease and left the messages pending).
+
+    HUMAN and CLOSED sessions are not in the second case: the webhook stores their messages
+    already processed (staff read them in admin), and a turn marks any left pending processed.
+    """
     pending = Message.objects.filter(
         session=OuterRef("pk"), direction=Direction.INBOUND, processed_at__isnull=True
     )
+    expired = Session.objects.filter(lease_expires_at__lte=now).filter(Exists(pending))
+    stranded = Session.objects.filter(
+        lease_token__isnull=True, state__in=[state.value for state in BOT_STATES]
+    ).filter(Exists(pending.filter(created_at__lte=now - grace)))
     return list(
-        Session.objects.filter(lease_expires_at__lte=now)
-        .filter(Exists(pending))
-        .order_by("lease_expires_at")
-        .values_list("pk", flat=True)[:limit]
+        expired.order_by()
+        .values_list("pk", flat=True)
+        .union(stranded.order_by().values_list("pk", flat=True))
+        .order_by("pk")[:limit]
     )
 
 
-def expired_leases_requeue(*, now: datetime, enqueue: Callable[[int], None]) -> list[int]:
-    """Enqueue a turn for every session whose lease expired with messages pending."""
-    session_ids = sessions_with_expired_lease(now=now)
+def stalled_sessions_requeue(
+    *, now: datetime, grace: timedelta, enqueue: Callable[[int], None]
+) -> list[int]:
+    """Enqueue a turn for every stalled session (see `stalled_sessions`); their ids."""
+    session_ids = stalled_sessions(now=now, grace=grace)
     for session_id in session_ids:
         enqueue(session_id)
     if session_ids:
-        # A worker died (or hit the hard time limit) mid-turn: worth a look.
+        # A worker died, a publish failed or a turn raised: worth a look in the worker log.
         logger.warning(
-            "expired_leases_requeued",
+            "stalled_sessions_requeued",
             extra={"count": len(session_ids), "session_ids": ",".join(map(str, session_ids))},
         )
     return session_ids

@@ -194,6 +194,14 @@ class DeliveryStatus(models.TextChoices):
 
 
 SUPERSEDED = "superseded"
+# An OUTBOUND message not accepted by the Graph API yet and not failed: no wamid, no error (a
+# superseded draft has one), delivery status pending (or never set).
+UNSENT_OUTBOUND = models.Q(
+    direction="OUTBOUND",
+    wa_message_id__isnull=True,
+    error="",
+    delivery_status__in=["pending", ""],
+)
 
 
 class Message(models.Model):
@@ -257,6 +265,13 @@ class Message(models.Model):
                 name="message_pending_inbound",
             ),
             models.Index(fields=["turn_id"], name="message_turn"),
+            # The unsent-messages sweep (conversations.sweeps) reads only the OUTBOUND messages
+            # still waiting for a wamid, every minute: a few rows, not the whole message log.
+            models.Index(
+                fields=["created_at"],
+                condition=UNSENT_OUTBOUND,
+                name="message_unsent_outbound",
+            ),
         ]
 
     def __str__(self) -> str:

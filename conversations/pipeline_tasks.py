@@ -7,8 +7,11 @@
 - ``conversations.generate_handoff_summary(session_id)``: `handoff_summary_generate`, enqueued
   after the commit of every handoff.
 - ``conversations.requeue_expired_leases()``: every minute (Celery beat), re-enqueues the
-  sessions whose lease expired with inbound messages still pending — a turn that died with its
-  worker is answered without the customer writing again.
+  stalled sessions (`conversations.lease.stalled_sessions`): a lease expired with inbound
+  messages pending (a turn that died with its worker), or a bot-state session with no lease whose
+  oldest pending message is older than `STALLED_PENDING_GRACE` (a publish that failed, a turn
+  that raised) — the customer never has to write again. A turn that raised is recorded and, at
+  the third failure in a row, handed off (`conversations.sweeps.turn_failure_handle`).
 
 Tasks are idempotent: a second `process_session` finds the lease taken or nothing pending; a
 second summary writes one more `HandoffSummary` (the newest is shown).
@@ -22,8 +25,9 @@ from django.utils import timezone
 from agents.llm import LLMClient, OpenAIClient
 from conversations.agent_sources import DatabaseCallRecorder, build_agent_invoker
 from conversations.handoff import handoff_summary_generate
-from conversations.lease import expired_leases_requeue
+from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions_requeue
 from conversations.pipeline import PipelineConfig, PipelineDeps, session_process
+from conversations.sweeps import turn_failure_handle
 from conversations.whatsapp.tasks import mark_read, send_message
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.selectors import DatabasePromptSource
@@ -64,12 +68,26 @@ def build_pipeline_deps(*, llm: LLMClient | None = None) -> PipelineDeps:
 )
 def process_session(session_id: int) -> str:
     """Answer the session's pending inbound messages; returns the outcome (busy, drained...)."""
-    report = session_process(
-        session_id=session_id,
-        deps=build_pipeline_deps(),
-        config=PipelineConfig.from_settings(),
-        deadline_errors=(SoftTimeLimitExceeded,),
-    )
+    try:
+        report = session_process(
+            session_id=session_id,
+            deps=build_pipeline_deps(),
+            config=PipelineConfig.from_settings(),
+            deadline_errors=(SoftTimeLimitExceeded,),
+        )
+    except Exception as exc:
+        # A bug or an infrastructure error: the lease is released and the messages are pending,
+        # so the sweep runs the turn again; the third failure in a row hands the session off.
+        # Re-raised, so the traceback reaches the worker log.
+        turn_failure_handle(
+            session_id=session_id,
+            error=exc,
+            now=timezone.now(),
+            runtime=DatabasePromptSource().runtime,
+            send=_send,
+            enqueue_summary=_enqueue_summary,
+        )
+        raise
     return report.outcome.value
 
 
@@ -87,5 +105,11 @@ def generate_handoff_summary(session_id: int) -> int:
 
 @shared_task(name="conversations.requeue_expired_leases")
 def requeue_expired_leases() -> int:
-    """Re-enqueue `process_session` for sessions whose lease expired with messages pending."""
-    return len(expired_leases_requeue(now=timezone.now(), enqueue=process_session.delay))
+    """Re-enqueue `process_session` for the stalled sessions (expired lease, or a lost turn).
+
+    The name predates the lost-turn case; it is kept so a running beat keeps scheduling it.
+    """
+    requeued = stalled_sessions_requeue(
+        now=timezone.now(), grace=STALLED_PENDING_GRACE, enqueue=process_session.delay
+    )
+    return len(requeued)

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from conversations.lease import expired_leases_requeue, lease_claim
+from conversations.lease import STALLED_PENDING_GRACE, lease_claim, stalled_sessions_requeue
 from conversations.models import SUPERSEDED, Session
 from conversations.pipeline import ProcessOutcome, ProcessReport, session_process
 from tests.agents.support import FakeLLM
@@ -169,11 +169,19 @@ def test_a_lease_left_by_a_dead_worker_is_taken_over_by_the_periodic_task() -> N
         session_process(session_id=session_id, deps=deps, config=run.config)
 
     # Before the expiry the periodic task leaves it alone (the worker may still be alive) ...
-    assert expired_leases_requeue(now=timezone.now(), enqueue=enqueue) == []
+    assert (
+        stalled_sessions_requeue(now=timezone.now(), grace=STALLED_PENDING_GRACE, enqueue=enqueue)
+        == []
+    )
     time.sleep(1.1)
     # ... after it, the turn is run again, once.
-    assert expired_leases_requeue(now=timezone.now(), enqueue=enqueue) == [session.pk]
-    assert expired_leases_requeue(now=timezone.now(), enqueue=enqueue) == []
+    assert stalled_sessions_requeue(
+        now=timezone.now(), grace=STALLED_PENDING_GRACE, enqueue=enqueue
+    ) == [session.pk]
+    assert (
+        stalled_sessions_requeue(now=timezone.now(), grace=STALLED_PENDING_GRACE, enqueue=enqueue)
+        == []
+    )
 
     assert len(run.llm.calls) == 1
     assert [m.content for m in outbound(session)] == ["Olá! Estou aqui."]

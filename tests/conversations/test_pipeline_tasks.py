@@ -12,7 +12,7 @@ from django.utils import timezone
 from model_bakery import baker
 from pytest_httpserver import HTTPServer
 
-from conversations.lease import expired_leases_requeue
+from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions_requeue
 from conversations.models import Direction, HandoffSummary, Instance, LLMCall, Message, Session
 from conversations.pipeline_tasks import (
     generate_handoff_summary,
@@ -228,7 +228,9 @@ def test_only_expired_leases_with_pending_messages_are_requeued(session: Session
     inbound(free, "Oi")
     enqueued: list[int] = []
 
-    requeued = expired_leases_requeue(now=now, enqueue=enqueued.append)
+    requeued = stalled_sessions_requeue(
+        now=now, grace=STALLED_PENDING_GRACE, enqueue=enqueued.append
+    )
 
     assert requeued == enqueued == [expired_pending.pk]
     assert expired_idle.pk not in enqueued

@@ -1,0 +1,293 @@
+"""Recovery of work the normal path lost (DESIGN.md §4: nothing lost, nothing answered twice).
+
+- `unsent_messages_requeue` (task ``conversations.requeue_unsent_messages``, beat every minute):
+  an OUTBOUND message committed by a turn whose `send_message` was never published (the worker
+  died between the commit and the publish, or the broker refused it) would stay unsent forever.
+  The sweep re-enqueues `send_message` for the first unsent part of each turn (sending it sends
+  the turn's parts in ``part_index`` order, `conversations.sending`) once the message is older
+  than `UNSENT_GRACE`; a message that was tried already (its own retries wait with backoff) only
+  once its retries are surely over (`SEND_RETRY_WINDOW`). A message still unsent after the
+  24-hour customer-service window is marked failed with `WINDOW_EXPIRED` — staff see it in admin
+  — instead of being sent a day late or retried forever.
+- `turn_failure_handle` (called by the ``conversations.process_session`` task when the turn
+  raised something unexpected — a bug, a database error): the pipeline released the lease and
+  left the messages pending, so the stalled-sessions sweep (`conversations.lease`) runs the turn
+  again after a minute. Each failure is logged as a SYSTEM ``turn_failed`` event; at the
+  `MAX_TURN_FAILURES`-th failure since the oldest pending message the session is handed off with
+  ``llm_provider_error`` (fixed handoff text, summary enqueued, messages marked processed), so a
+  turn that always raises cannot loop forever and the customer is not left without an answer.
+
+Both sweeps are idempotent: `send_message` claims the message before calling the Graph API (a
+second task finds it sent or claimed), and `process_session` takes the session's lease.
+"""
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
+from uuid import uuid4
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from agents.sources import RuntimeSettings
+from agents.states import BOT_STATES, HandoffReason, SessionState
+from conversations.dispatcher import Handoff, handoff_event
+from conversations.handoff import handoff_text
+from conversations.lease import lease_claim, lease_release
+from conversations.models import (
+    SUPERSEDED,
+    UNSENT_OUTBOUND,
+    DeliveryStatus,
+    Direction,
+    Message,
+    Session,
+)
+from conversations.sending import SEND_CLAIM_SECONDS
+from conversations.whatsapp.formatting import format_ai_message_for_whatsapp, split_for_whatsapp
+
+logger = logging.getLogger(__name__)
+
+# A turn's parts are published right after its commit and a send task starts within seconds; a
+# minute later an untried message lost its publish (a busy queue costs one redundant task at
+# worst: the send claim lets one through).
+UNSENT_GRACE = timedelta(seconds=60)
+# A message tried already waits for its task's own retries (backoff 5 s ... 300 s, six of them,
+# each call up to 15 s: about 7 minutes in all); past this it is unsent because the retry chain
+# was lost.
+SEND_RETRY_WINDOW = timedelta(minutes=15)
+# WhatsApp accepts free-form messages only within 24 hours of the customer's last message.
+CUSTOMER_SERVICE_WINDOW = timedelta(hours=24)
+WINDOW_EXPIRED = "Não enviada: passou o prazo de 24 horas para responder ao cliente"
+SWEEP_LIMIT = 500
+
+TURN_FAILED = "turn_failed"
+# Failures of the turn of the same pending messages before the session goes to a human: the first
+# is the webhook's task, the others the sweep's retries a minute apart (a transient error — a
+# database restart — gets two more chances).
+MAX_TURN_FAILURES = 3
+# Longer than the handoff's one short transaction.
+_HANDOFF_LEASE_TTL = timedelta(seconds=60)
+_ERROR_CHARS = 500
+_DETAIL_CHARS = 255
+
+
+# --- Unsent OUTBOUND messages ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class UnsentSweep:
+    requeued: list[int]  # message ids given to `send_message`, oldest first
+    expired: int  # messages marked failed with WINDOW_EXPIRED
+
+
+def unsent_messages_requeue(
+    *, now: datetime, enqueue: Callable[[int], None], limit: int = SWEEP_LIMIT
+) -> UnsentSweep:
+    """Mark failed the unsent messages past the 24-hour window; enqueue the others' sending."""
+    unclaimed = _unsent().exclude(_live_claim(now))
+    expired = unclaimed.filter(created_at__lte=now - CUSTOMER_SERVICE_WINDOW).update(
+        delivery_status=DeliveryStatus.FAILED,
+        delivery_status_at=now,
+        delivery_error_code=None,
+        delivery_error_title=WINDOW_EXPIRED,
+    )
+    if expired:
+        logger.error("unsent_messages_expired", extra={"count": expired})
+    earlier_unsent_part = (
+        Message.objects.filter(
+            turn_id=OuterRef("turn_id"),
+            direction=Direction.OUTBOUND,
+            part_index__lt=OuterRef("part_index"),
+            wa_message_id__isnull=True,
+        )
+        .exclude(error=SUPERSEDED)
+        .exclude(delivery_status=DeliveryStatus.FAILED)
+    )
+    message_ids = list(
+        unclaimed.filter(created_at__gt=now - CUSTOMER_SERVICE_WINDOW)
+        .filter(
+            Q(send_attempts=0, created_at__lte=now - UNSENT_GRACE)
+            | Q(send_attempts__gt=0, created_at__lte=now - SEND_RETRY_WINDOW)
+        )
+        .exclude(Exists(earlier_unsent_part))
+        .order_by("created_at", "id")
+        .values_list("pk", flat=True)[:limit]
+    )
+    for message_id in message_ids:
+        enqueue(message_id)
+    if message_ids:
+        # The publish after a turn's commit was lost: worth a look in the worker log.
+        logger.warning(
+            "unsent_messages_requeued",
+            extra={"count": len(message_ids), "message_ids": ",".join(map(str, message_ids))},
+        )
+    return UnsentSweep(requeued=message_ids, expired=expired)
+
+
+def _unsent() -> QuerySet[Message]:
+    # Exactly the condition of the partial index `message_unsent_outbound`.
+    return Message.objects.filter(UNSENT_OUTBOUND)
+
+
+def _live_claim(now: datetime) -> Q:
+    """A worker is sending it now (the claim of `conversations.sending`)."""
+    return Q(
+        delivery_status=DeliveryStatus.PENDING,
+        send_attempts__gt=0,
+        delivery_status_at__gt=now - timedelta(seconds=SEND_CLAIM_SECONDS),
+    )
+
+
+# --- Turns that raised ----------------------------------------------------------------------------
+
+
+def turn_failure_handle(
+    *,
+    session_id: int,
+    error: BaseException,
+    now: datetime,
+    runtime: Callable[[], RuntimeSettings],
+    send: Callable[[int], None],
+    enqueue_summary: Callable[[int], None],
+) -> bool:
+    """Record a turn that raised; hand the session off at the `MAX_TURN_FAILURES`-th failure.
+
+    Never raises (the caller re-raises the turn's own error); True when it handed off.
+    """
+    try:
+        failures = _record_failure(session_id, error, now)
+        if failures < MAX_TURN_FAILURES:
+            return False
+        detail = f"o turno falhou {failures} vezes seguidas ({type(error).__name__})"
+        handed_off = session_failure_handoff(
+            session_id=session_id,
+            detail=detail,
+            now=now,
+            runtime=runtime(),
+            send=send,
+            enqueue_summary=enqueue_summary,
+        )
+    except Exception:
+        logger.exception("turn_failure_handling_failed", extra={"session_id": session_id})
+        return False
+    if handed_off:
+        logger.error(
+            "turn_failure_handoff",
+            extra={"session_id": session_id, "failures": failures, "error": repr(error)},
+        )
+    return handed_off
+
+
+def _record_failure(session_id: int, error: BaseException, now: datetime) -> int:
+    """Log the failure as a SYSTEM event; the failures since the oldest pending message."""
+    Message.objects.create(
+        session_id=session_id,
+        direction=Direction.SYSTEM,
+        message_type=TURN_FAILED,
+        content=f"Erro inesperado ao responder o cliente ({type(error).__name__}); "
+        "a mensagem será processada de novo.",
+        json_part={"error": repr(error)[:_ERROR_CHARS]},
+        created_at=now,
+    )
+    oldest = (
+        _pending_inbound(session_id).order_by("created_at").values_list("created_at", flat=True)
+    ).first()
+    if oldest is None:
+        return 0  # nothing is left waiting for an answer
+    return Message.objects.filter(
+        session_id=session_id,
+        direction=Direction.SYSTEM,
+        message_type=TURN_FAILED,
+        created_at__gte=oldest,
+    ).count()
+
+
+def _pending_inbound(session_id: int) -> QuerySet[Message]:
+    return Message.objects.filter(
+        session_id=session_id, direction=Direction.INBOUND, processed_at__isnull=True
+    )
+
+
+def session_failure_handoff(
+    *,
+    session_id: int,
+    detail: str,
+    now: datetime,
+    runtime: RuntimeSettings,
+    send: Callable[[int], None],
+    enqueue_summary: Callable[[int], None],
+) -> bool:
+    """Hand a bot-state session with pending messages to a human (``llm_provider_error``).
+
+    What a failed turn commits in the pipeline: HUMAN with the reason, the SYSTEM handoff event,
+    the fixed handoff text (never any model text), the pending messages marked processed, the
+    text sent and the summary enqueued after commit. Under the session's lease, so it cannot
+    race a turn; False (nothing written) when the lease is held or nothing is pending.
+    """
+    token = lease_claim(session_id=session_id, now=now, ttl=_HANDOFF_LEASE_TTL)
+    if token is None:
+        return False  # a worker runs a turn now; a failure of its own is counted by its task
+    try:
+        with transaction.atomic():
+            session = Session.objects.select_for_update().only("id", "state").get(pk=session_id)
+            pending_ids = list(_pending_inbound(session_id).values_list("pk", flat=True))
+            if SessionState(session.state) not in BOT_STATES or not pending_ids:
+                return False
+            part_ids = _write_handoff(session_id, pending_ids, detail[:_DETAIL_CHARS], now, runtime)
+            transaction.on_commit(partial(enqueue_summary, session_id), robust=True)
+            for part_id in part_ids:
+                transaction.on_commit(partial(send, part_id), robust=True)
+    finally:
+        lease_release(session_id=session_id, token=token)
+    return True
+
+
+def _write_handoff(
+    session_id: int, pending_ids: list[int], detail: str, now: datetime, runtime: RuntimeSettings
+) -> list[int]:
+    reason = HandoffReason.LLM_PROVIDER_ERROR
+    turn_id = uuid4()
+    Session.objects.filter(pk=session_id).update(
+        state=SessionState.HUMAN.value,
+        handoff_reason=reason.value,
+        handoff_detail=detail,
+        handed_off_at=now,
+        last_message_at=now,
+    )
+    event = handoff_event(Handoff(reason, detail=detail))
+    rows = [
+        Message(
+            session_id=session_id,
+            direction=Direction.SYSTEM,
+            message_type=event.event,
+            content=event.content,
+            action=event.action,
+            json_part=dict(event.details) or None,
+            turn_id=turn_id,
+            created_at=now,
+        )
+    ]
+    parts = split_for_whatsapp(
+        format_ai_message_for_whatsapp(handoff_text(runtime, reason=reason, now=now))
+    )
+    rows.extend(
+        Message(
+            session_id=session_id,
+            direction=Direction.OUTBOUND,
+            message_type="text",
+            content=part,
+            part_index=index,
+            turn_id=turn_id,
+            action=reason.value,
+            delivery_status=DeliveryStatus.PENDING,
+            created_at=now,
+        )
+        for index, part in enumerate(parts)
+    )
+    created = Message.objects.bulk_create(rows)
+    Message.objects.filter(pk__in=pending_ids, processed_at__isnull=True).update(
+        processed_at=now, turn_id=turn_id
+    )
+    return [m.pk for m in created if m.direction == Direction.OUTBOUND]

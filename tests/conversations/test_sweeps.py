@@ -1,0 +1,559 @@
+"""The periodic sweeps (conversations.lease.stalled_sessions, conversations.sweeps): a turn or a send
+the normal path lost is done once, later, without the customer writing again; a turn that always
+raises ends in a handoff; nothing is answered or sent twice."""
+
+import logging
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+from uuid import uuid4
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+from model_bakery import baker
+
+from conversations import pipeline
+from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions, stalled_sessions_requeue
+from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
+from conversations.pipeline_tasks import process_session, requeue_expired_leases
+from conversations.sending import outbound_message_send
+from conversations.sweeps import (
+    MAX_TURN_FAILURES,
+    TURN_FAILED,
+    WINDOW_EXPIRED,
+    turn_failure_handle,
+    unsent_messages_requeue,
+)
+from conversations.whatsapp.client import SentMessage
+from conversations.whatsapp.tasks import requeue_unsent_messages
+from prompts_admin.models import RuntimeConfig
+from tests.fakes.graph_server import FakeGraphAPI
+from tests.fakes.openai_server import FakeOpenAIServer
+
+pytestmark = pytest.mark.django_db
+CUSTOMER_PHONE = "5511977776666"
+HANDOFF_TEXT = "Vou chamar alguém da equipe para continuar com você."
+
+
+@pytest.fixture
+def fake_graph(httpserver: Any, settings: Any) -> FakeGraphAPI:
+    graph = FakeGraphAPI(httpserver)
+    settings.WHATSAPP_API_BASE_URL = graph.base_url
+    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
+    return graph
+
+
+@pytest.fixture
+def instance(db: None) -> Instance:
+    return baker.make(Instance, phone_number_id="100000000000001", name="Lab", access_token="")
+
+
+@pytest.fixture
+def handoff_text(db: None) -> str:
+    # The same text in and out of business hours, so the test does not depend on the clock.
+    config = RuntimeConfig.load()
+    config.handoff_message_open = config.handoff_message_closed = HANDOFF_TEXT
+    config.save()
+    return HANDOFF_TEXT
+
+
+_phones = iter(range(10_000_000, 99_999_999))
+
+
+def make_session(instance: Instance, state: str = "TRIAGE", **fields: Any) -> Session:
+    fields.setdefault("customer_phone", f"55119{next(_phones)}")
+    return Session.objects.create(instance=instance, state=state, **fields)
+
+
+def inbound(session: Session, text: str = "Oi", *, age: float = 120, **fields: Any) -> Message:
+    """An INBOUND text stored `age` seconds ago, pending unless `processed_at` is given."""
+    created = timezone.now() - timedelta(seconds=age)
+    return Message.objects.create(
+        session=session,
+        direction=Direction.INBOUND,
+        content=text,
+        wa_message_id=f"wamid.IN{uuid4().hex[:16]}",
+        wa_timestamp=created,
+        created_at=created,
+        **fields,
+    )
+
+
+def reply(session: Session, text: str = "Olá!", *, age: float = 120, **fields: Any) -> Message:
+    """An OUTBOUND part committed by a turn `age` seconds ago and never sent."""
+    fields.setdefault("delivery_status", DeliveryStatus.PENDING)
+    return Message.objects.create(
+        session=session,
+        direction=Direction.OUTBOUND,
+        content=text,
+        created_at=timezone.now() - timedelta(seconds=age),
+        **fields,
+    )
+
+
+def pending(session: Session) -> int:
+    return session.messages.filter(direction=Direction.INBOUND, processed_at=None).count()
+
+
+# --- Stalled sessions: an expired lease, or a turn nobody runs ----------------------------------
+
+
+def test_a_lost_turn_is_requeued_only_past_the_grace_in_a_bot_state_without_lease(
+    instance: Instance,
+) -> None:
+    now = timezone.now()
+    lost = {state: make_session(instance, state) for state in ("TRIAGE", "QUALIFYING")}
+    lost |= {state: make_session(instance, state) for state in ("DATA_COLLECT", "CONFIRM")}
+    for session in lost.values():
+        inbound(session, age=61)
+    just_arrived = make_session(instance)
+    inbound(just_arrived, age=59)  # its own task is about to run
+    human = make_session(instance, "HUMAN")
+    inbound(human, age=600)
+    closed = make_session(instance, "CLOSED")
+    inbound(closed, age=600)
+    held = make_session(instance, lease_token=uuid4(), lease_expires_at=now + timedelta(minutes=1))
+    inbound(held, age=600)
+    answered = make_session(instance)
+    inbound(answered, age=600, processed_at=now)
+    expired = make_session(instance, lease_token=uuid4(), lease_expires_at=now)
+    inbound(expired, age=1)  # a dead worker's lease: no grace (existing rule)
+
+    found = stalled_sessions(now=now, grace=STALLED_PENDING_GRACE)
+
+    assert found == sorted([*(s.pk for s in lost.values()), expired.pk])
+
+
+def test_the_sweep_logs_how_many_it_requeued(instance: Instance, caplog: Any) -> None:
+    sessions = [make_session(instance) for _ in range(2)]
+    for session in sessions:
+        inbound(session)
+    enqueued: list[int] = []
+
+    with caplog.at_level(logging.WARNING, logger="conversations.lease"):
+        requeued = stalled_sessions_requeue(
+            now=timezone.now(), grace=STALLED_PENDING_GRACE, enqueue=enqueued.append
+        )
+
+    assert requeued == enqueued == [s.pk for s in sessions]
+    [record] = [r for r in caplog.records if r.getMessage() == "stalled_sessions_requeued"]
+    assert (record.count, record.session_ids) == (2, f"{sessions[0].pk},{sessions[1].pk}")
+
+
+def test_the_periodic_task_answers_a_turn_whose_publish_failed_exactly_once(
+    instance: Instance,
+    openai_settings: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    # The webhook committed the message but its on_commit publish of process_session failed.
+    session = make_session(instance, customer_phone=CUSTOMER_PHONE)
+    inbound(session, "Oi, alguém aí?", age=90)
+    openai_settings.queue_text('{"s":1}Olá! Estou aqui.')
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert requeue_expired_leases.delay().get() == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        assert requeue_expired_leases.delay().get() == 0
+
+    assert openai_settings.request_count == 1
+    assert [(s.json["to"], s.json["text"]["body"]) for s in fake_graph.sends] == [
+        (CUSTOMER_PHONE, "Olá! Estou aqui.")
+    ]
+    assert pending(session) == 0
+    session.refresh_from_db()
+    assert (session.state, session.lease_token) == ("TRIAGE", None)
+
+
+def test_pending_messages_of_a_human_session_are_marked_processed_and_never_requeued(
+    instance: Instance, openai_settings: FakeOpenAIServer
+) -> None:
+    session = make_session(instance, "HUMAN")
+    message = inbound(session, age=600)
+
+    assert stalled_sessions(now=timezone.now(), grace=STALLED_PENDING_GRACE) == []
+    # Its turn (had it been enqueued before the handoff) only marks it processed.
+    assert process_session.delay(session.pk).get() == "drained"
+
+    message.refresh_from_db()
+    assert message.processed_at is not None
+    assert openai_settings.request_count == 0
+    assert session.messages.filter(direction=Direction.OUTBOUND).count() == 0
+
+
+# --- A turn that raises ---------------------------------------------------------------------------
+
+
+class Bug(Exception):
+    pass
+
+
+@pytest.fixture
+def buggy_dispatch(monkeypatch: Any) -> None:
+    """A bug after the model answered: every turn raises."""
+
+    def dispatch(*args: Any, **kwargs: Any) -> Any:
+        raise Bug("dispatcher bug")
+
+    monkeypatch.setattr(pipeline, "dispatch", dispatch)
+
+
+def failures(session: Session) -> int:
+    return session.messages.filter(direction=Direction.SYSTEM, message_type=TURN_FAILED).count()
+
+
+def test_a_turn_that_always_raises_is_retried_by_the_sweep_then_handed_off(
+    instance: Instance,
+    handoff_text: str,
+    buggy_dispatch: None,
+    openai_settings: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    session = make_session(instance, customer_phone=CUSTOMER_PHONE)
+    message = inbound(session, "Quero um orçamento", age=5)
+    for _ in range(MAX_TURN_FAILURES):
+        openai_settings.queue_text('{"s":1}Claro!')
+    openai_settings.queue_text('{"motivo_encerramento": "erro"}')  # the handoff summary
+    requeue: list[int] = []
+
+    def turn_raises() -> bool:
+        with django_capture_on_commit_callbacks(execute=True):
+            try:
+                process_session.delay(session.pk)
+            except Bug:
+                return True
+        return False
+
+    # The webhook's task, then the sweep's retries: each raises, leaves the message pending and
+    # the lease free, and is recorded.
+    for attempt in range(1, MAX_TURN_FAILURES):
+        assert turn_raises()
+        session.refresh_from_db()
+        assert (session.state, session.lease_token, pending(session)) == ("TRIAGE", None, 1)
+        assert failures(session) == attempt
+        assert fake_graph.sends == []
+        Message.objects.filter(pk=message.pk).update(
+            created_at=timezone.now() - timedelta(seconds=61 * attempt)
+        )
+        assert stalled_sessions_requeue(
+            now=timezone.now(), grace=STALLED_PENDING_GRACE, enqueue=requeue.append
+        ) == [session.pk]
+
+    assert turn_raises()
+
+    session.refresh_from_db()
+    assert (session.state, session.handoff_reason, session.handoff_detail) == (
+        "HUMAN",
+        "llm_provider_error",
+        "o turno falhou 3 vezes seguidas (Bug)",
+    )
+    assert (session.lease_token, pending(session), failures(session)) == (None, 0, 3)
+    # The fixed text, never the model's, sent once; the summary written.
+    assert [s.json["text"]["body"] for s in fake_graph.sends] == [handoff_text]
+    [sent] = session.messages.filter(direction=Direction.OUTBOUND)
+    assert (sent.content, sent.action, sent.delivery_status) == (
+        handoff_text,
+        "llm_provider_error",
+        "sent",
+    )
+    assert list(
+        session.messages.filter(direction=Direction.SYSTEM, message_type="handoff").values_list(
+            "action", "content"
+        )
+    ) == [
+        (
+            "llm_provider_error",
+            "Transferido para atendimento humano: erro do provedor do modelo "
+            "(o turno falhou 3 vezes seguidas (Bug)).",
+        )
+    ]
+    assert session.summaries.count() == 1
+    assert openai_settings.request_count == MAX_TURN_FAILURES + 1
+    # Nothing is left for the sweep.
+    assert stalled_sessions(now=timezone.now(), grace=STALLED_PENDING_GRACE) == []
+
+
+def test_failures_count_from_the_oldest_pending_message(
+    instance: Instance, handoff_text: str
+) -> None:
+    session = make_session(instance)
+    old = inbound(session, age=600, processed_at=timezone.now())
+    # Two failures of an earlier, since-answered turn do not count against this one.
+    for _ in range(2):
+        Message.objects.create(
+            session=session,
+            direction=Direction.SYSTEM,
+            message_type=TURN_FAILED,
+            created_at=old.created_at,
+        )
+    inbound(session, age=30)
+    sent: list[int] = []
+    summaries: list[int] = []
+
+    handed_off = turn_failure_handle(
+        session_id=session.pk,
+        error=Bug("x"),
+        now=timezone.now(),
+        runtime=lambda: pytest.fail("no handoff, no runtime"),
+        send=sent.append,
+        enqueue_summary=summaries.append,
+    )
+
+    assert (handed_off, sent, summaries, pending(session)) == (False, [], [], 1)
+    assert failures(session) == 3
+
+
+def test_no_handoff_while_another_worker_holds_the_lease(
+    instance: Instance, handoff_text: str, django_capture_on_commit_callbacks: Any
+) -> None:
+    holder = uuid4()
+    session = make_session(
+        instance, lease_token=holder, lease_expires_at=timezone.now() + timedelta(minutes=3)
+    )
+    inbound(session, age=30)
+    for _ in range(MAX_TURN_FAILURES - 1):
+        Message.objects.create(
+            session=session, direction=Direction.SYSTEM, message_type=TURN_FAILED
+        )
+    sent: list[int] = []
+
+    with django_capture_on_commit_callbacks(execute=True):
+        handed_off = turn_failure_handle(
+            session_id=session.pk,
+            error=Bug("x"),
+            now=timezone.now(),
+            runtime=_runtime,
+            send=sent.append,
+            enqueue_summary=sent.append,
+        )
+
+    assert (handed_off, sent, pending(session)) == (False, [], 1)
+    session.refresh_from_db()
+    assert (session.state, session.lease_token) == ("TRIAGE", holder)
+
+
+def _runtime() -> Any:
+    from prompts_admin.selectors import DatabasePromptSource
+
+    return DatabasePromptSource().runtime()
+
+
+# --- Unsent OUTBOUND messages --------------------------------------------------------------------
+
+
+def test_only_lost_sends_are_requeued_first_part_of_a_turn_first(instance: Instance) -> None:
+    now = timezone.now()
+    session = make_session(instance)
+    untried = reply(session, age=61)
+    reply(session, age=59)  # its send task is about to run
+    reply(session, age=600, wa_message_id="wamid.OUT1", delivery_status=DeliveryStatus.SENT)
+    reply(session, age=600, delivery_status=DeliveryStatus.FAILED)
+    reply(session, age=600, error="superseded", delivery_status="")
+    inbound(session, age=600)
+    # Claimed 10 s ago: a worker is sending it now.
+    reply(session, age=1200, send_attempts=1, delivery_status_at=now - timedelta(seconds=10))
+    # Released for a retry 5 minutes into its life: its task's backoff is still running.
+    reply(session, age=300, send_attempts=2, delivery_status_at=None, delivery_error_code=131000)
+    # Tried, and its retry chain is surely over: lost.
+    lost_retry = reply(session, age=16 * 60, send_attempts=2, delivery_status_at=None)
+    # Claimed two minutes ago by a worker that died before storing the answer.
+    dead_claim = reply(
+        session, age=20 * 60, send_attempts=1, delivery_status_at=now - timedelta(minutes=2)
+    )
+    never_enqueued = uuid4()
+    first = reply(session, "parte 1", age=90, turn_id=never_enqueued, part_index=0)
+    reply(session, "parte 2", age=90, turn_id=never_enqueued, part_index=1)
+    half_sent = uuid4()
+    reply(
+        session,
+        "parte 1",
+        age=90,
+        turn_id=half_sent,
+        part_index=0,
+        wa_message_id="wamid.OUT2",
+        delivery_status=DeliveryStatus.SENT,
+    )
+    second = reply(session, "parte 2", age=90, turn_id=half_sent, part_index=1)
+    reply(session, "parte 3", age=90, turn_id=half_sent, part_index=2)
+    enqueued: list[int] = []
+
+    sweep = unsent_messages_requeue(now=now, enqueue=enqueued.append)
+
+    assert (
+        sweep.requeued
+        == enqueued
+        == [dead_claim.pk, lost_retry.pk, first.pk, second.pk, untried.pk]
+    )
+    assert sweep.expired == 0
+
+
+def test_a_message_unsent_past_the_24_hour_window_is_failed_for_staff_not_sent(
+    instance: Instance, caplog: Any
+) -> None:
+    now = timezone.now()
+    session = make_session(instance)
+    stale = uuid4()
+    parts = [
+        reply(session, f"parte {i}", age=24 * 3600 + 1, turn_id=stale, part_index=i)
+        for i in range(2)
+    ]
+    young = reply(session, age=24 * 3600 - 60)
+    enqueued: list[int] = []
+
+    with caplog.at_level(logging.WARNING, logger="conversations.sweeps"):
+        sweep = unsent_messages_requeue(now=now, enqueue=enqueued.append)
+
+    assert (sweep.requeued, sweep.expired, enqueued) == ([young.pk], 2, [young.pk])
+    for part in parts:
+        part.refresh_from_db()
+        assert (
+            part.delivery_status,
+            part.delivery_status_at,
+            part.delivery_error_code,
+            part.delivery_error_title,
+            part.send_attempts,
+            part.wa_message_id,
+        ) == (DeliveryStatus.FAILED, now, None, WINDOW_EXPIRED, 0, None)
+    assert WINDOW_EXPIRED == "Não enviada: passou o prazo de 24 horas para responder ao cliente"
+    [expired_log] = [r for r in caplog.records if r.getMessage() == "unsent_messages_expired"]
+    assert (expired_log.levelname, expired_log.count) == ("ERROR", 2)
+    [requeued_log] = [r for r in caplog.records if r.getMessage() == "unsent_messages_requeued"]
+    assert (requeued_log.count, requeued_log.message_ids) == (1, str(young.pk))
+    # A second sweep finds them failed: nothing more to do.
+    assert unsent_messages_requeue(now=now, enqueue=enqueued.append).expired == 0
+
+
+def test_the_periodic_task_sends_a_lost_answer_once_and_in_order(
+    instance: Instance, fake_graph: FakeGraphAPI
+) -> None:
+    session = make_session(instance, customer_phone=CUSTOMER_PHONE)
+    turn = uuid4()
+    parts = [reply(session, f"parte {i}", age=90, turn_id=turn, part_index=i) for i in range(3)]
+
+    assert requeue_unsent_messages.delay().get() == 1
+    assert requeue_unsent_messages.delay().get() == 0
+
+    assert [s.json["text"]["body"] for s in fake_graph.sends] == ["parte 0", "parte 1", "parte 2"]
+    for part in parts:
+        part.refresh_from_db()
+    assert [(p.delivery_status, p.send_attempts) for p in parts] == [("sent", 1)] * 3
+    assert len({p.wa_message_id for p in parts}) == 3
+
+
+def test_the_sweeps_are_named_and_scheduled_every_minute() -> None:
+    assert requeue_unsent_messages.name == "conversations.requeue_unsent_messages"
+    assert settings.CELERY_BEAT_SCHEDULE == {
+        "requeue-expired-leases": {
+            "task": "conversations.requeue_expired_leases",
+            "schedule": 60.0,
+        },
+        "requeue-unsent-messages": {
+            "task": "conversations.requeue_unsent_messages",
+            "schedule": 60.0,
+        },
+    }
+
+
+# --- Concurrency, on PostgreSQL ------------------------------------------------------------------
+
+
+class SlowSender:
+    """A Graph API client that takes a while to accept each message and remembers them."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self._lock = threading.Lock()
+
+    def send_text(self, *, body: str, **kwargs: Any) -> SentMessage:
+        time.sleep(0.05)
+        with self._lock:
+            self.sent.append(body)
+            return SentMessage(wamid=f"wamid.SLOW{len(self.sent)}")
+
+    def mark_read(self, **kwargs: Any) -> None:
+        return None
+
+
+def run_concurrently(work: Any, workers: int) -> None:
+    barrier = threading.Barrier(workers)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            barrier.wait()
+            work()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_overlapping_sweeps_and_send_tasks_send_each_lost_part_once_in_order(
+    instance: Instance,
+) -> None:
+    session = make_session(instance, customer_phone=CUSTOMER_PHONE)
+    turn = uuid4()
+    for i in range(3):
+        reply(session, f"parte {i}", age=90, turn_id=turn, part_index=i)
+    single = reply(session, "avulsa", age=90)
+    client = SlowSender()
+
+    def sweep_and_send() -> None:
+        # A late beat run overlapping the next one, each send task run right away.
+        unsent_messages_requeue(
+            now=timezone.now(),
+            enqueue=lambda message_id: outbound_message_send(message_id=message_id, client=client),
+        )
+
+    run_concurrently(sweep_and_send, workers=4)
+
+    assert sorted(client.sent) == ["avulsa", "parte 0", "parte 1", "parte 2"]
+    assert [b for b in client.sent if b.startswith("parte")] == ["parte 0", "parte 1", "parte 2"]
+    unsent = Message.objects.filter(direction=Direction.OUTBOUND, wa_message_id=None)
+    assert list(unsent) == []
+    single.refresh_from_db()
+    assert (single.delivery_status, single.send_attempts) == ("sent", 1)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_overlapping_stalled_session_sweeps_answer_a_lost_turn_once(
+    instance: Instance, handoff_text: str
+) -> None:
+    from tests.agents.support import FakeLLM
+    from tests.conversations.test_pipeline import Pipeline
+
+    session = make_session(instance, customer_phone=CUSTOMER_PHONE)
+    inbound(session, "Oi, alguém aí?", age=90)
+    run = Pipeline(llm=FakeLLM('{"s":1}Olá! Estou aqui.'), clock=timezone.now)
+    deps = run.deps()
+
+    def sweep() -> None:
+        stalled_sessions_requeue(
+            now=timezone.now(),
+            grace=STALLED_PENDING_GRACE,
+            enqueue=lambda session_id: pipeline.session_process(
+                session_id=session_id, deps=deps, config=run.config
+            ),
+        )
+
+    run_concurrently(sweep, workers=4)
+
+    assert len(run.llm.calls) == 1
+    replies = list(session.messages.filter(direction=Direction.OUTBOUND))
+    assert [m.content for m in replies] == ["Olá! Estou aqui."]
+    assert run.sent == [m.pk for m in replies]
+    assert pending(session) == 0
