@@ -1,6 +1,11 @@
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
+from django.utils.translation import gettext_lazy as _
+
+admin.site.site_header = _("WhatsApp attendance")
+admin.site.site_title = _("WhatsApp attendance")
+admin.site.index_title = _("Attendance administration")
 
 
 def healthz(request: HttpRequest) -> HttpResponse:

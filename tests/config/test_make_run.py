@@ -66,7 +66,7 @@ def test_make_run_steps_serve_the_admin_login_page(tmp_path: Path) -> None:
             except OSError:
                 time.sleep(0.2)
         assert status == 200
-        assert "<title>Acessar | Site de administração do Django</title>" in body
+        assert "<title>Acessar | Atendimento WhatsApp</title>" in body
     finally:
         server.terminate()
         server.wait(timeout=10)
