@@ -689,6 +689,33 @@ def _session_fields(result: TurnResult, now: datetime) -> dict[str, Any]:
     return fields
 
 
+def failure_handoff_write(
+    *,
+    session: Session,
+    token: UUID,
+    inbound_ids: Sequence[int],
+    reason: HandoffReason,
+    detail: str,
+    now: datetime,
+    runtime: RuntimeSettings,
+) -> list[int]:
+    """Write a handoff decided outside a model turn exactly as a failed turn writes it.
+
+    For callers that hold the session's lease and its row lock (the repeated-failure sweep):
+    HUMAN with the reason, the SYSTEM handoff event, the fixed handoff text, the inbound
+    messages marked processed. Returns the OUTBOUND part ids, in sending order.
+    """
+    turn = _Turn(
+        session_id=session.pk,
+        turn_id=uuid4(),
+        token=token,
+        state=SessionState(session.state),
+        inbound_ids=tuple(inbound_ids),
+        last_inbound_id=max(inbound_ids),
+    )
+    return _write_turn(turn, _failure(session_context(session), reason, detail), now, runtime)
+
+
 def _write_turn(
     turn: _Turn, result: TurnResult, now: datetime, runtime: RuntimeSettings
 ) -> list[int]:

@@ -26,15 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
-from uuid import uuid4
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from agents.sources import RuntimeSettings
 from agents.states import BOT_STATES, HandoffReason, SessionState
-from conversations.dispatcher import Handoff, handoff_event
-from conversations.handoff import handoff_text
 from conversations.lease import lease_claim, lease_release
 from conversations.models import (
     SUPERSEDED,
@@ -44,8 +41,8 @@ from conversations.models import (
     Message,
     Session,
 )
+from conversations.pipeline import failure_handoff_write
 from conversations.sending import SEND_CLAIM_SECONDS
-from conversations.whatsapp.formatting import format_ai_message_for_whatsapp, split_for_whatsapp
 
 logger = logging.getLogger(__name__)
 
@@ -235,59 +232,18 @@ def session_failure_handoff(
             pending_ids = list(_pending_inbound(session_id).values_list("pk", flat=True))
             if SessionState(session.state) not in BOT_STATES or not pending_ids:
                 return False
-            part_ids = _write_handoff(session_id, pending_ids, detail[:_DETAIL_CHARS], now, runtime)
+            part_ids = failure_handoff_write(
+                session=Session.objects.select_related("instance").get(pk=session_id),
+                token=token,
+                inbound_ids=pending_ids,
+                reason=HandoffReason.LLM_PROVIDER_ERROR,
+                detail=detail,
+                now=now,
+                runtime=runtime,
+            )
             transaction.on_commit(partial(enqueue_summary, session_id), robust=True)
             for part_id in part_ids:
                 transaction.on_commit(partial(send, part_id), robust=True)
     finally:
         lease_release(session_id=session_id, token=token)
     return True
-
-
-def _write_handoff(
-    session_id: int, pending_ids: list[int], detail: str, now: datetime, runtime: RuntimeSettings
-) -> list[int]:
-    reason = HandoffReason.LLM_PROVIDER_ERROR
-    turn_id = uuid4()
-    Session.objects.filter(pk=session_id).update(
-        state=SessionState.HUMAN.value,
-        handoff_reason=reason.value,
-        handoff_detail=detail,
-        handed_off_at=now,
-        last_message_at=now,
-    )
-    event = handoff_event(Handoff(reason, detail=detail))
-    rows = [
-        Message(
-            session_id=session_id,
-            direction=Direction.SYSTEM,
-            message_type=event.event,
-            content=event.content,
-            action=event.action,
-            json_part=dict(event.details) or None,
-            turn_id=turn_id,
-            created_at=now,
-        )
-    ]
-    parts = split_for_whatsapp(
-        format_ai_message_for_whatsapp(handoff_text(runtime, reason=reason, now=now))
-    )
-    rows.extend(
-        Message(
-            session_id=session_id,
-            direction=Direction.OUTBOUND,
-            message_type="text",
-            content=part,
-            part_index=index,
-            turn_id=turn_id,
-            action=reason.value,
-            delivery_status=DeliveryStatus.PENDING,
-            created_at=now,
-        )
-        for index, part in enumerate(parts)
-    )
-    created = Message.objects.bulk_create(rows)
-    Message.objects.filter(pk__in=pending_ids, processed_at__isnull=True).update(
-        processed_at=now, turn_id=turn_id
-    )
-    return [m.pk for m in created if m.direction == Direction.OUTBOUND]
