@@ -67,7 +67,6 @@ MAX_TURN_FAILURES = 3
 # Longer than the handoff's one short transaction.
 _HANDOFF_LEASE_TTL = timedelta(seconds=60)
 _ERROR_CHARS = 500
-_DETAIL_CHARS = 255
 
 
 # --- Unsent OUTBOUND messages ---------------------------------------------------------------------
