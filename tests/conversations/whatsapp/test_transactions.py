@@ -10,8 +10,9 @@ import pytest
 from django.db import connection
 from model_bakery import baker
 
+from conversations import inbound
 from conversations.inbound import webhook_delivery_receive
-from conversations.models import Session
+from conversations.models import Message, Session, WebhookDelivery
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,
     CUSTOMER_USER_ID,
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 class Trace:
     statements: list[tuple[str, bool]] = field(default_factory=list)
     commits: int = 0
+    rollbacks: int = 0
 
     @property
     def queries(self) -> list[str]:
@@ -52,12 +54,20 @@ def traced() -> Iterator[Trace]:
         trace.statements.append((sql, connection.in_atomic_block))
         return execute(sql, params, many, context)
 
-    connection.commit = counting_commit  # a spy: the real commit still runs
+    rollback = connection.rollback
+
+    def counting_rollback() -> None:
+        trace.rollbacks += 1
+        rollback()
+
+    connection.commit = counting_commit  # spies: the real commit and rollback still run
+    connection.rollback = counting_rollback
     try:
         with connection.execute_wrapper(record):
             yield trace
     finally:
         del connection.commit
+        del connection.rollback
 
 
 def receive(raw: bytes) -> None:
@@ -78,7 +88,7 @@ def kinds(trace: Trace) -> list[str]:
     return [sql.split()[0] for sql in trace.queries]
 
 
-def test_a_known_customer_s_message_is_one_commit_and_five_statements(instance):
+def test_a_known_customer_s_message_is_one_commit_and_three_statements(instance):
     baker.make(
         Session,
         instance=instance,
@@ -91,12 +101,13 @@ def test_a_known_customer_s_message_is_one_commit_and_five_statements(instance):
         receive(fixture_bytes("text"))
 
     assert (trace.commits, trace.outside_the_transaction) == (1, [])
-    # savepoint; find the open session and move its times (one UPDATE ... RETURNING); insert the
-    # message (ON CONFLICT DO NOTHING); release; insert the delivery.
-    assert kinds(trace) == ["SAVEPOINT", "UPDATE", "INSERT", "RELEASE", "INSERT"]
+    # Find the open session and move its times (one UPDATE ... RETURNING); insert the message
+    # (ON CONFLICT DO NOTHING); insert the delivery. No savepoint: a failure rolls back the
+    # whole transaction and stores the body alone (test_an_apply_failure_...).
+    assert kinds(trace) == ["UPDATE", "INSERT", "INSERT"]
 
 
-def test_a_new_customer_s_first_message_is_one_commit_and_eleven_statements(instance):
+def test_a_new_customer_s_first_message_is_one_commit_and_nine_statements(instance):
     with traced() as trace:
         receive(fixture_bytes("text"))
 
@@ -104,7 +115,6 @@ def test_a_new_customer_s_first_message_is_one_commit_and_eleven_statements(inst
     # The fast path misses by user id and by phone; the session lookup and the instance; the
     # session insert (with its times) in its own savepoint; the message; the delivery.
     assert kinds(trace) == [
-        "SAVEPOINT",
         "UPDATE",
         "UPDATE",
         "SELECT",
@@ -113,7 +123,6 @@ def test_a_new_customer_s_first_message_is_one_commit_and_eleven_statements(inst
         "INSERT",
         "RELEASE",
         "INSERT",
-        "RELEASE",
         "INSERT",
     ]
 
@@ -125,7 +134,7 @@ def test_each_further_message_of_a_batch_costs_one_insert(instance):
         receive(texts(6).replace(b"wamid.MANY", b"wamid.MORE"))
 
     assert (six.commits, six.outside_the_transaction) == (1, [])
-    assert kinds(six) == ["SAVEPOINT", "UPDATE", *["INSERT"] * 6, "RELEASE", "INSERT"]
+    assert kinds(six) == ["UPDATE", *["INSERT"] * 6, "INSERT"]
 
 
 def test_a_refused_payload_is_still_one_commit(instance):
@@ -133,8 +142,35 @@ def test_a_refused_payload_is_still_one_commit(instance):
         receive(encode({"entry": "nope"}))
 
     assert (trace.commits, trace.outside_the_transaction) == (1, [])
-    # The savepoint, rolled back and released, and the delivery insert.
-    assert kinds(trace) == ["SAVEPOINT", "ROLLBACK", "RELEASE", "INSERT"]
+    # Parsing is pure and refused it before any write: the delivery insert alone.
+    assert kinds(trace) == ["INSERT"]
+
+
+def test_an_apply_failure_rolls_everything_back_and_commits_the_body_alone(instance, monkeypatch):
+    baker.make(
+        Session,
+        instance=instance,
+        customer_phone=CUSTOMER_PHONE,
+        customer_user_id=CUSTOMER_USER_ID,
+        customer_name="Maria Silva",
+    )
+
+    def broken(self):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(inbound._Applier, "_enqueue_after_commit", broken)
+
+    with traced() as trace:
+        receive(fixture_bytes("text"))
+
+    # The events' transaction (the session's UPDATE ... RETURNING, the message) is rolled back
+    # whole; then the delivery, marked failed, is the one commit.
+    assert (trace.commits, trace.rollbacks, trace.outside_the_transaction) == (1, 1, [])
+    assert kinds(trace) == ["UPDATE", "INSERT", "INSERT"]
+    assert list(WebhookDelivery.objects.values_list("outcome", "error", "messages_count")) == [
+        ("failed", "RuntimeError: boom", 0)
+    ]
+    assert Message.objects.count() == 0
 
 
 def test_a_customer_s_burst_moves_the_session_times_once_to_the_newest_message(instance):
@@ -146,15 +182,7 @@ def test_a_customer_s_burst_moves_the_session_times_once_to_the_newest_message(i
     with traced() as trace:
         receive(encode(document))
 
-    assert kinds(trace) == [
-        "SAVEPOINT",
-        "UPDATE",
-        "INSERT",
-        "INSERT",
-        "INSERT",
-        "RELEASE",
-        "INSERT",
-    ]
+    assert kinds(trace) == ["UPDATE", "INSERT", "INSERT", "INSERT", "INSERT"]
     newest = datetime.fromtimestamp(1764500120, tz=UTC)
     assert list(Session.objects.values_list("last_message_at", "last_inbound_at")) == [
         (newest, newest)
