@@ -41,7 +41,7 @@ serve:
 run: bootstrap serve
 
 ## make test: lint, formatting, migrations check and the test suite
-test: install-dev
+test: install-dev .env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

@@ -22,6 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.support import ensure_database  # noqa: E402
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("ENV_FILE", "/nonexistent/.env")
 os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
@@ -54,31 +56,6 @@ OUTBOUND_TEXTS = [
     "Anotado. Para preparar o orçamento, preciso do seu nome completo e e-mail.",
     "Obrigada! Vou transferir seu atendimento para um especialista da nossa equipe.",
 ]
-
-
-def ensure_database(url: str) -> None:
-    """CREATE DATABASE when the one named in DATABASE_URL does not exist yet."""
-    import environ
-    import psycopg
-    from psycopg import sql
-
-    config = environ.Env.db_url_config(url)
-    if config["ENGINE"] != "django.db.backends.postgresql":
-        sys.exit("bench/admin_pages.py needs DATABASE_URL=postgres://...")
-    with psycopg.connect(
-        host=config["HOST"] or None,
-        port=config["PORT"] or None,
-        user=config["USER"] or None,
-        password=config["PASSWORD"] or None,
-        dbname="postgres",
-        autocommit=True,
-    ) as conn:
-        exists = conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", [config["NAME"]]
-        ).fetchone()
-        if not exists:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(config["NAME"])))
-            print(f"created database {config['NAME']}")
 
 
 def seed(rng: random.Random) -> int:
@@ -225,7 +202,7 @@ def main() -> None:
     args = parser.parse_args()
 
     url = os.environ.get("DATABASE_URL", "")
-    ensure_database(url)
+    ensure_database(url, script="bench/admin_pages.py")
 
     import django
 

@@ -42,6 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.support import ensure_database  # noqa: E402
 from conversations.whatsapp.signature import compute_signature  # noqa: E402 (pure module)
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/lab_attendance_webhook_bench"
@@ -139,29 +140,6 @@ def server_env(database_url: str, broker_url: str) -> dict[str, str]:
         "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'bench'}",
         "DJANGO_SETTINGS_MODULE": "webhook_settings",
     }
-
-
-def ensure_database(database_url: str) -> None:
-    import environ
-    import psycopg
-    from psycopg import sql
-
-    config = environ.Env.db_url_config(database_url)
-    if config["ENGINE"] != "django.db.backends.postgresql":
-        sys.exit("bench/webhook.py needs DATABASE_URL=postgres://...")
-    with psycopg.connect(
-        host=config["HOST"] or None,
-        port=config["PORT"] or None,
-        user=config["USER"] or None,
-        password=config["PASSWORD"] or None,
-        dbname="postgres",
-        autocommit=True,
-    ) as conn:
-        found = conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", [config["NAME"]]
-        ).fetchone()
-        if not found:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(config["NAME"])))
 
 
 def prepare_database(env: dict[str, str]) -> None:
@@ -408,7 +386,7 @@ def main() -> None:
     database_url = os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL)
     broker_url = os.environ.get("CELERY_BROKER_URL", DEFAULT_BROKER_URL)
     env = server_env(database_url, broker_url)
-    ensure_database(database_url)
+    ensure_database(database_url, script="bench/webhook.py")
     prepare_database(env)
     empty_broker(broker_url)
     run = uuid.uuid4().hex[:8]
