@@ -19,7 +19,7 @@ from agents.invoker import AgentInvoker, InvokerConfig
 from agents.llm import CallPurpose, LLMCallResult, LLMClient, LLMError, OpenAIClient
 from agents.sources import HistoryEntry
 from agents.states import AgentName
-from conversations.models import SUPERSEDED, Direction, LLMCall, Message
+from conversations.models import SUPERSEDED, DeliveryStatus, Direction, LLMCall, Message
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.selectors import DatabasePromptSource
 
@@ -37,6 +37,9 @@ class DatabaseHistorySource:
                 session_id=session_id, direction__in=(Direction.INBOUND, Direction.OUTBOUND)
             )
             .exclude(error=SUPERSEDED)
+            # The customer never saw a reply WhatsApp refused (e.g. 131047 outside the 24-hour
+            # window): the model must not believe it was said.
+            .exclude(delivery_status=DeliveryStatus.FAILED)
             .exclude(content="")
             # A customer's burst can arrive out of order: the model reads it in the order the
             # customer wrote it (WhatsApp's timestamp); our own messages have only created_at.

@@ -229,6 +229,25 @@ def test_history_follows_whatsapp_timestamps_when_a_burst_arrives_out_of_order()
     ]
 
 
+def test_history_leaves_out_replies_whatsapp_refused_to_deliver() -> None:
+    session = baker.make(Session)
+    asked = make_message(session, Direction.INBOUND, "Quero um orçamento", 1)
+    make_message(
+        session,
+        Direction.OUTBOUND,
+        "Qual o seu e-mail?",
+        2,
+        delivery_status="failed",
+        delivery_error_code=131047,
+    )
+    again = make_message(session, Direction.INBOUND, "Oi? Alguém aí?", 3)
+
+    assert DatabaseHistorySource().history(session.pk, 50) == [
+        HistoryEntry(session.pk, "INBOUND", "Quero um orçamento", "", asked.pk),
+        HistoryEntry(session.pk, "INBOUND", "Oi? Alguém aí?", "", again.pk),
+    ]
+
+
 def test_recorder_writes_a_success_row() -> None:
     session = baker.make(Session)
     message = baker.make(Message, session=session, direction=Direction.INBOUND)
