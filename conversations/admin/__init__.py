@@ -1,0 +1,71 @@
+"""Admin of the conversation store: instances, sessions (read as a chat) and the read-only logs.
+
+Sessions are read-only here for now; the staff actions (take over, reply, give back, close,
+regenerate the summary) come with a later issue. The message log, model calls, webhook
+deliveries, status events, summaries and leads are read-only for everyone, superusers included.
+
+One module per responsibility: `instances` (the Instance admin and its write-only token form),
+`sessions` (the Session admin, its filters and search), `transcript` (the session page read as a
+chat) and `logs` (the read-only admins). Importing them here registers the admins when Django
+autodiscovers `conversations.admin`; the names are re-exported so `conversations.admin.X` keeps
+working.
+"""
+
+from conversations.admin.instances import InstanceAdmin, InstanceForm
+from conversations.admin.logs import (
+    DeliveryStatusEventAdmin,
+    HandoffSummaryAdmin,
+    LeadAdmin,
+    LLMCallAdmin,
+    MessageAdmin,
+    ReadOnlyAdmin,
+    WebhookDeliveryAdmin,
+)
+from conversations.admin.sessions import (
+    MAX_SEARCH_CHARS,
+    MIN_MESSAGE_SEARCH_CHARS,
+    SegmentFilter,
+    SessionAdmin,
+    sessions_search,
+)
+from conversations.admin.transcript import (
+    AGENT_LABELS,
+    CUSTOMER_SERVICE_WINDOW,
+    DELIVERY_LABELS,
+    MAX_TRANSCRIPT_MESSAGES,
+    REGISTRATION_LABELS,
+    DataRow,
+    LLMCost,
+    ServiceWindow,
+    SessionTranscript,
+    TranscriptEntry,
+    session_transcript,
+)
+
+__all__ = [
+    "AGENT_LABELS",
+    "CUSTOMER_SERVICE_WINDOW",
+    "DELIVERY_LABELS",
+    "MAX_SEARCH_CHARS",
+    "MAX_TRANSCRIPT_MESSAGES",
+    "MIN_MESSAGE_SEARCH_CHARS",
+    "REGISTRATION_LABELS",
+    "DataRow",
+    "DeliveryStatusEventAdmin",
+    "HandoffSummaryAdmin",
+    "InstanceAdmin",
+    "InstanceForm",
+    "LLMCallAdmin",
+    "LLMCost",
+    "LeadAdmin",
+    "MessageAdmin",
+    "ReadOnlyAdmin",
+    "SegmentFilter",
+    "ServiceWindow",
+    "SessionAdmin",
+    "SessionTranscript",
+    "TranscriptEntry",
+    "WebhookDeliveryAdmin",
+    "session_transcript",
+    "sessions_search",
+]

@@ -1,0 +1,182 @@
+"""Read-only admins of the logs: messages, model calls, webhook deliveries, status events,
+summaries and leads. Nobody changes them from the admin, superusers included.
+"""
+
+import contextlib
+import json
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+
+from conversations.models import (
+    DeliveryStatusEvent,
+    HandoffSummary,
+    Lead,
+    LLMCall,
+    Message,
+    WebhookDelivery,
+)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """A log: nobody adds, changes or deletes rows from the admin, superusers included."""
+
+    actions: list[Any] = []
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def _session_link(session_id: int) -> str:
+    url = reverse("admin:conversations_session_change", args=[session_id])
+    return format_html('<a href="{}">#{}</a>', url, session_id)
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "session_link",
+        "direction",
+        "agent",
+        "short_content",
+        "code",
+        "error",
+        "delivery_status",
+        "created_at",
+    )
+    list_filter = ("direction", "agent", "delivery_status")
+    search_fields = ("=wa_message_id",)
+    search_help_text = _("Exact WhatsApp message id (wamid).")
+    show_full_result_count = False
+    # The primary key follows creation order and is indexed; created_at alone is not.
+    ordering = ("-id",)
+
+    @admin.display(description=_("conversation"), ordering="session_id")
+    def session_link(self, obj: Message) -> str:
+        return _session_link(obj.session_id)
+
+    @admin.display(description=_("content"))
+    def short_content(self, obj: Message) -> str:
+        return obj.content if len(obj.content) <= 80 else obj.content[:79] + "…"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
+        return super().get_queryset(request).defer("raw_response")
+
+
+@admin.register(LLMCall)
+class LLMCallAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "session_link",
+        "agent",
+        "purpose",
+        "model",
+        "tokens_input",
+        "tokens_output",
+        "latency_ms",
+        "attempts",
+        "outcome",
+        "prompt_version",
+        "created_at",
+    )
+    list_filter = ("purpose", "agent", "outcome")
+    show_full_result_count = False
+    ordering = ("-id",)
+
+    @admin.display(description=_("conversation"), ordering="session_id")
+    def session_link(self, obj: LLMCall) -> str:
+        return _session_link(obj.session_id)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[LLMCall]:
+        return super().get_queryset(request).defer("context_snapshot", "raw_response")
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "received_at",
+        "outcome",
+        "messages_count",
+        "statuses_count",
+        "processed_at",
+    )
+    list_filter = ("outcome", ("received_at", admin.DateFieldListFilter))
+    show_full_result_count = False
+    fields = (
+        "received_at",
+        "processed_at",
+        "outcome",
+        "messages_count",
+        "statuses_count",
+        "error",
+        "headers_pretty",
+        "body_pretty",
+    )
+    readonly_fields = ("headers_pretty", "body_pretty")
+
+    @admin.display(description=_("relevant headers"))
+    def headers_pretty(self, obj: WebhookDelivery) -> str:
+        return format_html(
+            "<pre>{}</pre>", json.dumps(obj.headers, ensure_ascii=False, indent=2, sort_keys=True)
+        )
+
+    @admin.display(description=_("raw body"))
+    def body_pretty(self, obj: WebhookDelivery) -> str:
+        text = bytes(obj.raw_body).decode("utf-8", errors="replace")
+        with contextlib.suppress(ValueError):  # not JSON: shown as received
+            text = json.dumps(json.loads(text), ensure_ascii=False, indent=2)
+        return format_html('<pre style="white-space: pre-wrap">{}</pre>', text)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WebhookDelivery]:
+        # Bodies can be megabytes; the list never shows them.
+        return super().get_queryset(request).defer("raw_body")
+
+
+@admin.register(DeliveryStatusEvent)
+class DeliveryStatusEventAdmin(ReadOnlyAdmin):
+    list_display = ("wa_message_id", "status", "error_code", "error_title", "created_at")
+    list_filter = ("status",)
+    search_fields = ("=wa_message_id",)
+    show_full_result_count = False
+    ordering = ("-id",)
+
+
+@admin.register(HandoffSummary)
+class HandoffSummaryAdmin(ReadOnlyAdmin):
+    list_display = (
+        "session_link",
+        "closing_reason",
+        "identified_service",
+        "segment",
+        "error",
+        "created_at",
+    )
+    show_full_result_count = False
+
+    @admin.display(description=_("conversation"), ordering="session_id")
+    def session_link(self, obj: HandoffSummary) -> str:
+        return _session_link(obj.session_id)
+
+
+@admin.register(Lead)
+class LeadAdmin(ReadOnlyAdmin):
+    list_display = ("session_link", "crm_status", "created_at")
+    list_filter = ("crm_status",)
+    show_full_result_count = False
+
+    @admin.display(description=_("conversation"), ordering="session_id")
+    def session_link(self, obj: Lead) -> str:
+        return _session_link(obj.session_id)

@@ -1,0 +1,293 @@
+"""The session page read as a chat: the transcript and the data panels beside it.
+
+Presentation logic of the session change view (`SessionAdmin.render_change_form`); it reads the
+session's messages, model calls and latest summary in a fixed number of queries.
+"""
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Count, Sum
+from django.utils import dateformat, timezone
+from django.utils.formats import number_format
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from agents.parameters import ParameterSchemaError, parse_parameter_schema
+from conversations.models import (
+    AGENT_CHOICES,
+    SUPERSEDED,
+    DeliveryStatus,
+    Direction,
+    HandoffSummary,
+    LLMCall,
+    Message,
+    Session,
+)
+from knowledge_base.models import Service
+
+# WhatsApp lets a business send free-form messages only within 24 h of the customer's last one.
+CUSTOMER_SERVICE_WINDOW = timedelta(hours=24)
+# The transcript shows the newest messages of a session; older ones are in the message log.
+MAX_TRANSCRIPT_MESSAGES = 500
+# Plain dicts: Model.get_FOO_display() rebuilds its lookup on every call, 300 times a page.
+AGENT_LABELS = dict(AGENT_CHOICES)
+DELIVERY_LABELS = dict(DeliveryStatus.choices)
+
+REGISTRATION_LABELS = {
+    "nome": _("Name"),
+    "email": _("E-mail"),
+    "documento": _("Document (CPF/CNPJ)"),
+    "empresa": _("Company"),
+    "cidade": _("City"),
+    "uf": _("State (UF)"),
+    "telefone": _("Alternative phone"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LLMCost:
+    calls: int = 0
+    tokens_input: int = 0
+    tokens_output: int = 0
+    latency_ms: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_input + self.tokens_output
+
+    @property
+    def display(self) -> dict[str, str]:
+        """The numbers grouped by thousands in the active locale (1.234 in pt-BR)."""
+        return {
+            name: number_format(getattr(self, name), force_grouping=True)
+            for name in ("calls", "tokens", "tokens_input", "tokens_output", "latency_ms")
+        }
+
+    def turn_text(self) -> str:
+        numbers = self.display
+        return ngettext(
+            "turn: %(calls)s model call · %(tin)s tokens in, %(tout)s out · %(ms)s ms",
+            "turn: %(calls)s model calls · %(tin)s tokens in, %(tout)s out · %(ms)s ms",
+            self.calls,
+        ) % {
+            "calls": numbers["calls"],
+            "tin": numbers["tokens_input"],
+            "tout": numbers["tokens_output"],
+            "ms": numbers["latency_ms"],
+        }
+
+    def __add__(self, other: "LLMCost") -> "LLMCost":
+        return LLMCost(
+            self.calls + other.calls,
+            self.tokens_input + other.tokens_input,
+            self.tokens_output + other.tokens_output,
+            self.latency_ms + other.latency_ms,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptEntry:
+    """One line of the chat, with its texts prepared here: a 300-message page stays fast."""
+
+    message: Message
+    side: str  # "customer", "bot", "staff" or "system"
+    superseded: bool
+    turn_cost: str  # on the last message of a turn that called the model; else ""
+    who: str
+    meta: str  # time, WhatsApp type, code and action
+    delivery: str  # outbound only: the delivery status, its time, and any error
+    delivery_failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceWindow:
+    """WhatsApp's customer-service window: 24 h after the customer's last message."""
+
+    last_inbound_at: datetime | None
+    closes_at: datetime | None
+    remaining: timedelta | None  # None when closed or never opened
+
+    @property
+    def is_open(self) -> bool:
+        return self.remaining is not None
+
+    @property
+    def remaining_text(self) -> str:
+        if self.remaining is None:
+            return ""
+        minutes = int(self.remaining.total_seconds() // 60)
+        return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+@dataclass(frozen=True, slots=True)
+class DataRow:
+    key: str
+    label: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTranscript:
+    entries: list[TranscriptEntry]
+    omitted: bool  # older messages exist beyond MAX_TRANSCRIPT_MESSAGES
+    total_cost: LLMCost
+    window: ServiceWindow
+    summary: HandoffSummary | None
+    technical: list[DataRow]
+    technical_extras: list[DataRow]
+    registration: list[DataRow]
+    registration_extras: list[DataRow]
+
+
+def _format_value(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return str(_("yes") if value else _("no"))
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def _data_rows(data: Any, labels: dict[str, Any]) -> list[DataRow]:
+    if not isinstance(data, dict):
+        return [DataRow("", "", _format_value(data))] if data else []
+    return [
+        DataRow(str(key), str(labels.get(key, key)), _format_value(value))
+        for key, value in data.items()
+    ]
+
+
+def _parameter_labels(service_code: str) -> dict[str, Any]:
+    if not service_code:
+        return {}
+    schema = (
+        Service.objects.filter(code=service_code)
+        .order_by()
+        .values_list("parameter_schema", flat=True)
+        .first()
+    )
+    try:
+        return {spec.name: spec.label for spec in parse_parameter_schema(schema)}
+    except ParameterSchemaError:
+        return {}
+
+
+def _side(message: Message) -> str:
+    if message.direction == Direction.INBOUND:
+        return "customer"
+    if message.direction == Direction.SYSTEM:
+        return "system"
+    return "staff" if message.staff_user_id else "bot"
+
+
+def _entry(message: Message, *, session: Session, turn_cost: LLMCost | None) -> TranscriptEntry:
+    side = _side(message)
+    superseded = message.error == SUPERSEDED
+    if side == "customer":
+        who = session.customer_name or str(_("Customer"))
+    elif side == "staff":
+        who = str(_("Staff")) + f" · {message.staff_user.get_username()}"
+    else:
+        agent = AGENT_LABELS.get(message.agent, message.agent)
+        who = str(_("Bot")) + (f" · {agent}" if message.agent else "")
+    when = dateformat.format(timezone.localtime(message.created_at), "d/m H:i:s")
+    meta = [when]
+    if message.message_type != "text":
+        meta.append(message.message_type)
+    if message.code is not None:
+        meta.append(f"s={message.code}")
+    if message.action:
+        meta.append(message.action)
+    delivery: list[str] = []
+    failed = False
+    if message.direction == Direction.OUTBOUND and not superseded:
+        status = str(DELIVERY_LABELS.get(message.delivery_status) or _("not sent yet"))
+        if message.delivery_status_at:
+            status += " " + dateformat.format(
+                timezone.localtime(message.delivery_status_at), "H:i:s"
+            )
+        delivery.append(status)
+        if message.delivery_error_code or message.delivery_error_title:
+            code = message.delivery_error_code or ""
+            error = str(_("error"))
+            delivery.append(f"{error} {code} {message.delivery_error_title}".strip())
+        failed = message.delivery_status == DeliveryStatus.FAILED
+    if message.error and not superseded:
+        delivery.append(message.error)
+        failed = True
+    return TranscriptEntry(
+        message=message,
+        side=side,
+        superseded=superseded,
+        turn_cost=turn_cost.turn_text() if turn_cost else "",
+        who=who,
+        meta=" · ".join(meta),
+        delivery=" · ".join(delivery),
+        delivery_failed=failed,
+    )
+
+
+def session_transcript(*, session: Session, now: datetime) -> SessionTranscript:
+    """Everything the session page shows, in a fixed number of queries whatever its length."""
+    newest_first = list(
+        session.messages.select_related("staff_user")
+        .defer("raw_response")
+        .order_by("-created_at", "-id")[: MAX_TRANSCRIPT_MESSAGES + 1]
+    )
+    omitted = len(newest_first) > MAX_TRANSCRIPT_MESSAGES
+    messages = newest_first[:MAX_TRANSCRIPT_MESSAGES][::-1]
+
+    costs = {
+        row["turn_id"]: LLMCost(
+            row["calls"], row["tokens_input"], row["tokens_output"], row["latency_ms"]
+        )
+        for row in LLMCall.objects.filter(session=session)
+        .order_by()
+        .values("turn_id")
+        .annotate(
+            calls=Count("id"),
+            tokens_input=Sum("tokens_input"),
+            tokens_output=Sum("tokens_output"),
+            latency_ms=Sum("latency_ms"),
+        )
+    }
+    total_cost = sum(costs.values(), LLMCost())
+
+    last_of_turn = {m.turn_id: m.pk for m in messages if m.turn_id is not None}
+    entries = [
+        _entry(
+            m,
+            session=session,
+            turn_cost=costs.get(m.turn_id) if last_of_turn.get(m.turn_id) == m.pk else None,
+        )
+        for m in messages
+    ]
+
+    inbound_times = [
+        m.wa_timestamp or m.created_at for m in messages if m.direction == Direction.INBOUND
+    ]
+    last_inbound = max([*inbound_times, *filter(None, [session.last_inbound_at])], default=None)
+    closes_at = last_inbound + CUSTOMER_SERVICE_WINDOW if last_inbound else None
+    window = ServiceWindow(
+        last_inbound_at=last_inbound,
+        closes_at=closes_at,
+        remaining=closes_at - now if closes_at and closes_at > now else None,
+    )
+
+    summary = session.summaries.order_by("-created_at", "-id").first()
+    parameter_labels = _parameter_labels(session.service)
+    return SessionTranscript(
+        entries=entries,
+        omitted=omitted,
+        total_cost=total_cost,
+        window=window,
+        summary=summary,
+        technical=_data_rows(session.technical_data, parameter_labels),
+        technical_extras=_data_rows(session.technical_extras, {}),
+        registration=_data_rows(session.registration_data, REGISTRATION_LABELS),
+        registration_extras=_data_rows(session.registration_extras, {}),
+    )
