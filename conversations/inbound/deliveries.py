@@ -1,0 +1,223 @@
+"""Receive a WhatsApp webhook delivery: keep its raw body and apply its events, in ONE transaction.
+
+`webhook_delivery_receive` decodes the JSON (a body that is not JSON is refused before anything
+is written) and parses it into typed events — pure code, before any write, so a payload that
+cannot be parsed is stored alone: its raw body, marked ``failed``. A parsed payload is applied
+and the `WebhookDelivery` row (raw body, relevant headers, outcome, counts) inserted in one
+transaction. A failure while applying rolls that whole transaction back (its turns are discarded
+with it) and stores the raw body alone, marked ``failed``, in a transaction of its own — so the
+events are stored with their raw body or not at all, the body always, and the database sees one
+commit per delivery, the floor of a durable webhook (DESIGN.md §11). `webhook_delivery_reprocess`
+and the ``reprocess_webhooks`` command apply a failed delivery again.
+
+Why no savepoint around the events, as DESIGN.md §11 first put it: a savepoint costs two round
+trips (SAVEPOINT, RELEASE) on every delivery to spare a second transaction on the rare failure;
+parsing failures, the expected ones, now happen before the transaction starts.
+"""
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import OperationalError, transaction
+from django.utils import timezone
+
+from conversations.inbound.events import EnqueueFn, _Applier, _describe_error, _Result
+from conversations.inbound.hot_path import _insert_row
+from conversations.models import WebhookDelivery, WebhookOutcome
+from conversations.whatsapp.payload import (
+    PayloadError,
+    WebhookPayload,
+    decode_body,
+    parse_payload,
+)
+
+# The package's name, as before the split into modules: log lines keep the logger name.
+logger = logging.getLogger("conversations.inbound")
+
+_STORED_HEADERS = ("Content-Type", "Content-Length", "User-Agent", "X-Hub-Signature-256")
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryReceipt:
+    delivery_id: int
+    outcome: str
+    messages_count: int
+    statuses_count: int
+
+
+class DeliveryNotStored(Exception):
+    """Even the raw body could not be stored (database down): the webhook must not answer 200."""
+
+
+def stored_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The request headers worth keeping with a delivery (never cookies or credentials)."""
+    return {name: headers[name] for name in _STORED_HEADERS if name in headers}
+
+
+def webhook_delivery_receive(
+    *,
+    raw_body: bytes,
+    headers: Mapping[str, str],
+    enqueue_turn: EnqueueFn,
+    enqueue_send: EnqueueFn,
+) -> DeliveryReceipt:
+    """Store and apply one signature-checked webhook body (see the module docstring).
+
+    Raises `MalformedBodyError` (nothing stored) when the body is not JSON, and
+    `DeliveryNotStored` when the database refuses even the raw body.
+    """
+    document = decode_body(raw_body)
+    try:
+        payload = parse_payload(document)
+    except Exception as exc:
+        # Parsing is pure: nothing was written, so the body alone is stored, marked failed.
+        _log_apply_failure(exc)
+        receipt = _store_failed_body(raw_body, headers, exc)
+    else:
+        receipt = _apply_and_store(payload, raw_body, headers, enqueue_turn, enqueue_send)
+    logger.info("whatsapp_webhook_received", extra=_log_fields(receipt))
+    return receipt
+
+
+def _apply_and_store(
+    payload: WebhookPayload,
+    raw_body: bytes,
+    headers: Mapping[str, str],
+    enqueue_turn: EnqueueFn,
+    enqueue_send: EnqueueFn,
+    *,
+    attempts: int = 2,
+) -> DeliveryReceipt:
+    """The events and the raw body in one transaction, without a savepoint: on a failure the
+    whole transaction rolls back (its turns are discarded with it) and the raw body is stored
+    alone, marked failed, in a transaction of its own — never both, never neither (short of
+    `DeliveryNotStored`). A savepoint around the events would spare that second transaction on
+    the rare failure at the price of two round trips (SAVEPOINT, RELEASE) on every delivery.
+    """
+    try:
+        with transaction.atomic():
+            result = _Applier(enqueue_turn, enqueue_send).apply(payload)
+            fields = result.delivery_fields()
+            delivery_id = _insert_row(
+                WebhookDelivery, raw_body=raw_body, headers=dict(headers), **fields
+            )
+    except OperationalError as exc:
+        # A deadlock or a lock timeout: the rollback released our locks, so try once more.
+        if attempts > 1:
+            logger.warning("whatsapp_webhook_apply_retry", extra={"error": _describe_error(exc)})
+            return _apply_and_store(
+                payload, raw_body, headers, enqueue_turn, enqueue_send, attempts=attempts - 1
+            )
+        _log_apply_failure(exc)
+        return _store_failed_body(raw_body, headers, exc)
+    except Exception as exc:
+        _log_apply_failure(exc)
+        return _store_failed_body(raw_body, headers, exc)
+    return DeliveryReceipt(
+        delivery_id=delivery_id,
+        outcome=fields["outcome"],
+        messages_count=fields["messages_count"],
+        statuses_count=fields["statuses_count"],
+    )
+
+
+def _log_apply_failure(exc: BaseException) -> None:
+    if isinstance(exc, PayloadError):
+        logger.warning("whatsapp_webhook_payload_refused", extra={"error": _describe_error(exc)})
+    else:
+        logger.exception("whatsapp_webhook_apply_failed", extra={"error": _describe_error(exc)})
+
+
+def webhook_delivery_reprocess(
+    *, delivery_id: int, enqueue_turn: EnqueueFn, enqueue_send: EnqueueFn
+) -> DeliveryReceipt | None:
+    """Apply a ``failed`` delivery again; None when it is not (or no longer) failed."""
+    with transaction.atomic():
+        delivery = (
+            WebhookDelivery.objects.select_for_update()
+            .filter(pk=delivery_id, outcome=WebhookOutcome.FAILED)
+            .first()
+        )
+        if delivery is None:
+            return None
+        try:
+            document = decode_body(bytes(delivery.raw_body))
+        except ValueError as exc:
+            result = _Result.failed(exc)
+        else:
+            result = _apply_in_savepoint(document, enqueue_turn, enqueue_send)
+        fields = result.delivery_fields()
+        for name, value in fields.items():
+            setattr(delivery, name, value)
+        delivery.save(update_fields=list(fields))
+    receipt = _receipt(delivery)
+    logger.info("whatsapp_webhook_reprocessed", extra=_log_fields(receipt))
+    return receipt
+
+
+def _apply_in_savepoint(
+    document: Any, enqueue_turn: EnqueueFn, enqueue_send: EnqueueFn, *, attempts: int = 2
+) -> _Result:
+    """Reprocessing's apply: the delivery row is locked and updated in the same transaction, so
+    the events get a savepoint of their own (a rare path; see `_apply_and_store` for the hot
+    one)."""
+    try:
+        with transaction.atomic():
+            payload = parse_payload(document)
+            return _Applier(enqueue_turn, enqueue_send).apply(payload)
+    except OperationalError as exc:
+        # A deadlock or a lock timeout: the savepoint released its locks, so try once more.
+        if attempts > 1:
+            logger.warning("whatsapp_webhook_apply_retry", extra={"error": _describe_error(exc)})
+            return _apply_in_savepoint(document, enqueue_turn, enqueue_send, attempts=attempts - 1)
+        logger.exception("whatsapp_webhook_apply_failed", extra={"error": _describe_error(exc)})
+        return _Result.failed(exc)
+    except PayloadError as exc:
+        # Everything the savepoint wrote is gone; the raw body is kept for reprocessing.
+        logger.warning("whatsapp_webhook_payload_refused", extra={"error": _describe_error(exc)})
+        return _Result.failed(exc)
+    except Exception as exc:
+        logger.exception("whatsapp_webhook_apply_failed", extra={"error": _describe_error(exc)})
+        return _Result.failed(exc)
+
+
+def _store_failed_body(
+    raw_body: bytes, headers: Mapping[str, str], exc: BaseException
+) -> DeliveryReceipt:
+    """The raw body alone, marked failed for `webhook_delivery_reprocess`, in one transaction."""
+    try:
+        with transaction.atomic():
+            delivery_id = _insert_row(
+                WebhookDelivery,
+                raw_body=raw_body,
+                headers=dict(headers),
+                outcome=WebhookOutcome.FAILED,
+                error=_describe_error(exc),
+                processed_at=timezone.now(),
+            )
+    except Exception as second:
+        logger.exception("whatsapp_webhook_body_lost")
+        raise DeliveryNotStored(str(second)) from exc
+    return DeliveryReceipt(
+        delivery_id=delivery_id, outcome=WebhookOutcome.FAILED, messages_count=0, statuses_count=0
+    )
+
+
+def _receipt(delivery: WebhookDelivery) -> DeliveryReceipt:
+    return DeliveryReceipt(
+        delivery_id=delivery.pk,
+        outcome=delivery.outcome,
+        messages_count=delivery.messages_count,
+        statuses_count=delivery.statuses_count,
+    )
+
+
+def _log_fields(receipt: DeliveryReceipt) -> dict[str, Any]:
+    return {
+        "delivery_id": receipt.delivery_id,
+        "outcome": receipt.outcome,
+        "messages": receipt.messages_count,
+        "statuses": receipt.statuses_count,
+    }
