@@ -43,6 +43,7 @@ from conversations.models import (
 )
 from conversations.pipeline import failure_handoff_write
 from conversations.sending import SEND_CLAIM_SECONDS
+from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +55,6 @@ UNSENT_GRACE = timedelta(seconds=60)
 # each call up to 15 s: about 7 minutes in all); past this it is unsent because the retry chain
 # was lost.
 SEND_RETRY_WINDOW = timedelta(minutes=15)
-# WhatsApp accepts free-form messages only within 24 hours of the customer's last message.
-CUSTOMER_SERVICE_WINDOW = timedelta(hours=24)
 WINDOW_EXPIRED = "Não enviada: passou o prazo de 24 horas para responder ao cliente"
 SWEEP_LIMIT = 500
 

@@ -26,10 +26,9 @@ from conversations.models import (
     Message,
     Session,
 )
+from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 from knowledge_base.models import Service
 
-# WhatsApp lets a business send free-form messages only within 24 h of the customer's last one.
-CUSTOMER_SERVICE_WINDOW = timedelta(hours=24)
 # The transcript shows the newest messages of a session; older ones are in the message log.
 MAX_TRANSCRIPT_MESSAGES = 500
 # Plain dicts: Model.get_FOO_display() rebuilds its lookup on every call, 300 times a page.

@@ -5,3 +5,9 @@ Pure core (no Django import): `payload` (webhook body -> typed events) and `sign
 `tasks` holds the thin Celery tasks. The use cases live in `conversations.inbound` and
 `conversations.sending`.
 """
+
+from datetime import timedelta
+
+# WhatsApp accepts free-form replies only within 24 hours of the customer's last message (the
+# customer-service window); later, only approved templates.
+CUSTOMER_SERVICE_WINDOW = timedelta(hours=24)
