@@ -6,11 +6,7 @@ The worker gets a Redis database of its own (so no other test's worker takes the
 test database of this run; both fakes are real HTTP servers on 127.0.0.1.
 """
 
-import os
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -18,8 +14,6 @@ from uuid import uuid4
 import pytest
 import redis
 from celery import Celery
-from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 from kombu import Connection, Exchange, Queue
 from model_bakery import baker
@@ -29,6 +23,14 @@ from conversations.models import Direction, HandoffSummary, Instance, LLMCall, M
 from prompts_admin.models import RuntimeConfig
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.processes import (
+    broker_url,
+    celery_worker_command,
+    project_env,
+    start,
+    stop,
+    wait_for,
+)
 
 pytestmark = [
     pytest.mark.postgres,
@@ -36,27 +38,10 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
 ]
-BASE_DIR = Path(__file__).resolve().parents[2]
 # A Redis database index used only by this module's workers.
 WORKER_REDIS_DB = 13
 SOFT_TIME_LIMIT = 3
 CUSTOMER_PHONE = "5511966665555"
-
-
-def _broker_url() -> str:
-    base = settings.CELERY_INTEGRATION_BROKER_URL.rstrip("/")
-    root, _, last = base.rpartition("/")
-    host = root if last.isdigit() else base
-    return f"{host}/{WORKER_REDIS_DB}"
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    return (
-        f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
-        f"/{db['NAME']}"
-    )
 
 
 @pytest.fixture
@@ -89,70 +74,28 @@ def worker(
     fake_openai: FakeOpenAIServer, fake_graph: FakeGraphAPI, tmp_path: Path
 ) -> Iterator[BrokerClient]:
     """A prefork worker (time limits need prefork) of the real app; yields a client app."""
-    broker = _broker_url()
+    broker = broker_url(WORKER_REDIS_DB)
     redis.Redis.from_url(broker).flushdb()
-    log = tmp_path / "worker.log"
-    hostname = f"pipeline-test-{uuid4().hex[:8]}@localhost"
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "ENV_FILE": "/nonexistent/.env",
-        "DEBUG": "False",
-        "SECRET_KEY": "worker-test-secret",
-        "WHATSAPP_APP_SECRET": "worker-test-app-secret",
-        "DATABASE_URL": _database_url(),
-        "DB_CONN_MAX_AGE": "0",
-        "CELERY_BROKER_URL": broker,
-        "OPENAI_BASE_URL": fake_openai.base_url,
-        "OPENAI_API_KEY": "test-openai-key",
-        "LLM_TIMEOUT_SECONDS": "10",
-        "LLM_RETRY_MAX": "0",
-        "WHATSAPP_API_BASE_URL": fake_graph.base_url,
-        "WHATSAPP_ACCESS_TOKEN": "test-access-token",
-        "CELERY_TASK_SOFT_TIME_LIMIT": str(SOFT_TIME_LIMIT),
-        "CELERY_TASK_TIME_LIMIT": str(SOFT_TIME_LIMIT + 5),
-    }
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "config",
-                "worker",
-                "--concurrency=1",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--loglevel=INFO",
-                f"--hostname={hostname}",
-            ],
-            cwd=BASE_DIR,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    env = project_env(
+        broker=broker,
+        OPENAI_BASE_URL=fake_openai.base_url,
+        LLM_TIMEOUT_SECONDS="10",
+        LLM_RETRY_MAX="0",
+        WHATSAPP_API_BASE_URL=fake_graph.base_url,
+        WHATSAPP_ACCESS_TOKEN="test-access-token",
+        CELERY_TASK_SOFT_TIME_LIMIT=str(SOFT_TIME_LIMIT),
+        CELERY_TASK_TIME_LIMIT=str(SOFT_TIME_LIMIT + 5),
+    )
+    process = start(
+        celery_worker_command(f"pipeline-test-{uuid4().hex[:8]}@localhost"),
+        env=env,
+        log=tmp_path / "worker.log",
+    )
     try:
         yield BrokerClient(broker)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+        stop(process)
         redis.Redis.from_url(broker).flushdb()
-
-
-def _wait_for(condition: Callable[[], Any], *, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _session_with_message(text: str) -> tuple[Session, Message]:
@@ -179,7 +122,7 @@ def test_a_real_worker_answers_through_the_model_and_the_graph_api(
     worker.send("conversations.process_session", session.pk)
 
     # The worker may still be starting: the task waits in the queue.
-    _wait_for(lambda: fake_graph.sends, timeout=60, what="the answer at the Graph API")
+    wait_for(lambda: fake_graph.sends, timeout=60, what="the answer at the Graph API")
     [send] = fake_graph.sends
     assert send.json == {
         "messaging_product": "whatsapp",
@@ -190,7 +133,7 @@ def test_a_real_worker_answers_through_the_model_and_the_graph_api(
     }
     assert [r.json["message_id"] for r in fake_graph.reads] == [message.wa_message_id]
     assert fake_openai.request_count == 1
-    reply = _wait_for(
+    reply = wait_for(
         lambda: Message.objects.filter(
             session=session, direction=Direction.OUTBOUND, delivery_status="sent"
         ).first(),
@@ -215,7 +158,7 @@ def test_the_soft_time_limit_ends_a_slow_turn_in_a_timeout_handoff(
 
     worker.send("conversations.process_session", session.pk)
 
-    _wait_for(lambda: fake_graph.sends, timeout=60, what="the handoff text at the Graph API")
+    wait_for(lambda: fake_graph.sends, timeout=60, what="the handoff text at the Graph API")
     session.refresh_from_db()
     assert (session.state, session.handoff_reason, session.handoff_detail) == (
         "HUMAN",
@@ -231,7 +174,7 @@ def test_the_soft_time_limit_ends_a_slow_turn_in_a_timeout_handoff(
     )
     message.refresh_from_db()
     assert message.processed_at is not None
-    summary = _wait_for(
+    summary = wait_for(
         lambda: HandoffSummary.objects.filter(session=session).first(),
         timeout=20,
         what="the handoff summary",

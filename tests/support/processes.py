@@ -1,0 +1,100 @@
+"""Helpers for the tests that run the real thing in subprocesses (gunicorn, a Celery worker)
+against this run's PostgreSQL test database and the Redis broker."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+
+def broker_url(redis_db: int) -> str:
+    """The integration broker with a Redis database of the caller's own, so that no other
+    test's worker takes its tasks."""
+    base = settings.CELERY_INTEGRATION_BROKER_URL.rstrip("/")
+    root, _, last = base.rpartition("/")
+    return f"{root if last.isdigit() else base}/{redis_db}"
+
+
+def database_url() -> str:
+    """This run's test database, as a URL a subprocess can use."""
+    db = connection.settings_dict
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    host = db["HOST"] or "127.0.0.1"
+    return f"postgres://{db['USER']}{password}@{host}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def project_env(*, broker: str, **overrides: str) -> dict[str, str]:
+    """The production settings module with test secrets, this run's database and `broker`."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "ENV_FILE": "/nonexistent/.env",
+        "DEBUG": "False",
+        "SECRET_KEY": "subprocess-test-secret-key",
+        "WHATSAPP_APP_SECRET": "subprocess-test-app-secret",
+        "DATABASE_URL": database_url(),
+        "DB_CONN_MAX_AGE": "0",
+        "CELERY_BROKER_URL": broker,
+        "OPENAI_API_KEY": "test-openai-key",
+        **overrides,
+    }
+
+
+def celery_worker_command(hostname: str) -> list[str]:
+    """A one-process prefork worker (time limits need prefork) of the real app."""
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "config",
+        "worker",
+        "--concurrency=1",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "--loglevel=INFO",
+        f"--hostname={hostname}",
+    ]
+
+
+def start(command: list[str], *, env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("w") as out:
+        return subprocess.Popen(
+            command, cwd=BASE_DIR, env=dict(env), stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=5)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for(condition: Callable[[], Any], *, timeout: float, what: str) -> Any:
+    """Poll `condition` until it returns something truthy; fail the test after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
