@@ -106,3 +106,43 @@ class CallRecorder(Protocol):
     ) -> None:
         """Store one model call (success: `result`; failure: `error`)."""
         ...
+
+
+class TaskScopedPromptSource:
+    """A PromptSource that reads the runtime settings and each agent's override once.
+
+    One per task run (a Celery `process_session`): the pipeline and the invoker then share one
+    read instead of each reading again at every agent hop. A staff edit reaches the next task.
+    """
+
+    def __init__(self, inner: PromptSource) -> None:
+        self._inner = inner
+        self._runtime: RuntimeSettings | None = None
+        self._overrides: dict[AgentName, OverrideTemplate | None] = {}
+
+    def active_override(self, agent: AgentName) -> OverrideTemplate | None:
+        if agent not in self._overrides:
+            self._overrides[agent] = self._inner.active_override(agent)
+        return self._overrides[agent]
+
+    def runtime(self) -> RuntimeSettings:
+        if self._runtime is None:
+            self._runtime = self._inner.runtime()
+        return self._runtime
+
+
+class TaskScopedKBSource:
+    """A KBSource that reads the catalog once per task run (see `TaskScopedPromptSource`);
+    package contents are read when asked, since the loaded set grows within a turn."""
+
+    def __init__(self, inner: KBSource) -> None:
+        self._inner = inner
+        self._catalog: CatalogSnapshot | None = None
+
+    def catalog(self) -> CatalogSnapshot:
+        if self._catalog is None:
+            self._catalog = self._inner.catalog()
+        return self._catalog
+
+    def load_packages(self, package_ids: Sequence[str]) -> dict[str, PackageInfo]:
+        return self._inner.load_packages(package_ids)

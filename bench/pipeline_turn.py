@@ -163,9 +163,6 @@ def main() -> None:
         seed()
         instance = Instance.objects.create(phone_number_id="100000000000001", name="Bench")
         llm = ZeroLatencyLLM()
-        deps = replace(
-            build_pipeline_deps(llm=llm), send=nothing, enqueue_summary=nothing, mark_read=nothing
-        )
         config = PipelineConfig.from_settings()
         numbers = iter(range(1, 1_000_000))
 
@@ -175,6 +172,14 @@ def main() -> None:
 
                 def run() -> None:
                     llm.script = list(script)
+                    # Built per run, as each `process_session` task builds its own: the runtime
+                    # settings, overrides and catalog it reads are scoped to the task.
+                    deps = replace(
+                        build_pipeline_deps(llm=llm),
+                        send=nothing,
+                        enqueue_summary=nothing,
+                        mark_read=nothing,
+                    )
                     report_ = session_process(session_id=session_id, deps=deps, config=config)
                     assert report_.turns == 1, report_
 

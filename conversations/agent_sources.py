@@ -17,7 +17,7 @@ from django.db.models.functions import Coalesce
 
 from agents.invoker import AgentInvoker, InvokerConfig
 from agents.llm import CallPurpose, LLMCallResult, LLMClient, LLMError, OpenAIClient
-from agents.sources import HistoryEntry
+from agents.sources import HistoryEntry, KBSource, PromptSource
 from agents.states import AgentName
 from conversations.models import SUPERSEDED, DeliveryStatus, Direction, LLMCall, Message
 from knowledge_base.selectors import DatabaseKBSource
@@ -101,14 +101,19 @@ class DatabaseCallRecorder:
         )
 
 
-def build_agent_invoker(*, llm: LLMClient | None = None) -> AgentInvoker:
+def build_agent_invoker(
+    *,
+    llm: LLMClient | None = None,
+    prompts: PromptSource | None = None,
+    kb: KBSource | None = None,
+) -> AgentInvoker:
     """The production invoker: database sources, the LLMCall recorder, models per agent from
     OPENAI_MODEL_TRIAGE / _QUALIFICATION / _COLLECTION, MAX_HISTORY_MESSAGES; `llm` defaults to
-    `OpenAIClient.from_settings()`."""
+    `OpenAIClient.from_settings()`; `prompts` and `kb` let a caller share its own sources."""
     return AgentInvoker(
         llm=llm if llm is not None else OpenAIClient.from_settings(),
-        prompts=DatabasePromptSource(),
-        kb=DatabaseKBSource(),
+        prompts=prompts if prompts is not None else DatabasePromptSource(),
+        kb=kb if kb is not None else DatabaseKBSource(),
         history=DatabaseHistorySource(),
         recorder=DatabaseCallRecorder(),
         config=InvokerConfig(

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents.llm import LLMClient, OpenAIClient
+from agents.sources import TaskScopedKBSource, TaskScopedPromptSource
 from conversations.agent_sources import DatabaseCallRecorder, build_agent_invoker
 from conversations.handoff import handoff_summary_generate
 from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions_requeue
@@ -49,11 +50,15 @@ def _enqueue_summary(session_id: int) -> None:
 def build_pipeline_deps(*, llm: LLMClient | None = None) -> PipelineDeps:
     """The production collaborators of a turn (tests pass their own `llm`)."""
     client = llm or OpenAIClient.from_settings()
+    # One read of the runtime settings, overrides and catalog per task, shared by the pipeline
+    # and the invoker (instead of one per agent hop each).
+    prompts = TaskScopedPromptSource(DatabasePromptSource())
+    kb = TaskScopedKBSource(DatabaseKBSource())
     return PipelineDeps(
-        invoker=build_agent_invoker(llm=client),
+        invoker=build_agent_invoker(llm=client, prompts=prompts, kb=kb),
         llm=client,
-        prompts=DatabasePromptSource(),
-        kb=DatabaseKBSource(),
+        prompts=prompts,
+        kb=kb,
         recorder=DatabaseCallRecorder(),
         send=_send,
         enqueue_summary=_enqueue_summary,

@@ -1190,15 +1190,16 @@ def test_an_unexpected_error_releases_the_lease_and_keeps_the_message_pending(
 
 # --- Query counts ----------------------------------------------------------------------------------
 
-# One agent call reads: runtime settings (2: RuntimeConfig, strategic companies), the override
-# (1), the catalog (4: segments, intents, services, packages) and the history (1), then records
-# its LLMCall (1) — 9 queries, the invoker's. The pipeline's own: claim the lease (1), the pending
-# messages (1), the session with its instance (1), runtime settings (2) and the catalog (4) for
-# the checks, the commit (5: lock the session, look for newer messages, update the session,
-# insert the messages, mark the turn's messages processed), and the drain (3: pending again,
-# release, look once more).
-PIPELINE_QUERIES = 1 + 1 + 1 + 2 + 4 + 5 + 3
-INVOKER_QUERIES = 2 + 1 + 4 + 1 + 1
+# Read once per task and shared by the pipeline and the invoker (`agents.sources.TaskScoped*`):
+# runtime settings (2: RuntimeConfig, strategic companies) and the catalog (4: segments, intents,
+# services, packages). The pipeline's own: claim the lease (1), the pending messages (1), the
+# session with its instance (1), the commit (5: lock the session, look for newer messages, update
+# the session, insert the messages, mark the turn's messages processed), and the drain (3: pending
+# again, release, look once more). Each agent call: its agent's override (1), the history (1) and
+# its LLMCall (1).
+SHARED_READS = 2 + 4
+PIPELINE_QUERIES = 1 + 1 + 1 + 5 + 3
+AGENT_CALL_QUERIES = 1 + 1 + 1
 
 
 def _queries_of_one_run(session: Session, run: Pipeline, capture: Any) -> list[str]:
@@ -1215,7 +1216,7 @@ def test_a_respond_turn_runs_a_fixed_number_of_queries(instance: Instance, captu
 
     sql = _queries_of_one_run(session, run, capture)
 
-    assert len(sql) == PIPELINE_QUERIES + INVOKER_QUERIES == 26
+    assert len(sql) == PIPELINE_QUERIES + SHARED_READS + AGENT_CALL_QUERIES == 20
     assert len(outbound(session)) == 1
 
 
@@ -1230,6 +1231,6 @@ def test_a_routing_turn_adds_only_the_second_agent_call(instance: Instance, capt
     sql = _queries_of_one_run(session, run, capture)
 
     # Three messages in the turn cost no more than one; the routing event shares the insert.
-    assert len(sql) == PIPELINE_QUERIES + 2 * INVOKER_QUERIES == 35
+    assert len(sql) == PIPELINE_QUERIES + SHARED_READS + 2 * AGENT_CALL_QUERIES == 23
     assert len(outbound(session)) == 1
     assert events(session) == [("state_changed", "to_qualification")]
