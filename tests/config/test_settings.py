@@ -1,6 +1,7 @@
 """Settings behave as documented: production safety, `check --deploy`, `.env` loading."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,16 @@ def test_a_broker_url_turns_eager_mode_off_and_postgres_keeps_connections() -> N
         },
     )
     assert result.stdout.split() == ["False", "60", "True"]
+
+
+def test_every_variable_settings_reads_is_documented() -> None:
+    settings_source = (ROOT / "config" / "settings.py").read_text()
+    variables = sorted(
+        set(re.findall(r'env\.(?:str|bool|int|float|list)\("([A-Z_]+)"', settings_source))
+    )
+    readme = (ROOT / "README.md").read_text()
+    example = (ROOT / ".env.example").read_text()
+
+    assert len(variables) == 31
+    assert [v for v in variables if f"`{v}`" not in readme] == []
+    assert [v for v in variables if v not in example] == []
