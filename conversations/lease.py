@@ -28,6 +28,10 @@ logger = logging.getLogger(__name__)
 # failed or the task vanished — and a busy queue gets a harmless extra task at worst (the lease).
 STALLED_PENDING_GRACE = timedelta(seconds=60)
 
+# A session's queued turn (`Session.turn_queued_at`) spares later deliveries another publish for
+# this long; older, its task is presumed lost and the next delivery enqueues one again.
+TURN_QUEUED_TTL = timedelta(seconds=60)
+
 
 def lease_claim(*, session_id: int, now: datetime, ttl: timedelta) -> UUID | None:
     """Take the session's lease if it is free or expired; the new token, or None if held."""
@@ -35,9 +39,22 @@ def lease_claim(*, session_id: int, now: datetime, ttl: timedelta) -> UUID | Non
     claimed = (
         Session.objects.filter(pk=session_id)
         .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now))
-        .update(lease_token=token, lease_expires_at=now + ttl)
+        # The queued turn has started: a message from now on must enqueue another.
+        .update(lease_token=token, lease_expires_at=now + ttl, turn_queued_at=None)
     )
     return token if claimed else None
+
+
+def turn_queue(*, session_id: int, now: datetime) -> bool:
+    """Mark the session's turn queued (`Session.turn_queued_at`) unless a turn enqueued less than
+    `TURN_QUEUED_TTL` ago has not started yet; True when this call marked it, and the caller
+    must then enqueue the task. The webhook's one-statement path does the same in its UPDATE.
+    """
+    return bool(
+        Session.objects.filter(pk=session_id)
+        .filter(Q(turn_queued_at__isnull=True) | Q(turn_queued_at__lt=now - TURN_QUEUED_TTL))
+        .update(turn_queued_at=now)
+    )
 
 
 def lease_renew(*, session_id: int, token: UUID, now: datetime, ttl: timedelta) -> bool:
@@ -51,7 +68,11 @@ def lease_release(*, session_id: int, token: UUID) -> bool:
     """Free the lease if this worker still holds it."""
     return bool(
         Session.objects.filter(pk=session_id, lease_token=token).update(
-            lease_token=None, lease_expires_at=None
+            # A task enqueued during the turn found the lease taken and left; the holder drained
+            # its messages. From now on a message must enqueue a new turn.
+            lease_token=None,
+            lease_expires_at=None,
+            turn_queued_at=None,
         )
     )
 

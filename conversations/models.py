@@ -129,6 +129,12 @@ class Session(models.Model):
     # Processing lease: who runs this session's turn now, and until when (DESIGN.md §4 step 2).
     lease_token = models.UUIDField(_("lease token"), null=True, blank=True, editable=False)
     lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
+    # When the webhook last enqueued this session's turn that no worker has started yet: a
+    # delivery that finds it set (and fresher than `conversations.lease.TURN_QUEUED_TTL`) does
+    # not enqueue another. Cleared when a worker claims or releases the lease.
+    turn_queued_at = models.DateTimeField(
+        _("turn queued at"), null=True, blank=True, editable=False
+    )
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
     last_inbound_at = models.DateTimeField(_("last inbound message"), null=True, blank=True)
     last_message_at = models.DateTimeField(_("last message"), null=True, blank=True)

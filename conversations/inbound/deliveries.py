@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from conversations.inbound.events import EnqueueFn, _Applier, _describe_error, _Result
 from conversations.inbound.hot_path import _insert_row
+from conversations.inbound.one_statement import one_statement_receive, single_text_message
 from conversations.models import WebhookDelivery, WebhookOutcome
 from conversations.whatsapp.payload import (
     PayloadError,
@@ -76,7 +77,9 @@ def webhook_delivery_receive(
         _log_apply_failure(exc)
         receipt = _store_failed_body(raw_body, headers, exc)
     else:
-        receipt = _apply_and_store(payload, raw_body, headers, enqueue_turn, enqueue_send)
+        receipt = _one_statement(payload, raw_body, headers, enqueue_turn) or _apply_and_store(
+            payload, raw_body, headers, enqueue_turn, enqueue_send
+        )
     logger.info("whatsapp_webhook_received", extra=_log_fields(receipt))
     return receipt
 
@@ -120,6 +123,38 @@ def _apply_and_store(
         outcome=fields["outcome"],
         messages_count=fields["messages_count"],
         statuses_count=fields["statuses_count"],
+    )
+
+
+def _one_statement(
+    payload: WebhookPayload,
+    raw_body: bytes,
+    headers: Mapping[str, str],
+    enqueue_turn: EnqueueFn,
+) -> DeliveryReceipt | None:
+    """The commonest delivery in one statement (`one_statement`); None: take the general path."""
+    message = single_text_message(payload)
+    if message is None:
+        return None
+    stored = one_statement_receive(
+        message, raw_body=raw_body, headers=dict(headers), now=timezone.now()
+    )
+    if stored is None:
+        return None
+    if stored.message_id is None:
+        logger.info("whatsapp_message_duplicate", extra={"wamid": message.wamid})
+    if stored.turn_queued:
+        # Whoever queues the turn enqueues it (a duplicate too: a harmless extra task) — else
+        # `turn_queued_at` would spare later messages a turn nobody enqueued.
+        session_id = stored.session_id
+        # Committed already (autocommit), so this runs now; inside a caller's transaction,
+        # after it commits. `robust`: a broker outage is logged, the sweeps enqueue the turn.
+        transaction.on_commit(lambda: enqueue_turn(session_id), robust=True)
+    return DeliveryReceipt(
+        delivery_id=stored.delivery_id,
+        outcome=WebhookOutcome.PROCESSED,
+        messages_count=0 if stored.message_id is None else 1,
+        statuses_count=0,
     )
 
 

@@ -47,6 +47,7 @@ from conversations.inbound.sessions import (
     _touch_open_session,
     _update_identity,
 )
+from conversations.lease import turn_queue
 from conversations.models import (
     DeliveryStatus,
     DeliveryStatusEvent,
@@ -480,6 +481,8 @@ class _Applier:
         # Registered inside the transaction: discarded if it rolls back. `robust`: a broker outage
         # is logged and never undoes or fails the stored delivery.
         for session_id in self.turns:
+            if not turn_queue(session_id=session_id, now=self.now):
+                continue  # its turn is queued already and will take this message too
             transaction.on_commit(lambda sid=session_id: self.enqueue_turn(sid), robust=True)
         for message_id in self.sends:
             transaction.on_commit(lambda mid=message_id: self.enqueue_send(mid), robust=True)

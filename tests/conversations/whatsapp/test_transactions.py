@@ -88,8 +88,11 @@ def kinds(trace: Trace) -> list[str]:
     return [sql.split()[0] for sql in trace.queries]
 
 
-def test_a_known_customer_s_message_is_one_commit_and_three_statements(instance):
-    baker.make(
+ON_POSTGRESQL = connection.vendor == "postgresql"
+
+
+def known_customer(instance) -> Session:
+    return baker.make(
         Session,
         instance=instance,
         customer_phone=CUSTOMER_PHONE,
@@ -97,24 +100,48 @@ def test_a_known_customer_s_message_is_one_commit_and_three_statements(instance)
         customer_name="Maria Silva",
     )
 
+
+@pytest.mark.skipif(not ON_POSTGRESQL, reason="the one-statement path is PostgreSQL's")
+def test_on_postgresql_a_known_customer_s_message_is_one_statement_in_autocommit(instance):
+    known_customer(instance)
+
+    with traced() as trace:
+        receive(fixture_bytes("text"))
+
+    # One data-modifying statement outside any atomic block: PostgreSQL runs it as its own
+    # transaction (autocommit), so there is no BEGIN/COMMIT round trip and no Django commit().
+    assert (trace.commits, trace.rollbacks) == (0, 0)
+    assert kinds(trace) == ["WITH"]
+    assert trace.outside_the_transaction == trace.queries
+    assert Message.objects.count() == 1
+    assert WebhookDelivery.objects.get().messages_count == 1
+
+
+@pytest.mark.skipif(ON_POSTGRESQL, reason="PostgreSQL takes the one-statement path")
+def test_on_sqlite_a_known_customer_s_message_is_one_commit_and_four_statements(instance):
+    known_customer(instance)
+
     with traced() as trace:
         receive(fixture_bytes("text"))
 
     assert (trace.commits, trace.outside_the_transaction) == (1, [])
     # Find the open session and move its times (one UPDATE ... RETURNING); insert the message
-    # (ON CONFLICT DO NOTHING); insert the delivery. No savepoint: a failure rolls back the
-    # whole transaction and stores the body alone (test_an_apply_failure_...).
-    assert kinds(trace) == ["UPDATE", "INSERT", "INSERT"]
+    # (ON CONFLICT DO NOTHING); queue its turn (UPDATE turn_queued_at); insert the delivery.
+    assert kinds(trace) == ["UPDATE", "INSERT", "UPDATE", "INSERT"]
 
 
-def test_a_new_customer_s_first_message_is_one_commit_and_nine_statements(instance):
+def test_a_new_customer_s_first_message_is_one_commit_and_ten_statements(instance):
     with traced() as trace:
         receive(fixture_bytes("text"))
 
-    assert (trace.commits, trace.outside_the_transaction) == (1, [])
+    # On PostgreSQL the one-statement path first misses by user id and by phone, writing nothing.
+    missed = ["WITH", "WITH"] if ON_POSTGRESQL else []
+    assert [sql.split()[0] for sql in trace.outside_the_transaction] == missed
+    assert trace.commits == 1
     # The fast path misses by user id and by phone; the session lookup and the instance; the
-    # session insert (with its times) in its own savepoint; the message; the delivery.
+    # session insert (with its times) in its own savepoint; the message; the turn; the delivery.
     assert kinds(trace) == [
+        *missed,
         "UPDATE",
         "UPDATE",
         "SELECT",
@@ -123,6 +150,7 @@ def test_a_new_customer_s_first_message_is_one_commit_and_nine_statements(instan
         "INSERT",
         "RELEASE",
         "INSERT",
+        "UPDATE",
         "INSERT",
     ]
 
@@ -134,7 +162,8 @@ def test_each_further_message_of_a_batch_costs_one_insert(instance):
         receive(texts(6).replace(b"wamid.MANY", b"wamid.MORE"))
 
     assert (six.commits, six.outside_the_transaction) == (1, [])
-    assert kinds(six) == ["UPDATE", *["INSERT"] * 6, "INSERT"]
+    # The session's UPDATE ... RETURNING, six messages, queuing the turn (once), the delivery.
+    assert kinds(six) == ["UPDATE", *["INSERT"] * 6, "UPDATE", "INSERT"]
 
 
 def test_a_refused_payload_is_still_one_commit(instance):
@@ -147,13 +176,9 @@ def test_a_refused_payload_is_still_one_commit(instance):
 
 
 def test_an_apply_failure_rolls_everything_back_and_commits_the_body_alone(instance, monkeypatch):
-    baker.make(
-        Session,
-        instance=instance,
-        customer_phone=CUSTOMER_PHONE,
-        customer_user_id=CUSTOMER_USER_ID,
-        customer_name="Maria Silva",
-    )
+    known_customer(instance)
+    # The general path: the one-statement path does not apply to a batch.
+    document = json.loads(texts(2))
 
     def broken(self):
         raise RuntimeError("boom")
@@ -161,12 +186,12 @@ def test_an_apply_failure_rolls_everything_back_and_commits_the_body_alone(insta
     monkeypatch.setattr(inbound._Applier, "_enqueue_after_commit", broken)
 
     with traced() as trace:
-        receive(fixture_bytes("text"))
+        receive(encode(document))
 
-    # The events' transaction (the session's UPDATE ... RETURNING, the message) is rolled back
+    # The events' transaction (the session's UPDATE ... RETURNING, the messages) is rolled back
     # whole; then the delivery, marked failed, is the one commit.
     assert (trace.commits, trace.rollbacks, trace.outside_the_transaction) == (1, 1, [])
-    assert kinds(trace) == ["UPDATE", "INSERT", "INSERT"]
+    assert kinds(trace) == ["UPDATE", "INSERT", "INSERT", "INSERT"]
     assert list(WebhookDelivery.objects.values_list("outcome", "error", "messages_count")) == [
         ("failed", "RuntimeError: boom", 0)
     ]
@@ -182,7 +207,7 @@ def test_a_customer_s_burst_moves_the_session_times_once_to_the_newest_message(i
     with traced() as trace:
         receive(encode(document))
 
-    assert kinds(trace) == ["UPDATE", "INSERT", "INSERT", "INSERT", "INSERT"]
+    assert kinds(trace) == ["UPDATE", "INSERT", "INSERT", "INSERT", "UPDATE", "INSERT"]
     newest = datetime.fromtimestamp(1764500120, tz=UTC)
     assert list(Session.objects.values_list("last_message_at", "last_inbound_at")) == [
         (newest, newest)
