@@ -169,6 +169,8 @@ MAX_HISTORY_MESSAGES = env.int("MAX_HISTORY_MESSAGES", default=50)
 MAX_CONTEXT_ENRICHMENTS_PER_MESSAGE = env.int("MAX_CONTEXT_ENRICHMENTS_PER_MESSAGE", default=2)
 MAX_AGENT_HOPS_PER_MESSAGE = env.int("MAX_AGENT_HOPS_PER_MESSAGE", default=3)
 SESSION_IDLE_HOURS = env.int("SESSION_IDLE_HOURS", default=24)
+# A session's turn enqueued this recently and not started yet spares later messages a publish.
+TURN_QUEUED_TTL_SECONDS = env.int("TURN_QUEUED_TTL_SECONDS", default=60)
 AGENT_NAME = env.str("AGENT_NAME", default="Lia")
 
 # --- WhatsApp Cloud API ---

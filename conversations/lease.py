@@ -16,6 +16,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from uuid import UUID, uuid4
 
+from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 
 from agents.states import BOT_STATES
@@ -29,8 +30,13 @@ logger = logging.getLogger(__name__)
 STALLED_PENDING_GRACE = timedelta(seconds=60)
 
 # A session's queued turn (`Session.turn_queued_at`) spares later deliveries another publish for
-# this long; older, its task is presumed lost and the next delivery enqueues one again.
+# this long (the default of settings.TURN_QUEUED_TTL_SECONDS); older, its task is presumed lost
+# and the next delivery enqueues one again.
 TURN_QUEUED_TTL = timedelta(seconds=60)
+
+
+def turn_queued_ttl() -> timedelta:
+    return timedelta(seconds=settings.TURN_QUEUED_TTL_SECONDS)
 
 
 def lease_claim(*, session_id: int, now: datetime, ttl: timedelta) -> UUID | None:
@@ -47,12 +53,12 @@ def lease_claim(*, session_id: int, now: datetime, ttl: timedelta) -> UUID | Non
 
 def turn_queue(*, session_id: int, now: datetime) -> bool:
     """Mark the session's turn queued (`Session.turn_queued_at`) unless a turn enqueued less than
-    `TURN_QUEUED_TTL` ago has not started yet; True when this call marked it, and the caller
+    `turn_queued_ttl()` ago has not started yet; True when this call marked it, and the caller
     must then enqueue the task. The webhook's one-statement path does the same in its UPDATE.
     """
     return bool(
         Session.objects.filter(pk=session_id)
-        .filter(Q(turn_queued_at__isnull=True) | Q(turn_queued_at__lt=now - TURN_QUEUED_TTL))
+        .filter(Q(turn_queued_at__isnull=True) | Q(turn_queued_at__lt=now - turn_queued_ttl()))
         .update(turn_queued_at=now)
     )
 

@@ -34,7 +34,7 @@ from django.db import DatabaseError, connections, models, transaction
 
 from agents.states import BOT_STATES, SessionState
 from conversations.inbound.hot_path import _hot_cursor
-from conversations.lease import TURN_QUEUED_TTL
+from conversations.lease import turn_queued_ttl
 from conversations.models import (
     Direction,
     Instance,
@@ -143,7 +143,7 @@ def _run(
         customer.phone,
         customer.user_id,
         customer.name[:_NAME_CHARS],
-        ops.adapt_datetimefield_value(now - TURN_QUEUED_TTL),
+        ops.adapt_datetimefield_value(now - turn_queued_ttl()),
         ops.adapt_datetimefield_value(now),
         message.phone_number_id,
         True,
