@@ -6,7 +6,9 @@ Values of keys that look like secrets are replaced, so an API key or the app sec
 mistake never reaches the log.
 """
 
+import functools
 import logging
+import re
 from typing import Any
 
 _STANDARD_ATTRS = frozenset(
@@ -18,11 +20,18 @@ _SECRET_MARKERS = ("secret", "token", "api_key", "apikey", "password", "authoriz
 # an HttpRequest with its headers): never useful on the line, sometimes personal data.
 _SKIPPED_EXTRAS = frozenset({"request", "server_time"})
 REDACTED = "[redacted]"
+_NEEDS_QUOTES = re.compile(r'[\s"]')
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_secret(key: str) -> bool:
+    lowered = key.lower()
+    return any(marker in lowered for marker in _SECRET_MARKERS)
 
 
 def _format_value(value: Any) -> str:
     text = str(value)
-    if not text or any(ch.isspace() for ch in text) or '"' in text:
+    if not text or _NEEDS_QUOTES.search(text):
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
     return text
 
@@ -37,7 +46,7 @@ class EventFormatter(logging.Formatter):
         for key, value in record.__dict__.items():
             if key in _STANDARD_ATTRS or key in _SKIPPED_EXTRAS or key.startswith("_"):
                 continue
-            if any(marker in key.lower() for marker in _SECRET_MARKERS):
+            if _is_secret(key):
                 value = REDACTED
             fields.append(f"{key}={_format_value(value)}")
         if fields:

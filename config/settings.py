@@ -88,6 +88,9 @@ DATABASES = {"default": environ.Env.db_url_config(DATABASE_URL)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# The webhook's hot statements are prepared once per connection (conversations/inbound/hot_path.py);
+# False behind a transaction-mode pooler that cannot keep them (PgBouncer older than 1.21).
+DB_PREPARE_HOT_STATEMENTS = env.bool("DB_PREPARE_HOT_STATEMENTS", default=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -152,25 +152,26 @@ def _run(
         idle_since,
     ]
     statement, message_fields, delivery_fields = _statement(connection.alias, field_name)
-    stored_message = Message(
-        direction=Direction.INBOUND,
-        message_type=message.message_type,
-        content=message.text,
-        wa_message_id=message.wamid,
-        wa_timestamp=message.timestamp,
-        created_at=now,
-    )
-    delivery = WebhookDelivery(
-        raw_body=raw_body,
-        headers=headers,
-        outcome=WebhookOutcome.PROCESSED,
-        processed_at=now,
-    )
+    message_values = {
+        "direction": Direction.INBOUND,
+        "message_type": message.message_type,
+        "content": message.text,
+        "wa_message_id": message.wamid,
+        "wa_timestamp": message.timestamp,
+        "created_at": now,
+    }
+    delivery_values = {
+        "raw_body": raw_body,
+        "headers": headers,
+        "received_at": now,
+        "processed_at": now,
+        "outcome": WebhookOutcome.PROCESSED,
+    }
     params = [
         *session_params,
-        *_prepared(message_fields, stored_message, connection),
+        *_prepared(connection, Message, message_fields, message_values),
         ops.adapt_datetimefield_value(now),  # processed_at, when the session is not a bot's
-        *_prepared(delivery_fields, delivery, connection),
+        *_prepared(connection, WebhookDelivery, delivery_fields, delivery_values),
     ]
     with _hot_cursor(connection) as cursor:
         if connection.in_atomic_block:
@@ -183,8 +184,31 @@ def _run(
         return cursor.fetchone()  # type: ignore[no-any-return]
 
 
-def _prepared(fields: list[Any], row: models.Model, connection: Any) -> list[Any]:
-    return [field.get_db_prep_save(field.pre_save(row, True), connection) for field in fields]
+def _prepared(
+    connection: Any, model: type[models.Model], fields: list[Any], values: dict[str, Any]
+) -> list[Any]:
+    """The fields' parameters: `values` prepared as the ORM prepares them for a save, the other
+    fields' constant defaults prepared once per database (what `Model(**values)` then
+    ``pre_save`` and ``get_db_prep_save`` would give, at a tenth of the CPU)."""
+    defaults = _prepared_defaults(connection.alias, model)
+    return [
+        field.get_db_prep_save(values[field.name], connection)
+        if field.name in values
+        else defaults[field.name]
+        for field in fields
+    ]
+
+
+@functools.cache
+def _prepared_defaults(alias: str, model: type[models.Model]) -> dict[str, Any]:
+    """Each field's default, prepared for the database; fields with a callable default (a
+    time, a fresh dict) are left out: the caller must give them (`_run` does)."""
+    connection = connections[alias]
+    return {
+        field.name: field.get_db_prep_save(field.get_default(), connection)
+        for field in model._meta.concrete_fields
+        if not (field.has_default() and callable(field.default))
+    }
 
 
 # Columns the statement computes instead of taking a parameter.
