@@ -146,6 +146,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # time limit, or a task that is still running would be delivered to a second worker.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 4}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+if CELERY_BROKER_URL.split("://", 1)[0] in ("redis", "rediss"):
+    # kombu's Redis transport, with one redis-py client per channel (see the module).
+    CELERY_BROKER_TRANSPORT = "config.redis_transport:Transport"
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     # A turn whose worker died, whose publish failed or that raised leaves pending messages.
     "requeue-expired-leases": {

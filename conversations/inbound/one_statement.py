@@ -16,7 +16,10 @@ session to close, an unknown or inactive number) it writes nothing and returns n
 fails (a missing phone or user id that another open session holds, a lock timeout, anything) it
 wrote nothing either. In both cases the caller applies the delivery on the general path
 (`conversations.inbound.events`), which handles every case. The result is the same rows the
-general path would write (tests/conversations/whatsapp/test_one_statement.py compares the two).
+general path would write (tests/conversations/whatsapp/test_one_statement.py compares the two),
+with one difference: a repeated wamid arriving after its turn started queues the session's turn
+again here (the UPDATE runs before the insert finds the conflict) and enqueues a task that finds
+nothing pending, where the general path queues nothing.
 
 Measured on the 2-core bench machine (bench/webhook.py), this path is what brings the webhook's
 throughput near the durable floor: it spends one statement where the general path spends BEGIN,

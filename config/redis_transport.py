@@ -1,0 +1,31 @@
+"""kombu's Redis transport, with one redis-py client per channel for publishing.
+
+kombu's Redis channel builds a new ``redis.Redis`` client for every publish (`Channel._put`
+through `conn_or_acquire`); a client is only a facade over the channel's connection pool, but
+redis-py builds its table of response callbacks (about 170 entries) in each one. On the webhook
+that was a fifth of the Celery publish's CPU (bench/webhook.py). This channel keeps one client
+per connection pool and hands it out again; the pool, its connections and everything else are
+kombu's own. Selected by settings when the broker URL is ``redis://`` or ``rediss://``.
+"""
+
+from typing import Any
+
+from kombu.transport import redis
+
+
+class Channel(redis.Channel):  # type: ignore[misc]
+    _publish_client: Any = None
+
+    def _create_client(self, asynchronous: bool = False) -> Any:
+        if asynchronous:
+            return super()._create_client(asynchronous=True)
+        pool = self.pool
+        client = self._publish_client
+        # The pool is replaced after a fork or a reconnection: a client of the old one is stale.
+        if client is None or client.connection_pool is not pool:
+            client = self._publish_client = super()._create_client()
+        return client
+
+
+class Transport(redis.Transport):  # type: ignore[misc]
+    Channel = Channel
