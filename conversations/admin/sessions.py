@@ -132,7 +132,7 @@ class SessionAdmin(admin.ModelAdmin):
             _("Processing"),
             {
                 "classes": ("collapse",),
-                "fields": ("lease_token", "lease_expires_at", "updated_at"),
+                "fields": ("lease_token", "lease_expires_at", "turn_queued_at", "updated_at"),
             },
         ),
     )

@@ -5,6 +5,7 @@ The use case of the WhatsApp webhook, by responsibility:
 - `deliveries`: receive, store and reprocess a delivery, and the transaction around it;
 - `events`: apply a parsed payload (messages, echoes, ``system`` messages, statuses);
 - `sessions`: find, open and close a customer's session (the idle rule);
+- `one_statement`: the commonest delivery (a known customer's text) in one statement (PostgreSQL);
 - `hot_path`: the compiled and prepared statements of the common case.
 """
 

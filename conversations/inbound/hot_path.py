@@ -1,9 +1,10 @@
-"""The webhook's hot path: INSERT statements compiled once, statements prepared once.
+"""The webhook's hot statements: INSERTs compiled once, statements prepared once per connection.
 
-The common case — a known customer writes again — costs three statements: one
-``UPDATE ... RETURNING`` that finds the open session and moves its times, the message insert and
-the delivery insert (each compiled once and prepared once per PostgreSQL connection, see
-`_insert_row` and `_hot_cursor`); then one commit and the enqueue.
+The commonest delivery (one text from a known customer) is one statement on PostgreSQL
+(`conversations.inbound.one_statement`). On the general path a known customer's messages cost
+one ``UPDATE ... RETURNING`` that finds the open session and moves its times, then an insert per
+message and the delivery insert (each compiled once and prepared once per PostgreSQL connection,
+see `_insert_row` and `_hot_cursor`); then one commit and the enqueue.
 """
 
 import sys
