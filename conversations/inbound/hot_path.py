@@ -81,11 +81,18 @@ def _hot_cursor(connection: Any) -> Any:
     server-binding cursors consult the threshold — Django's own cursors bind on the client — so
     raising it to "never by count" prepares exactly the statements run here, and nothing else.
     ``DB_PREPARE_HOT_STATEMENTS=False`` (behind PgBouncer older than 1.21 in transaction mode)
-    runs them on Django's usual cursor instead. Elsewhere (SQLite) this is
-    ``connection.cursor()``. The cursor is Django's wrapper, so execute wrappers, query logging
-    and error translation apply.
+    runs them on Django's usual cursor instead, as does a connection that logs its queries.
+    Elsewhere (SQLite) this is ``connection.cursor()``. The cursor is Django's wrapper, so
+    execute wrappers, query logging and error translation apply.
     """
-    if connection.vendor != "postgresql" or not settings.DB_PREPARE_HOT_STATEMENTS:
+    if (
+        connection.vendor != "postgresql"
+        or not settings.DB_PREPARE_HOT_STATEMENTS
+        # Django's query log reads the SQL text off psycopg's cursor, which a prepared
+        # execution leaves empty: where queries are logged (DEBUG, CaptureQueriesContext),
+        # the usual cursor keeps the log readable.
+        or connection.queries_logged
+    ):
         return connection.cursor()
     connection.close_if_health_check_failed()
     connection.ensure_connection()

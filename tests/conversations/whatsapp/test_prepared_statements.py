@@ -3,6 +3,7 @@ DB_PREPARE_HOT_STATEMENTS=False turns that off (for poolers that cannot keep the
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from model_bakery import baker
 
 from conversations.inbound import webhook_delivery_receive
@@ -70,3 +71,13 @@ def test_with_db_prepare_hot_statements_false_nothing_is_prepared(known_customer
 
     assert prepared_statements() == []
     assert Message.objects.count() == 2
+
+
+def test_where_queries_are_logged_the_log_shows_the_statement_s_text(known_customer):
+    connection.close()
+
+    with CaptureQueriesContext(connection) as logged:
+        receive(text("wamid.LOGGED"))
+
+    assert [query["sql"].split()[:3] for query in logged.captured_queries] == [["WITH", "s", "AS"]]
+    assert prepared_statements() == []  # the logged run took Django's usual cursor
