@@ -29,13 +29,10 @@ logger = logging.getLogger(__name__)
 # failed or the task vanished — and a busy queue gets a harmless extra task at worst (the lease).
 STALLED_PENDING_GRACE = timedelta(seconds=60)
 
-# A session's queued turn (`Session.turn_queued_at`) spares later deliveries another publish for
-# this long (the default of settings.TURN_QUEUED_TTL_SECONDS); older, its task is presumed lost
-# and the next delivery enqueues one again.
-TURN_QUEUED_TTL = timedelta(seconds=60)
-
 
 def turn_queued_ttl() -> timedelta:
+    """How long a session's queued turn (`Session.turn_queued_at`) spares later deliveries another
+    publish; older, its task is presumed lost and the next delivery enqueues one again."""
     return timedelta(seconds=settings.TURN_QUEUED_TTL_SECONDS)
 
 

@@ -1,7 +1,7 @@
 """A session's queued turn (`Session.turn_queued_at`): enqueued once until a worker starts it.
 
 `conversations.lease.turn_queue` marks the turn queued unless one was queued less than
-`TURN_QUEUED_TTL` ago; the lease clears the mark when a worker claims or releases it. The
+`turn_queued_ttl()` ago; the lease clears the mark when a worker claims or releases it. The
 webhook's general path enqueues a turn only when it marked it.
 """
 
@@ -14,7 +14,7 @@ from model_bakery import baker
 
 from agents.states import SessionState
 from conversations.inbound import webhook_delivery_receive
-from conversations.lease import TURN_QUEUED_TTL, lease_claim, lease_release, turn_queue
+from conversations.lease import lease_claim, lease_release, turn_queue, turn_queued_ttl
 from conversations.models import Instance, Message, Session, WebhookDelivery
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,
@@ -29,6 +29,7 @@ pytestmark = pytest.mark.django_db
 
 NOW = datetime(2025, 11, 30, 12, 0, tzinfo=UTC)
 LEASE_TTL = timedelta(minutes=5)
+TURN_QUEUED_TTL = turn_queued_ttl()  # the settings' TTL, for the boundary tables below
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from conversations.inbound.one_statement import (
     one_statement_receive,
     single_text_message,
 )
-from conversations.lease import TURN_QUEUED_TTL, lease_claim
+from conversations.lease import lease_claim, turn_queued_ttl
 from conversations.models import Direction, Instance, Message, Session, WebhookDelivery
 from conversations.whatsapp.payload import parse_payload
 from tests.conversations.whatsapp.conftest import (
@@ -39,6 +39,8 @@ from tests.conversations.whatsapp.conftest import (
 from tests.conversations.whatsapp.test_inbound import T, make_session
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+TURN_QUEUED_TTL = turn_queued_ttl()  # the settings' TTL, for the boundary tables below
 
 UNKNOWN_PHONE_NUMBER_ID = "100000000000099"
 HEADERS = {"Content-Type": "application/json", "User-Agent": "facebookexternalua"}
