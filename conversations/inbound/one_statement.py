@@ -37,6 +37,7 @@ from django.db import DatabaseError, connections, models, transaction
 
 from agents.states import BOT_STATES, SessionState
 from conversations.inbound.hot_path import _hot_cursor
+from conversations.inbound.sessions import _NAME_CHARS
 from conversations.lease import turn_queued_ttl
 from conversations.models import (
     Direction,
@@ -49,8 +50,6 @@ from conversations.models import (
 from conversations.whatsapp.payload import InboundKind, InboundMessage, WebhookPayload
 
 logger = logging.getLogger("conversations.inbound")
-
-_NAME_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
