@@ -23,6 +23,7 @@ from tests.conversations.whatsapp.conftest import (
     Recorder,
     encode,
     load_fixture,
+    ttl_boundary_cases,
 )
 
 pytestmark = pytest.mark.django_db
@@ -63,12 +64,7 @@ def test_a_session_without_a_queued_turn_gets_it_marked_and_the_caller_must_enqu
 
 @pytest.mark.parametrize(
     ("queued_ago", "marked"),
-    [
-        (TURN_QUEUED_TTL - timedelta(microseconds=1), False),
-        (TURN_QUEUED_TTL, False),
-        (TURN_QUEUED_TTL + timedelta(microseconds=1), True),
-    ],
-    ids=["1 µs younger than the TTL", "exactly the TTL old", "1 µs older than the TTL"],
+    ttl_boundary_cases(TURN_QUEUED_TTL),
 )
 def test_a_queued_turn_spares_another_until_it_is_older_than_the_ttl(instance, queued_ago, marked):
     before = NOW - queued_ago

@@ -1,5 +1,6 @@
 import copy
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -8,7 +9,7 @@ from django.test import Client
 from hypothesis import strategies as st
 from model_bakery import baker
 
-from conversations.models import Instance
+from conversations.models import Instance, Session
 from conversations.whatsapp.signature import compute_signature
 from tests.fakes.graph_server import FakeGraphAPI
 
@@ -44,6 +45,28 @@ def instance(db: None) -> Instance:
     return baker.make(
         Instance, phone_number_id=PHONE_NUMBER_ID, name="Laboratório Demo", access_token=""
     )
+
+
+@pytest.fixture
+def known_customer(instance: Instance) -> Session:
+    """The open session of the customer the fixtures' messages come from."""
+    return baker.make(
+        Session,
+        instance=instance,
+        customer_phone=CUSTOMER_PHONE,
+        customer_user_id=CUSTOMER_USER_ID,
+        customer_name="Maria Silva",
+    )
+
+
+def ttl_boundary_cases(ttl: timedelta) -> list[Any]:
+    """(how long ago the turn was queued, whether it is queued again) around the TTL."""
+    micro = timedelta(microseconds=1)
+    return [
+        pytest.param(ttl - micro, False, id="1 µs younger than the TTL"),
+        pytest.param(ttl, False, id="exactly the TTL old"),
+        pytest.param(ttl + micro, True, id="1 µs older than the TTL"),
+    ]
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ from tests.conversations.whatsapp.conftest import (
     Recorder,
     encode,
     load_fixture,
+    ttl_boundary_cases,
 )
 from tests.conversations.whatsapp.test_inbound import T, make_session
 
@@ -728,12 +729,7 @@ def test_a_session_with_a_human_never_gets_a_turn_queued(instance):
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     ("queued_ago", "turn_queued"),
-    [
-        (TURN_QUEUED_TTL - timedelta(microseconds=1), False),
-        (TURN_QUEUED_TTL, False),
-        (TURN_QUEUED_TTL + timedelta(microseconds=1), True),
-    ],
-    ids=["1 µs younger than the TTL", "exactly the TTL old", "1 µs older than the TTL"],
+    ttl_boundary_cases(TURN_QUEUED_TTL),
 )
 def test_the_statement_queues_the_turn_again_only_once_the_queued_one_is_older_than_the_ttl(
     instance, queued_ago, turn_queued

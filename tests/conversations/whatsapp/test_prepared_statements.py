@@ -4,13 +4,10 @@ DB_PREPARE_HOT_STATEMENTS=False turns that off (for poolers that cannot keep the
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from model_bakery import baker
 
 from conversations.inbound import webhook_delivery_receive
-from conversations.models import Message, Session
+from conversations.models import Message
 from tests.conversations.whatsapp.conftest import (
-    CUSTOMER_PHONE,
-    CUSTOMER_USER_ID,
     Recorder,
     encode,
     load_fixture,
@@ -38,17 +35,6 @@ def prepared_statements() -> list[tuple[str, int]]:
             "SELECT left(statement, 14), generic_plans + custom_plans FROM pg_prepared_statements"
         )
         return sorted(cursor.fetchall())
-
-
-@pytest.fixture
-def known_customer(instance) -> Session:
-    return baker.make(
-        Session,
-        instance=instance,
-        customer_phone=CUSTOMER_PHONE,
-        customer_user_id=CUSTOMER_USER_ID,
-        customer_name="Maria Silva",
-    )
 
 
 def test_the_one_statement_path_is_prepared_once_and_run_from_the_plan(known_customer):

@@ -8,14 +8,11 @@ from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
-from model_bakery import baker
 
 from conversations import inbound
 from conversations.inbound import webhook_delivery_receive
 from conversations.models import Message, Session, WebhookDelivery
 from tests.conversations.whatsapp.conftest import (
-    CUSTOMER_PHONE,
-    CUSTOMER_USER_ID,
     Recorder,
     encode,
     fixture_bytes,
@@ -91,19 +88,8 @@ def kinds(trace: Trace) -> list[str]:
 ON_POSTGRESQL = connection.vendor == "postgresql"
 
 
-def known_customer(instance) -> Session:
-    return baker.make(
-        Session,
-        instance=instance,
-        customer_phone=CUSTOMER_PHONE,
-        customer_user_id=CUSTOMER_USER_ID,
-        customer_name="Maria Silva",
-    )
-
-
 @pytest.mark.skipif(not ON_POSTGRESQL, reason="the one-statement path is PostgreSQL's")
-def test_on_postgresql_a_known_customer_s_message_is_one_statement_in_autocommit(instance):
-    known_customer(instance)
+def test_on_postgresql_a_known_customer_s_message_is_one_statement_in_autocommit(known_customer):
 
     with traced() as trace:
         receive(fixture_bytes("text"))
@@ -118,8 +104,7 @@ def test_on_postgresql_a_known_customer_s_message_is_one_statement_in_autocommit
 
 
 @pytest.mark.skipif(ON_POSTGRESQL, reason="PostgreSQL takes the one-statement path")
-def test_on_sqlite_a_known_customer_s_message_is_one_commit_and_four_statements(instance):
-    known_customer(instance)
+def test_on_sqlite_a_known_customer_s_message_is_one_commit_and_four_statements(known_customer):
 
     with traced() as trace:
         receive(fixture_bytes("text"))
@@ -175,8 +160,9 @@ def test_a_refused_payload_is_still_one_commit(instance):
     assert kinds(trace) == ["INSERT"]
 
 
-def test_an_apply_failure_rolls_everything_back_and_commits_the_body_alone(instance, monkeypatch):
-    known_customer(instance)
+def test_an_apply_failure_rolls_everything_back_and_commits_the_body_alone(
+    known_customer, monkeypatch
+):
     # The general path: the one-statement path does not apply to a batch.
     document = json.loads(texts(2))
 
