@@ -63,10 +63,12 @@ BRAZILIAN_AREA_CODES: frozenset[str] = frozenset(
 
 _OPENAI_KEY = re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_*\-]{12,}")
 _META_TOKEN = re.compile(r"(?<![A-Za-z0-9])EAA[A-Za-z0-9]{20,}")
-_BEARER = re.compile(r"\b([Bb]earer)\s+[A-Za-z0-9\-._~+/]{8,}=*")
+_BEARER = re.compile(r"\b((?i:bearer))\s+[A-Za-z0-9\-._~+/]{8,}=*")
+# Each pattern starts only where a run of its characters starts (the lookbehinds): tried from
+# every position of a long run, a pattern would scan the rest of the run each time (quadratic).
 _EMAIL = re.compile(
-    r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?"
-    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}"
+    r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}"
+    r"(?![A-Za-z0-9\-])"
 )
 _NUMBER = re.compile(
     r"(?<![\w.+/\-])"  # not the tail of an id, a decimal or a path
