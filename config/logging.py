@@ -35,6 +35,12 @@ def _is_secret(key: str) -> bool:
 
 
 def _format_value(value: Any) -> str:
+    if (
+        value is None
+        or isinstance(value, bool)
+        or (isinstance(value, int) and -(10**9) < value < 10**9)
+    ):
+        return str(value)  # counts, ids, flags: too short to be a document or a phone
     # Redacted before quoting: the escaping would glue "\n" to the next word ("\\nsk-...").
     text = redact(str(value))
     if not text or _NEEDS_QUOTES.search(text):

@@ -92,3 +92,9 @@ def test_a_traceback_cached_unredacted_by_another_formatter_is_redacted() -> Non
     line = EventFormatter().format(record)
 
     assert line.splitlines()[-1] == "ValueError: EAA[redacted]"
+
+
+def test_a_large_integer_is_redacted_like_text() -> None:
+    line = EventFormatter().format(make_record(count=3, wa_id=5511987654321, cnpj=11222333000181))
+
+    assert line.endswith("count=3 wa_id=[phone] cnpj=[cnpj]")
