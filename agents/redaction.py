@@ -71,7 +71,7 @@ _SENSITIVE = re.compile(
     r"|(?P<email>(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*"
     r"\.[A-Za-z]{2,}(?![A-Za-z0-9\-]))"
     r"|(?P<number>(?<![\w.+/\-])"  # not the tail of an id, a decimal or a path
-    r"(?:\+\s?)?\(?\d+(?:[ .\-/()]{1,3}\d+)*"
+    r"(?:\+\s?)?(?:\(\d{2,3}\)\s?)?\d+(?:[ .\-/()]{1,3}\d+)*"
     r"(?!\w|,\d))"  # not glued to a word, not the integer part of a decimal
 )
 # What every match needs somewhere in the text: most log values (words, short ids) have none.

@@ -49,6 +49,8 @@ GRAPH_190 = (
         ("fixo 55 21 3456-7890", "fixo [phone]"),
         ("+1 (415) 555-2671", "[phone]"),
         ("+44 20 7946 0958", "[phone]"),
+        ("Key (customer_phone)=(5511987654321)", "Key (customer_phone)=([phone])"),
+        ("(+55 11 98765-4321)", "([phone])"),
         # An 11-digit mobile that is no valid CPF is labelled a phone.
         ("ligar 21998765432", "ligar [phone]"),
         # Several kinds in one text.
