@@ -2,24 +2,26 @@
 
 `redact(text)` is the one scrubber for text we do not control: provider error messages (OpenAI,
 Graph API) before they are stored on `LLMCall.error`, `Message.delivery_error_title` or a SYSTEM
-event, and every value of every log record (`config.logging.EventFormatter`). It replaces:
+event, other stored exception texts, and every value of every log record
+(`config.logging.EventFormatter`). It replaces:
 
-==========================================  ====================  ============================
-what                                        e.g.                  becomes
-==========================================  ====================  ============================
-an OpenAI-style key (``sk-`` + 12 or more)  ``sk-proj-AbC…``      ``sk-[redacted]``
-a Meta access token (``EAA`` + 20 or more)  ``EAAGm0PX4ZCps…``    ``EAA[redacted]``
-a bearer credential (8 or more characters)  ``Bearer abc.def…``   ``Bearer [redacted]``
-an e-mail address                           ``ana@empresa.com``   ``[email]``
+==========================================  ======================  ======================
+what                                        e.g.                    becomes
+==========================================  ======================  ======================
+an OpenAI-style key (``sk-`` + 12 or more)  ``sk-proj-AbC…``        ``sk-[redacted]``
+a Meta access token (``EAA`` + 20 or more)  ``EAAGm0PX4ZCps…``      ``EAA[redacted]``
+a bearer credential (8 or more characters)  ``Bearer abc.def…``     ``Bearer [redacted]``
+an e-mail address                           ``ana@empresa.com``     ``[email]``
 a formatted CNPJ, or any 14 digits          ``11.222.333/0001-81``  ``[cnpj]``
-a formatted CPF, or any other 11 digits     ``123.456.789-09``    ``[cpf]``
-a phone number (see below)                  ``+55 11 98765-4321``  ``[phone]``
-==========================================  ====================  ============================
+a formatted CPF, or any other 11 digits     ``123.456.789-09``      ``[cpf]``
+a phone number (see below)                  ``+55 11 98765-4321``   ``[phone]``
+==========================================  ======================  ======================
 
-Numbers are found as candidates — digits with single separators (space, ``.``, ``-``, ``/``,
-parentheses) in between, optionally led by ``+`` — that are *not glued* to a word, a dot, a
-slash or a dash on the left, nor to a word character on the right, and do not continue as a
-decimal (``1.234.567.890,00``). Identifiers such as ``wamid.HBgM…``, ``BR.1349…``, ``msg_551…``
+(``Bearer`` in any case.) Numbers are found as candidates — groups of digits joined by one to
+three separator characters (space, ``.``, ``-``, ``/``, parentheses), optionally led by ``+``
+and/or an area code in parentheses (``(11)``) — that are *not glued* to a word, a dot, a slash
+or a dash on the left, nor to a word character on the right, and do not continue as a decimal
+(``1.234.567.890,00``). Identifiers such as ``wamid.HBgM…``, ``BR.1349…``, ``msg_551…``, UUIDs
 or hex/base64 strings are therefore left alone, at the price that a phone glued to letters
 (``tel5511987654321``) is not masked. A candidate is then classified by its digit count:
 

@@ -63,6 +63,8 @@ GRAPH_190 = (
         ("pedido 2024000123", "pedido 2024000123"),
         ("2026-11-30 17:43:33,123", "2026-11-30 17:43:33,123"),
         ("ts=1767225600", "ts=1767225600"),
+        # The documented price: a Unix time of 2028 has a Brazilian landline's shape.
+        ("ts=1832000000", "ts=[phone]"),
         ("wamid.HBgNNTUxMTk4NzY1NDMyMRUCABEYEjQ5", "wamid.HBgNNTUxMTk4NzY1NDMyMRUCABEYEjQ5"),
         ("wamid.5511987654321", "wamid.5511987654321"),
         ("user BR.13491208655302741918", "user BR.13491208655302741918"),
