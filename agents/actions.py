@@ -76,7 +76,9 @@ class ContractError(ValueError):
 
     `problem` is a stable key (``code_not_allowed``, ``missing_field``...), `field` the payload
     field concerned (``""`` when none) and ``str(error)`` a one-line English explanation that is
-    stored as the handoff detail.
+    stored as the handoff detail and logged. It names the field and the rule, never a value the
+    model sent for a field (a customer's CPF, e-mail, phone...); catalog codes the session holds
+    and package IDs are named, being the catalog's words. The raw answer stays on the event.
     """
 
     def __init__(
@@ -375,7 +377,7 @@ def _refuse_rejected(draft: _Draft, path: str) -> None:
     if invalid is not None:
         raise ContractError(
             "invalid_field",
-            f"code {draft.code.value}: invalid {path} {invalid.value!r}: {invalid.error}",
+            f"code {draft.code.value}: invalid {path}: {invalid.error}",
             field=path,
         )
 
@@ -416,7 +418,7 @@ def _to_collection(draft: _Draft) -> None:
         name, invalid = next(iter(draft.invalid_parameters.items()))
         raise ContractError(
             "invalid_parameter",
-            f"code 3: parameter {name} = {invalid.value!r}: {invalid.error}",
+            f"code 3: invalid parameter {name}: {invalid.error}",
             field=f"qualification_data.{name}",
         )
     missing = [p.name for p in service.required_parameters if p.name not in draft.technical_data]
@@ -449,7 +451,7 @@ def _handoff(draft: _Draft) -> None:
         allowed = ", ".join(m.value for m in HandoffMotive)
         raise ContractError(
             "missing_field" if _is_blank(value) else "invalid_field",
-            f"code 98 requires motivo, one of {allowed}; got {value!r}",
+            f"code 98 requires motivo, one of {allowed}",
             field="motivo",
         ) from None
 
@@ -460,7 +462,7 @@ def _context_needed(draft: _Draft) -> None:
     if not isinstance(items, list) or not items or not all(isinstance(i, str) for i in items):
         raise ContractError(
             "invalid_field",
-            f"code 99 requires context_needed: a package ID or a list of IDs; got {value!r}",
+            "code 99 requires context_needed: a package ID or a list of IDs",
             field="context_needed",
         )
     ids = tuple(dict.fromkeys(i.strip().upper() for i in items))

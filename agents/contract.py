@@ -70,8 +70,12 @@ def parse_llm_response(raw: str) -> ParsedLLMResponse:
     if text[0] != "{":
         if text[0] == "[":
             raise LLMResponseParseError("not an object: the answer starts with a JSON array")
+        # Where the JSON starts, not what comes before it: this text is logged
+        # (`llm_response_parse_retry`) and stored, and the model's words may carry the customer's.
+        start = text.find("{")
+        where = f"{start} character(s) before the first '{{'" if start > 0 else "no '{' at all"
         raise LLMResponseParseError(
-            f"text before the JSON: the answer must start with '{{' but starts with {text[:20]!r}"
+            f"text before the JSON: the answer must start with '{{' ({where})"
         )
     end = _find_object_end(text)
     json_text = text[: end + 1]

@@ -82,7 +82,11 @@ _DOCUMENT_PUNCTUATION = re.compile(r"[\s./-]")
 
 
 class FieldValueError(ValueError):
-    """A value that does not fit its field; the message is pt-BR, shown to staff."""
+    """A value that does not fit its field; the message is pt-BR, shown to staff.
+
+    The message names the field and the rule, never the value: it is logged and stored (handoff
+    detail, `data_rejected` event), and the value is a customer's CPF, e-mail or phone.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +130,7 @@ def normalise_email(value: Any) -> str:
     text = value.strip()
     match = _EMAIL_RE.match(text)
     if match is None or len(text) > 254 or len(match["local"]) > 64:
-        raise FieldValueError(f"email inválido: {text!r}")
+        raise FieldValueError("email inválido: não tem a forma nome@domínio")
     return f"{match['local']}@{match['domain'].lower()}"
 
 
@@ -144,19 +148,17 @@ def normalise_document(value: Any) -> str:
         raise FieldValueError("documento deve ser um texto com o CPF ou o CNPJ")
     digits = _DOCUMENT_PUNCTUATION.sub("", str(value))
     if not digits.isdigit():
-        raise FieldValueError(f"documento deve ter apenas números: {value!r}")
+        raise FieldValueError("documento deve ter apenas números")
     kind = document_kind(digits)
     # validate-docbr pads a short CPF with zeros; the length is checked here first.
     if kind == "cpf":
         if not CPF().validate(digits):
-            raise FieldValueError(f"CPF inválido (dígitos verificadores): {value!r}")
+            raise FieldValueError("documento: CPF inválido (dígitos verificadores)")
     elif kind == "cnpj":
         if not CNPJ().validate(digits):
-            raise FieldValueError(f"CNPJ inválido (dígitos verificadores): {value!r}")
+            raise FieldValueError("documento: CNPJ inválido (dígitos verificadores)")
     else:
-        raise FieldValueError(
-            f"documento deve ter 11 dígitos (CPF) ou 14 dígitos (CNPJ): {value!r}"
-        )
+        raise FieldValueError("documento deve ter 11 dígitos (CPF) ou 14 dígitos (CNPJ)")
     return digits
 
 
@@ -176,7 +178,7 @@ def normalise_uf(value: Any) -> str:
         return folded
     if folded in _UF_BY_FOLDED_NAME:
         return _UF_BY_FOLDED_NAME[folded]
-    raise FieldValueError(f"uf inválida: {value!r} (use a sigla, ex.: SP)")
+    raise FieldValueError("uf inválida: use a sigla ou o nome de uma unidade federativa")
 
 
 def normalise_phone(value: Any) -> str:
@@ -186,9 +188,9 @@ def normalise_phone(value: Any) -> str:
     try:
         number = phonenumbers.parse(text, "BR")
     except phonenumbers.NumberParseException as exc:
-        raise FieldValueError(f"telefone inválido: {text!r}") from exc
+        raise FieldValueError("telefone inválido: não é um número de telefone") from exc
     if not phonenumbers.is_valid_number(number):
-        raise FieldValueError(f"telefone inválido: {text!r}")
+        raise FieldValueError("telefone inválido: número inexistente no plano de numeração")
     return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
 
 

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from agents.redaction import redact
+
 if TYPE_CHECKING:
     # The SDK takes ~0.7 s to import; the port (Protocol, result, errors) must stay light.
     import httpx2
@@ -39,12 +41,17 @@ class LLMCallResult:
 
 
 class LLMError(Exception):
-    """A call that produced no usable answer. `attempts` counts the HTTP requests made."""
+    """A call that produced no usable answer. `attempts` counts the HTTP requests made.
+
+    The message is redacted here, where every provider error is made: the provider's text may
+    echo the credential (``Incorrect API key provided: sk-…``) or the customer's data, and this
+    text is logged, stored on `LLMCall.error` and in the handoff's SYSTEM event.
+    """
 
     outcome = "provider_error"
 
     def __init__(self, message: str, *, attempts: int = 1, latency_ms: int = 0) -> None:
-        super().__init__(message)
+        super().__init__(redact(message))
         self.attempts = attempts
         self.latency_ms = latency_ms
 

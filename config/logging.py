@@ -3,13 +3,18 @@
 Callers log the event name as the message and the key fields as `extra`:
 ``logger.info("llm_response_parse_retry", extra={"session_id": 7, "agent": "triagem"})``.
 Values of keys that look like secrets are replaced, so an API key or the app secret passed by
-mistake never reaches the log.
+mistake never reaches the log. Every other value — the message, each extra, a traceback — goes
+through `agents.redaction.redact`, so a CPF, a CNPJ, an e-mail, a phone number or a credential
+echoed in a provider's error is masked whichever logger wrote it (Django's, Celery's, a
+library's).
 """
 
 import functools
 import logging
 import re
 from typing import Any
+
+from agents.redaction import redact
 
 _STANDARD_ATTRS = frozenset(
     logging.LogRecord("", 0, "", 0, "", None, None).__dict__.keys()
@@ -30,7 +35,14 @@ def _is_secret(key: str) -> bool:
 
 
 def _format_value(value: Any) -> str:
-    text = str(value)
+    if (
+        value is None
+        or isinstance(value, bool)
+        or (isinstance(value, int) and -(10**9) < value < 10**9)
+    ):
+        return str(value)  # counts, ids, flags: too short to be a document or a phone
+    # Redacted before quoting: the escaping would glue "\n" to the next word ("\\nsk-...").
+    text = redact(str(value))
     if not text or _NEEDS_QUOTES.search(text):
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
     return text
@@ -40,7 +52,20 @@ class EventFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__(fmt="%(asctime)s %(levelname)s %(name)s %(message)s")
 
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        # The time, level and logger name are ours; only the message may carry outside text.
+        return f"{record.asctime} {record.levelname} {record.name} {redact(record.message)}"
+
+    def formatException(self, ei: Any) -> str:
+        return redact(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return redact(super().formatStack(stack_info))
+
     def format(self, record: logging.LogRecord) -> str:
+        if record.exc_text:
+            # Cached unredacted by another handler's formatter: ours redacts its own copy.
+            record.exc_text = redact(record.exc_text)
         line = super().format(record)
         fields = []
         for key, value in record.__dict__.items():

@@ -139,19 +139,16 @@ def _transition(
 
 
 def _rejected_event(action: Action, raw_response: str) -> SystemEvent:
-    listed = "; ".join(
-        f"{path} = {invalid.value!r} ({invalid.error})" for path, invalid in action.rejected.items()
-    )
+    # Each field and the rule it broke, not the value: the value is the customer's data (a CPF,
+    # an e-mail) and the event's text is shown and logged; the raw answer is kept beside it.
+    listed = "; ".join(f"{path} ({invalid.error})" for path, invalid in action.rejected.items())
     return SystemEvent(
         event=EVENT_DATA_REJECTED,
         content=f"Valores recusados (não gravados): {listed}",
         agent=action.agent.value,
         code=action.code.value,
         action=action_name(action.code),
-        details={
-            path: {"value": invalid.value, "error": invalid.error}
-            for path, invalid in action.rejected.items()
-        },
+        details={path: {"error": invalid.error} for path, invalid in action.rejected.items()},
         raw_response=raw_response,
     )
 

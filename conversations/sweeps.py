@@ -30,6 +30,7 @@ from functools import partial
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from agents.redaction import redact
 from agents.sources import RuntimeSettings
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.lease import lease_claim, lease_release
@@ -183,7 +184,8 @@ def _record_failure(session_id: int, error: BaseException, now: datetime) -> int
         message_type=TURN_FAILED,
         content=f"Erro inesperado ao responder o cliente ({type(error).__name__}); "
         "a mensagem será processada de novo.",
-        json_part={"error": repr(error)[:_ERROR_CHARS]},
+        # Any exception's text: masked like a provider's (it may hold a token, a CPF, a phone).
+        json_part={"error": redact(repr(error))[:_ERROR_CHARS]},
         created_at=now,
     )
     oldest = (

@@ -37,6 +37,7 @@ from django.db.models import F
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
+from agents.redaction import redact
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.inbound.hot_path import _insert_once
 from conversations.inbound.sessions import (
@@ -497,5 +498,6 @@ def _by_customer(event: InboundMessage | Echo) -> tuple[str, str, str, datetime]
 
 
 def _describe_error(exc: BaseException) -> str:
-    text = f"{exc.__class__.__name__}: {exc}".replace("\x00", "")
+    # Stored on the delivery and logged: a database error may quote the customer's phone.
+    text = redact(f"{exc.__class__.__name__}: {exc}".replace("\x00", ""))
     return text[:_ERROR_CHARS]

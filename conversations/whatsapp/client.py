@@ -24,13 +24,20 @@ from typing import Any, Protocol, Self
 
 import httpx
 
+from agents.redaction import redact
+
 # Bounded: a send runs inside a Celery task, never inside the webhook request.
 DEFAULT_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 RETRYABLE_ERROR_CODES = frozenset({130429, 131056})
 
 
 class GraphAPIError(Exception):
-    """A refused or failed Graph API call; `code` and `title` are Meta's when Meta sent them."""
+    """A refused or failed Graph API call; `code` and `title` are Meta's when Meta sent them.
+
+    `title` and `details` are redacted here: Meta's text may echo the access token (``Malformed
+    access token EAAG…``) or a phone number, and the title is logged and stored on the message
+    (`delivery_error_title`), which Support reads.
+    """
 
     def __init__(
         self,
@@ -41,6 +48,7 @@ class GraphAPIError(Exception):
         http_status: int | None = None,
         retryable: bool,
     ) -> None:
+        title, details = redact(title), redact(details)
         super().__init__(f"{code} {title}" if code is not None else title)
         self.code = code
         self.title = title

@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from agents.redaction import redact
+
 WABA_OBJECT = "whatsapp_business_account"
 FIELD_MESSAGES = "messages"
 FIELD_ECHOES = "smb_message_echoes"
@@ -368,8 +370,10 @@ def _errors(item: dict[str, Any], where: str) -> tuple[WhatsAppError, ...]:
             code = int(code)
         if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= MAX_ERROR_CODE:
             code = None
-        title = _text(error, "title") or _text(error, "message")
-        errors.append(WhatsAppError(code, title, _text(_mapping(error, "error_data"), "details")))
+        # Meta's text is stored on the message and logged: masked like the client's errors.
+        title = redact(_text(error, "title") or _text(error, "message"))
+        details = redact(_text(_mapping(error, "error_data"), "details"))
+        errors.append(WhatsAppError(code, title, details))
     return tuple(errors)
 
 

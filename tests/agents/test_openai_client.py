@@ -287,3 +287,22 @@ def test_from_settings_uses_base_url_key_timeout_and_retries(
     assert result.raw_response == '{"s":8}Até logo!'
     assert openai_settings.request_count == 2
     assert openai_settings.request_headers[0]["authorization"] == "Bearer test-openai-key"
+
+
+def test_a_provider_error_echoing_the_key_is_raised_without_it(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    key = "sk-proj-SENTINEL0123456789abcdefXYZ"
+    fake_openai.queue_error(
+        401, code="invalid_api_key", message=f"Incorrect API key provided: {key}."
+    )
+    client = OpenAIClient(api_key=key, base_url=fake_openai.base_url, timeout=TIMEOUT, retry_max=1)
+
+    with pytest.raises(LLMProviderError) as caught:
+        call(client)
+
+    # The message is what is logged and stored (LLMCall.error, the handoff detail).
+    assert str(caught.value) == (
+        "HTTP 401: Error code: 401 - Incorrect API key provided: sk-[redacted]."
+    )
+    assert fake_openai.request_headers[0]["authorization"] == f"Bearer {key}"

@@ -57,7 +57,7 @@ def test_a_repaired_answer_is_parsed_by_the_strict_parser() -> None:
         (
             'Aqui está: {"s":1}Oi',
             "repaired answer: text before the JSON: the answer must start with '{' "
-            "but starts with 'Aqui está: {\"s\":1}Oi'",
+            "(11 character(s) before the first '{')",
         ),
         (
             '{"s":1,}Oi',

@@ -1,4 +1,5 @@
 import logging
+import sys
 
 from config.logging import REDACTED, EventFormatter
 
@@ -32,3 +33,68 @@ def test_django_request_objects_are_not_dumped() -> None:
         make_record(request=object(), server_time="30/Nov/2026 11:24:35", status_code=200)
     )
     assert line.endswith("llm_response_parse_retry status_code=200")
+
+
+def test_every_value_is_redacted_the_message_and_each_extra() -> None:
+    record = logging.LogRecord(
+        "openai", logging.WARNING, __file__, 1, "retrying for %s", ("ana@x.com.br",), None
+    )
+    record.__dict__.update(
+        error="HTTP 401: Incorrect API key provided: sk-proj-SENTINEL0123456789abcdef.",
+        title="Malformed access token EAAGSENTINEL0123456789abcdefXYZ",
+        detail={"documento": "529.982.247-25", "telefone": "+55 11 98765-4321"},
+        session_id=7,
+        wamid="wamid.HBgNNTUxMTk4NzY1NDMyMRUCABEYEjQ5",
+    )
+
+    line = EventFormatter().format(record)
+
+    assert line.split(" ", 2)[2] == (
+        "WARNING openai retrying for [email] "
+        'error="HTTP 401: Incorrect API key provided: sk-[redacted]." '
+        'title="Malformed access token EAA[redacted]" '
+        "detail=\"{'documento': '[cpf]', 'telefone': '[phone]'}\" "
+        "session_id=7 wamid=wamid.HBgNNTUxMTk4NzY1NDMyMRUCABEYEjQ5"
+    )
+
+
+def test_a_value_is_redacted_before_its_newlines_are_escaped() -> None:
+    # Escaped first, "\nsk-..." would become "\\nsk-..." and the key would lose its boundary.
+    line = EventFormatter().format(make_record(error="first line\nsk-SENTINEL0123456789abcdef"))
+
+    assert line.endswith('error="first line\\nsk-[redacted]"')
+
+
+def test_a_traceback_is_redacted() -> None:
+    try:
+        raise ValueError("Bearer SENTINELabcdef123456 refused for 11987654321")
+    except ValueError:
+        record = logging.LogRecord(
+            "celery", logging.ERROR, __file__, 1, "task_failed", None, sys.exc_info()
+        )
+
+    lines = EventFormatter().format(record).splitlines()
+
+    assert lines[0].split(" ", 2)[2] == "ERROR celery task_failed"
+    assert lines[-1] == "ValueError: Bearer [redacted] refused for [phone]"
+    assert "SENTINEL" not in "\n".join(lines)
+
+
+def test_a_traceback_cached_unredacted_by_another_formatter_is_redacted() -> None:
+    try:
+        raise ValueError("EAAGSENTINEL0123456789abcdefXYZ")
+    except ValueError:
+        record = logging.LogRecord(
+            "django", logging.ERROR, __file__, 1, "request_failed", None, sys.exc_info()
+        )
+    logging.Formatter().format(record)  # caches record.exc_text as it is
+
+    line = EventFormatter().format(record)
+
+    assert line.splitlines()[-1] == "ValueError: EAA[redacted]"
+
+
+def test_a_large_integer_is_redacted_like_text() -> None:
+    line = EventFormatter().format(make_record(count=3, wa_id=5511987654321, cnpj=11222333000181))
+
+    assert line.endswith("count=3 wa_id=[phone] cnpj=[cnpj]")

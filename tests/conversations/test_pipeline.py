@@ -379,6 +379,24 @@ def test_a_repair_that_still_does_not_parse_hands_off(instance: Instance, captur
     assert len(run.llm.calls) == 2
 
 
+def test_a_parse_retry_logs_and_stores_where_the_json_starts_not_the_model_s_words(
+    instance: Instance, capture: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    session = make_session(instance)
+    inbound(session, "Oi")
+    raw = 'Anotei o CPF 529.982.247-25 e ana@x.com.br {"s":1}Certo?'
+    run = pipeline(raw, raw)
+    caplog.set_level(logging.INFO, logger="conversations")
+
+    run.run(session, capture=capture)
+
+    error = "text before the JSON: the answer must start with '{' (43 character(s) before the first '{')"
+    [retry] = [r for r in caplog.records if r.getMessage() == "llm_response_parse_retry"]
+    assert retry.error == error
+    session.refresh_from_db()
+    assert session.handoff_detail == f"triagem: {error}; repaired answer: {error}"
+
+
 def test_an_unavailable_repair_hands_off_and_records_the_failed_call(
     instance: Instance, capture: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -725,12 +743,13 @@ def test_rejected_values_are_logged_and_not_merged(instance: Instance, capture: 
     session.refresh_from_db()
     assert session.registration_data == {"nome": "Ana"}
     assert events(session) == [("data_rejected", "respond")]
-    assert session.messages.get(direction=Direction.SYSTEM).json_part == {
-        "cadastro.email": {
-            "value": "ana arroba exemplo",
-            "error": "email inválido: 'ana arroba exemplo'",
-        }
-    }
+    event = session.messages.get(direction=Direction.SYSTEM)
+    # The field and the rule, not the value: the event's text and details are shown and logged.
+    assert (event.content, event.json_part) == (
+        "Valores recusados (não gravados): cadastro.email "
+        "(email inválido: não tem a forma nome@domínio)",
+        {"cadastro.email": {"error": "email inválido: não tem a forma nome@domínio"}},
+    )
     assert [m.content for m in outbound(session)] == ["Pode confirmar o e-mail?"]
 
 

@@ -291,7 +291,9 @@ def test_99_adds_the_packages_and_invokes_the_same_agent_again() -> None:
 
 
 def test_rejected_values_are_logged_as_an_event_before_the_code_effect() -> None:
-    rejected = {"cadastro.email": InvalidValue("x@", "email inválido: 'x@'")}
+    rejected = {
+        "cadastro.email": InvalidValue("x@", "email inválido: não tem a forma nome@domínio")
+    }
 
     step = dispatch(
         replace(
@@ -304,11 +306,14 @@ def test_rejected_values_are_logged_as_an_event_before_the_code_effect() -> None
     assert [e.event for e in step.events] == ["data_rejected", "state_changed"]
     assert step.events[0] == SystemEvent(
         event="data_rejected",
-        content="Valores recusados (não gravados): cadastro.email = 'x@' (email inválido: 'x@')",
+        content=(
+            "Valores recusados (não gravados): cadastro.email "
+            "(email inválido: não tem a forma nome@domínio)"
+        ),
         agent="coleta",
         code=4,
         action="ask_confirmation",
-        details={"cadastro.email": {"value": "x@", "error": "email inválido: 'x@'"}},
+        details={"cadastro.email": {"error": "email inválido: não tem a forma nome@domínio"}},
         raw_response="RAW",
     )
 

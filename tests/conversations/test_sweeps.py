@@ -307,6 +307,25 @@ def test_failures_count_from_the_oldest_pending_message(
     assert failures(session) == 3
 
 
+def test_a_turn_failure_is_recorded_without_credentials_or_personal_data(
+    instance: Instance,
+) -> None:
+    session = make_session(instance)
+    inbound(session, age=30)
+
+    turn_failure_handle(
+        session_id=session.pk,
+        error=Bug("token EAAGSENTINEL0123456789abcdefXYZ refused for 529.982.247-25"),
+        now=timezone.now(),
+        runtime=lambda: pytest.fail("no handoff, no runtime"),
+        send=lambda message_id: None,
+        enqueue_summary=lambda session_id: None,
+    )
+
+    event = session.messages.get(direction=Direction.SYSTEM, message_type=TURN_FAILED)
+    assert event.json_part == {"error": "Bug('token EAA[redacted] refused for [cpf]')"}
+
+
 def test_no_handoff_while_another_worker_holds_the_lease(
     instance: Instance, handoff_text: str, django_capture_on_commit_callbacks: Any
 ) -> None:

@@ -158,3 +158,21 @@ def test_a_refused_connection_is_a_retryable_error():
         "Falha de conexão com a Graph API",
         True,
     )
+
+
+def test_a_graph_error_echoing_the_token_or_personal_data_is_raised_without_them(graph, client):
+    token = "EAAGSENTINEL0123456789abcdefXYZ"
+    graph.respond_error(
+        401, 190, f"Malformed access token {token}", "Recipient 5511987654321 (ana@x.com.br)"
+    )
+
+    with pytest.raises(GraphAPIError) as raised:
+        client.send_text(phone_number_id=PNID, access_token=token, body="x", to_phone="55")
+
+    # `title` is stored on the message (delivery_error_title) and logged with `details`.
+    error = raised.value
+    assert (str(error), error.title, error.details) == (
+        "190 Malformed access token EAA[redacted]",
+        "Malformed access token EAA[redacted]",
+        "Recipient [phone] ([email])",
+    )

@@ -580,6 +580,19 @@ def test_an_unexpected_error_while_applying_rolls_back_every_event_but_keeps_the
     assert (receive.turns.calls, receive.callbacks) == ([], [])
 
 
+def test_the_stored_error_of_a_failed_delivery_is_redacted(instance, receive, monkeypatch):
+    def broken(self, statuses):
+        raise RuntimeError('duplicate key: Key (customer_phone)=(5511987654321) for "a@b.com"')
+
+    monkeypatch.setattr(inbound._Applier, "_apply_statuses", broken)
+
+    delivery = receive("batch")
+
+    assert delivery.error == (
+        'RuntimeError: duplicate key: Key (customer_phone)=([phone]) for "[email]"'
+    )
+
+
 @pytest.mark.parametrize("raw", [b"not json", b'{"entry": [', b"\xff"])
 def test_a_body_that_is_not_json_is_refused_and_nothing_is_stored(instance, raw):
     with pytest.raises(MalformedBodyError):

@@ -167,6 +167,23 @@ def test_each_status_fixture_parses_to_one_status(fixture, expected):
     assert parse_webhook_body(fixture_bytes(fixture)) == WebhookPayload(statuses=(expected,))
 
 
+def test_a_status_error_is_masked_before_it_is_stored_or_logged():
+    body = load_fixture("status_failed")
+    [error] = body["entry"][0]["changes"][0]["value"]["statuses"][0]["errors"]
+    error["title"] = "Malformed access token EAAGSENTINEL0123456789abcdefXYZ"
+    error["error_data"]["details"] = "Recipient +55 11 98765-4321 (ana@x.com.br) is not valid"
+
+    [parsed] = parse_payload(body).statuses
+
+    assert parsed.errors == (
+        WhatsAppError(
+            131047,
+            "Malformed access token EAA[redacted]",
+            "Recipient [phone] ([email]) is not valid",
+        ),
+    )
+
+
 def test_an_echo_is_a_staff_message_to_the_customer():
     assert parse_webhook_body(fixture_bytes("echo")) == WebhookPayload(
         echoes=(
