@@ -85,9 +85,14 @@ def summary_facts(session: Session) -> SummaryFacts:
         TranscriptLine("equipe" if staff else _AUTHOR[Direction(direction)], content)
         for direction, staff, content in reversed(newest_first)
     )
+    # A strategic company's name (the detail of its handoff) is not sent to the summary model:
+    # no prompt carries that list's data. Staff read it on the session.
+    detail = (
+        "" if session.handoff_reason == HandoffReason.STRATEGIC_COMPANY else session.handoff_detail
+    )
     return SummaryFacts(
         handoff_reason=session.handoff_reason,
-        handoff_detail=session.handoff_detail,
+        handoff_detail=detail,
         customer_name=session.customer_name,
         customer_phone=session.customer_phone,
         segment=session.segment,
