@@ -4,9 +4,12 @@ words; CNPJ (collected or written) and phone. Pure: no database."""
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agents.sources import StrategicCompanyInfo
 from agents.strategic_companies import (
+    LEGAL_SUFFIXES,
     cnpjs_in,
     company_name_key,
     mentions_company,
@@ -120,3 +123,28 @@ def test_a_stored_cnpj_with_punctuation_still_matches() -> None:
 
 def test_nothing_matches_without_companies() -> None:
     assert strategic_company_match((), phone="5511988887777", texts=("acme",)) is None
+
+
+# A word of a name that is not itself a legal suffix (a name made only of those never matches).
+NAME_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyzáéíóúãõç", min_size=3, max_size=10).filter(
+    lambda word: words(word) not in LEGAL_SUFFIXES
+)
+SUFFIX = st.sampled_from(
+    ["", " Ltda", " LTDA.", " S.A.", " S/A", " SA", " ME", " Ltda-ME", " EIRELI"]
+)
+FILLER = st.lists(st.sampled_from(["oi", "aqui", "é", "da", "sou", "do", "setor", "bom dia,"]))
+
+
+@given(name=st.lists(NAME_WORD, min_size=1, max_size=3), suffix=SUFFIX, before=FILLER, after=FILLER)
+def test_a_name_written_in_lower_case_without_its_suffix_is_found_anywhere_in_a_text(
+    name: list[str], suffix: str, before: list[str], after: list[str]
+) -> None:
+    registered = " ".join(word.capitalize() for word in name) + suffix
+    text = " ".join([*before, " ".join(name).lower(), *after])
+
+    assert mentions_company(text, registered)
+
+
+@given(name=NAME_WORD, extra=st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=5))
+def test_a_name_glued_to_other_letters_is_not_found(name: str, extra: str) -> None:
+    assert not mentions_company(f"{name}{extra} {extra}{name}", f"{name} Ltda")
