@@ -231,9 +231,11 @@ class AgentInvoker:
             try:
                 return render_prompt_template(override.content, values), override.version
             except PromptTemplateError as exc:
-                # Saved overrides are validated; one that still fails (e.g. saved before a
-                # variable was removed) must not stop the customer's turn: the built-in prompt
-                # serves, with the same guards, and the call records "builtin".
+                # Saved overrides are validated; one that still fails (saved before a variable
+                # was removed or before the allow-list, written around the form, or rendering
+                # past the cap with this session's values) must not stop the customer's turn:
+                # the built-in prompt serves, with the same guards, and the call records
+                # "builtin".
                 logger.error(
                     "prompt_override_render_failed",
                     extra={

@@ -6,7 +6,9 @@
   ``llm_invalid_json`` and the "open" text for every other reason. Code 5 is the exception: the
   model's own closing message is sent (the pipeline does that, not this module).
 - `strategic_company_for`: the deterministic rule that hands a strategic company's contact to a
-  human before any model call: the session's phone, or its CNPJ, belongs to an active one.
+  human before any model call: the session's phone, its CNPJ, or the company's name in what the
+  customer wrote or in the collected `empresa`, belongs to an active one. The list never reaches
+  a prompt.
 - `handoff_summary_generate`: the use case behind the ``generate_handoff_summary`` task. It
   writes one `HandoffSummary` per run; when the model call fails or answers garbage it stores the
   minimal summary built from the session's facts with the error — it never touches the session,
@@ -14,6 +16,7 @@
 """
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +29,7 @@ from agents.sources import (
     StrategicCompanyInfo,
 )
 from agents.states import AgentName, HandoffReason
+from agents.strategic_companies import strategic_company_match
 from agents.summary import (
     OperationalSummary,
     SummaryFacts,
@@ -52,18 +56,18 @@ def handoff_text(runtime: RuntimeSettings, *, reason: HandoffReason, now: dateti
 
 
 def strategic_company_for(
-    runtime: RuntimeSettings, *, phone: str, document: str
+    runtime: RuntimeSettings, *, phone: str, document: str, texts: Sequence[str] = ()
 ) -> StrategicCompanyInfo | None:
-    """The active strategic company this customer belongs to (by phone or CNPJ), if any.
+    """The active strategic company this customer belongs to, if any.
 
-    `runtime.strategic_companies` lists only active companies, phones as E.164 digits.
+    By phone, by CNPJ (the collected document, or one written in `texts`) or by the company's
+    name in `texts` — the turn's inbound texts and the collected `empresa`; the rule is
+    `agents.strategic_companies.strategic_company_match`. `runtime.strategic_companies` lists
+    only active companies, phones as E.164 digits.
     """
-    for company in runtime.strategic_companies:
-        if phone and phone in company.phones:
-            return company
-        if document and company.cnpj and document == company.cnpj:
-            return company
-    return None
+    return strategic_company_match(
+        runtime.strategic_companies, phone=phone, document=document, texts=texts
+    )
 
 
 def summary_facts(session: Session) -> SummaryFacts:
@@ -81,9 +85,14 @@ def summary_facts(session: Session) -> SummaryFacts:
         TranscriptLine("equipe" if staff else _AUTHOR[Direction(direction)], content)
         for direction, staff, content in reversed(newest_first)
     )
+    # A strategic company's name (the detail of its handoff) is not sent to the summary model:
+    # no prompt carries that list's data. Staff read it on the session.
+    detail = (
+        "" if session.handoff_reason == HandoffReason.STRATEGIC_COMPANY else session.handoff_detail
+    )
     return SummaryFacts(
         handoff_reason=session.handoff_reason,
-        handoff_detail=session.handoff_detail,
+        handoff_detail=detail,
         customer_name=session.customer_name,
         customer_phone=session.customer_phone,
         segment=session.segment,

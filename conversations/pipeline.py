@@ -203,6 +203,8 @@ class _Turn:
     state: SessionState
     inbound_ids: tuple[int, ...]
     last_inbound_id: int
+    # What the customer wrote this turn (searched for a strategic company's name or CNPJ).
+    texts: tuple[str, ...] = ()
 
 
 # --- The use case -------------------------------------------------------------------------------
@@ -293,6 +295,7 @@ def _process_turn(
         state=SessionState(session.state),
         inbound_ids=tuple(m.pk for m in pending),
         last_inbound_id=last.pk,
+        texts=tuple(m.content for m in pending),
     )
     log = {"session_id": session_id, "turn_id": str(turn.turn_id), "messages": len(pending)}
     if turn.state not in BOT_STATES:
@@ -406,7 +409,10 @@ def _think(
     config: PipelineConfig,
 ) -> TurnResult:
     company = strategic_company_for(
-        runtime, phone=context.customer_phone, document=customer_document
+        runtime,
+        phone=context.customer_phone,
+        document=customer_document,
+        texts=(*turn.texts, str(context.registration_data.get("empresa", ""))),
     )
     if company is not None:
         # Before any model call: a strategic company's contact always goes to a human.
@@ -562,11 +568,15 @@ def _parse_or_repair(
 def _apply_strategic_rule(
     result: TurnResult, *, before: SessionContext, runtime: RuntimeSettings
 ) -> TurnResult:
-    """A CNPJ given in this turn that belongs to a strategic company hands off at once."""
-    document = str(result.context.registration_data.get("documento", ""))
-    if result.handoff is not None or document == before.registration_data.get("documento"):
+    """A CNPJ or company name given in this turn that is a strategic company's hands off."""
+    data, old = result.context.registration_data, before.registration_data
+    document, name = (
+        str(data.get(key, "")) if data.get(key, "") != old.get(key, "") else ""
+        for key in ("documento", "empresa")
+    )
+    if result.handoff is not None or not (document or name):
         return result
-    company = strategic_company_for(runtime, phone="", document=document)
+    company = strategic_company_for(runtime, phone="", document=document, texts=(name,))
     if company is None:
         return result
     return replace(

@@ -2,15 +2,17 @@
 
 `PromptTemplateForm` is the base of the admin's `PromptOverrideForm`. It validates `content` as a
 prompt template for the selected agent (`agents.templating.validate_prompt_template`) and refuses
-a syntax error, an unknown variable, a tag left open or a template that cannot render, with a
-message naming the problem and its line; its help text lists every agent's variables (from
-`agents.prompts.variables`, the one place they are documented).
+a syntax error, an unknown variable, a tag left open, a tag, filter or attribute outside the
+allow-list, a template that cannot render or renders past the limit, with a message naming the
+problem (and its line where it helps); its help text lists every agent's variables (from
+`agents.prompts.variables`, the one place they are documented) and what the allow-list permits.
 """
 
 from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.utils.formats import number_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
@@ -18,7 +20,14 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.prompts.variables import sample_variables, variable_names, variables_for
 from agents.states import PROMPT_AGENTS, AgentName
-from agents.templating import TemplateProblem, validate_prompt_template
+from agents.templating import (
+    ALLOWED_FILTERS,
+    MAX_IF_DEPTH,
+    PROMPT_RENDERED_MAX_CHARS,
+    PROMPT_TEMPLATE_MAX_CHARS,
+    TemplateProblem,
+    validate_prompt_template,
+)
 from prompts_admin.models import AGENT_CHOICES
 
 
@@ -57,11 +66,39 @@ def problem_error(problem: TemplateProblem, agent: AgentName) -> ValidationError
             code="syntax",
             params={"error": problem.detail.strip()},
         )
+    if problem.kind in _CONSTRUCT_MESSAGES:
+        message, param = _CONSTRUCT_MESSAGES[problem.kind]
+        return ValidationError(message, code=problem.kind, params={param: problem.detail})
+    if problem.kind in _LIMIT_MESSAGES:
+        return ValidationError(
+            _LIMIT_MESSAGES[problem.kind],
+            code=problem.kind,
+            params={"limit": number_format(int(problem.detail), force_grouping=True)},
+        )
     return ValidationError(
         _("The template cannot be rendered: %(error)s"),
         code="render",
         params={"error": problem.detail},
     )
+
+
+# What the allow-list refuses, named (agents/templating.py).
+_CONSTRUCT_MESSAGES = {
+    "tag_not_allowed": (_("The tag {%% %(tag)s %%} is not allowed in prompts."), "tag"),
+    "filter_not_allowed": (_("The filter |%(filter)s is not allowed in prompts."), "filter"),
+    "attribute_not_allowed": (
+        _("“%(name)s”: a variable's attributes are not allowed in prompts; use the variable."),
+        "name",
+    ),
+}
+_LIMIT_MESSAGES = {
+    "too_long": _("A prompt may have at most %(limit)s characters."),
+    "rendered_too_long": _(
+        "The rendered prompt passes the limit of %(limit)s characters (tried with the sample "
+        "values and with empty values)."
+    ),
+    "too_deep": _("{%% if %%} blocks may be nested at most %(limit)s levels deep."),
+}
 
 
 def variables_help_text() -> SafeString:
@@ -83,12 +120,23 @@ def variables_help_text() -> SafeString:
         ),
     )
     return format_html(
-        "{}<ul>{}</ul>",
+        "{}<ul>{}</ul>{}",
         gettext(
             "A Django template rendered for every call with the variables of its agent. The "
             "conversation context and the fixed rules are always appended after it. Variables:"
         ),
         groups,
+        gettext(
+            "Allowed: {%% if %%} / {%% elif %%} / {%% else %%} / {%% endif %%} (at most "
+            "%(depth)s levels), {%% comment %%} and {# … #}, and the filters %(filters)s. At "
+            "most %(chars)s characters, and %(rendered)s once rendered."
+        )
+        % {
+            "depth": MAX_IF_DEPTH,
+            "filters": ", ".join(sorted(ALLOWED_FILTERS)),
+            "chars": number_format(PROMPT_TEMPLATE_MAX_CHARS, force_grouping=True),
+            "rendered": number_format(PROMPT_RENDERED_MAX_CHARS, force_grouping=True),
+        },
     )
 
 
@@ -108,6 +156,8 @@ class PromptTemplateForm(forms.ModelForm):
             errors = [
                 problem_error(p, AgentName(agent))
                 for p in override_problems(AgentName(agent), content)
+                # The model field's MaxLengthValidator says so already.
+                if p.kind != "too_long"
             ]
             if errors:
                 self.add_error("content", errors)

@@ -11,6 +11,7 @@ from simple_history.models import HistoricalRecords
 from validate_docbr import CNPJ
 
 from agents.states import PROMPT_AGENTS, AgentName
+from agents.templating import PROMPT_TEMPLATE_MAX_CHARS
 
 _AGENT_LABELS = {
     AgentName.TRIAGEM: _("triage"),
@@ -18,7 +19,7 @@ _AGENT_LABELS = {
     AgentName.COLETA: _("collection"),
 }
 AGENT_CHOICES = [(agent.value, _AGENT_LABELS[agent]) for agent in PROMPT_AGENTS]
-MAX_PROMPT_CHARS = 30_000
+MAX_PROMPT_CHARS = PROMPT_TEMPLATE_MAX_CHARS
 MAX_FIXED_TEXT_CHARS = 1_000
 MAX_NOTES_CHARS = 2_000
 MAX_PHONE_LINES_CHARS = 2_000

@@ -32,8 +32,8 @@ MOTIVE_GUIDE: dict[HandoffMotive, str] = {
     "pergunta de esclarecimento",
     HandoffMotive.RECLAMACAO: "reclamação ou insatisfação: atraso, problema com um serviço já "
     "prestado, com uma cobrança ou com um laudo",
-    HandoffMotive.EMPRESA_ESTRATEGICA: "o cliente fala em nome de uma das empresas estratégicas "
-    "listadas no contexto",
+    HandoffMotive.EMPRESA_ESTRATEGICA: "o cliente diz que a empresa dele tem um especialista, "
+    "um gerente de conta ou um contrato de atendimento exclusivo conosco",
     HandoffMotive.LIMITE_SAUDE: "o cliente pede diagnóstico, interpretação de resultado de exame "
     "ou orientação médica",
     HandoffMotive.OUTRO: "qualquer outra situação em que só uma pessoa pode ajudar (negociação "

@@ -183,24 +183,6 @@ def format_loaded_packages(packages: Mapping[str, PackageInfo]) -> str:
     )
 
 
-def format_strategic_companies(runtime: RuntimeSettings) -> str:
-    if not runtime.strategic_companies:
-        return "nenhuma empresa estratégica cadastrada"
-    lines = []
-    for company in runtime.strategic_companies:
-        line = f"- {company.name}"
-        if company.cnpj:
-            line += f" (CNPJ {format_cnpj(company.cnpj)})"
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def format_cnpj(digits: str) -> str:
-    if len(digits) != 14 or not digits.isdigit():
-        return digits
-    return f"{digits[:2]}.{digits[2:5]}.{digits[5:8]}/{digits[8:12]}-{digits[12:]}"
-
-
 def format_phone(digits: str) -> str:
     """`+55 11 91234-5678` for a Brazilian E.164 number; other numbers as `+<digits>`."""
     if not digits:

@@ -1,11 +1,13 @@
 """The metadata block every agent call gets after the prompt text (DESIGN.md §6).
 
 Identity, instance, business hours now, the per-agent facts of the session (triagem: recognised
-name, active segments and intentions, strategic companies; qualificacao: segment, intention,
-service, the segment's services with their parameters, partial technical data; coleta: segment,
-intention, service, technical data, phone, partial registration), the compact KB catalog and the
-full content of the packages loaded in this session. The segment/intention/service lists are
+name, active segments and intentions; qualificacao: segment, intention, service, the segment's
+services with their parameters, partial technical data; coleta: segment, intention, service,
+technical data, phone, partial registration), the compact KB catalog and the full content of the
+packages loaded in this session. The segment/intention/service lists are
 here, not in the prompt text, so an override cannot leave the model without the valid codes.
+Nothing about strategic companies is here (their list is confidential and any customer can ask
+the model to repeat its instructions): `conversations/handoff.py` matches them in code.
 Pure module.
 """
 
@@ -24,7 +26,6 @@ from agents.prompts.inputs import (
     format_phone,
     format_segments,
     format_services,
-    format_strategic_companies,
 )
 from agents.states import AgentName
 
@@ -50,7 +51,6 @@ def build_metadata(inputs: PromptInputs) -> str:
         sections.append(f"## Cliente\n- Nome reconhecido: {name}.")
         sections.append(f"## Segmentos ativos\n{format_segments(inputs.catalog)}")
         sections.append(f"## Intenções ativas\n{format_intents(inputs.catalog)}")
-        sections.append(f"## Empresas estratégicas\n{format_strategic_companies(inputs.runtime)}")
     else:
         request = [
             f"- Segmento: {describe_segment(inputs)}.",

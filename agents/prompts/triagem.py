@@ -2,7 +2,7 @@
 
 `TEMPLATE` is a template text in the same language as an admin override (variables of
 `agents/prompts/variables.py`), so "start from the built-in prompt" copies it verbatim. The facts of
-the session (catalog, hours, strategic companies…) come in the metadata block, and the fixed rules
+the session (catalog, hours…) come in the metadata block, and the fixed rules
 in the guards, both appended after this text. Pure module.
 """
 
@@ -28,8 +28,8 @@ TASK = """## Seu objetivo nesta etapa: triagem
 7. Não tente definir o serviço exato nem peça dados técnicos ou cadastrais (CPF, e-mail, endereço): isso é feito nas próximas etapas.
 8. Se o cliente só quer uma informação geral (endereço, horário, documentos), responda com base no contexto ou na base de conhecimento e pergunte se pode ajudar em algo mais.
 
-## Empresas estratégicas
-Algumas empresas clientes são sempre atendidas por um especialista (a lista está no contexto). Se o cliente disser que fala em nome de uma delas — pelo nome ou pelo CNPJ —, transfira na hora com o código 98 e o motivo "empresa_estrategica"."""
+## Clientes com atendimento exclusivo
+Algumas empresas clientes são sempre atendidas por um especialista. O sistema as reconhece sozinho e transfere a conversa antes de você responder, por isso você não sabe quais são. Nunca diga, confirme nem suponha quais empresas são essas. Se o cliente disser que a empresa dele tem um especialista, um gerente de conta ou um contrato de atendimento exclusivo conosco, transfira com o código 98 e o motivo "empresa_estrategica"."""
 
 EXAMPLES: dict[Code, tuple[Example, ...]] = {
     Code.RESPOND: (

@@ -3,7 +3,9 @@
 A built-in prompt and an admin's override are the same kind of text — a Django template rendered
 with these variables — so "start from the built-in prompt" copies a working template. The admin
 form lists `variables_for(agent)` as help text and refuses any other name; `prompt_variables`
-computes the values for one call. Descriptions are pt-BR: prompt admins read them. Pure module.
+computes the values for one call. Descriptions are pt-BR: prompt admins read them. There is no
+variable for the strategic companies: their list is confidential (a customer can ask the model to
+repeat its instructions) and is matched in code (`agents/strategic_companies.py`). Pure module.
 """
 
 from collections.abc import Callable
@@ -24,7 +26,6 @@ from agents.prompts.inputs import (
     format_phone,
     format_segments,
     format_services,
-    format_strategic_companies,
 )
 from agents.states import PROMPT_AGENTS, AgentName
 
@@ -102,12 +103,6 @@ VARIABLES: tuple[PromptVariable, ...] = (
         "intents",
         "intenções ativas, uma por linha (CÓDIGO: nome)",
         lambda i: format_intents(i.catalog),
-        frozenset({_A.TRIAGEM}),
-    ),
-    PromptVariable(
-        "strategic_companies",
-        "empresas estratégicas ativas (nome e CNPJ), uma por linha",
-        lambda i: format_strategic_companies(i.runtime),
         frozenset({_A.TRIAGEM}),
     ),
     PromptVariable(

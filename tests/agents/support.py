@@ -294,3 +294,21 @@ def make_invoker(
         recorder=recorder if recorder is not None else RecordingRecorder(),
         config=InvokerConfig(models=MODELS, max_history_messages=max_history, clock=lambda: NOW),
     )
+
+
+# The attacks of issue 10 §2 on prompt templates (each would allocate hundreds of megabytes or
+# hang the worker), with the one problem the allow-list reports for each.
+NESTED_FOR = (
+    "{% for a in agent_name %}{% for b in agent_name %}{% for c in agent_name %}"
+    "{% for d in agent_name %}{% for e in agent_name %}{{ company_name }}"
+    "{% endfor %}{% endfor %}{% endfor %}{% endfor %}{% endfor %}"
+)
+TEMPLATE_ATTACKS = {
+    "lorem": ("Olá!\n{% lorem 2000000 w %}", ("tag_not_allowed", "lorem", 2)),
+    "ljust": ('{{ agent_name|ljust:"300000000" }}', ("filter_not_allowed", "ljust", 1)),
+    "nested-for": (NESTED_FOR, ("tag_not_allowed", "for", 1)),
+    "conditional": (
+        '{% if customer_name == "" %}{{ agent_name|ljust:"150000000" }}{% endif %}',
+        ("filter_not_allowed", "ljust", 1),
+    ),
+}

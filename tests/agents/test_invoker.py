@@ -3,6 +3,7 @@ the fake /v1/responses server for the exact request body."""
 
 import json
 import logging
+from dataclasses import replace
 from uuid import UUID
 
 import pytest
@@ -11,11 +12,12 @@ from agents.guards import GUARDS_HEADING
 from agents.invoker import AgentCall, AgentInvoker, InvokerConfig
 from agents.llm import ChatMessage, LLMCallResult, LLMRateLimitError, LLMTimeoutError, OpenAIClient
 from agents.prompts.metadata import HEADING as METADATA_HEADING
-from agents.sources import HistoryEntry, OverrideTemplate
+from agents.sources import HistoryEntry, OverrideTemplate, StrategicCompanyInfo
 from agents.states import PROMPT_AGENTS, AgentName, SessionState
 from tests.agents.support import (
     MODELS,
     NOW,
+    RUNTIME,
     FakeHistorySource,
     FakeKBSource,
     FakeLLM,
@@ -156,6 +158,63 @@ def test_an_override_that_fails_to_render_falls_back_to_the_builtin_and_is_logge
     assert recorder.calls[0]["prompt_version"] == "builtin"
     assert [r.getMessage() for r in caplog.records] == ["prompt_override_render_failed"]
     assert caplog.records[0].prompt_version == "override:9"
+
+
+SECRET_COMPANY = StrategicCompanyInfo(
+    "Metalúrgica Sigilosa Ltda", "60701190000104", ("5511955554444",)
+)
+STRATEGIC_SECRETS = ("Sigilosa", "60701190000104", "60.701.190/0001-04", "95555-4444", "955554444")
+WITH_SECRET_COMPANY = FakePromptSource(
+    runtime=replace(RUNTIME, strategic_companies=(SECRET_COMPANY,))
+)
+
+
+@pytest.mark.parametrize("agent", PROMPT_AGENTS)
+def test_no_prompt_carries_the_strategic_companies(agent: AgentName) -> None:
+    llm = FakeLLM()
+
+    call = make_invoker(llm=llm, prompts=WITH_SECRET_COMPANY).invoke(
+        session=make_session(agent), agent=agent
+    )
+
+    sent = llm.calls[0]["instructions"]
+    assert sent == call.instructions
+    assert [secret for secret in STRATEGIC_SECRETS if secret in sent] == []
+    assert "a lista está no contexto" not in sent
+    assert "listadas no contexto" not in sent
+
+
+@pytest.mark.parametrize("agent", PROMPT_AGENTS)
+def test_no_prompt_carries_the_strategic_companies_in_the_call_snapshot(agent: AgentName) -> None:
+    recorder = RecordingRecorder()
+
+    make_invoker(recorder=recorder, prompts=WITH_SECRET_COMPANY).invoke(
+        session=make_session(agent), agent=agent
+    )
+
+    stored = json.dumps(recorder.calls[0]["context_snapshot"], ensure_ascii=False)
+    assert [secret for secret in STRATEGIC_SECRETS if secret in stored] == []
+
+
+def test_a_saved_override_using_the_removed_strategic_companies_variable_falls_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    override = OverrideTemplate(
+        "Sou {{ agent_name }}. Empresas estratégicas:\n{{ strategic_companies }}", "override:4"
+    )
+    prompts = FakePromptSource(
+        runtime=replace(RUNTIME, strategic_companies=(SECRET_COMPANY,)),
+        overrides={AgentName.TRIAGEM: override},
+    )
+
+    with caplog.at_level(logging.ERROR, logger="agents.invoker"):
+        call = make_invoker(prompts=prompts).invoke(session=make_session(), agent=AgentName.TRIAGEM)
+
+    assert call.prompt_version == "builtin"
+    assert call.instructions.startswith("Você é Lia, assistente virtual")
+    assert [r.getMessage() for r in caplog.records] == ["prompt_override_render_failed"]
+    assert caplog.records[0].error == "unknown_variable: strategic_companies (line 2)"
+    assert [secret for secret in STRATEGIC_SECRETS if secret in call.instructions] == []
 
 
 def test_history_rules_are_applied_and_the_source_is_asked_for_the_limit() -> None:

@@ -1,6 +1,8 @@
 """The production invoker (database sources, LLMCall recorder) end to end, against the fake
 /v1/responses server: request per agent, LLMCall rows on success and failure, bounded queries."""
 
+import logging
+import time
 from datetime import timedelta
 
 import pytest
@@ -14,8 +16,9 @@ from agents.states import AgentName, SessionState
 from conversations.agent_sources import build_agent_invoker
 from conversations.models import Direction, Instance, LLMCall, Message, Session
 from knowledge_base.models import Intent, KBPackage, Segment, Service
+from prompts_admin.forms import override_problems
 from prompts_admin.models import PromptOverride, RuntimeConfig
-from tests.agents.support import FakeLLM
+from tests.agents.support import TEMPLATE_ATTACKS, FakeLLM
 from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db
@@ -187,6 +190,56 @@ def test_a_failed_call_is_recorded_with_its_prompt_version_then_raised(
     assert (row.raw_response, row.tokens_input) == ("", 0)
     assert row.context_snapshot["session_id"] == session.pk
     assert fake_openai.request_count == 2
+
+
+@pytest.mark.parametrize("attack", TEMPLATE_ATTACKS)
+def test_an_attack_stored_around_the_form_falls_back_to_the_builtin_quickly(
+    models_per_agent: dict[AgentName, str], caplog: pytest.LogCaptureFixture, attack: str
+) -> None:
+    session = make_world()
+    content, (kind, name, line) = TEMPLATE_ATTACKS[attack]
+    # objects.create runs no validation: as a row written by a script or before this check.
+    override = PromptOverride.objects.create(agent="triagem", content=content, is_active=True)
+    llm = FakeLLM()
+
+    started = time.perf_counter()
+    with caplog.at_level(logging.ERROR, logger="agents.invoker"):
+        call = build_agent_invoker(llm=llm).invoke(
+            session=session_context(session), agent=AgentName.TRIAGEM
+        )
+    elapsed = time.perf_counter() - started
+
+    assert call.prompt_version == "builtin"
+    assert call.instructions.startswith("Você é Lia, assistente virtual")
+    assert LLMCall.objects.get().prompt_version == "builtin"
+    assert [(r.getMessage(), r.error) for r in caplog.records] == [
+        ("prompt_override_render_failed", f"{kind}: {name} (line {line})")
+    ]
+    assert caplog.records[0].prompt_version == f"override:{override.history.get().history_id}"
+    assert len(llm.calls[0]["instructions"]) < 100_000
+    assert elapsed < 0.5
+
+
+def test_an_override_rendering_past_the_cap_with_real_values_falls_back(
+    models_per_agent: dict[AgentName, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    session = make_world(loaded=1)
+    KBPackage.objects.filter(package_id="PACOTE_000").update(content="Conteúdo grande. " * 2_000)
+    content = "Pacotes:\n" + "{{ loaded_packages }}\n" * 100  # valid: the samples are short
+    assert override_problems(AgentName.TRIAGEM, content) == []
+    PromptOverride.objects.create(agent="triagem", content=content, is_active=True)
+
+    with caplog.at_level(logging.ERROR, logger="agents.invoker"):
+        call = build_agent_invoker(llm=FakeLLM()).invoke(
+            session=session_context(session), agent=AgentName.TRIAGEM
+        )
+
+    assert call.prompt_version == "builtin"
+    assert [(r.getMessage(), r.error) for r in caplog.records] == [
+        ("prompt_override_render_failed", "rendered_too_long: over 60000 characters")
+    ]
+    # The package is still given to the model once, in the metadata block.
+    assert call.instructions.count("Conteúdo grande.") == 2_000
 
 
 # One invocation: runtime config + strategic companies (2), active override (1), catalog

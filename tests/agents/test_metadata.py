@@ -73,7 +73,7 @@ def test_closed_on_a_holiday_with_the_next_opening() -> None:
     ) in build_metadata(inputs)
 
 
-def test_triagem_gets_the_recognised_name_segments_intents_and_strategic_companies() -> None:
+def test_triagem_gets_the_recognised_name_segments_and_intents() -> None:
     text = build_metadata(make_inputs(AgentName.TRIAGEM))
 
     assert "## Cliente\n- Nome reconhecido: Marina." in text
@@ -81,23 +81,32 @@ def test_triagem_gets_the_recognised_name_segments_intents_and_strategic_compani
     assert "## Intenções ativas\n- ORCAMENTO: Orçamento\n- AGENDAMENTO: Agendamento de coleta" in (
         text
     )
-    assert "## Empresas estratégicas\n- Indústria Estratégica S.A. (CNPJ 11.222.333/0001-81)" in (
-        text
-    )
-    # Phones of strategic companies, the customer's phone and the services stay out of triage.
-    assert "5511912345678" not in text
+    # The customer's phone and the services stay out of triage.
     assert "Telefone do WhatsApp" not in text
     assert "## Serviços ativos do segmento" not in text
 
 
-def test_triagem_without_a_recognised_name_or_strategic_companies() -> None:
+@pytest.mark.parametrize("agent", PROMPT_AGENTS)
+def test_no_agent_gets_anything_of_the_strategic_companies(agent: AgentName) -> None:
+    """The list is confidential: a customer can ask the model to repeat its instructions."""
+    text = build_metadata(make_inputs(agent, session=make_session(agent)))
+
+    assert [
+        secret
+        for secret in ("Estratégica", "11222333000181", "11.222.333", "5511912345678", "91234")
+        if secret in text
+    ] == []
+    assert "strateg" not in text.lower()
+    assert "estratégic" not in text.lower()
+
+
+def test_triagem_without_a_recognised_name() -> None:
     runtime = RuntimeSettings(agent_name="Lia", company_name="Lab", business_hours=WEEKLY)
     inputs = make_inputs(AgentName.TRIAGEM, session=make_session(customer_name=""), runtime=runtime)
 
     text = build_metadata(inputs)
 
     assert "- Nome reconhecido: ainda não reconhecido." in text
-    assert "## Empresas estratégicas\nnenhuma empresa estratégica cadastrada" in text
 
 
 def test_qualificacao_gets_segment_intention_service_services_and_technical_data() -> None:
@@ -139,7 +148,6 @@ def test_coleta_gets_phone_and_partial_registration_but_not_the_service_list() -
     ) in text
     assert "## Dados técnicos já coletados\n- quantidade_amostras: 2\n- origem_agua: poço" in text
     assert "## Serviços ativos do segmento" not in text
-    assert "## Empresas estratégicas" not in text
 
 
 def test_an_unknown_segment_code_is_shown_as_is() -> None:

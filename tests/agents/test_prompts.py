@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from django.template import Engine
 
 from agents.codes import CODE_TABLE, Code, MessageRule, states_of
 from agents.contract import parse_llm_response
@@ -18,9 +19,16 @@ from agents.prompts.common import (
     format_answer,
     handoff_section,
 )
-from agents.prompts.variables import sample_variables, variable_names
+from agents.prompts.variables import prompt_variables, sample_variables, variable_names
 from agents.states import PROMPT_AGENTS, AgentName, HandoffMotive
-from agents.templating import render_prompt_template, validate_prompt_template
+from agents.templating import (
+    PROMPT_RENDERED_MAX_CHARS,
+    PROMPT_TEMPLATE_MAX_CHARS,
+    inspect_nodelist,
+    render_prompt_template,
+    validate_prompt_template,
+)
+from tests.agents.support import make_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {
@@ -48,6 +56,31 @@ def test_builtin_template_is_a_valid_template_with_only_the_agents_variables(
 
 
 @pytest.mark.parametrize("agent", PROMPT_AGENTS)
+def test_builtin_template_passes_the_allow_list_and_renders_under_the_caps(
+    agent: AgentName,
+) -> None:
+    text = builtin_template(agent)
+    compiled = Engine(autoescape=False, loaders=[]).from_string(text)
+
+    problems = inspect_nodelist(compiled.nodelist, variable_names(agent))
+    rendered = render_prompt_template(text, prompt_variables(make_inputs(agent)))
+
+    assert problems == []
+    assert len(text) < PROMPT_TEMPLATE_MAX_CHARS
+    assert len(rendered) < PROMPT_RENDERED_MAX_CHARS
+    assert "{{" not in rendered
+
+
+def test_triagem_does_not_point_the_model_at_a_list_of_strategic_companies() -> None:
+    text = builtin_template(AgentName.TRIAGEM) + handoff_section()
+
+    assert "a lista está no contexto" not in text
+    assert "listadas no contexto" not in text
+    assert "Nunca diga, confirme nem suponha quais empresas são essas." in text
+    assert "{{ strategic_companies }}" not in text
+
+
+@pytest.mark.parametrize("agent", PROMPT_AGENTS)
 def test_builtin_examples_cover_exactly_the_codes_the_agent_may_use(agent: AgentName) -> None:
     allowed = {
         spec.code for spec in CODE_TABLE.values() if spec.allowed_states & set(states_of(agent))
@@ -68,7 +101,9 @@ def test_builtin_examples_cover_exactly_the_codes_the_agent_may_use(agent: Agent
 def test_rendered_examples_are_valid_contract_answers_for_the_agents_codes(
     agent: AgentName, codes: list[int]
 ) -> None:
-    rendered = render_prompt_template(builtin_template(agent), {"agent_name": "Lia"})
+    rendered = render_prompt_template(
+        builtin_template(agent), {**sample_variables(agent), "agent_name": "Lia"}
+    )
     section = rendered.split("## Exemplos de respostas válidas", 1)[1]
     # An answer starts with `{"s":` at the start of a line and runs to the next blank line.
     answers = re.findall(r'^(\{"s":.*?)(?=\n\n|\n###|\Z)', section, re.MULTILINE | re.DOTALL)
@@ -161,6 +196,7 @@ PURE_MODULES = [
     "agents/guards.py",
     "agents/history.py",
     "agents/sources.py",
+    "agents/strategic_companies.py",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "agents" / "prompts").glob("*.py")),
 ]
 

@@ -200,6 +200,25 @@ def test_a_garbage_summary_is_stored_with_the_error_and_the_raw_answer(
     assert "cliente: Quero analisar água de poço" in request["input"][0]["content"]
 
 
+def test_the_summary_model_is_not_told_the_strategic_companys_name(
+    session: Session, openai_settings: FakeOpenAIServer
+) -> None:
+    Session.objects.filter(pk=session.pk).update(
+        state="HUMAN",
+        handoff_reason="strategic_company",
+        handoff_detail="Metalúrgica Sigilosa Ltda",
+    )
+    inbound(session, "Bom dia, preciso de um orçamento")
+    openai_settings.queue_text(json.dumps(SUMMARY, ensure_ascii=False))
+
+    generate_handoff_summary.delay(session.pk).get()
+
+    sent = json.dumps(openai_settings.requests[0], ensure_ascii=False)
+    assert "Sigilosa" not in sent
+    assert "strategic_company" in sent
+    assert "cliente: Bom dia, preciso de um orçamento" in sent
+
+
 # --- Expired leases ------------------------------------------------------------------------------
 
 

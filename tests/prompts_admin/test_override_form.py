@@ -1,5 +1,7 @@
 """The PromptOverride admin form: a template for the chosen agent, or a message naming the problem."""
 
+import time
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
@@ -7,8 +9,10 @@ from django.utils import translation
 
 from agents.prompts import builtin_template
 from agents.states import AgentName
+from agents.templating import PROMPT_TEMPLATE_MAX_CHARS
 from prompts_admin.admin import PromptOverrideForm
 from prompts_admin.models import PromptOverride
+from tests.agents.support import TEMPLATE_ATTACKS
 
 pytestmark = pytest.mark.django_db
 ADD_URL = "/admin/prompts_admin/promptoverride/add/"
@@ -49,8 +53,17 @@ def test_an_unknown_variable_is_refused_with_its_name_line_and_the_agents_variab
     assert errors == [
         "Unknown variable “nome_assistente” on line 2. The variables of this agent are: "
         "agent_name, brand_context, business_hours, company_name, customer_name, "
-        "instance_name, intents, is_open, kb_catalog, loaded_packages, now, segments, "
-        "strategic_companies."
+        "instance_name, intents, is_open, kb_catalog, loaded_packages, now, segments."
+    ]
+
+
+def test_an_override_using_the_removed_strategic_companies_variable_is_refused() -> None:
+    errors = form_errors("triagem", "Sou {{ agent_name }}.\nEmpresas:\n{{ strategic_companies }}")
+
+    assert errors == [
+        "Unknown variable “strategic_companies” on line 3. The variables of this agent are: "
+        "agent_name, brand_context, business_hours, company_name, customer_name, "
+        "instance_name, intents, is_open, kb_catalog, loaded_packages, now, segments."
     ]
 
 
@@ -81,7 +94,7 @@ def test_a_variable_of_another_agent_is_refused() -> None:
         ),
         (
             '{% include "admin/base.html" %}',
-            "The template cannot be rendered: TemplateDoesNotExist: admin/base.html",
+            "The tag {% include %} is not allowed in prompts.",
         ),
     ],
 )
@@ -104,8 +117,14 @@ def test_help_text_lists_every_agents_variables_with_descriptions() -> None:
 
     assert help_text.startswith("A Django template rendered for every call")
     assert "<code>{{ registration_data }}</code> — dados cadastrais já coletados" in help_text
-    assert "<code>{{ strategic_companies }}</code> — empresas estratégicas ativas" in help_text
+    assert "strategic_companies" not in help_text
     assert help_text.count("<li>") == 3
+    assert help_text.endswith(
+        "</ul>Allowed: {% if %} / {% elif %} / {% else %} / {% endif %} (at most 10 levels), "
+        "{% comment %} and {# … #}, and the filters capfirst, default, default_if_none, length, "
+        "lower, title, truncatechars, truncatewords, upper, yesno. At most 30,000 characters, "
+        "and 60,000 once rendered."
+    )
 
 
 def test_the_admin_refuses_to_save_an_override_with_an_unknown_variable() -> None:
@@ -137,3 +156,114 @@ def test_the_admin_saves_a_valid_override() -> None:
         False,
     )
     assert override.history.get().history_user == admin_user
+
+
+# --- The allow-list and the caps (issue 10 §2) -----------------------------------------------------
+
+ATTACK_MESSAGES = {
+    "lorem": "A tag {% lorem %} não é permitida em prompts.",
+    "ljust": "O filtro |ljust não é permitido em prompts.",
+    "nested-for": "A tag {% for %} não é permitida em prompts.",
+    "conditional": "O filtro |ljust não é permitido em prompts.",
+}
+
+
+def pt_br_errors(agent: str, content: str) -> list[str]:
+    with translation.override("pt-br"):
+        form = PromptOverrideForm(data={"agent": agent, "content": content, "note": "teste"})
+        form.is_valid()
+        return [str(message) for message in form.errors.get("content", [])]
+
+
+@pytest.mark.parametrize("attack", TEMPLATE_ATTACKS)
+def test_each_attack_is_refused_at_save_with_a_message_naming_the_construct_quickly(
+    attack: str,
+) -> None:
+    content, _problem = TEMPLATE_ATTACKS[attack]
+
+    started = time.perf_counter()
+    errors = pt_br_errors("triagem", content)
+    elapsed = time.perf_counter() - started
+
+    assert errors == [ATTACK_MESSAGES[attack]]
+    assert elapsed < 0.5
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            '{% widthratio 1 1 100000000 %}{{ agent_name|center:"9" }}{% now "Y" %}',
+            [
+                "A tag {% widthratio %} não é permitida em prompts.",
+                "O filtro |center não é permitido em prompts.",
+                "A tag {% now %} não é permitida em prompts.",
+            ],
+        ),
+        (
+            "{% load %}{% cycle 'a' 'b' %}{{ agent_name|rjust:5 }}",
+            [
+                "A tag {% load %} não é permitida em prompts.",
+                "A tag {% cycle %} não é permitida em prompts.",
+                "O filtro |rjust não é permitido em prompts.",
+            ],
+        ),
+        (
+            "{% with a=agent_name %}{{ a }}{% endwith %}",
+            ["A tag {% with %} não é permitida em prompts."],
+        ),
+        (
+            "{{ customer_name.upper }}",
+            [
+                "“customer_name.upper”: atributos de variáveis não são permitidos em prompts; "
+                "use a própria variável."
+            ],
+        ),
+        (
+            "{% if is_open %}" * 11 + "x" + "{% endif %}" * 11,
+            ["Os blocos {% if %} podem ter no máximo 10 níveis de aninhamento."],
+        ),
+        (
+            '{% if customer_name == "" %}{{ customer_name|default:"'
+            + "ﬃ" * 25_000
+            + '"|upper }}{% endif %}',
+            [
+                "O prompt renderizado passa do limite de 60.000 caracteres (testado com os "
+                "valores de exemplo e com valores vazios)."
+            ],
+        ),
+    ],
+    ids=["widthratio-center-now", "load-cycle-rjust", "with", "attribute", "depth", "rendered"],
+)
+def test_other_refused_constructs_and_limits_are_named_in_pt_br(
+    content: str, expected: list[str]
+) -> None:
+    assert pt_br_errors("coleta", content) == expected
+
+
+def test_a_template_over_the_length_cap_gets_one_message_the_fields_own() -> None:
+    errors = pt_br_errors("coleta", "{{ agent_name }}" * (PROMPT_TEMPLATE_MAX_CHARS // 16 + 1))
+
+    assert errors == [
+        "Certifique-se de que o valor tenha no máximo 30000 caracteres (ele possui 30016)."
+    ]
+
+
+def test_the_admin_refuses_an_attack_and_writes_nothing() -> None:
+    admin_user = get_user_model().objects.create_superuser("root", "root@example.com", "x")
+    client = Client()
+    client.force_login(admin_user)
+
+    started = time.perf_counter()
+    response = client.post(
+        ADD_URL,
+        {"agent": "triagem", "content": TEMPLATE_ATTACKS["lorem"][0], "is_active": "on"},
+        HTTP_ACCEPT_LANGUAGE="pt-br",
+    )
+    elapsed = time.perf_counter() - started
+
+    assert response.status_code == 200
+    assert "A tag {% lorem %} não é permitida em prompts." in response.content.decode()
+    assert PromptOverride.objects.count() == 0
+    assert PromptOverride.history.count() == 0
+    assert elapsed < 1.0

@@ -1,5 +1,6 @@
 """The PromptOverride admin tools: the final-prompt preview and "start from the built-in prompt"."""
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -15,6 +16,7 @@ from conversations.models import Direction, Instance, LLMCall, Message, Session
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.models import PromptOverride
 from prompts_admin.preview import prompt_override_start_from_builtin
+from tests.agents.support import TEMPLATE_ATTACKS
 
 pytestmark = pytest.mark.django_db
 BASE = "/admin/prompts_admin/promptoverride/"
@@ -76,6 +78,24 @@ def test_preview_of_an_override_shows_it_rendered_with_metadata_and_guards_appen
     assert "Sou Lia; prometa resposta em 5 minutos." in html
     # A preview never calls the model nor records a call.
     assert LLMCall.objects.count() == 0
+
+
+@pytest.mark.parametrize("attack", TEMPLATE_ATTACKS)
+def test_preview_of_a_stored_attack_shows_the_builtin_prompt_quickly(
+    admin_client: Client, catalog: None, attack: str
+) -> None:
+    override = PromptOverride.objects.create(
+        agent="triagem", content=TEMPLATE_ATTACKS[attack][0], is_active=False
+    )
+
+    started = time.perf_counter()
+    response = admin_client.get(f"{BASE}{override.pk}/preview/")
+    elapsed = time.perf_counter() - started
+
+    assert response.status_code == 200
+    assert response.context["prepared"].prompt_version == "builtin"
+    assert final_prompt(response).startswith("Você é Lia, assistente virtual")
+    assert elapsed < 1.0
 
 
 def test_preview_with_a_real_session_includes_its_history_and_data(
