@@ -4,6 +4,7 @@ Only this package reads the environment; application code reads `django.conf.set
 Every variable is listed, with its default and meaning, in `.env.example` and the README.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -50,6 +51,8 @@ INSTALLED_APPS = [
     "prompts_admin",
     "conversations",
     "agents",
+    "axes",
+    "staff_auth",
 ]
 
 MIDDLEWARE = [
@@ -62,6 +65,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",
+    # Last, as django-axes requires: turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -202,9 +207,40 @@ LOGGING = {
         "conversations": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
         "prompts_admin": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
         "knowledge_base": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "staff_auth": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "axes": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "celery": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }
+
+# --- Staff sign-in: lockout of password guessing (django-axes), session length, admin URL ---
+# The admin's prefix, e.g. `gestao-7f3k/`: relative, ending in a slash.
+ADMIN_URL = env.str("ADMIN_URL", default="admin/")
+if ADMIN_URL.startswith("/") or not ADMIN_URL.endswith("/"):
+    raise ImproperlyConfigured(
+        f"ADMIN_URL={ADMIN_URL!r}: use a relative path that ends with a slash, such as 'admin/'."
+    )
+SESSION_COOKIE_AGE = env.int("SESSION_COOKIE_AGE", default=12 * 60 * 60)
+# Axes first: it refuses a locked-out username+address before the password is even checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Attempts live in the database, so every gunicorn worker counts the same failures.
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+# By username AND address: a guesser locks out one account from one address, never the
+# colleagues behind the same office NAT.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "staff_auth.client_address.client_ip_address"
+AXES_LOCKOUT_CALLABLE = "staff_auth.lockout.lockout_response"
+# staff_auth logs the login events as structured lines; axes' own free-text lines stay quiet.
+AXES_VERBOSE = False
+# Behind the reverse proxy: count attempts against the address the proxy wrote last in
+# X-Forwarded-For, not against the proxy's 127.0.0.1 (staff_auth/client_address.py).
+USE_X_FORWARDED_FOR = env.bool("USE_X_FORWARDED_FOR", default=False)
 
 if DEBUG:
     # The local first run: no HTTPS in front of runserver.
