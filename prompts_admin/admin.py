@@ -48,9 +48,8 @@ class PrettyJSONFormField(forms.JSONField):
         return json.dumps(value, ensure_ascii=False, indent=2, cls=self.encoder)
 
 
-MONOSPACE_TEXTAREA = forms.Textarea(
-    attrs={"rows": 16, "class": "vLargeTextField", "style": "font-family: monospace"}
-)
+# Styled by a class from VersionedAdmin's stylesheet: the CSP allows no inline style attribute.
+MONOSPACE_TEXTAREA = forms.Textarea(attrs={"rows": 16, "class": "vLargeTextField monospace"})
 JSON_FIELD_OVERRIDES = {
     models.JSONField: {"form_class": PrettyJSONFormField, "widget": MONOSPACE_TEXTAREA}
 }
@@ -139,6 +138,9 @@ class VersionedAdmin(SimpleHistoryAdmin):
     # Catalog entries, packages and prompts are deactivated, not deleted: their history and the
     # codes old sessions name stay readable. Superusers may still delete one at a time.
     actions: list[Any] = []
+
+    class Media:
+        css = {"all": ("prompts_admin/admin/versioned.css",)}
 
     def get_urls(self) -> list[URLPattern]:
         opts = self.model._meta
