@@ -241,6 +241,8 @@ AXES_CLIENT_IP_CALLABLE = "staff_auth.client_address.client_ip_address"
 AXES_LOCKOUT_CALLABLE = "staff_auth.lockout.lockout_response"
 # staff_auth logs the login events as structured lines; axes' own free-text lines stay quiet.
 AXES_VERBOSE = False
+# Successful logins are log events; no table keeps staff addresses beyond a lockout.
+AXES_DISABLE_ACCESS_LOG = True
 # Behind the reverse proxy: count attempts against the address the proxy wrote last in
 # X-Forwarded-For, not against the proxy's 127.0.0.1 (staff_auth/client_address.py).
 USE_X_FORWARDED_FOR = env.bool("USE_X_FORWARDED_FOR", default=False)
