@@ -4,6 +4,7 @@ Only this package reads the environment; application code reads `django.conf.set
 Every variable is listed, with its default and meaning, in `.env.example` and the README.
 """
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -219,9 +220,11 @@ LOGGING = {
 # --- Staff sign-in: lockout of password guessing (django-axes), session length, admin URL ---
 # The admin's prefix, e.g. `gestao-7f3k/`: relative, ending in a slash.
 ADMIN_URL = env.str("ADMIN_URL", default="admin/")
-if ADMIN_URL.startswith("/") or not ADMIN_URL.endswith("/"):
+# Plain path segments only: `path()` would read `<...>` as a converter.
+if not re.fullmatch(r"([A-Za-z0-9._~-]+/)+", ADMIN_URL):
     raise ImproperlyConfigured(
-        f"ADMIN_URL={ADMIN_URL!r}: use a relative path that ends with a slash, such as 'admin/'."
+        f"ADMIN_URL={ADMIN_URL!r}: use a relative path of letters, digits, '.', '_', '~', '-' "
+        "that ends with a slash, such as 'admin/'."
     )
 SESSION_COOKIE_AGE = env.int("SESSION_COOKIE_AGE", default=12 * 60 * 60)
 # Axes first: it refuses a locked-out username+address before the password is even checked.

@@ -31,14 +31,14 @@ def test_the_admin_stays_under_admin_by_default() -> None:
     assert result.stdout.strip() == "admin/ /admin/ /admin/login/ 404 admin:index admin:login"
 
 
-@pytest.mark.parametrize("value", ["/gestao/", "gestao"])
+@pytest.mark.parametrize("value", ["/gestao/", "gestao", "", "gestao//", "<slug:x>/", "a b/"])
 def test_a_malformed_admin_url_refuses_to_start(value: str) -> None:
     result = run_python("import django; django.setup()", {**PRODUCTION_ENV, "ADMIN_URL": value})
 
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         f"django.core.exceptions.ImproperlyConfigured: ADMIN_URL={value!r}: use a relative path "
-        "that ends with a slash, such as 'admin/'."
+        "of letters, digits, '.', '_', '~', '-' that ends with a slash, such as 'admin/'."
     )
 
 
