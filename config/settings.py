@@ -240,14 +240,15 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15
 # colleagues behind the same office NAT.
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_CLIENT_IP_CALLABLE = "staff_auth.client_address.client_ip_address"
+AXES_CLIENT_IP_CALLABLE = "staff_auth.attempts.client_ip_address"
+AXES_USERNAME_CALLABLE = "staff_auth.attempts.attempt_username"
 AXES_LOCKOUT_CALLABLE = "staff_auth.lockout.lockout_response"
 # staff_auth logs the login events as structured lines; axes' own free-text lines stay quiet.
 AXES_VERBOSE = False
 # Successful logins are log events; no table keeps staff addresses beyond a lockout.
 AXES_DISABLE_ACCESS_LOG = True
 # Behind the reverse proxy: count attempts against the address the proxy wrote last in
-# X-Forwarded-For, not against the proxy's 127.0.0.1 (staff_auth/client_address.py).
+# X-Forwarded-For, not against the proxy's 127.0.0.1 (staff_auth/attempts.py).
 USE_X_FORWARDED_FOR = env.bool("USE_X_FORWARDED_FOR", default=False)
 
 # --- Content-Security-Policy (django-csp) on every response, the admin's above all ---

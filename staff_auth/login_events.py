@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.http import HttpRequest
 
-from staff_auth.client_address import client_ip_address
+from staff_auth.attempts import client_ip_address
 
 logger = logging.getLogger(__name__)
 USERNAME_MAX_CHARS = 150

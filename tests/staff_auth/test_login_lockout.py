@@ -216,3 +216,23 @@ def test_a_staff_session_lasts_twelve_hours(alice: User) -> None:
 
     assert status == 302
     assert client.cookies["sessionid"]["max-age"] == 12 * 60 * 60
+
+
+def test_a_username_longer_than_any_account_is_refused_and_counted_not_a_server_error() -> None:
+    """Axes keeps the username in a 255-character column; PostgreSQL refused a longer one and the
+    login page answered 500."""
+    long_name = "a" * 1000
+
+    assert lock_out(long_name) == [200, 200, 200, 200, 429]
+    assert list(AccessAttempt.objects.values_list("username", flat=True)) == ["a" * 150]
+
+
+@override_settings(USE_X_FORWARDED_FOR=True)
+def test_a_forwarded_value_that_is_no_address_falls_back_to_the_peer(alice: User) -> None:
+    statuses = [
+        attempt("alice", WRONG, OFFICE, HTTP_X_FORWARDED_FOR="10.0.0.1, não-é-ip")[0]
+        for _ in range(5)
+    ]
+
+    assert statuses == [200, 200, 200, 200, 429]
+    assert list(AccessAttempt.objects.values_list("ip_address", flat=True)) == [OFFICE]
