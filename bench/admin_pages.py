@@ -212,6 +212,7 @@ def main() -> None:
     from django.db import connection, transaction
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
+    from django.urls import reverse
 
     from conversations.admin import sessions_search
     from conversations.models import Message, Session
@@ -238,7 +239,7 @@ def main() -> None:
     client = Client()
     client.force_login(admin_user)
 
-    base = "/admin/conversations/session/"
+    base = reverse("admin:conversations_session_changelist")  # follows ADMIN_URL
     pages = [
         ("sessions list", base),
         ("filtered list (state+segment)", base + "?state__exact=HUMAN&segment=AMBIENTAL"),

@@ -4,9 +4,12 @@ Only this package reads the environment; application code reads `django.conf.set
 Every variable is listed, with its default and meaning, in `.env.example` and the README.
 """
 
+import re
+from datetime import timedelta
 from pathlib import Path
 
 import environ
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -50,10 +53,14 @@ INSTALLED_APPS = [
     "prompts_admin",
     "conversations",
     "agents",
+    "axes",
+    "staff_auth",
+    "csp",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -62,6 +69,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",
+    # Last, as django-axes requires: turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -202,8 +211,62 @@ LOGGING = {
         "conversations": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
         "prompts_admin": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
         "knowledge_base": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "staff_auth": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "axes": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "celery": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
+}
+
+# --- Staff sign-in: lockout of password guessing (django-axes), session length, admin URL ---
+# The admin's prefix, e.g. `gestao-7f3k/`: relative, ending in a slash.
+ADMIN_URL = env.str("ADMIN_URL", default="admin/")
+# Plain path segments only: `path()` would read `<...>` as a converter.
+if not re.fullmatch(r"([A-Za-z0-9._~-]+/)+", ADMIN_URL):
+    raise ImproperlyConfigured(
+        f"ADMIN_URL={ADMIN_URL!r}: use a relative path of letters, digits, '.', '_', '~', '-' "
+        "that ends with a slash, such as 'admin/'."
+    )
+SESSION_COOKIE_AGE = env.int("SESSION_COOKIE_AGE", default=12 * 60 * 60)
+# Axes first: it refuses a locked-out username+address before the password is even checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Attempts live in the database, so every gunicorn worker counts the same failures.
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+# By username AND address: a guesser locks out one account from one address, never the
+# colleagues behind the same office NAT.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "staff_auth.attempts.client_ip_address"
+AXES_USERNAME_CALLABLE = "staff_auth.attempts.attempt_username"
+AXES_LOCKOUT_CALLABLE = "staff_auth.lockout.lockout_response"
+# staff_auth logs the login events as structured lines; axes' own free-text lines stay quiet.
+AXES_VERBOSE = False
+# Successful logins are log events; no table keeps staff addresses beyond a lockout.
+AXES_DISABLE_ACCESS_LOG = True
+# Behind the reverse proxy: count attempts against the address the proxy wrote last in
+# X-Forwarded-For, not against the proxy's 127.0.0.1 (staff_auth/attempts.py).
+USE_X_FORWARDED_FOR = env.bool("USE_X_FORWARDED_FOR", default=False)
+
+# --- Content-Security-Policy (django-csp) on every response, the admin's above all ---
+# The admin loads scripts, styles and images from its own static files only: no inline script or
+# style (the project's templates link static CSS; Django's admin has no inline script), no
+# 'unsafe-inline', no 'unsafe-eval'. A STATIC_URL on another origin would need that origin here.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [NONE],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+        "base-uri": [NONE],
+    }
 }
 
 if DEBUG:

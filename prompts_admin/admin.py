@@ -3,7 +3,8 @@
 `VersionedAdmin` is the base of every admin-edited model with history (here and in
 `knowledge_base.admin`): simple-history's list of versions and revert, plus a field-by-field diff
 between any two versions (simple-history 3.13 only shows each version against the previous one,
-with long texts cut).
+with long texts cut). Its version page is read-only, and refuses a POST, for anyone who may not
+change the object: simple-history 3.13 checks only the view permission there and saves any POST.
 """
 
 import difflib
@@ -13,11 +14,13 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.contrib.admin.utils import unquote
+from django.contrib.admin import helpers
+from django.contrib.admin.utils import flatten_fieldsets, unquote
 from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.db.models import Model
 from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils.formats import localize
@@ -45,9 +48,8 @@ class PrettyJSONFormField(forms.JSONField):
         return json.dumps(value, ensure_ascii=False, indent=2, cls=self.encoder)
 
 
-MONOSPACE_TEXTAREA = forms.Textarea(
-    attrs={"rows": 16, "class": "vLargeTextField", "style": "font-family: monospace"}
-)
+# Styled by a class from VersionedAdmin's stylesheet: the CSP allows no inline style attribute.
+MONOSPACE_TEXTAREA = forms.Textarea(attrs={"rows": 16, "class": "vLargeTextField monospace"})
 JSON_FIELD_OVERRIDES = {
     models.JSONField: {"form_class": PrettyJSONFormField, "widget": MONOSPACE_TEXTAREA}
 }
@@ -137,6 +139,9 @@ class VersionedAdmin(SimpleHistoryAdmin):
     # codes old sessions name stay readable. Superusers may still delete one at a time.
     actions: list[Any] = []
 
+    class Media:
+        css = {"all": ("prompts_admin/admin/versioned.css",)}
+
     def get_urls(self) -> list[URLPattern]:
         opts = self.model._meta
         compare = path(
@@ -146,6 +151,54 @@ class VersionedAdmin(SimpleHistoryAdmin):
         )
         # Before simple-history's `<pk>/history/<version>/`, which would take "compare".
         return [compare, *super().get_urls()]
+
+    def revert_disabled(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Whether `request.user` may NOT write a version back: hides the Revert button and the
+        compare page's revert link, makes the version page read-only and its POST a 403.
+
+        simple-history only asks the history permissions; a revert is a change of the object.
+        """
+        return super().revert_disabled(request, obj) or not self.has_change_permission(request, obj)
+
+    def history_form_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        version_id: str,
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """simple-history's version page, closed to writes by anyone who may not revert.
+
+        simple-history 3.13 saves any POST to this page after checking only the (view) history
+        permission, so a view-only user could change the object; the check here runs first, on
+        every method but GET and HEAD.
+        """
+        if request.method not in ("GET", "HEAD"):
+            history_model = self.model.history.model  # type: ignore[attr-defined]
+            version = get_object_or_404(
+                history_model,
+                **{self.model._meta.pk.attname: unquote(object_id), "history_id": version_id},
+            )
+            if self.revert_disabled(request, version.instance):
+                raise PermissionDenied
+        return super().history_form_view(request, object_id, version_id, extra_context)
+
+    def render_history_view(
+        self, request: HttpRequest, template: str, context: dict[str, Any], **kwargs: Any
+    ) -> HttpResponse:
+        """Shows a version to a user who may not revert it as text, not as an editable form."""
+        adminform = context.get("adminform")
+        if adminform is not None and context.get("revert_disabled"):
+            obj = context["original"]
+            fieldsets = self.get_fieldsets(request, obj)
+            context["adminform"] = helpers.AdminForm(
+                adminform.form,
+                fieldsets,
+                {},
+                readonly_fields=flatten_fieldsets(fieldsets),
+                model_admin=self,
+            )
+        return super().render_history_view(request, template, context, **kwargs)
 
     def history_compare_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         obj = self.get_object(request, unquote(object_id))

@@ -178,7 +178,9 @@ class PromptOverrideToolsMixin:
         context = {"prompt_agents": AGENT_CHOICES, **(extra_context or {})}
         return super().changelist_view(request, extra_context=context)  # type: ignore[misc]
 
-    @admin.action(description=_("Start from the built-in prompt"))
+    # Creates overrides: only for those who may add one (an action without `permissions` is
+    # open to anyone who can see the list).
+    @admin.action(description=_("Start from the built-in prompt"), permissions=["add"])
     def start_from_builtin(self, request: HttpRequest, queryset: QuerySet) -> None:
         agents = sorted(set(queryset.values_list("agent", flat=True)))
         for agent in agents:
