@@ -264,7 +264,8 @@ class Message(models.Model):
         verbose_name = _("message")
         verbose_name_plural = _("messages")
         indexes = [
-            models.Index(fields=["session", "created_at", "id"], name="message_session_time"),
+            # The one conversation order (conversations.message_order): newest first by id.
+            models.Index(fields=["session", "id"], name="message_session_order"),
             models.Index(
                 fields=["session", "wa_timestamp"],
                 condition=models.Q(direction="INBOUND", processed_at__isnull=True),
