@@ -39,7 +39,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from functools import partial
 from typing import Any, Protocol
 from uuid import UUID, uuid4
 
@@ -63,6 +62,7 @@ from agents.sources import (
     RuntimeSettings,
 )
 from agents.states import AGENT_FOR_STATE, BOT_STATES, AgentName, HandoffReason, SessionState
+from conversations.commit_hooks import on_commit_call
 from conversations.dispatcher import (
     Handoff,
     Next,
@@ -618,10 +618,11 @@ def _commit(
             logger.info("turn_discarded", extra={**log, "state": session.state})
             return CommitOutcome.COMMITTED
         part_ids = _write_turn(turn, result, now, runtime)
+        # One hook each, every one attempted whatever the others do (conversations.commit_hooks).
         if result.handoff is not None:
-            transaction.on_commit(partial(deps.enqueue_summary, turn.session_id), robust=True)
+            on_commit_call(deps.enqueue_summary, turn.session_id)
         for part_id in part_ids:
-            transaction.on_commit(partial(deps.send, part_id), robust=True)
+            on_commit_call(deps.send, part_id)
     return CommitOutcome.COMMITTED
 
 
