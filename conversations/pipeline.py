@@ -359,6 +359,9 @@ def session_context(session: Session) -> SessionContext:
         loaded_packages=tuple(session.loaded_packages or ()),
         technical_extras=dict(session.technical_extras or {}),
         registration_extras=dict(session.registration_extras or {}),
+        confirmation_data=(
+            dict(session.confirmation_data) if session.confirmation_data is not None else None
+        ),
     )
 
 
@@ -671,6 +674,9 @@ def _session_fields(result: TurnResult, now: datetime) -> dict[str, Any]:
         "technical_extras": dict(context.technical_extras),
         "registration_data": dict(context.registration_data),
         "registration_extras": dict(context.registration_extras),
+        "confirmation_data": (
+            dict(context.confirmation_data) if context.confirmation_data is not None else None
+        ),
         "loaded_packages": list(context.loaded_packages),
         "customer_name": context.customer_name[:200],
         "last_message_at": now,
@@ -789,7 +795,12 @@ def _outbound_rows(
 
 
 def lead_data(context: SessionContext) -> dict[str, Any]:
-    """The snapshot of a confirmed request, in the contract's field names."""
+    """The snapshot of a confirmed request, in the contract's field names.
+
+    The registration is the one the code-4 message showed (the dispatcher accepts a code 5 only
+    when the session's data still equals it).
+    """
+    confirmed = context.confirmation_data
     return {
         "nome_cliente": context.customer_name,
         "telefone": context.customer_phone,
@@ -797,5 +808,5 @@ def lead_data(context: SessionContext) -> dict[str, Any]:
         "intencao": context.intent,
         "servico": context.service,
         "qualification_data": dict(context.technical_data),
-        "cadastro": dict(context.registration_data),
+        "cadastro": dict(confirmed if confirmed is not None else context.registration_data),
     }
