@@ -18,6 +18,7 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
 from pytest_httpserver import HTTPServer
@@ -27,6 +28,8 @@ from conversations.models import Direction, Instance, Lead, Message, Session
 from conversations.pipeline_tasks import process_session
 from conversations.sweeps import UNSENT_GRACE, unsent_messages_requeue
 from conversations.whatsapp.tasks import EAGER_SEND_BACKOFF, send_message
+from tests.conversations.whatsapp.conftest import CUSTOMER_PHONE as WEBHOOK_CUSTOMER
+from tests.conversations.whatsapp.conftest import fixture_bytes, signed_post
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -135,6 +138,34 @@ def test_in_eager_mode_a_reply_the_graph_api_always_refuses_is_failed_and_the_tu
         "TRIAGE",
         0,
     )
+
+
+@pytest.mark.django_db
+def test_make_run_s_webhook_to_reply_path_survives_one_graph_503(
+    client: Client,
+    openai_settings: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    baker.make(Instance, phone_number_id=PHONE_NUMBER_ID, name="Lab", access_token="")
+    openai_settings.queue_text('{"s":1}Olá, Maria! Qual é o tipo de amostra?')
+    fake_graph.respond_json(200, {"success": True})
+    fake_graph.respond_error(503, 2, "Service temporarily unavailable")
+
+    # The webhook commits the message; its hook runs the turn in-process, whose hooks send.
+    with django_capture_on_commit_callbacks(execute=True):
+        response = signed_post(client, fixture_bytes("text"))
+
+    assert response.status_code == 200
+    session = Session.objects.get(customer_phone=WEBHOOK_CUSTOMER)
+    [reply] = session.messages.filter(direction=Direction.OUTBOUND)
+    assert (reply.content, reply.wa_message_id, reply.send_attempts) == (
+        "Olá, Maria! Qual é o tipo de amostra?",
+        "wamid.FAKE0001",
+        2,
+    )
+    assert len(fake_graph.sends) == 2
+    assert session.messages.get(direction=Direction.INBOUND).processed_at is not None
 
 
 # --- 3. Commit hooks with the broker down --------------------------------------------------------
