@@ -621,11 +621,12 @@ def _commit(
             logger.info("turn_discarded", extra={**log, "state": session.state})
             return CommitOutcome.COMMITTED
         part_ids = _write_turn(turn, result, now, runtime)
-        # One hook each, every one attempted whatever the others do (conversations.commit_hooks).
-        if result.handoff is not None:
-            on_commit_call(deps.enqueue_summary, turn.session_id)
+        # One hook each, every one attempted whatever the others do (conversations.commit_hooks);
+        # the reply first: run in-process (no broker), the summary is a model call to wait for.
         for part_id in part_ids:
             on_commit_call(deps.send, part_id)
+        if result.handoff is not None:
+            on_commit_call(deps.enqueue_summary, turn.session_id)
     return CommitOutcome.COMMITTED
 
 

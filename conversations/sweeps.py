@@ -239,9 +239,9 @@ def session_failure_handoff(
                 now=now,
                 runtime=runtime,
             )
-            on_commit_call(enqueue_summary, session_id)
             for part_id in part_ids:
                 on_commit_call(send, part_id)
+            on_commit_call(enqueue_summary, session_id)
     finally:
         lease_release(session_id=session_id, token=token)
     return True

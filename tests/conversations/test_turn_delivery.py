@@ -168,6 +168,30 @@ def test_make_run_s_webhook_to_reply_path_survives_one_graph_503(
     assert session.messages.get(direction=Direction.INBOUND).processed_at is not None
 
 
+@pytest.mark.django_db
+def test_in_eager_mode_a_handoff_s_text_goes_out_before_the_summary_s_model_call(
+    openai_settings: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    session = make_session()
+    inbound(session, "Quero falar com uma pessoa")
+    openai_settings.queue_text('{"s":98,"motivo":"pedido_cliente"}')
+    openai_settings.queue_text('{"motivo_encerramento": "Cliente pediu um atendente"}')
+    model_calls_at_send: list[int] = []
+    fake_graph.on_request = lambda request: (
+        model_calls_at_send.append(openai_settings.request_count)
+        if "type" in request.json
+        else None
+    )
+
+    with django_capture_on_commit_callbacks(execute=True):
+        process_session.delay(session.pk)
+
+    # Only the agent's call had been made when the customer's text was sent.
+    assert (model_calls_at_send, openai_settings.request_count) == ([1], 2)
+
+
 # --- 3. Commit hooks with the broker down --------------------------------------------------------
 
 
@@ -220,9 +244,9 @@ def test_with_the_broker_down_at_commit_every_hook_is_tried_and_the_sweep_sends_
     assert len(parts) == 2
     failed_hooks = [r.hook for r in caplog.records if r.getMessage() == "commit_hook_failed"]
     assert failed_hooks == [
-        f"_enqueue_summary({session.pk})",
         f"_send({parts[0].pk})",
         f"_send({parts[1].pk})",
+        f"_enqueue_summary({session.pk})",
     ]
     # Committed once, and reported committed: HUMAN with the lead, nothing sent yet.
     session.refresh_from_db()
