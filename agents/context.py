@@ -91,3 +91,6 @@ class SessionContext:
     # a parameter given before its service was known is promoted once the service declares it.
     technical_extras: Mapping[str, Any] = field(default_factory=dict)
     registration_extras: Mapping[str, Any] = field(default_factory=dict)
+    # The registration data as the code-4 message showed it to the customer (None outside
+    # CONFIRM): a code 5 confirms exactly this, or it is not a confirmation (dispatcher).
+    confirmation_data: Mapping[str, Any] | None = None

@@ -276,6 +276,10 @@ def context_snapshot(
         "service": session.service,
         "technical_data": dict(session.technical_data),
         "registration_data": dict(session.registration_data),
+        # What a code 5 in CONFIRM is checked against (a replay needs it to decide the same way).
+        "confirmation_data": (
+            dict(session.confirmation_data) if session.confirmation_data is not None else None
+        ),
         "loaded_packages": [
             {"package_id": pid, "version": loaded[pid].version if pid in loaded else None}
             for pid in session.loaded_packages

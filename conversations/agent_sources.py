@@ -1,10 +1,11 @@
 """The conversation side of an agent call: the session's history, the `LLMCall` log, and the
 factory that wires the production `AgentInvoker`.
 
-`DatabaseHistorySource.history()` is one query on the `message_session_time` index, filtered by
+`DatabaseHistorySource.history()` is one query on the `message_session_order` index, filtered by
 session id, direction (no SYSTEM events) and error (no superseded drafts), newest first and
-limited in SQL — so its cost does not grow with the session's length; the invoker checks the
-session id and the rules again (`agents.history`). `DatabaseCallRecorder` writes one `LLMCall`
+limited in SQL — so its cost does not grow with the session's length — and put in the one
+conversation order of `conversations.message_order`; the invoker checks the session id and the
+rules again (`agents.history`). `DatabaseCallRecorder` writes one `LLMCall`
 row per call, success or failure, for agents, repairs and summaries alike.
 """
 
@@ -13,12 +14,12 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models.functions import Coalesce
 
 from agents.invoker import AgentInvoker, InvokerConfig
 from agents.llm import CallPurpose, LLMCallResult, LLMClient, LLMError, OpenAIClient
 from agents.sources import HistoryEntry, KBSource, PromptSource
 from agents.states import AgentName
+from conversations.message_order import newest_in_conversation_order
 from conversations.models import SUPERSEDED, DeliveryStatus, Direction, LLMCall, Message
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.selectors import DatabasePromptSource
@@ -32,7 +33,7 @@ class DatabaseHistorySource:
     def history(self, session_id: int, limit: int) -> list[HistoryEntry]:
         if limit <= 0:
             return []
-        newest_first = list(
+        messages, _older = newest_in_conversation_order(
             Message.objects.filter(
                 session_id=session_id, direction__in=(Direction.INBOUND, Direction.OUTBOUND)
             )
@@ -41,20 +42,18 @@ class DatabaseHistorySource:
             # window): the model must not believe it was said.
             .exclude(delivery_status=DeliveryStatus.FAILED)
             .exclude(content="")
-            # A customer's burst can arrive out of order: the model reads it in the order the
-            # customer wrote it (WhatsApp's timestamp); our own messages have only created_at.
-            .order_by(Coalesce("wa_timestamp", "created_at").desc(), "-id")
-            .values_list("id", "session_id", "direction", "content", "error")[:limit]
+            .only("id", "session_id", "direction", "content", "error", "wa_timestamp"),
+            limit,
         )
         return [
             HistoryEntry(
-                session_id=row_session,
-                direction=direction,
-                content=content,
-                error=error,
-                message_id=message_id,
+                session_id=m.session_id,
+                direction=m.direction,
+                content=m.content,
+                error=m.error,
+                message_id=m.pk,
             )
-            for message_id, row_session, direction, content, error in reversed(newest_first)
+            for m in messages
         ]
 
 

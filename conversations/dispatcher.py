@@ -3,7 +3,10 @@
 `dispatch(action, context=...)` is a pure function from the session as the turn sees it (a
 `SessionContext`) to a `Step`: the session after the action, the SYSTEM events to log, and what
 the turn does next — reply, invoke another agent (codes 2, 3, 7), load packages and invoke the
-same agent again (99), hand off (5, 98) or close (8). Nothing is written here: the pipeline
+same agent again (99), hand off (5, 98) or close (8). Code 4 keeps the registration it shows
+(`SessionContext.confirmation_data`); a code 5 whose data differs from it is a correction, not a
+confirmation: back to DATA_COLLECT and ``coleta`` again (`_confirmation_changed`), so the lead
+holds exactly what the customer confirmed. Nothing is written here: the pipeline
 applies a turn's steps in one transaction at its end, so a turn whose draft is superseded leaves
 no trace but the draft.
 
@@ -29,6 +32,7 @@ EVENT_DATA_REJECTED = "data_rejected"
 EVENT_LEAD_CREATED = "lead_created"
 EVENT_HANDOFF = "handoff"
 EVENT_SESSION_CLOSED = "session_closed"
+EVENT_CONFIRMATION_CHANGED = "confirmation_changed"
 
 STATE_LABELS: dict[SessionState, str] = {
     SessionState.TRIAGE: "Triagem",
@@ -165,24 +169,90 @@ def _route(to: SessionState, agent: AgentName) -> Callable[[Action, SessionConte
     return handler
 
 
-def _reply_in(to: SessionState) -> Callable[[Action, SessionContext, str], Step]:
-    def handler(action: Action, context: SessionContext, raw: str) -> Step:
-        moved, event = _transition(action, context, to, raw)
-        return Step(context=moved, next=Next.REPLY, reply=action.message, events=(event,))
+def _ask_confirmation(action: Action, context: SessionContext, raw: str) -> Step:
+    # What the code-4 message shows is what a code 5 may confirm (see `_confirmed`).
+    shown = replace(context, confirmation_data=dict(action.registration_data))
+    moved, event = _transition(action, shown, SessionState.CONFIRM, raw)
+    return Step(context=moved, next=Next.REPLY, reply=action.message, events=(event,))
 
-    return handler
+
+def _correct_data(action: Action, context: SessionContext, raw: str) -> Step:
+    moved, event = _transition(
+        action, replace(context, confirmation_data=None), SessionState.DATA_COLLECT, raw
+    )
+    return Step(context=moved, next=Next.REPLY, reply=action.message, events=(event,))
 
 
 def _change_subject(action: Action, context: SessionContext, raw: str) -> Step:
     # The subject goes; who the customer is (the registration) stays.
     cleared = replace(
-        context, segment="", intent="", service="", technical_data={}, technical_extras={}
+        context,
+        segment="",
+        intent="",
+        service="",
+        technical_data={},
+        technical_extras={},
+        confirmation_data=None,
     )
     moved, event = _transition(action, cleared, SessionState.TRIAGE, raw)
     return Step(context=moved, next=Next.INVOKE, agent=AgentName.TRIAGEM, events=(event,))
 
 
+def confirmation_changes(action: Action, context: SessionContext) -> list[str]:
+    """The registration fields a code 5 would change in what the code-4 message showed.
+
+    Compared after this answer's data is merged: a value the answer carries that differs, a
+    value it carries that was refused (``cadastro.email`` with a bad e-mail), or a change made
+    after code 4 (a code 1 in CONFIRM). No snapshot at all (a session in CONFIRM from before
+    snapshots were kept) counts as a change: nothing proves what the customer saw.
+    """
+    shown = context.confirmation_data
+    if shown is None:
+        return ["cadastro"]
+    now = action.registration_data
+    changed = {f"cadastro.{k}" for k in {*shown, *now} if shown.get(k) != now.get(k)}
+    changed |= {path for path in action.rejected if path.startswith("cadastro")}
+    return sorted(changed)
+
+
+def _confirmation_changed(
+    action: Action, context: SessionContext, raw: str, changed: list[str]
+) -> Step:
+    """A code 5 that changes the confirmed data is a correction: back to DATA_COLLECT, where
+    ``coleta`` runs again in the same turn and asks the customer to confirm the new data (code
+    4). No lead, and the model's closing text is not sent: it announced a registration that did
+    not happen."""
+    event = SystemEvent(
+        event=EVENT_CONFIRMATION_CHANGED,
+        content=(
+            "Confirmação (código 5) com dados cadastrais diferentes dos mostrados ao cliente "
+            f"({', '.join(changed)}): nada registrado; nova confirmação pedida."
+        ),
+        agent=action.agent.value,
+        code=action.code.value,
+        action=action_name(action.code),
+        details={
+            "changed": changed,
+            "shown": dict(context.confirmation_data or {}),
+            "sent": dict(action.registration_data),
+        },
+        raw_response=raw,
+    )
+    moved, transition = _transition(
+        action, replace(context, confirmation_data=None), SessionState.DATA_COLLECT, raw
+    )
+    return Step(
+        context=moved,
+        next=Next.INVOKE,
+        agent=AgentName.COLETA,
+        events=(event, transition),
+    )
+
+
 def _confirmed(action: Action, context: SessionContext, raw: str) -> Step:
+    changed = confirmation_changes(action, context)
+    if changed:
+        return _confirmation_changed(action, context, raw, changed)
     event = SystemEvent(
         event=EVENT_LEAD_CREATED,
         content="Solicitação confirmada pelo cliente e registrada para a equipe.",
@@ -253,9 +323,9 @@ _HANDLERS: dict[Code, Callable[[Action, SessionContext, str], Step]] = {
     Code.RESPOND: _respond,
     Code.TO_QUALIFICATION: _route(SessionState.QUALIFYING, AgentName.QUALIFICACAO),
     Code.TO_COLLECTION: _route(SessionState.DATA_COLLECT, AgentName.COLETA),
-    Code.ASK_CONFIRMATION: _reply_in(SessionState.CONFIRM),
+    Code.ASK_CONFIRMATION: _ask_confirmation,
     Code.CONFIRMED: _confirmed,
-    Code.CORRECT_DATA: _reply_in(SessionState.DATA_COLLECT),
+    Code.CORRECT_DATA: _correct_data,
     Code.CHANGE_SUBJECT: _change_subject,
     Code.END: _end,
     Code.HANDOFF: _handoff,

@@ -36,6 +36,7 @@ from agents.summary import (
     TranscriptLine,
     generate_operational_summary,
 )
+from conversations.message_order import newest_in_conversation_order
 from conversations.models import SUPERSEDED, Direction, HandoffSummary, Message, Session
 
 logger = logging.getLogger(__name__)
@@ -72,18 +73,18 @@ def strategic_company_for(
 
 def summary_facts(session: Session) -> SummaryFacts:
     """What the summary is written from: the session's fields and its recent conversation."""
-    newest_first = list(
+    messages, _older = newest_in_conversation_order(
         Message.objects.filter(
             session_id=session.pk, direction__in=(Direction.INBOUND, Direction.OUTBOUND)
         )
         .exclude(error=SUPERSEDED)
         .exclude(content="")
-        .order_by("-created_at", "-id")
-        .values_list("direction", "staff_user_id", "content")[:SUMMARY_TRANSCRIPT_MESSAGES]
+        .only("id", "direction", "staff_user_id", "content", "wa_timestamp"),
+        SUMMARY_TRANSCRIPT_MESSAGES,
     )
     transcript = tuple(
-        TranscriptLine("equipe" if staff else _AUTHOR[Direction(direction)], content)
-        for direction, staff, content in reversed(newest_first)
+        TranscriptLine("equipe" if m.staff_user_id else _AUTHOR[Direction(m.direction)], m.content)
+        for m in messages
     )
     # A strategic company's name (the detail of its handoff) is not sent to the summary model:
     # no prompt carries that list's data. Staff read it on the session.

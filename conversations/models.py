@@ -121,6 +121,13 @@ class Session(models.Model):
     )
     registration_data = models.JSONField(_("registration data"), default=dict, blank=True)
     registration_extras = models.JSONField(_("registration data extras"), default=dict, blank=True)
+    # Written with the code-4 message: the Lead of a code 5 holds exactly this (DESIGN.md §7).
+    confirmation_data = models.JSONField(
+        _("data shown for confirmation"),
+        null=True,
+        blank=True,
+        help_text=_("The registration data the customer was asked to confirm (code 4)."),
+    )
     loaded_packages = models.JSONField(_("loaded packages"), default=list, blank=True)
     handoff_reason = models.CharField(
         _("handoff reason"), max_length=32, choices=HANDOFF_REASON_CHOICES, blank=True
@@ -264,7 +271,8 @@ class Message(models.Model):
         verbose_name = _("message")
         verbose_name_plural = _("messages")
         indexes = [
-            models.Index(fields=["session", "created_at", "id"], name="message_session_time"),
+            # The one conversation order (conversations.message_order): newest first by id.
+            models.Index(fields=["session", "id"], name="message_session_order"),
             models.Index(
                 fields=["session", "wa_timestamp"],
                 condition=models.Q(direction="INBOUND", processed_at__isnull=True),

@@ -39,7 +39,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from functools import partial
 from typing import Any, Protocol
 from uuid import UUID, uuid4
 
@@ -63,6 +62,7 @@ from agents.sources import (
     RuntimeSettings,
 )
 from agents.states import AGENT_FOR_STATE, BOT_STATES, AgentName, HandoffReason, SessionState
+from conversations.commit_hooks import on_commit_call
 from conversations.dispatcher import (
     Handoff,
     Next,
@@ -362,6 +362,9 @@ def session_context(session: Session) -> SessionContext:
         loaded_packages=tuple(session.loaded_packages or ()),
         technical_extras=dict(session.technical_extras or {}),
         registration_extras=dict(session.registration_extras or {}),
+        confirmation_data=(
+            dict(session.confirmation_data) if session.confirmation_data is not None else None
+        ),
     )
 
 
@@ -628,10 +631,12 @@ def _commit(
             logger.info("turn_discarded", extra={**log, "state": session.state})
             return CommitOutcome.COMMITTED
         part_ids = _write_turn(turn, result, now, runtime)
-        if result.handoff is not None:
-            transaction.on_commit(partial(deps.enqueue_summary, turn.session_id), robust=True)
+        # One hook each, every one attempted whatever the others do (conversations.commit_hooks);
+        # the reply first: run in-process (no broker), the summary is a model call to wait for.
         for part_id in part_ids:
-            transaction.on_commit(partial(deps.send, part_id), robust=True)
+            on_commit_call(deps.send, part_id)
+        if result.handoff is not None:
+            on_commit_call(deps.enqueue_summary, turn.session_id)
     return CommitOutcome.COMMITTED
 
 
@@ -680,6 +685,9 @@ def _session_fields(result: TurnResult, now: datetime) -> dict[str, Any]:
         "technical_extras": dict(context.technical_extras),
         "registration_data": dict(context.registration_data),
         "registration_extras": dict(context.registration_extras),
+        "confirmation_data": (
+            dict(context.confirmation_data) if context.confirmation_data is not None else None
+        ),
         "loaded_packages": list(context.loaded_packages),
         "customer_name": context.customer_name[:200],
         "last_message_at": now,
@@ -798,7 +806,12 @@ def _outbound_rows(
 
 
 def lead_data(context: SessionContext) -> dict[str, Any]:
-    """The snapshot of a confirmed request, in the contract's field names."""
+    """The snapshot of a confirmed request, in the contract's field names.
+
+    The registration is the one the code-4 message showed (the dispatcher accepts a code 5 only
+    when the session's data still equals it).
+    """
+    confirmed = context.confirmation_data
     return {
         "nome_cliente": context.customer_name,
         "telefone": context.customer_phone,
@@ -806,5 +819,5 @@ def lead_data(context: SessionContext) -> dict[str, Any]:
         "intencao": context.intent,
         "servico": context.service,
         "qualification_data": dict(context.technical_data),
-        "cadastro": dict(context.registration_data),
+        "cadastro": dict(confirmed if confirmed is not None else context.registration_data),
     }

@@ -17,6 +17,8 @@ Tasks are idempotent: a second `process_session` finds the lease taken or nothin
 second summary writes one more `HandoffSummary` (the newest is shown).
 """
 
+import logging
+
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -33,6 +35,8 @@ from conversations.whatsapp.tasks import mark_read, send_message
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.selectors import DatabasePromptSource
 
+logger = logging.getLogger(__name__)
+
 
 def _send(message_id: int) -> None:
     # The WhatsApp channel owns the Graph API and sends a split answer's parts in order.
@@ -40,7 +44,14 @@ def _send(message_id: int) -> None:
 
 
 def _mark_read(message_id: int) -> None:
-    mark_read.delay(message_id)
+    # Best effort: a read receipt that cannot be published (the broker is down) must not cost
+    # the customer the answer, so the turn goes on.
+    try:
+        mark_read.delay(message_id)
+    except Exception as exc:
+        logger.warning(
+            "mark_read_enqueue_failed", extra={"message_id": message_id, "error": repr(exc)}
+        )
 
 
 def _enqueue_summary(session_id: int) -> None:

@@ -25,7 +25,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
@@ -33,6 +32,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from agents.redaction import redact
 from agents.sources import RuntimeSettings
 from agents.states import BOT_STATES, HandoffReason, SessionState
+from conversations.commit_hooks import on_commit_call
 from conversations.lease import lease_claim, lease_release
 from conversations.models import (
     SUPERSEDED,
@@ -241,9 +241,9 @@ def session_failure_handoff(
                 now=now,
                 runtime=runtime,
             )
-            transaction.on_commit(partial(enqueue_summary, session_id), robust=True)
             for part_id in part_ids:
-                transaction.on_commit(partial(send, part_id), robust=True)
+                on_commit_call(send, part_id)
+            on_commit_call(enqueue_summary, session_id)
     finally:
         lease_release(session_id=session_id, token=token)
     return True

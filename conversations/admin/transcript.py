@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from agents.parameters import ParameterSchemaError, parse_parameter_schema
+from conversations.message_order import newest_in_conversation_order
 from conversations.models import (
     AGENT_CHOICES,
     SUPERSEDED,
@@ -232,13 +233,10 @@ def _entry(message: Message, *, session: Session, turn_cost: LLMCost | None) -> 
 
 def session_transcript(*, session: Session, now: datetime) -> SessionTranscript:
     """Everything the session page shows, in a fixed number of queries whatever its length."""
-    newest_first = list(
-        session.messages.select_related("staff_user")
-        .defer("raw_response")
-        .order_by("-created_at", "-id")[: MAX_TRANSCRIPT_MESSAGES + 1]
+    messages, omitted = newest_in_conversation_order(
+        session.messages.select_related("staff_user").defer("raw_response"),
+        MAX_TRANSCRIPT_MESSAGES,
     )
-    omitted = len(newest_first) > MAX_TRANSCRIPT_MESSAGES
-    messages = newest_first[:MAX_TRANSCRIPT_MESSAGES][::-1]
 
     costs = {
         row["turn_id"]: LLMCost(

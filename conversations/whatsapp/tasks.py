@@ -4,10 +4,20 @@ The retry policy is here, in the decorator: a `RetryableSendError` (timeout, 5xx
 131056) is retried with exponential backoff and jitter — 5 s, 10 s, 20 s ... capped at 5 min, at
 most `SEND_MAX_RETRIES` times; the last attempt stores the error on the message instead of raising.
 
+Run eagerly with propagation (no broker: the embedded default, `CELERY_TASK_ALWAYS_EAGER` and
+`CELERY_TASK_EAGER_PROPAGATES`), Celery's retry cannot run: its `Retry` raises out of the caller
+(the turn's commit hook), the retry never happens, and no beat exists to sweep the reply later.
+So such a send retries in-process instead, `EAGER_SEND_BACKOFF` seconds apart (a couple of
+seconds in all: it runs inside the webhook's request there), and its last attempt stores the
+error like a worker's last retry does. (Without propagation Celery runs an eager retry itself, at
+once; the tests use that to exercise the worker's policy.)
+
 ``conversations.requeue_unsent_messages`` (beat, every minute) re-enqueues `send_message` for
 OUTBOUND messages whose send was never published, and fails those past the 24-hour window
 (`conversations.sweeps.unsent_messages_requeue`).
 """
+
+import time
 
 from celery import Task, shared_task
 from django.conf import settings
@@ -22,6 +32,8 @@ from conversations.sweeps import unsent_messages_requeue
 from conversations.whatsapp.client import GraphClient
 
 SEND_MAX_RETRIES = 6
+# Eager mode only: the waits between the in-process attempts (so 1 + len() attempts).
+EAGER_SEND_BACKOFF: tuple[float, ...] = (0.5, 1.0)
 
 
 def graph_client() -> GraphClient:
@@ -39,12 +51,25 @@ def graph_client() -> GraphClient:
 )
 def send_message(self: Task, message_id: int) -> str:
     """Send OUTBOUND message `message_id` (and the other parts of its turn, in order)."""
+    if self.request.is_eager and self.app.conf.task_eager_propagates:
+        return _send_in_process(message_id)
     last_attempt = self.request.retries >= SEND_MAX_RETRIES
     with graph_client() as client:
         outcome = outbound_message_send(
             message_id=message_id, client=client, last_attempt=last_attempt
         )
     return outcome.value
+
+
+def _send_in_process(message_id: int) -> str:
+    """The eager send: bounded retries with a short backoff, never Celery's `Retry`."""
+    with graph_client() as client:
+        for wait in EAGER_SEND_BACKOFF:
+            try:
+                return outbound_message_send(message_id=message_id, client=client).value
+            except RetryableSendError:
+                time.sleep(wait)
+        return outbound_message_send(message_id=message_id, client=client, last_attempt=True).value
 
 
 @shared_task(name="conversations.mark_read")

@@ -388,8 +388,24 @@ def test_context_snapshot_is_exact_and_json_serialisable() -> None:
         "service": "ANALISE_AGUA_POTABILIDADE",
         "technical_data": {"quantidade_amostras": 2, "origem_agua": "poço"},
         "registration_data": {"nome": "Marina Souza"},
+        "confirmation_data": None,
         "loaded_packages": [{"package_id": "COLETA_AGUA", "version": 12}],
         "history_messages": 0,
+    }
+
+
+def test_context_snapshot_keeps_what_code_4_showed_for_a_session_in_confirm() -> None:
+    session = replace(
+        make_session(AgentName.COLETA),
+        state=SessionState.CONFIRM,
+        confirmation_data={"nome": "Marina Souza", "email": "marina@example.com"},
+    )
+
+    call = make_invoker().invoke(session=session, agent=AgentName.COLETA)
+
+    assert call.context_snapshot["confirmation_data"] == {
+        "nome": "Marina Souza",
+        "email": "marina@example.com",
     }
 
 

@@ -606,6 +606,7 @@ def test_code_4_asks_confirmation_and_syncs_name_and_document(
     session.refresh_from_db()
     assert session.state == "CONFIRM"
     assert session.registration_data == REGISTRATION
+    assert session.confirmation_data == REGISTRATION
     assert session.registration_extras == {"setor": "qualidade"}
     assert (session.customer_name, session.customer_document) == ("Ana Lima", VALID_CPF)
     assert [m.content for m in outbound(session)] == ["Confere: *Ana Lima*, CPF 529.982.247-25?"]
@@ -615,9 +616,7 @@ def test_code_4_asks_confirmation_and_syncs_name_and_document(
 def test_code_5_creates_the_lead_and_hands_off_with_the_model_message(
     instance: Instance, capture: Any
 ) -> None:
-    session = make_session(
-        instance, S.CONFIRM, **COLLECTING, registration_data=REGISTRATION, customer_name="Ana Lima"
-    )
+    session = confirming(instance)
     inbound(session, "Sim, está tudo certo")
     run = pipeline('{"s":5}Perfeito, Ana! Sua solicitação foi registrada.')
 
@@ -647,15 +646,102 @@ def test_code_5_creates_the_lead_and_hands_off_with_the_model_message(
     assert run.summaries == [session.pk]
 
 
+def confirming(instance: Instance) -> Session:
+    """A session in CONFIRM after a code 4 that showed REGISTRATION to the customer."""
+    return make_session(
+        instance,
+        S.CONFIRM,
+        **COLLECTING,
+        registration_data=REGISTRATION,
+        confirmation_data=REGISTRATION,
+        customer_name="Ana Lima",
+    )
+
+
+def test_code_5_with_the_confirmed_data_repeated_creates_the_lead_with_it(
+    instance: Instance, capture: Any
+) -> None:
+    session = confirming(instance)
+    inbound(session, "Sim, pode registrar")
+    run = pipeline(
+        '{"s":5,"cadastro":{"nome":"Ana Lima","documento":"529.982.247-25",'
+        '"email":"ana@example.com"}}Perfeito, Ana! Sua solicitação foi registrada.'
+    )
+
+    run.run(session, capture=capture)
+
+    assert Lead.objects.get(session=session).data["cadastro"] == REGISTRATION
+    session.refresh_from_db()
+    assert (session.state, session.handoff_reason) == ("HUMAN", "qualified_lead")
+
+
+def test_code_5_with_a_changed_e_mail_creates_no_lead_and_asks_to_confirm_the_new_data(
+    instance: Instance, capture: Any
+) -> None:
+    session = confirming(instance)
+    inbound(session, "Sim! Ah, use o e-mail novo: ana.lima@novo.com.br")
+    run = pipeline(
+        '{"s":5,"cadastro":{"email":"ana.lima@novo.com.br"}}Perfeito! Solicitação registrada.',
+        '{"s":4,"cadastro":{}}Confere: *Ana Lima*, CPF 529.982.247-25, e-mail '
+        "ana.lima@novo.com.br?",
+    )
+
+    run.run(session, capture=capture)
+
+    assert not Lead.objects.exists()
+    new_registration = REGISTRATION | {"email": "ana.lima@novo.com.br"}
+    session.refresh_from_db()
+    assert (session.state, session.handoff_reason) == ("CONFIRM", "")
+    assert session.registration_data == new_registration
+    assert session.confirmation_data == new_registration
+    assert [m.content for m in outbound(session)] == [
+        "Confere: *Ana Lima*, CPF 529.982.247-25, e-mail ana.lima@novo.com.br?"
+    ]
+    assert events(session) == [
+        ("confirmation_changed", "confirmed"),
+        ("state_changed", "confirmed"),
+        ("state_changed", "ask_confirmation"),
+    ]
+    assert [call[1] for call in llm_calls(session)] == ["coleta", "coleta"]
+    assert run.summaries == []
+
+
+def test_a_change_made_after_code_4_must_be_confirmed_before_a_lead_exists(
+    instance: Instance, capture: Any
+) -> None:
+    session = confirming(instance)
+    inbound(session, "Troca o e-mail para ana.lima@novo.com.br")
+    pipeline('{"s":1,"cadastro":{"email":"ana.lima@novo.com.br"}}Anotado! Posso registrar?').run(
+        session, capture=capture
+    )
+    inbound(session, "Pode")
+    run = pipeline(
+        '{"s":5}Perfeito! Solicitação registrada.',
+        '{"s":4}Confere o e-mail novo: ana.lima@novo.com.br?',
+    )
+
+    run.run(session, capture=capture)
+
+    assert not Lead.objects.exists()
+    session.refresh_from_db()
+    assert session.state == "CONFIRM"
+    assert session.confirmation_data == REGISTRATION | {"email": "ana.lima@novo.com.br"}
+    inbound(session, "Isso")
+    pipeline('{"s":5}Registrado!').run(session, capture=capture)
+    assert Lead.objects.get(session=session).data["cadastro"] == REGISTRATION | {
+        "email": "ana.lima@novo.com.br"
+    }
+
+
 def test_code_6_goes_back_to_data_collection(instance: Instance, capture: Any) -> None:
-    session = make_session(instance, S.CONFIRM, **COLLECTING, registration_data=REGISTRATION)
+    session = confirming(instance)
     inbound(session, "O e-mail está errado")
     run = pipeline('{"s":6}Sem problema! Qual é o e-mail correto?')
 
     run.run(session, capture=capture)
 
     session.refresh_from_db()
-    assert session.state == "DATA_COLLECT"
+    assert (session.state, session.confirmation_data) == ("DATA_COLLECT", None)
     assert session.registration_data == REGISTRATION
     assert [m.content for m in outbound(session)] == ["Sem problema! Qual é o e-mail correto?"]
 
@@ -1136,7 +1222,7 @@ def test_a_message_arriving_during_the_model_call_supersedes_the_draft(
 
 
 def test_a_superseded_turn_changes_nothing_in_the_session(instance: Instance, capture: Any) -> None:
-    session = make_session(instance, S.CONFIRM, **COLLECTING, registration_data=REGISTRATION)
+    session = confirming(instance)
     inbound(session, "Sim")
     run = Pipeline(
         llm=DuringCall(

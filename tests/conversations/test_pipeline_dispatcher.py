@@ -55,6 +55,11 @@ def in_state(state: SessionState) -> SessionContext:
     return replace(CONTEXT, state=state)
 
 
+def confirming() -> SessionContext:
+    """CONFIRM after a code 4 that showed the session's registration."""
+    return replace(CONTEXT, state=S.CONFIRM, confirmation_data=dict(CONTEXT.registration_data))
+
+
 def transition(
     code: int, agent: AgentName, frm: SessionState, to: SessionState, label: str
 ) -> SystemEvent:
@@ -138,7 +143,7 @@ def test_4_moves_to_confirm_and_replies() -> None:
     )
 
     assert step == Step(
-        context=in_state(S.CONFIRM),
+        context=confirming(),
         next=Next.REPLY,
         reply="Confere?",
         events=(
@@ -156,12 +161,12 @@ def test_4_moves_to_confirm_and_replies() -> None:
 def test_5_hands_off_as_a_qualified_lead_with_the_model_message() -> None:
     step = dispatch(
         action(Code.CONFIRMED, AgentName.COLETA, message="Registrado!"),
-        context=in_state(S.CONFIRM),
+        context=confirming(),
         raw_response="RAW",
     )
 
     assert step == Step(
-        context=in_state(S.CONFIRM),
+        context=confirming(),
         next=Next.HANDOFF,
         reply="Registrado!",
         handoff=Handoff(HandoffReason.QUALIFIED_LEAD),
@@ -182,7 +187,7 @@ def test_5_hands_off_as_a_qualified_lead_with_the_model_message() -> None:
 def test_6_goes_back_to_data_collection_and_replies() -> None:
     step = dispatch(
         action(Code.CORRECT_DATA, AgentName.COLETA, message="O que corrigir?"),
-        context=in_state(S.CONFIRM),
+        context=confirming(),
         raw_response="RAW",
     )
 
@@ -202,13 +207,115 @@ def test_6_goes_back_to_data_collection_and_replies() -> None:
     )
 
 
+def test_5_with_the_data_code_4_showed_confirms_it() -> None:
+    sent_again = {"nome": "Ana", "email": "ana@example.com"}
+
+    step = dispatch(
+        action(
+            Code.CONFIRMED, AgentName.COLETA, message="Registrado!", registration_data=sent_again
+        ),
+        context=confirming(),
+        raw_response="RAW",
+    )
+
+    assert (step.next, step.create_lead, step.context.confirmation_data) == (
+        Next.HANDOFF,
+        True,
+        {"nome": "Ana", "email": "ana@example.com"},
+    )
+
+
+def test_5_that_changes_the_confirmed_data_is_a_correction_that_asks_coleta_again() -> None:
+    changed = {"nome": "Ana", "email": "outra@example.com"}
+
+    step = dispatch(
+        action(Code.CONFIRMED, AgentName.COLETA, message="Registrado!", registration_data=changed),
+        context=confirming(),
+        raw_response="RAW",
+    )
+
+    assert step == Step(
+        context=replace(
+            CONTEXT, state=S.DATA_COLLECT, registration_data=changed, confirmation_data=None
+        ),
+        next=Next.INVOKE,
+        agent=AgentName.COLETA,
+        events=(
+            SystemEvent(
+                event="confirmation_changed",
+                content="Confirmação (código 5) com dados cadastrais diferentes dos mostrados "
+                "ao cliente (cadastro.email): nada registrado; nova confirmação pedida.",
+                agent="coleta",
+                code=5,
+                action="confirmed",
+                details={
+                    "changed": ["cadastro.email"],
+                    "shown": {"nome": "Ana", "email": "ana@example.com"},
+                    "sent": changed,
+                },
+                raw_response="RAW",
+            ),
+            transition(
+                5,
+                AgentName.COLETA,
+                S.CONFIRM,
+                S.DATA_COLLECT,
+                "Confirmação → Coleta de dados (código 5)",
+            ),
+        ),
+    )
+
+
+def test_5_carrying_a_refused_registration_value_is_a_correction_too() -> None:
+    step = dispatch(
+        action(
+            Code.CONFIRMED,
+            AgentName.COLETA,
+            message="Registrado!",
+            rejected={"cadastro.email": InvalidValue("x@", "email inválido: 'x@'")},
+        ),
+        context=confirming(),
+        raw_response="RAW",
+    )
+
+    assert (step.next, step.agent, step.create_lead, step.reply) == (
+        Next.INVOKE,
+        AgentName.COLETA,
+        False,
+        "",
+    )
+    assert [e.event for e in step.events] == [
+        "data_rejected",
+        "confirmation_changed",
+        "state_changed",
+    ]
+    assert step.events[1].details["changed"] == ["cadastro.email"]
+
+
+def test_5_without_a_snapshot_of_what_code_4_showed_asks_for_confirmation_again() -> None:
+    step = dispatch(
+        action(Code.CONFIRMED, AgentName.COLETA, message="Registrado!"),
+        context=in_state(S.CONFIRM),
+        raw_response="RAW",
+    )
+
+    assert (step.next, step.context.state, step.create_lead) == (
+        Next.INVOKE,
+        S.DATA_COLLECT,
+        False,
+    )
+    assert step.events[0].details["changed"] == ["cadastro"]
+
+
 @pytest.mark.parametrize("state", [S.QUALIFYING, S.DATA_COLLECT, S.CONFIRM])
 def test_7_clears_the_subject_keeps_the_registration_and_invokes_triagem(
     state: SessionState,
 ) -> None:
     agent = AgentName.QUALIFICACAO if state is S.QUALIFYING else AgentName.COLETA
 
-    step = dispatch(action(Code.CHANGE_SUBJECT, agent), context=in_state(state), raw_response="RAW")
+    before = confirming() if state is S.CONFIRM else in_state(state)
+
+    step = dispatch(action(Code.CHANGE_SUBJECT, agent), context=before, raw_response="RAW")
 
     assert step.context == replace(
         CONTEXT,
@@ -334,7 +441,7 @@ def test_rejected_values_are_logged_as_an_event_before_the_code_effect() -> None
     ],
 )
 def test_what_each_code_does_next(code: Code, expected: Next) -> None:
-    step = dispatch(action(code, AgentName.COLETA, message="m"), context=in_state(S.CONFIRM))
+    step = dispatch(action(code, AgentName.COLETA, message="m"), context=confirming())
 
     assert step.next is expected
 
