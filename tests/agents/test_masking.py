@@ -87,7 +87,10 @@ def test_dates_money_postal_codes_and_ids_are_not_personal_data(text: str) -> No
         ("meu id é BR.1A2B3C4D5E", "meu id é ***"),
         ("o telefone 1234-5678 e o fixo 9 1234 5678", "o telefone ****-**** e o fixo * **** ****"),
         # A company name is masked whole, its words are ordinary words.
-        ("análise de água limpa para a Agua Limpa Ltda", "análise de água limpa para a A*** L*** L***"),
+        (
+            "análise de água limpa para a Agua Limpa Ltda",
+            "análise de água limpa para a A*** L*** L***",
+        ),
         ("cidade: Campinas, SP", "cidade: Campinas, SP"),
     ],
 )
