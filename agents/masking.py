@@ -75,6 +75,8 @@ _PHONE_RE = re.compile(
 )
 _DIGIT_RE = re.compile(r"\d")
 _LETTERS_RE = re.compile(r"[^\W\d_]+")
+# A word and the mask already after it: masking a masked name changes nothing.
+_MASKABLE_WORD_RE = re.compile(r"[^\W\d_]+\**")
 # Between the digits of a known number as people type it: "+55 (11) 91234-5678".
 _NUMBER_SEPARATORS = r"[\s().+/-]*"
 _ACCENTED = {
@@ -95,7 +97,7 @@ def mask_digits(text: str) -> str:
 
 def mask_name(text: str) -> str:
     """The first letter of each word kept: ``Maria Souza`` -> ``M*** S***``; digits masked."""
-    return mask_digits(_LETTERS_RE.sub(lambda m: m.group(0)[0] + MASK, text))
+    return mask_digits(_MASKABLE_WORD_RE.sub(lambda m: m.group(0)[0] + MASK, text))
 
 
 def mask_as(kind: Kind, value: str) -> str:

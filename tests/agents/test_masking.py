@@ -128,6 +128,8 @@ def test_known_only_leaves_pattern_shaped_company_data() -> None:
         ("email", "qualquer coisa", "***@***"),
         ("identifier", "BR.123", "***"),
         ("name", "", ""),
+        ("name", "M*** S***", "M*** S***"),
+        ("number", "+*************", "+*************"),
     ],
 )
 def test_a_value_of_a_known_kind_is_masked_whole(kind, value: str, masked: str) -> None:

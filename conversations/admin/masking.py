@@ -1,0 +1,65 @@
+"""Masked admin pages for staff without `conversations.view_personal_data`.
+
+`PersonalDataMaskingMixin` goes first in a conversation admin's bases: for such staff the list's
+rows and the object of the change and history pages are display copies
+(`conversations.personal_data`), so every column, readonly field, title and breadcrumb shows the
+masked values. The list joins each row's session (`select_related`, no extra query) so its
+known values are at hand.
+"""
+
+from typing import Any
+
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from agents.masking import Masker
+from conversations.personal_data import can_view_personal_data, masked_row
+
+
+class MaskingChangeList(ChangeList):
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        if self.model_admin.masks_personal_data(request):  # type: ignore[attr-defined]
+            maskers: dict[int, Masker] = {}
+            self.result_list = [
+                self.model_admin.mask_row(obj, maskers)  # type: ignore[attr-defined]
+                for obj in self.result_list
+            ]
+
+
+class PersonalDataMaskingMixin:
+    """Rows shown masked to staff who may not read personal data.
+
+    `session_relation`: the row's path to its session (joined in masked lists), or None.
+    """
+
+    session_relation: str | None = "session"
+
+    def masks_personal_data(self, request: HttpRequest) -> bool:
+        return not can_view_personal_data(request.user)
+
+    def mask_row(self, obj: Any, maskers: dict[int, Masker]) -> Any:
+        return masked_row(obj, maskers=maskers)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        queryset = super().get_queryset(request)  # type: ignore[misc]
+        if self.session_relation and self.masks_personal_data(request):
+            queryset = queryset.select_related(self.session_relation)
+        return queryset
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return MaskingChangeList
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Any:
+        obj = super().get_object(request, object_id, from_field)  # type: ignore[misc]
+        if obj is None or not self.masks_personal_data(request):
+            return obj
+        # A list's deferred columns are shown here: load them now, so they are masked too (a
+        # deferred column read later would load the stored value).
+        deferred = obj.get_deferred_fields()
+        if deferred:
+            obj.refresh_from_db(fields=sorted(deferred))
+        return self.mask_row(obj, {})
