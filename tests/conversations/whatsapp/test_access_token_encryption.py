@@ -210,7 +210,7 @@ def test_the_webhook_stores_messages_without_decrypting_any_token(
     assert len(enqueued.calls) == 1
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_the_migration_encrypts_stored_tokens_and_reversing_it_decrypts_them(keys) -> None:
     from django.db.migrations.executor import MigrationExecutor
 
