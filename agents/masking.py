@@ -34,6 +34,10 @@ EMAIL_MASK = "***@***"
 # snapshots, summaries, leads, model answers, webhook bodies) and how each is masked.
 PERSONAL_KEYS: Mapping[str, Kind] = {
     "nome": "name",
+    "nome_completo": "name",
+    "responsavel": "name",
+    "contato": "name",
+    "solicitante": "name",
     "empresa": "name",
     "customer_name": "name",
     "razao_social": "name",

@@ -4,13 +4,16 @@
 rows and the object of the change and history pages are display copies
 (`conversations.personal_data`), so every column, readonly field, title and breadcrumb shows the
 masked values. The list joins each row's session (`select_related`, no extra query) so its
-known values are at hand.
+known values are at hand. Such staff may filter the lists only by their list filters: Django's
+admin otherwise accepts a lookup on any column in the query string (`?customer_phone=...`),
+which would tell them whether a given person talked to the company.
 """
 
 from typing import Any
 
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
+from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
 
 from agents.masking import Masker
@@ -47,6 +50,26 @@ class PersonalDataMaskingMixin:
         if self.session_relation and self.masks_personal_data(request):
             queryset = queryset.select_related(self.session_relation)
         return queryset
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        if request is not None and self.masks_personal_data(request):
+            if lookup.split(LOOKUP_SEP, 1)[0] not in self.masked_lookup_fields(request):
+                return False
+        return super().lookup_allowed(lookup, value, request)  # type: ignore[misc]
+
+    def masked_lookup_fields(self, request: HttpRequest) -> set[str]:
+        """The columns staff without the permission may filter by: the list filters', the
+        row's session (the message log of one conversation) and the primary key."""
+        allowed = {"id", "pk", self.session_relation or "id"}
+        date_hierarchy = getattr(self, "date_hierarchy", None)
+        if date_hierarchy:
+            allowed.add(date_hierarchy.split(LOOKUP_SEP, 1)[0])
+        for item in self.get_list_filter(request):  # type: ignore[attr-defined]
+            if isinstance(item, list | tuple):
+                item = item[0]
+            if isinstance(item, str):
+                allowed.add(item.split(LOOKUP_SEP, 1)[0])
+        return allowed
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return MaskingChangeList

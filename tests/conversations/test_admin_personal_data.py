@@ -519,3 +519,65 @@ def test_a_masked_display_copy_cannot_be_saved_and_leaves_the_row_alone(conversa
     assert (copy.customer_name, session.customer_name) == ("M*** S***", NAME)
     session.refresh_from_db()
     assert session.customer_name == NAME
+
+
+# --- Filters in the URL -----------------------------------------------------------------------
+
+# Django's admin accepts a lookup on any local column in the query string, list filter or not:
+# without a guard, `?customer_phone=...` would tell a prompt editor whether a person talked to us.
+URL_LOOKUPS = [
+    ("/admin/conversations/session/", f"customer_phone={PHONE}"),
+    ("/admin/conversations/session/", "customer_name__icontains=souza"),
+    ("/admin/conversations/session/", f"customer_document__startswith={CPF[:6]}"),
+    ("/admin/conversations/session/", f"registration_data__email={EMAIL}"),
+    ("/admin/conversations/message/", "content__icontains=91234-5678"),
+    ("/admin/conversations/llmcall/", f"context_snapshot__customer_phone={PHONE}"),
+    ("/admin/conversations/llmcall/", "raw_response__icontains=souza"),
+    ("/admin/conversations/handoffsummary/", "summary_text__icontains=souza"),
+    ("/admin/conversations/lead/", f"data__email={EMAIL}"),
+    ("/admin/conversations/deliverystatusevent/", "error_details__icontains=91234"),
+]
+
+
+@pytest.mark.parametrize(("url", "lookup"), URL_LOOKUPS)
+def test_a_prompt_editor_cannot_filter_by_a_column_outside_the_list_filters(
+    conversation, url: str, lookup: str
+) -> None:
+    response = staff_client("Prompt editors").get(f"{url}?{lookup}")
+    assert response.status_code == 400
+    assert b"Souza" not in response.content
+
+
+@pytest.mark.parametrize(("url", "lookup"), URL_LOOKUPS)
+def test_support_may_filter_by_any_column(conversation, url: str, lookup: str) -> None:
+    response = staff_client("Support").get(f"{url}?{lookup}")
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "state__exact=HUMAN",
+        "handoff_reason__exact=qualified_lead",
+        "instance__id__exact=1",
+        "last_message_at__isnull=False",
+    ],
+)
+def test_a_prompt_editor_keeps_the_list_filters(conversation, query: str) -> None:
+    query = query.replace("=1", f"={conversation['session'].instance_id}")
+    ids, _text = listed_with(staff_client("Prompt editors"), query)
+    assert ids == [conversation["session"].pk]
+
+
+def test_a_prompt_editor_opens_the_message_log_of_a_conversation(conversation) -> None:
+    session = conversation["session"]
+    response = staff_client("Prompt editors").get(
+        f"/admin/conversations/message/?session__id__exact={session.pk}"
+    )
+    assert response.status_code == 200
+    assert INBOUND_MASKED in page_text(response)
+
+
+def listed_with(client: Client, query: str) -> tuple[list[int], str]:
+    text = page_text(client.get(f"/admin/conversations/session/?{query}"))
+    return [int(pk) for pk in ROW_RE.findall(text)], text
