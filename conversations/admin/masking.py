@@ -52,9 +52,12 @@ class PersonalDataMaskingMixin:
         return queryset
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
-        if request is not None and self.masks_personal_data(request):
-            if lookup.split(LOOKUP_SEP, 1)[0] not in self.masked_lookup_fields(request):
-                return False
+        if (
+            request is not None
+            and self.masks_personal_data(request)
+            and lookup.split(LOOKUP_SEP, 1)[0] not in self.masked_lookup_fields(request)
+        ):
+            return False
         return super().lookup_allowed(lookup, value, request)  # type: ignore[misc]
 
     def masked_lookup_fields(self, request: HttpRequest) -> set[str]:
