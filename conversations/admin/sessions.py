@@ -196,12 +196,17 @@ class SessionAdmin(PersonalDataMaskingMixin, admin.ModelAdmin):
             changelist.search_help_text = _("A text from the conversation (3+ characters).")
         return changelist
 
-    def get_sortable_by(self, request: HttpRequest) -> Any:
-        sortable = super().get_sortable_by(request)
+    @admin.display(description=_("customer"))
+    def masked_customer(self, obj: Session) -> str:
+        """The customer column without its ordering: sorting by name (even `?o=0` typed in the
+        URL) would reveal the order of names that are shown masked."""
+        return self.customer(obj)
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        columns = super().get_list_display(request)
         if self.masks_personal_data(request):
-            # Sorting by name would still reveal the names' order.
-            return [name for name in sortable if name != "customer"]
-        return sortable
+            return tuple("masked_customer" if c == "customer" else c for c in columns)
+        return columns
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -431,12 +431,19 @@ def test_support_finds_a_person_by_phone_document_or_name(conversation, term: st
     assert REFUSED not in text
 
 
-def test_a_prompt_editor_cannot_sort_by_customer_name(conversation) -> None:
-    editor_page = page_text(staff_client("Prompt editors").get("/admin/conversations/session/"))
-    support_page = page_text(staff_client("Support").get("/admin/conversations/session/"))
+def test_a_prompt_editor_cannot_sort_by_customer_name_even_from_the_url() -> None:
+    abel = baker.make(Session, customer_name="Abel")
+    zuleica = baker.make(Session, customer_name="Zuleica")
+    editor, support = staff_client("Prompt editors"), staff_client("Support")
     sortable = re.compile(r'<th scope="col" class="sortable[^"]*column-customer')
-    assert sortable.search(support_page) is not None
-    assert sortable.search(editor_page) is None
+
+    assert sortable.search(page_text(support.get("/admin/conversations/session/"))) is not None
+    assert sortable.search(page_text(editor.get("/admin/conversations/session/"))) is None
+    assert listed_with(support, "o=0")[0] == [abel.pk, zuleica.pk]  # by name
+    assert listed_with(support, "o=-0")[0] == [zuleica.pk, abel.pk]
+    # The editor's first column has no ordering: `o` leaves the tie-breaker only (newest first).
+    assert listed_with(editor, "o=0")[0] == [zuleica.pk, abel.pk]
+    assert listed_with(editor, "o=-0")[0] == [zuleica.pk, abel.pk]
 
 
 # --- Query counts -----------------------------------------------------------------------------
