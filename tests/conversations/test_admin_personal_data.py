@@ -313,6 +313,26 @@ MASKED_PAGES: dict[str, Callable[[dict], tuple[str, list[str]]]] = {
     ),
 }
 SUPPORT_PAGES = [page for page in MASKED_PAGES if page != "prompt preview"]
+# page -> a stored value staff allowed to read personal data see there as stored (the lists of
+# model calls, leads and status events show no personal data at all).
+RAW_ON_PAGE = {
+    "session list": f"{NAME} (+{PHONE})",
+    "session search by text": f"{NAME} (+{PHONE})",
+    "session page": f'<div class="text">{INBOUND_TEXT}</div>',
+    "session history": NAME,
+    "message list": f"Oi, sou a {NAME}, CPF 529.982.247-25, e-mail {EMAIL}",
+    "inbound message page": INBOUND_TEXT,
+    "outbound message page": OUTBOUND_TEXT,
+    "model call list": None,
+    "model call page": f'"customer_phone": "{PHONE}"',
+    "summary list": f"Cliente {NAME} confirmou o pedido",
+    "summary page": "Ligar para (11) 91234-5678",
+    "lead list": None,
+    "lead page": f'"email": "{EMAIL}"',
+    "status event list": None,
+    "status event page": "Recipient +55 11 91234-5678 is not a WhatsApp user",
+    "prompt preview": "- Telefone do WhatsApp: +55 11 91234-5678.",
+}
 
 
 @pytest.mark.parametrize("page", list(MASKED_PAGES))
@@ -331,6 +351,7 @@ def test_support_reads_every_conversation_page_as_stored(conversation, page: str
     text = page_text(staff_client("Support").get(url))
     assert "M*** S***" not in text
     assert "***@***" not in text
+    assert RAW_ON_PAGE[page] is None or RAW_ON_PAGE[page] in text
 
 
 @pytest.mark.parametrize("page", list(MASKED_PAGES))
@@ -341,6 +362,7 @@ def test_a_superuser_reads_every_conversation_page_as_stored(
     text = page_text(admin_client.get(url))
     assert "M*** S***" not in text
     assert "***@***" not in text
+    assert RAW_ON_PAGE[page] is None or RAW_ON_PAGE[page] in text
 
 
 def test_support_sees_the_raw_values_on_the_session_page(conversation) -> None:
