@@ -28,6 +28,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("ENV_FILE", "/nonexistent/.env")
 os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
 os.environ.setdefault("WHATSAPP_APP_SECRET", "bench-only-app-secret")
+os.environ.setdefault("FIELD_ENCRYPTION_KEYS", "YmVuY2gtb25seS1maWVsZC1lbmNyeXB0aW9uLWtleSE=")
 os.environ.setdefault("ALLOWED_HOSTS", "testserver")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 

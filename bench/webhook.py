@@ -137,6 +137,7 @@ def server_env(database_url: str, broker_url: str, turn_queued_ttl: int = 60) ->
         "DEBUG": "False",
         "SECRET_KEY": "bench-only-secret-key",
         "WHATSAPP_APP_SECRET": APP_SECRET,
+        "FIELD_ENCRYPTION_KEYS": "YmVuY2gtb25seS1maWVsZC1lbmNyeXB0aW9uLWtleSE=",
         "WHATSAPP_VERIFY_TOKEN": "bench-verify-token",
         "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'bench'}",
         "DJANGO_SETTINGS_MODULE": "webhook_settings",

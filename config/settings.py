@@ -4,6 +4,9 @@ Only this package reads the environment; application code reads `django.conf.set
 Every variable is listed, with its default and meaning, in `.env.example` and the README.
 """
 
+import base64
+import binascii
+import hashlib
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -37,6 +40,33 @@ def _required_in_production(name: str, dev_default: str) -> str:
 
 SECRET_KEY = _required_in_production("SECRET_KEY", "django-insecure-dev-only-key")
 WHATSAPP_APP_SECRET = _required_in_production("WHATSAPP_APP_SECRET", "dev-app-secret")
+
+
+def _fernet_keys(name: str, value: str) -> list[str]:
+    """Comma-separated Fernet keys (32 url-safe base64 bytes each), checked at startup."""
+    keys = [key.strip() for key in value.split(",") if key.strip()]
+    for position, key in enumerate(keys, start=1):
+        try:
+            valid = len(base64.urlsafe_b64decode(key.encode())) == 32
+        except (binascii.Error, ValueError):
+            valid = False
+        if not valid:
+            raise ImproperlyConfigured(
+                f"{name}: key {position} is not a Fernet key (32 url-safe base64-encoded bytes). "
+                'Generate one with: python -c "from cryptography.fernet import Fernet; '
+                'print(Fernet.generate_key().decode())"'
+            )
+    return keys
+
+
+# Secrets stored in the database (instance access tokens) are encrypted with these: the first
+# encrypts, all decrypt (rotation). In DEBUG only, a key is derived from SECRET_KEY.
+_DEV_FIELD_KEY = base64.urlsafe_b64encode(
+    hashlib.sha256(b"field-encryption:" + SECRET_KEY.encode()).digest()
+).decode()
+FIELD_ENCRYPTION_KEYS = _fernet_keys(
+    "FIELD_ENCRYPTION_KEYS", _required_in_production("FIELD_ENCRYPTION_KEYS", _DEV_FIELD_KEY)
+)
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])

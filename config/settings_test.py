@@ -10,6 +10,8 @@ os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
 os.environ.setdefault("WHATSAPP_APP_SECRET", "test-app-secret")
 os.environ.setdefault("WHATSAPP_VERIFY_TOKEN", "test-verify-token")
 os.environ.setdefault("OPENAI_API_KEY", "test-openai-key")
+# A fixed test key (never used anywhere else); tests that rotate set their own.
+os.environ.setdefault("FIELD_ENCRYPTION_KEYS", "dGVzdC1maWVsZC1lbmNyeXB0aW9uLWtleS0zMmJ5dGU=")
 # Tests must not depend on a developer's local .env.
 os.environ["ENV_FILE"] = "/nonexistent/.env"
 

@@ -5,6 +5,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents.states import AgentName, HandoffReason, SessionState
+from conversations.encryption import EncryptedTextField
 
 STATE_CHOICES = [
     (SessionState.TRIAGE.value, _("Triage")),
@@ -37,6 +38,7 @@ HANDOFF_REASON_CHOICES = [
 ]
 
 MAX_BRAND_CONTEXT_CHARS = 2_000
+MAX_ACCESS_TOKEN_CHARS = 512
 PHONE_NUMBER_ID_VALIDATOR = RegexValidator(
     r"^\d{5,32}$", _("Use the digits of the phone_number_id shown by Meta, nothing else.")
 )
@@ -66,9 +68,9 @@ class Instance(models.Model):
         help_text=_("Text about the brand or unit given to the agents as metadata."),
     )
     health_sensitive = models.BooleanField(_("health-sensitive"), default=False)
-    access_token = models.CharField(
+    # Encrypted at rest with FIELD_ENCRYPTION_KEYS; reads as plaintext (conversations.encryption).
+    access_token = EncryptedTextField(
         _("access token"),
-        max_length=512,
         blank=True,
         help_text=_("Optional; empty uses WHATSAPP_ACCESS_TOKEN. Never displayed."),
     )
@@ -82,6 +84,13 @@ class Instance(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.display_phone or self.phone_number_id})"
+
+    @property
+    def has_access_token(self) -> bool:
+        """Whether the instance has its own token, without decrypting it."""
+        if "access_token" not in self.__dict__:
+            self.refresh_from_db(fields=["access_token"])
+        return bool(self.__dict__["access_token"])
 
 
 class Session(models.Model):
@@ -153,6 +162,9 @@ class Session(models.Model):
         ordering = ["-last_message_at", "-id"]
         verbose_name = _("conversation")
         verbose_name_plural = _("conversations")
+        # Without it, names, phones, documents and e-mails are masked on every admin page
+        # (conversations.personal_data); Support has it, prompt editors do not.
+        permissions = [("view_personal_data", _("Can view customers' personal data"))]
         indexes = [
             models.Index(
                 fields=["instance", "customer_phone", "-created_at"], name="session_phone"

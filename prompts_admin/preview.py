@@ -4,6 +4,8 @@
   agent's variables, the metadata and the guards appended, and the history — for a real session
   or a synthetic sample, through the production invoker's `prepare` (no model call, nothing
   recorded). A session in another stage is shown as if it were at the agent's first stage.
+  Staff without `conversations.view_personal_data` see that session's personal data masked: the
+  prompt is built from the masked session and its history is masked (`agents.masking`).
 - `prompt_override_start_from_builtin` creates an INACTIVE override holding the built-in
   template verbatim, to edit and activate later.
 - `PromptOverrideToolsMixin` adds both to the PromptOverride admin (URLs, views, the action).
@@ -26,6 +28,7 @@ from django.views.decorators.http import require_POST
 from agents.codes import states_of
 from agents.context import InstanceInfo, SessionContext
 from agents.invoker import AgentInvoker, PreparedCall
+from agents.masking import Masker, mask_as
 from agents.prompts import builtin_template
 from agents.sources import OverrideTemplate
 from agents.states import PROMPT_AGENTS, AgentName
@@ -94,6 +97,30 @@ def sample_session(agent: AgentName) -> SessionContext:
     return SessionContext(**fields)
 
 
+def masked_session_context(context: SessionContext, masker: Masker) -> SessionContext:
+    """The session as the prompt sees it, its personal data masked."""
+    return replace(
+        context,
+        customer_name=masker.field("customer_name", context.customer_name),
+        customer_phone=masker.field("customer_phone", context.customer_phone),
+        technical_data=masker.value(dict(context.technical_data)),
+        technical_extras=masker.value(dict(context.technical_extras)),
+        registration_data=masker.value(dict(context.registration_data)),
+        registration_extras=masker.value(dict(context.registration_extras)),
+    )
+
+
+def masked_prepared_call(prepared: PreparedCall, masker: Masker) -> PreparedCall:
+    """The history masked by known values and patterns; the instructions (built from the masked
+    session) by known values only, so the company data they quote stays readable."""
+    return replace(
+        prepared,
+        instructions=masker.known_only().text(prepared.instructions),
+        messages=tuple(replace(m, content=masker.text(m.content)) for m in prepared.messages),
+        context_snapshot=masker.value(prepared.context_snapshot),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class PromptPreview:
     prepared: PreparedCall
@@ -108,37 +135,51 @@ def prompt_preview(
     content: str | None,
     session_id: int | None,
     invoker: AgentInvoker,
+    mask_personal_data: bool = False,
 ) -> PromptPreview:
     """What `agent` would be sent for a session (or the sample) with `content` as its template;
-    `content=None` previews the agent's effective prompt (active override or built-in)."""
+    `content=None` previews the agent's effective prompt (active override or built-in).
+    `mask_personal_data` masks the real session's personal data (the sample has none)."""
     stage_changed = False
+    masker: Masker | None = None
     if session_id is None:
         context = sample_session(agent)
     else:
         from conversations.models import Session
+        from conversations.personal_data import session_masker
         from conversations.pipeline import session_context
 
         session = Session.objects.select_related("instance").filter(pk=session_id).first()
         if session is None:
             raise Http404
         context = session_context(session)
+        if mask_personal_data:
+            masker = session_masker(session)
+            context = masked_session_context(context, masker)
         if context.state not in states_of(agent):
             context = replace(context, state=states_of(agent)[0])
             stage_changed = True
     override = None if content is None else OverrideTemplate(content, PREVIEW_VERSION)
     prepared = invoker.prepare(session=context, agent=agent, override=override)
+    if masker is not None:
+        prepared = masked_prepared_call(prepared, masker)
     return PromptPreview(prepared=prepared, session=context, stage_changed=stage_changed)
 
 
-def recent_sessions(limit: int = RECENT_SESSIONS) -> list[tuple[int, str]]:
+def recent_sessions(
+    limit: int = RECENT_SESSIONS, *, mask_personal_data: bool = False
+) -> list[tuple[int, str]]:
     """(id, label) of the most recently active sessions, for the preview's session select."""
     from conversations.models import Session
 
     rows = Session.objects.select_related("instance").order_by("-last_message_at", "-id")[:limit]
-    return [
-        (s.pk, f"#{s.pk} {s.customer_name or s.customer_phone} — {s.get_state_display()}")
-        for s in rows
-    ]
+    labels = []
+    for s in rows:
+        name, phone = s.customer_name, s.customer_phone
+        if mask_personal_data:
+            name, phone = mask_as("name", name), mask_as("number", phone)
+        labels.append((s.pk, f"#{s.pk} {name or phone} — {s.get_state_display()}"))
+    return labels
 
 
 class PromptOverrideToolsMixin:
@@ -240,13 +281,20 @@ class PromptOverrideToolsMixin:
         obj: PromptOverride | None,
     ) -> HttpResponse:
         from conversations.agent_sources import build_agent_invoker
+        from conversations.personal_data import can_view_personal_data
 
-        # Session data is customer data: only staff who may read conversations pick one.
+        # Session data is customer data: only staff who may read conversations pick one, and
+        # see its personal data only with the permission for it.
         can_pick = request.user.has_perm("conversations.view_session")
+        mask = not can_view_personal_data(request.user)
         session_id = _int_or_none(request.GET.get("session")) if can_pick else None
         # The preview never calls the model; the client is built but not used.
         preview = prompt_preview(
-            agent=agent, content=content, session_id=session_id, invoker=build_agent_invoker()
+            agent=agent,
+            content=content,
+            session_id=session_id,
+            invoker=build_agent_invoker(),
+            mask_personal_data=mask,
         )
         opts = self.model._meta  # type: ignore[attr-defined]
         labels = dict(AGENT_CHOICES)
@@ -260,7 +308,7 @@ class PromptOverrideToolsMixin:
             "agent_label": labels[agent.value],
             "preview": preview,
             "prepared": preview.prepared,
-            "sessions": recent_sessions() if can_pick else [],
+            "sessions": recent_sessions(mask_personal_data=mask) if can_pick else [],
             "can_pick_session": can_pick,
             "selected_session": session_id,
         }

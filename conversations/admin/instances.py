@@ -7,7 +7,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from conversations.models import Instance
+from conversations.models import MAX_ACCESS_TOKEN_CHARS, Instance
 
 
 class InstanceForm(forms.ModelForm):
@@ -17,7 +17,7 @@ class InstanceForm(forms.ModelForm):
         label=_("new access token"),
         required=False,
         strip=True,
-        max_length=Instance._meta.get_field("access_token").max_length,
+        max_length=MAX_ACCESS_TOKEN_CHARS,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         help_text=_("Leave empty to keep the current token. The stored token is never shown."),
     )
@@ -89,7 +89,7 @@ class InstanceAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("own access token"), boolean=True)
     def has_access_token(self, obj: Instance) -> bool:
-        return bool(obj.access_token)
+        return obj.has_access_token
 
     def get_fieldsets(self, request: HttpRequest, obj: Instance | None = None) -> Any:
         if not self.has_change_permission(request, obj):

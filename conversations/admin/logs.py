@@ -13,6 +13,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
+from agents.masking import PATTERNS_ONLY, KnownValues, Masker
+from conversations.admin.masking import PersonalDataMaskingMixin
 from conversations.models import (
     DeliveryStatusEvent,
     HandoffSummary,
@@ -23,8 +25,11 @@ from conversations.models import (
 )
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """A log: nobody adds, changes or deletes rows from the admin, superusers included."""
+class ReadOnlyAdmin(PersonalDataMaskingMixin, admin.ModelAdmin):
+    """A log: nobody adds, changes or deletes rows from the admin, superusers included.
+
+    Staff without `conversations.view_personal_data` read it masked (`PersonalDataMaskingMixin`).
+    """
 
     actions: list[Any] = []
 
@@ -41,6 +46,48 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 def _session_link(session_id: int) -> str:
     url = reverse("admin:conversations_session_change", args=[session_id])
     return format_html('<a href="{}">#{}</a>', url, session_id)
+
+
+# The customers' values a WhatsApp body carries: profile names and ids (numbers are masked by
+# pattern anyway; the name is found nowhere else).
+_WEBHOOK_NAME_KEYS = frozenset({"name", "formatted_name", "first_name", "last_name"})
+_WEBHOOK_ID_KEYS = frozenset({"wa_id", "from", "to", "recipient_id", "user_id", "phone"})
+# The company's own number and its id are not personal data: they stay readable.
+_WEBHOOK_COMPANY_KEYS = frozenset({"display_phone_number", "phone_number_id"})
+
+
+def webhook_masker(body: str) -> Masker:
+    """A masker for one webhook body: the names and ids of its contacts are its known values."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return PATTERNS_ONLY
+    names: list[str] = []
+    ids: list[str] = []
+    company: list[str] = []
+
+    def walk(value: Any, key: str = "") -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, str(k))
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, key)
+        elif isinstance(value, str) and value:
+            if key in _WEBHOOK_NAME_KEYS:
+                names.append(value)
+            elif key in _WEBHOOK_ID_KEYS:
+                ids.append(value)
+            elif key in _WEBHOOK_COMPANY_KEYS:
+                company.append(value)
+
+    walk(payload)
+    numbers = [i for i in ids if i.lstrip("+").isdigit()]
+    others = [i for i in ids if not i.lstrip("+").isdigit()]
+    return Masker(
+        KnownValues(names=tuple(names), numbers=tuple(numbers), identifiers=tuple(others)),
+        keep_numbers=company,
+    )
 
 
 @admin.register(Message)
@@ -105,6 +152,7 @@ class LLMCallAdmin(ReadOnlyAdmin):
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(ReadOnlyAdmin):
+    session_relation = None
     list_display = (
         "id",
         "received_at",
@@ -140,6 +188,15 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
             text = json.dumps(json.loads(text), ensure_ascii=False, indent=2)
         return format_html('<pre style="white-space: pre-wrap">{}</pre>', text)
 
+    def mask_row(self, obj: WebhookDelivery, maskers: dict[int, Masker]) -> WebhookDelivery:
+        masked = super().mask_row(obj, maskers)
+        if "raw_body" in obj.__dict__:  # the change page; the list defers the body
+            text = bytes(obj.raw_body).decode("utf-8", errors="replace")
+            masker = webhook_masker(text)
+            masked.raw_body = masker.text(text).encode()
+            masked.error = masker.text(obj.error)
+        return masked
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[WebhookDelivery]:
         # Bodies can be megabytes; the list never shows them.
         return super().get_queryset(request).defer("raw_body")
@@ -147,6 +204,7 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
 
 @admin.register(DeliveryStatusEvent)
 class DeliveryStatusEventAdmin(ReadOnlyAdmin):
+    session_relation = None
     list_display = ("wa_message_id", "status", "error_code", "error_title", "created_at")
     list_filter = ("status",)
     search_fields = ("=wa_message_id",)

@@ -3,28 +3,45 @@
 import re
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from agents.masking import contains_personal_data
+from conversations.admin.masking import PersonalDataMaskingMixin
 from conversations.admin.transcript import session_transcript
 from conversations.models import Message, Session
+from conversations.personal_data import masker_of
 from knowledge_base.models import Segment
 
 # Shorter terms would match most messages and could not use the trigram index on PostgreSQL.
 MIN_MESSAGE_SEARCH_CHARS = 3
 MAX_SEARCH_CHARS = 200
 _NUMBER_PUNCTUATION = re.compile(r"[\s().+/-]")
+# Staff who may not read personal data search the conversations' text only, and not for a
+# number of this many digits or more (part of a phone or document) nor an e-mail.
+MAX_DIGITS_WITHOUT_PERSONAL_DATA = 3
 
 
 # --- Sessions: list and search -------------------------------------------------------------
 
 
-def sessions_search(*, queryset: QuerySet[Session], term: str) -> QuerySet[Session]:
-    """Sessions matching a staff search: name, phone, document, user id or a message's text.
+def is_personal_data_search(term: str) -> bool:
+    """Whether a search term looks for a person: an e-mail, or a number long enough to be
+    part of a phone or a document."""
+    term = term.strip()[:MAX_SEARCH_CHARS]
+    digits = sum(c.isdigit() for c in term)
+    return "@" in term or digits > MAX_DIGITS_WITHOUT_PERSONAL_DATA or contains_personal_data(term)
+
+
+def sessions_search(
+    *, queryset: QuerySet[Session], term: str, personal_data: bool = True
+) -> QuerySet[Session]:
+    """Sessions matching a staff search: name, phone, document, user id or a message's text;
+    with `personal_data=False`, a message's text only (the caller refuses personal terms).
 
     Message text is matched with one `EXISTS` subquery (no join, so no duplicate rows and no
     DISTINCT), only for terms of at least `MIN_MESSAGE_SEARCH_CHARS` characters.
@@ -32,6 +49,12 @@ def sessions_search(*, queryset: QuerySet[Session], term: str) -> QuerySet[Sessi
     term = term.strip()[:MAX_SEARCH_CHARS]
     if not term:
         return queryset
+    if not personal_data:
+        if len(term) < MIN_MESSAGE_SEARCH_CHARS:
+            return queryset.none()
+        return queryset.filter(
+            Exists(Message.objects.filter(session=OuterRef("pk"), content__icontains=term))
+        )
     condition = Q(customer_name__icontains=term) | Q(customer_user_id=term)
     if _NUMBER_PUNCTUATION.sub("", term).isdigit():
         # The term is a number, maybe written with punctuation: "(11) 91234-5678", "123.456.789-09".
@@ -64,7 +87,8 @@ class SegmentFilter(admin.SimpleListFilter):
 
 
 @admin.register(Session)
-class SessionAdmin(admin.ModelAdmin):
+class SessionAdmin(PersonalDataMaskingMixin, admin.ModelAdmin):
+    session_relation = None
     list_display = (
         "customer",
         "instance",
@@ -150,7 +174,39 @@ class SessionAdmin(admin.ModelAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Session], search_term: str
     ) -> tuple[QuerySet[Session], bool]:
-        return sessions_search(queryset=queryset, term=search_term), False
+        if not self.masks_personal_data(request):
+            return sessions_search(queryset=queryset, term=search_term), False
+        # Without the permission a search could tell whether a given person talked to us:
+        # only the conversations' text is searched, and not for personal data.
+        if is_personal_data_search(search_term):
+            self.message_user(
+                request,
+                _(
+                    "Searching by phone, document, e-mail or long numbers needs permission to "
+                    "view personal data. Search the conversations' text instead."
+                ),
+                messages.WARNING,
+            )
+            return queryset.none(), False
+        return sessions_search(queryset=queryset, term=search_term, personal_data=False), False
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        changelist = super().get_changelist_instance(request)
+        if self.masks_personal_data(request):
+            changelist.search_help_text = _("A text from the conversation (3+ characters).")
+        return changelist
+
+    @admin.display(description=_("customer"))
+    def masked_customer(self, obj: Session) -> str:
+        """The customer column without its ordering: sorting by name (even `?o=0` typed in the
+        URL) would reveal the order of names that are shown masked."""
+        return self.customer(obj)
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        columns = super().get_list_display(request)
+        if self.masks_personal_data(request):
+            return tuple("masked_customer" if c == "customer" else c for c in columns)
+        return columns
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -173,7 +229,9 @@ class SessionAdmin(admin.ModelAdmin):
         obj: Session | None = None,
     ) -> Any:
         if obj is not None:
-            context["transcript"] = session_transcript(session=obj, now=timezone.now())
+            context["transcript"] = session_transcript(
+                session=obj, now=timezone.now(), masker=masker_of(obj)
+            )
             context["message_log_url"] = (
                 reverse("admin:conversations_message_changelist") + f"?session__id__exact={obj.pk}"
             )

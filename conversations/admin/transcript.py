@@ -1,7 +1,8 @@
 """The session page read as a chat: the transcript and the data panels beside it.
 
 Presentation logic of the session change view (`SessionAdmin.render_change_form`); it reads the
-session's messages, model calls and latest summary in a fixed number of queries.
+session's messages, model calls and latest summary in a fixed number of queries. Given a masker
+(staff without `conversations.view_personal_data`), every text it returns is masked.
 """
 
 import json
@@ -15,6 +16,7 @@ from django.utils.formats import number_format
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from agents.masking import Masker
 from agents.parameters import ParameterSchemaError, parse_parameter_schema
 from conversations.message_order import newest_in_conversation_order
 from conversations.models import (
@@ -27,6 +29,7 @@ from conversations.models import (
     Message,
     Session,
 )
+from conversations.personal_data import masked_copy
 from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 from knowledge_base.models import Service
 
@@ -36,6 +39,7 @@ MAX_TRANSCRIPT_MESSAGES = 500
 AGENT_LABELS = dict(AGENT_CHOICES)
 DELIVERY_LABELS = dict(DeliveryStatus.choices)
 
+_DATA_FIELDS = ("technical_data", "technical_extras", "registration_data", "registration_extras")
 REGISTRATION_LABELS = {
     "nome": _("Name"),
     "email": _("E-mail"),
@@ -93,6 +97,7 @@ class TranscriptEntry:
     """One line of the chat, with its texts prepared here: a 300-message page stays fast."""
 
     message: Message
+    text: str  # the message's content, masked for staff who may not read personal data
     side: str  # "customer", "bot", "staff" or "system"
     superseded: bool
     turn_cost: str  # on the last message of a turn that called the model; else ""
@@ -184,11 +189,17 @@ def _side(message: Message) -> str:
     return "staff" if message.staff_user_id else "bot"
 
 
-def _entry(message: Message, *, session: Session, turn_cost: LLMCost | None) -> TranscriptEntry:
+def _entry(
+    message: Message, *, session: Session, turn_cost: LLMCost | None, masker: Masker | None
+) -> TranscriptEntry:
     side = _side(message)
     superseded = message.error == SUPERSEDED
+    mask = masker.text if masker is not None else str
     if side == "customer":
-        who = session.customer_name or str(_("Customer"))
+        name = session.customer_name
+        if masker is not None:
+            name = masker.field("customer_name", name)
+        who = name or str(_("Customer"))
     elif side == "staff":
         who = str(_("Staff")) + f" · {message.staff_user.get_username()}"
     else:
@@ -214,13 +225,14 @@ def _entry(message: Message, *, session: Session, turn_cost: LLMCost | None) -> 
         if message.delivery_error_code or message.delivery_error_title:
             code = message.delivery_error_code or ""
             error = str(_("error"))
-            delivery.append(f"{error} {code} {message.delivery_error_title}".strip())
+            delivery.append(f"{error} {code} {mask(message.delivery_error_title)}".strip())
         failed = message.delivery_status == DeliveryStatus.FAILED
     if message.error and not superseded:
-        delivery.append(message.error)
+        delivery.append(mask(message.error))
         failed = True
     return TranscriptEntry(
         message=message,
+        text=mask(message.content),
         side=side,
         superseded=superseded,
         turn_cost=turn_cost.turn_text() if turn_cost else "",
@@ -231,8 +243,11 @@ def _entry(message: Message, *, session: Session, turn_cost: LLMCost | None) -> 
     )
 
 
-def session_transcript(*, session: Session, now: datetime) -> SessionTranscript:
-    """Everything the session page shows, in a fixed number of queries whatever its length."""
+def session_transcript(
+    *, session: Session, now: datetime, masker: Masker | None = None
+) -> SessionTranscript:
+    """Everything the session page shows, in a fixed number of queries whatever its length;
+    with `masker`, its personal data masked (no extra query)."""
     messages, omitted = newest_in_conversation_order(
         session.messages.select_related("staff_user").defer("raw_response"),
         MAX_TRANSCRIPT_MESSAGES,
@@ -260,6 +275,7 @@ def session_transcript(*, session: Session, now: datetime) -> SessionTranscript:
             m,
             session=session,
             turn_cost=costs.get(m.turn_id) if last_of_turn.get(m.turn_id) == m.pk else None,
+            masker=masker,
         )
         for m in messages
     ]
@@ -277,14 +293,19 @@ def session_transcript(*, session: Session, now: datetime) -> SessionTranscript:
 
     summary = session.summaries.order_by("-created_at", "-id").first()
     parameter_labels = _parameter_labels(session.service)
+    data = {name: getattr(session, name) for name in _DATA_FIELDS}
+    if masker is not None:
+        data = {name: masker.value(value) for name, value in data.items()}
+        if summary is not None:
+            summary = masked_copy(summary, masker)
     return SessionTranscript(
         entries=entries,
         omitted=omitted,
         total_cost=total_cost,
         window=window,
         summary=summary,
-        technical=_data_rows(session.technical_data, parameter_labels),
-        technical_extras=_data_rows(session.technical_extras, {}),
-        registration=_data_rows(session.registration_data, REGISTRATION_LABELS),
-        registration_extras=_data_rows(session.registration_extras, {}),
+        technical=_data_rows(data["technical_data"], parameter_labels),
+        technical_extras=_data_rows(data["technical_extras"], {}),
+        registration=_data_rows(data["registration_data"], REGISTRATION_LABELS),
+        registration_extras=_data_rows(data["registration_extras"], {}),
     )

@@ -1,5 +1,7 @@
 """Settings behave as documented: production safety, `check --deploy`, `.env` loading."""
 
+import base64
+import hashlib
 import os
 import re
 import subprocess
@@ -13,13 +15,21 @@ PRODUCTION_ENV = {
     "DEBUG": "False",
     "SECRET_KEY": "prod-" + "k" * 60,
     "WHATSAPP_APP_SECRET": "meta-app-secret",
+    "FIELD_ENCRYPTION_KEYS": "cHJvZC1maWVsZC1lbmNyeXB0aW9uLWtleS0zMmJ5dGU=",
     "ALLOWED_HOSTS": "atendimento.example.com.br",
     "DATABASE_URL": "sqlite:///:memory:",
 }
 
 
 def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    isolated = {"DEBUG", "SECRET_KEY", "WHATSAPP_APP_SECRET", "DATABASE_URL", "CELERY_BROKER_URL"}
+    isolated = {
+        "DEBUG",
+        "SECRET_KEY",
+        "WHATSAPP_APP_SECRET",
+        "FIELD_ENCRYPTION_KEYS",
+        "DATABASE_URL",
+        "CELERY_BROKER_URL",
+    }
     base = {k: v for k, v in os.environ.items() if k not in isolated}
     base.update({"DJANGO_SETTINGS_MODULE": "config.settings", "ENV_FILE": "/nonexistent/.env"})
     base.update(env)
@@ -28,7 +38,7 @@ def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
     )
 
 
-@pytest.mark.parametrize("missing", ["SECRET_KEY", "WHATSAPP_APP_SECRET"])
+@pytest.mark.parametrize("missing", ["SECRET_KEY", "WHATSAPP_APP_SECRET", "FIELD_ENCRYPTION_KEYS"])
 def test_production_refuses_to_start_without_a_secret(missing: str) -> None:
     env = {k: v for k, v in PRODUCTION_ENV.items() if k != missing}
     result = run_python("import django; django.setup()", env)
@@ -46,6 +56,43 @@ def test_debug_runs_without_secrets() -> None:
         {"DEBUG": "True"},
     )
     assert result.stdout.strip() == "True True django-insecure"
+
+
+@pytest.mark.parametrize(
+    ("keys", "position"),
+    [("not-a-key", 1), ("cHJvZC1maWVsZC1lbmNyeXB0aW9uLWtleS0zMmJ5dGU=,c2hvcnQ=", 2)],
+)
+def test_production_refuses_a_field_encryption_key_that_is_not_a_fernet_key(
+    keys: str, position: int
+) -> None:
+    result = run_python(
+        "import django; django.setup()", PRODUCTION_ENV | {"FIELD_ENCRYPTION_KEYS": keys}
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"django.core.exceptions.ImproperlyConfigured: FIELD_ENCRYPTION_KEYS: key {position} is "
+        "not a Fernet key (32 url-safe base64-encoded bytes). Generate one with: python -c "
+        '"from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
+    )
+
+
+def test_field_encryption_keys_are_a_list_and_debug_derives_one_from_secret_key() -> None:
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(' '.join(s.FIELD_ENCRYPTION_KEYS))"
+    )
+    two = (
+        "cHJvZC1maWVsZC1lbmNyeXB0aW9uLWtleS0zMmJ5dGU=, b2xkLWZpZWxkLWVuY3J5cHRpb24ta2V5LTMyYnl0ZXM="
+    )
+    assert run_python(code, PRODUCTION_ENV | {"FIELD_ENCRYPTION_KEYS": two}).stdout.split() == [
+        "cHJvZC1maWVsZC1lbmNyeXB0aW9uLWtleS0zMmJ5dGU=",
+        "b2xkLWZpZWxkLWVuY3J5cHRpb24ta2V5LTMyYnl0ZXM=",
+    ]
+    derived = base64.urlsafe_b64encode(
+        hashlib.sha256(b"field-encryption:dev-secret").digest()
+    ).decode()
+    result = run_python(code, {"DEBUG": "True", "SECRET_KEY": "dev-secret"})
+    assert result.stdout.split() == [derived]
 
 
 def test_check_deploy_is_clean_with_the_documented_production_environment() -> None:

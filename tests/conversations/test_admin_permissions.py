@@ -39,6 +39,7 @@ EXPECTED_PERMISSIONS = {
     | {"prompts_admin.change_runtimeconfig", "prompts_admin.view_runtimeconfig"},
     "Support": CONVERSATION_VIEWS
     | {
+        "conversations.view_personal_data",
         "conversations.view_webhookdelivery",
         "knowledge_base.view_kbpackage",
         "knowledge_base.view_segment",
