@@ -21,6 +21,7 @@ from conversations.models import (
     Message,
     WebhookDelivery,
 )
+from conversations.whatsapp.payload import without_surrogates
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -136,8 +137,11 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
     @admin.display(description=_("raw body"))
     def body_pretty(self, obj: WebhookDelivery) -> str:
         text = bytes(obj.raw_body).decode("utf-8", errors="replace")
-        with contextlib.suppress(ValueError):  # not JSON: shown as received
+        # Not JSON, or nested too deep to pretty-print (a RecursionError): shown as received.
+        with contextlib.suppress(ValueError, RecursionError):
             text = json.dumps(json.loads(text), ensure_ascii=False, indent=2)
+        # A lone surrogate ("\ud800" in the JSON) cannot be encoded in the UTF-8 response.
+        text = without_surrogates(text)
         return format_html('<pre style="white-space: pre-wrap">{}</pre>', text)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[WebhookDelivery]:
