@@ -112,6 +112,7 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
         "outcome",
         "messages_count",
         "statuses_count",
+        "times_received",
         "processed_at",
     )
     list_filter = ("outcome", ("received_at", admin.DateFieldListFilter))
@@ -122,6 +123,7 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
         "outcome",
         "messages_count",
         "statuses_count",
+        "times_received",
         "error",
         "headers_pretty",
         "body_pretty",
