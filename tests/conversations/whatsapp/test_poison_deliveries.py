@@ -513,3 +513,10 @@ def test_webhook_delivery_receive_without_a_task_publisher_applies_a_big_deliver
         enqueue_send=Recorder(),
     )
     assert (receipt.outcome, receipt.messages_count) == ("processed", 1)
+
+
+def test_the_deferred_delivery_tasks_are_named_for_the_beat_and_the_publisher():
+    from conversations.inbound.tasks import requeue_received_deliveries
+
+    assert apply_webhook_delivery.name == "conversations.apply_webhook_delivery"
+    assert requeue_received_deliveries.name == "conversations.requeue_received_deliveries"
