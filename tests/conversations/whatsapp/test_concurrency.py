@@ -7,6 +7,7 @@ from django.db import connections
 from django.test import Client
 
 from conversations import views
+from conversations.inbound.tasks import apply_webhook_delivery
 from conversations.models import DeliveryStatusEvent, Direction, Message, Session, WebhookDelivery
 from tests.conversations.whatsapp.conftest import (
     Recorder,
@@ -109,3 +110,36 @@ def test_concurrent_batches_naming_two_customers_in_opposite_orders_all_apply(in
     )
     assert Session.objects.count() == 2
     assert Message.objects.filter(direction=Direction.INBOUND).count() == 2 * DELIVERIES
+
+
+def test_concurrent_tasks_of_one_deferred_delivery_apply_it_once(
+    instance, turns, monkeypatch, settings
+):
+    # The webhook's task and a sweep's extra one (or a redelivery after a worker died) at once:
+    # the delivery's row lock lets one apply it; the others find it applied.
+    monkeypatch.setattr(views, "enqueue_delivery", Recorder())
+    settings.WEBHOOK_INLINE_MAX_EVENTS = 1
+    assert signed_post(Client(), fixture_bytes("batch")).status_code == 200
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.outcome == "received"
+    barrier = threading.Barrier(4)
+    results: list[str] = []
+
+    def run() -> None:
+        try:
+            barrier.wait()
+            results.append(apply_webhook_delivery(delivery.pk))
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert sorted(results) == ["processed", "skipped", "skipped", "skipped"]
+    delivery.refresh_from_db()
+    assert (delivery.outcome, delivery.messages_count) == ("processed", 3)
+    assert Message.objects.filter(direction=Direction.INBOUND).count() == 3
+    assert sorted(turns.calls) == sorted(Session.objects.values_list("pk", flat=True))
