@@ -732,5 +732,8 @@ def _timestamp(
 
 
 def _describe_value(value: Any) -> str:
-    """A short printable rendering of a bad value, for the event that reports it."""
-    return repr(value)[:64]
+    """A short printable rendering of a bad value, for the event that reports it (never the
+    repr of a container, which a deeply nested one would turn into a RecursionError)."""
+    if isinstance(value, str | int | float) or value is None:
+        return repr(value)[:64]
+    return type(value).__name__

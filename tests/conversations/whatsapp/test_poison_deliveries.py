@@ -520,3 +520,23 @@ def test_the_deferred_delivery_tasks_are_named_for_the_beat_and_the_publisher():
 
     assert apply_webhook_delivery.name == "conversations.apply_webhook_delivery"
     assert requeue_received_deliveries.name == "conversations.requeue_received_deliveries"
+
+
+def test_a_deeply_nested_timestamp_makes_only_its_message_unreadable():
+    document = load_fixture("batch_with_unreadable")
+    nested: list = []
+    for _ in range(5_000):
+        nested = [nested]
+    _message(document, 1)["timestamp"] = nested
+    received_at = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+    payload = parse_payload(document, received_at=received_at)
+
+    carlos = payload.messages[1]
+    assert (carlos.wamid, carlos.kind, carlos.timestamp, carlos.timestamp_replaced) == (
+        "wamid.CARLOS01",
+        InboundKind.UNREADABLE,
+        received_at,
+        "list",
+    )
+    assert carlos.reason.endswith("timestamp: expected a Unix timestamp")
