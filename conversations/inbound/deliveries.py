@@ -10,6 +10,14 @@ events are stored with their raw body or not at all, the body always, and the da
 commit per delivery, the floor of a durable webhook (DESIGN.md §11). `webhook_delivery_reprocess`
 and the ``reprocess_webhooks`` command apply a failed delivery again.
 
+Poison deliveries (issue 11 §4): the body's SHA-256 is stored with it and every delivery insert
+is an upsert on it, so an identical body is stored once and counted (``times_received``); a
+delivery over ``WEBHOOK_INLINE_MAX_EVENTS`` events or ``WEBHOOK_INLINE_MAX_BYTES`` bytes is only
+stored (outcome ``received``) and applied by the ``apply_webhook_delivery`` task
+(`webhook_delivery_apply`, idempotent), the beat sweep enqueueing it again if that task is lost;
+whatever fails while applying — any exception, in either path — leaves the raw body stored,
+marked ``failed``: `DeliveryNotStored` (a 503) means the database refused even that.
+
 Why no savepoint around the events, as DESIGN.md §11 first put it: a savepoint costs two round
 trips (SAVEPOINT, RELEASE) on every delivery to spare a second transaction on the rare failure;
 parsing failures, the expected ones, now happen before the transaction starts.
