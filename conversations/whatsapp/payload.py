@@ -409,8 +409,9 @@ def _unreadable_message(
     received_at: datetime | None,
 ) -> InboundMessage | None:
     """An UNREADABLE message when at least its id and sender can be read (so it is stored once
-    and answered), else None. A missing or broken timestamp reads as the reception time."""
-    if not isinstance(message, dict):
+    and answered), else None — also for a broken ``system`` message, which the customer did not
+    write and must not be answered. A missing or broken timestamp reads as the reception time."""
+    if not isinstance(message, dict) or message.get("type") == "system":
         return None
     try:
         wamid = _wamid(message, where)

@@ -540,3 +540,13 @@ def test_a_deeply_nested_timestamp_makes_only_its_message_unreadable():
         "list",
     )
     assert carlos.reason.endswith("timestamp: expected a Unix timestamp")
+
+
+def test_a_broken_system_message_is_listed_unreadable_never_answered_as_the_customer_s():
+    document = load_fixture("system_user_changed_number")
+    _message(document)["system"] = "broken"
+
+    payload = parse_payload(document, received_at=datetime(2026, 11, 30, tzinfo=UTC))
+
+    assert payload.messages == ()
+    assert [item.reason for item in payload.unreadable] == ["system: expected an object, got str"]
