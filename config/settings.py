@@ -91,6 +91,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
+    # No NUL in query parameters: PostgreSQL refuses it in text (issue 11 §7).
+    "config.middleware.NulFreeQueryStringMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -199,6 +201,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
         "task": "conversations.requeue_unsent_messages",
         "schedule": 60.0,
     },
+    # A big webhook delivery stored for a task whose publish failed or whose worker died.
+    "requeue-received-deliveries": {
+        "task": "conversations.requeue_received_deliveries",
+        "schedule": 60.0,
+    },
 }
 
 # --- LLM (OpenAI Responses API or any compatible server) ---
@@ -226,6 +233,9 @@ WEBHOOK_MAX_BODY_BYTES = env.int("WEBHOOK_MAX_BODY_BYTES", default=5 * 1024 * 10
 # Django refuses bodies above this before the view runs; keep it above the webhook's own limit
 # so the view can answer 413 itself.
 DATA_UPLOAD_MAX_MEMORY_SIZE = WEBHOOK_MAX_BODY_BYTES + 1024 * 1024
+# A delivery with more events or bytes than this is stored at once and applied by a task.
+WEBHOOK_INLINE_MAX_EVENTS = env.int("WEBHOOK_INLINE_MAX_EVENTS", default=50)
+WEBHOOK_INLINE_MAX_BYTES = env.int("WEBHOOK_INLINE_MAX_BYTES", default=256 * 1024)
 
 # --- Logging: one line per event, `event key=value ...`, secrets redacted ---
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

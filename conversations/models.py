@@ -360,6 +360,12 @@ class WebhookDelivery(models.Model):
     error = models.TextField(_("error"), blank=True)
     messages_count = models.PositiveIntegerField(_("messages"), default=0)
     statuses_count = models.PositiveIntegerField(_("statuses"), default=0)
+    # Identical bodies (a replay) are stored once and counted (`conversations.inbound`); null on
+    # rows stored before the column existed.
+    body_sha256 = models.CharField(
+        _("body SHA-256"), max_length=64, null=True, blank=True, unique=True, editable=False
+    )
+    times_received = models.PositiveIntegerField(_("times received"), default=1)
 
     class Meta:
         ordering = ["-received_at", "-id"]

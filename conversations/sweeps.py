@@ -41,6 +41,8 @@ from conversations.models import (
     Direction,
     Message,
     Session,
+    WebhookDelivery,
+    WebhookOutcome,
 )
 from conversations.pipeline import failure_handoff_write
 from conversations.sending import SEND_CLAIM_SECONDS
@@ -247,3 +249,28 @@ def session_failure_handoff(
     finally:
         lease_release(session_id=session_id, token=token)
     return True
+
+
+# --- Webhook deliveries stored for a task and never applied -------------------------------------
+
+# A deferred delivery's task is published right after its commit and starts within seconds; a
+# minute later its publish was lost or its worker died. A second task while the first still runs
+# waits for the delivery's row lock and then finds it applied.
+RECEIVED_GRACE = timedelta(seconds=60)
+
+
+def received_deliveries_requeue(
+    *, now: datetime, grace: timedelta, enqueue: Callable[[int], object]
+) -> list[int]:
+    """Enqueue again every webhook delivery stored for a task (outcome ``received``) more than
+    `grace` ago, oldest first, at most `SWEEP_LIMIT`; the ids enqueued."""
+    delivery_ids = list(
+        WebhookDelivery.objects.filter(outcome=WebhookOutcome.RECEIVED, received_at__lt=now - grace)
+        .order_by("received_at", "id")
+        .values_list("id", flat=True)[:SWEEP_LIMIT]
+    )
+    for delivery_id in delivery_ids:
+        enqueue(delivery_id)
+    if delivery_ids:
+        logger.warning("webhook_deliveries_requeued", extra={"count": len(delivery_ids)})
+    return delivery_ids

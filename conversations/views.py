@@ -2,9 +2,10 @@
 
 The POST checks, in this order, without touching the database: the declared size (413, before
 reading), the real size (413), the ``X-Hub-Signature-256`` HMAC (403); then one use-case call
-stores and applies the body: 400 when it is not JSON, 200 otherwise — a payload we cannot parse or
-apply is kept and marked failed, never a 500. The one other answer is 503, when the database
-refuses even the raw body: Meta then delivers it again (it retries for up to 7 days).
+stores and applies the body (or, when it is big, stores it and enqueues its application): 400
+when it is not JSON, 200 otherwise — a payload we cannot parse or apply is kept and marked
+failed, never a 500. The one other answer is 503, when the database refuses even the raw body:
+Meta then delivers it again (it retries for up to 7 days).
 """
 
 import logging
@@ -33,6 +34,13 @@ def enqueue_turn(session_id: int) -> None:
 
 def enqueue_send(message_id: int) -> None:
     _publish(send_message, message_id)
+
+
+def enqueue_delivery(delivery_id: int) -> None:
+    """Enqueue the application of a delivery too big to apply within the request."""
+    from conversations.inbound.tasks import apply_webhook_delivery
+
+    _publish(apply_webhook_delivery, delivery_id)
 
 
 def _publish(task: Task, object_id: int) -> None:
@@ -116,6 +124,7 @@ def _receive(request: HttpRequest) -> HttpResponse:
             headers=stored_headers(request.headers),
             enqueue_turn=enqueue_turn,
             enqueue_send=enqueue_send,
+            enqueue_delivery=enqueue_delivery,
         )
     except MalformedBodyError:
         logger.warning("whatsapp_webhook_malformed_json", extra={"bytes": len(body)})

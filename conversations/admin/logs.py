@@ -23,6 +23,7 @@ from conversations.models import (
     Message,
     WebhookDelivery,
 )
+from conversations.whatsapp.payload import without_surrogates
 
 
 class ReadOnlyAdmin(PersonalDataMaskingMixin, admin.ModelAdmin):
@@ -159,6 +160,7 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
         "outcome",
         "messages_count",
         "statuses_count",
+        "times_received",
         "processed_at",
     )
     list_filter = ("outcome", ("received_at", admin.DateFieldListFilter))
@@ -169,6 +171,7 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
         "outcome",
         "messages_count",
         "statuses_count",
+        "times_received",
         "error",
         "headers_pretty",
         "body_pretty",
@@ -184,8 +187,11 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
     @admin.display(description=_("raw body"))
     def body_pretty(self, obj: WebhookDelivery) -> str:
         text = bytes(obj.raw_body).decode("utf-8", errors="replace")
-        with contextlib.suppress(ValueError):  # not JSON: shown as received
+        # Not JSON, or nested too deep to pretty-print (a RecursionError): shown as received.
+        with contextlib.suppress(ValueError, RecursionError):
             text = json.dumps(json.loads(text), ensure_ascii=False, indent=2)
+        # A lone surrogate ("\ud800" in the JSON) cannot be encoded in the UTF-8 response.
+        text = without_surrogates(text)
         return format_html('<pre style="white-space: pre-wrap">{}</pre>', text)
 
     def mask_row(self, obj: WebhookDelivery, maskers: dict[int, Masker]) -> WebhookDelivery:

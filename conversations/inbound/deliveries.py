@@ -10,16 +10,27 @@ events are stored with their raw body or not at all, the body always, and the da
 commit per delivery, the floor of a durable webhook (DESIGN.md §11). `webhook_delivery_reprocess`
 and the ``reprocess_webhooks`` command apply a failed delivery again.
 
+Poison deliveries (issue 11 §4): the body's SHA-256 is stored with it and every delivery insert
+is an upsert on it, so an identical body is stored once and counted (``times_received``); a
+delivery over ``WEBHOOK_INLINE_MAX_EVENTS`` events or ``WEBHOOK_INLINE_MAX_BYTES`` bytes is only
+stored (outcome ``received``) and applied by the ``apply_webhook_delivery`` task
+(`webhook_delivery_apply`, idempotent), the beat sweep enqueueing it again if that task is lost;
+whatever fails while applying — any exception, in either path — leaves the raw body stored,
+marked ``failed``: `DeliveryNotStored` (a 503) means the database refused even that.
+
 Why no savepoint around the events, as DESIGN.md §11 first put it: a savepoint costs two round
 trips (SAVEPOINT, RELEASE) on every delivery to spare a second transaction on the rare failure;
 parsing failures, the expected ones, now happen before the transaction starts.
 """
 
+import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import OperationalError, transaction
 from django.utils import timezone
 
@@ -53,8 +64,9 @@ class DeliveryNotStored(Exception):
 
 
 def stored_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """The request headers worth keeping with a delivery (never cookies or credentials)."""
-    return {name: headers[name] for name in _STORED_HEADERS if name in headers}
+    """The request headers worth keeping with a delivery (never cookies or credentials), in
+    text any database stores (no NUL: PostgreSQL's jsonb refuses it)."""
+    return {name: headers[name].replace("\x00", "") for name in _STORED_HEADERS if name in headers}
 
 
 def webhook_delivery_receive(
@@ -63,31 +75,97 @@ def webhook_delivery_receive(
     headers: Mapping[str, str],
     enqueue_turn: EnqueueFn,
     enqueue_send: EnqueueFn,
+    enqueue_delivery: EnqueueFn | None = None,
 ) -> DeliveryReceipt:
     """Store and apply one signature-checked webhook body (see the module docstring).
+
+    With `enqueue_delivery`, a delivery over `WEBHOOK_INLINE_MAX_EVENTS` events or
+    `WEBHOOK_INLINE_MAX_BYTES` bytes is only stored (outcome ``received``) and its id handed to
+    `enqueue_delivery` after the commit, for `webhook_delivery_apply` in a task.
 
     Raises `MalformedBodyError` (nothing stored) when the body is not JSON, and
     `DeliveryNotStored` when the database refuses even the raw body.
     """
+    now = timezone.now()
+    body_sha256 = hashlib.sha256(raw_body).hexdigest()
+    stored = Stored(raw_body, stored_headers(headers), body_sha256, now)
     document = decode_body(raw_body)
     try:
-        payload = parse_payload(document)
+        payload = parse_payload(document, received_at=now)
     except Exception as exc:
         # Parsing is pure: nothing was written, so the body alone is stored, marked failed.
         _log_apply_failure(exc)
-        receipt = _store_failed_body(raw_body, headers, exc)
+        receipt = _store_failed_body(stored, exc)
     else:
-        receipt = _one_statement(payload, raw_body, headers, enqueue_turn) or _apply_and_store(
-            payload, raw_body, headers, enqueue_turn, enqueue_send
-        )
+        if enqueue_delivery is not None and _deferred(payload, raw_body):
+            receipt = _store_for_task(stored, payload, enqueue_delivery)
+        else:
+            receipt = _one_statement(payload, stored, enqueue_turn) or _apply_and_store(
+                payload, stored, enqueue_turn, enqueue_send
+            )
     logger.info("whatsapp_webhook_received", extra=_log_fields(receipt))
     return receipt
 
 
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What is stored of a delivery whatever happens to its events."""
+
+    raw_body: bytes
+    headers: dict[str, str]
+    body_sha256: str
+    received_at: datetime
+
+    def row(self, **fields: Any) -> dict[str, Any]:
+        return {
+            "raw_body": self.raw_body,
+            "headers": self.headers,
+            "body_sha256": self.body_sha256,
+            "received_at": self.received_at,
+            **fields,
+        }
+
+
+def _deferred(payload: WebhookPayload, raw_body: bytes) -> bool:
+    """Too big to apply within the request (issue 11 §4: 4,000 events took 17 of gunicorn's 30
+    seconds): applied by a task instead."""
+    return (
+        payload.event_count > settings.WEBHOOK_INLINE_MAX_EVENTS
+        or len(raw_body) > settings.WEBHOOK_INLINE_MAX_BYTES
+    )
+
+
+def _store_for_task(
+    stored: Stored, payload: WebhookPayload, enqueue_delivery: EnqueueFn
+) -> DeliveryReceipt:
+    """The raw body alone, outcome ``received``, its task enqueued after the commit. A publish
+    that fails (broker down) or a worker that dies leaves it ``received``: the beat sweep
+    (`received_deliveries_requeue`) enqueues it again, and the task applies it once."""
+    try:
+        delivery_id = _insert_row(
+            WebhookDelivery,
+            upsert_delivery=True,
+            **stored.row(outcome=WebhookOutcome.RECEIVED),
+        )
+    except Exception as exc:
+        logger.exception("whatsapp_webhook_body_lost")
+        raise DeliveryNotStored(str(exc)) from exc
+    transaction.on_commit(lambda: enqueue_delivery(delivery_id), robust=True)
+    logger.info(
+        "whatsapp_webhook_deferred",
+        extra={"delivery_id": delivery_id, "events": payload.event_count},
+    )
+    return DeliveryReceipt(
+        delivery_id=delivery_id,
+        outcome=WebhookOutcome.RECEIVED,
+        messages_count=0,
+        statuses_count=0,
+    )
+
+
 def _apply_and_store(
     payload: WebhookPayload,
-    raw_body: bytes,
-    headers: Mapping[str, str],
+    stored: Stored,
     enqueue_turn: EnqueueFn,
     enqueue_send: EnqueueFn,
     *,
@@ -101,23 +179,21 @@ def _apply_and_store(
     """
     try:
         with transaction.atomic():
-            result = _Applier(enqueue_turn, enqueue_send).apply(payload)
+            result = _Applier(enqueue_turn, enqueue_send, now=stored.received_at).apply(payload)
             fields = result.delivery_fields()
-            delivery_id = _insert_row(
-                WebhookDelivery, raw_body=raw_body, headers=dict(headers), **fields
-            )
+            delivery_id = _insert_row(WebhookDelivery, upsert_delivery=True, **stored.row(**fields))
     except OperationalError as exc:
         # A deadlock or a lock timeout: the rollback released our locks, so try once more.
         if attempts > 1:
             logger.warning("whatsapp_webhook_apply_retry", extra={"error": _describe_error(exc)})
             return _apply_and_store(
-                payload, raw_body, headers, enqueue_turn, enqueue_send, attempts=attempts - 1
+                payload, stored, enqueue_turn, enqueue_send, attempts=attempts - 1
             )
         _log_apply_failure(exc)
-        return _store_failed_body(raw_body, headers, exc)
+        return _store_failed_body(stored, exc)
     except Exception as exc:
         _log_apply_failure(exc)
-        return _store_failed_body(raw_body, headers, exc)
+        return _store_failed_body(stored, exc)
     return DeliveryReceipt(
         delivery_id=delivery_id,
         outcome=fields["outcome"],
@@ -127,33 +203,34 @@ def _apply_and_store(
 
 
 def _one_statement(
-    payload: WebhookPayload,
-    raw_body: bytes,
-    headers: Mapping[str, str],
-    enqueue_turn: EnqueueFn,
+    payload: WebhookPayload, stored: Stored, enqueue_turn: EnqueueFn
 ) -> DeliveryReceipt | None:
     """The commonest delivery in one statement (`one_statement`); None: take the general path."""
     message = single_text_message(payload)
     if message is None:
         return None
-    stored = one_statement_receive(
-        message, raw_body=raw_body, headers=dict(headers), now=timezone.now()
+    result = one_statement_receive(
+        message,
+        raw_body=stored.raw_body,
+        headers=stored.headers,
+        now=stored.received_at,
+        body_sha256=stored.body_sha256,
     )
-    if stored is None:
+    if result is None:
         return None
-    if stored.message_id is None:
+    if result.message_id is None:
         logger.info("whatsapp_message_duplicate", extra={"wamid": message.wamid})
-    if stored.turn_queued:
+    if result.turn_queued:
         # Whoever queues the turn enqueues it (a duplicate too: a harmless extra task) — else
         # `turn_queued_at` would spare later messages a turn nobody enqueued.
-        session_id = stored.session_id
+        session_id = result.session_id
         # Committed already (autocommit), so this runs now; inside a caller's transaction,
         # after it commits. `robust`: a broker outage is logged, the sweeps enqueue the turn.
         transaction.on_commit(lambda: enqueue_turn(session_id), robust=True)
     return DeliveryReceipt(
-        delivery_id=stored.delivery_id,
+        delivery_id=result.delivery_id,
         outcome=WebhookOutcome.PROCESSED,
-        messages_count=0 if stored.message_id is None else 1,
+        messages_count=0 if result.message_id is None else 1,
         statuses_count=0,
     )
 
@@ -169,10 +246,25 @@ def webhook_delivery_reprocess(
     *, delivery_id: int, enqueue_turn: EnqueueFn, enqueue_send: EnqueueFn
 ) -> DeliveryReceipt | None:
     """Apply a ``failed`` delivery again; None when it is not (or no longer) failed."""
+    return _apply_stored(delivery_id, WebhookOutcome.FAILED, enqueue_turn, enqueue_send)
+
+
+def webhook_delivery_apply(
+    *, delivery_id: int, enqueue_turn: EnqueueFn, enqueue_send: EnqueueFn
+) -> DeliveryReceipt | None:
+    """Apply a delivery stored for a task (outcome ``received``); None when it is not (or no
+    longer) waiting — so the task is idempotent: a second run, or a sweep's extra task, waits for
+    the first one's lock and then finds it applied."""
+    return _apply_stored(delivery_id, WebhookOutcome.RECEIVED, enqueue_turn, enqueue_send)
+
+
+def _apply_stored(
+    delivery_id: int, outcome: str, enqueue_turn: EnqueueFn, enqueue_send: EnqueueFn
+) -> DeliveryReceipt | None:
     with transaction.atomic():
         delivery = (
             WebhookDelivery.objects.select_for_update()
-            .filter(pk=delivery_id, outcome=WebhookOutcome.FAILED)
+            .filter(pk=delivery_id, outcome=outcome)
             .first()
         )
         if delivery is None:
@@ -182,7 +274,7 @@ def webhook_delivery_reprocess(
         except ValueError as exc:
             result = _Result.failed(exc)
         else:
-            result = _apply_in_savepoint(document, enqueue_turn, enqueue_send)
+            result = _apply_in_savepoint(document, delivery.received_at, enqueue_turn, enqueue_send)
         fields = result.delivery_fields()
         for name, value in fields.items():
             setattr(delivery, name, value)
@@ -193,20 +285,27 @@ def webhook_delivery_reprocess(
 
 
 def _apply_in_savepoint(
-    document: Any, enqueue_turn: EnqueueFn, enqueue_send: EnqueueFn, *, attempts: int = 2
+    document: Any,
+    received_at: datetime,
+    enqueue_turn: EnqueueFn,
+    enqueue_send: EnqueueFn,
+    *,
+    attempts: int = 2,
 ) -> _Result:
     """Reprocessing's apply: the delivery row is locked and updated in the same transaction, so
     the events get a savepoint of their own (a rare path; see `_apply_and_store` for the hot
-    one)."""
+    one). Timestamps are judged against the delivery's reception, as on its first pass."""
     try:
         with transaction.atomic():
-            payload = parse_payload(document)
+            payload = parse_payload(document, received_at=received_at)
             return _Applier(enqueue_turn, enqueue_send).apply(payload)
     except OperationalError as exc:
         # A deadlock or a lock timeout: the savepoint released its locks, so try once more.
         if attempts > 1:
             logger.warning("whatsapp_webhook_apply_retry", extra={"error": _describe_error(exc)})
-            return _apply_in_savepoint(document, enqueue_turn, enqueue_send, attempts=attempts - 1)
+            return _apply_in_savepoint(
+                document, received_at, enqueue_turn, enqueue_send, attempts=attempts - 1
+            )
         logger.exception("whatsapp_webhook_apply_failed", extra={"error": _describe_error(exc)})
         return _Result.failed(exc)
     except PayloadError as exc:
@@ -218,19 +317,19 @@ def _apply_in_savepoint(
         return _Result.failed(exc)
 
 
-def _store_failed_body(
-    raw_body: bytes, headers: Mapping[str, str], exc: BaseException
-) -> DeliveryReceipt:
-    """The raw body alone, marked failed for `webhook_delivery_reprocess`, in one transaction."""
+def _store_failed_body(stored: Stored, exc: BaseException) -> DeliveryReceipt:
+    """The raw body alone, marked failed for `webhook_delivery_reprocess`, in one transaction
+    (whatever failed before, this fails only when the database does: then 503)."""
     try:
         with transaction.atomic():
             delivery_id = _insert_row(
                 WebhookDelivery,
-                raw_body=raw_body,
-                headers=dict(headers),
-                outcome=WebhookOutcome.FAILED,
-                error=_describe_error(exc),
-                processed_at=timezone.now(),
+                upsert_delivery=True,
+                **stored.row(
+                    outcome=WebhookOutcome.FAILED,
+                    error=_describe_error(exc),
+                    processed_at=timezone.now(),
+                ),
             )
     except Exception as second:
         logger.exception("whatsapp_webhook_body_lost")

@@ -14,6 +14,12 @@ Messages, by kind (`InboundKind`):
 - image, audio, video, document, sticker, location and contacts are logged (``processed_at``
   set); in a bot state the session gets RuntimeConfig's unsupported-media text as an OUTBOUND
   message, once per session per delivery, sent through `enqueue_send` after commit (no LLM);
+- a message the parser could not read but whose id and sender it could (``UNREADABLE``, e.g. an
+  ``interactive`` WhatsApp itself failed to render) is logged as type ``unsupported`` with the
+  reason in ``error`` and, in a bot state, answered like media (no LLM); the delivery's other
+  items are applied, and every unreadable item's reason is kept in the delivery's ``error``;
+- a message or echo whose timestamp the parser replaced by the reception time (year 9999, before
+  the Cloud API) gets a SYSTEM ``timestamp_replaced`` event naming the value Meta sent;
 - reaction, unsupported and unknown types are logged only;
 - ``system`` messages change the open session's phone or user id and are logged as a SYSTEM event;
 - echoes (``smb_message_echoes``, coexistence) are logged as staff OUTBOUND messages and move the
@@ -64,7 +70,9 @@ from conversations.whatsapp.payload import (
     InboundKind,
     InboundMessage,
     StatusUpdate,
+    UnreadableItem,
     WebhookPayload,
+    without_surrogates,
 )
 from conversations.whatsapp.statuses import FAILED, KNOWN_STATUSES, statuses_before
 from prompts_admin.models import RuntimeConfig
@@ -78,12 +86,20 @@ EnqueueFn = Callable[[int], None]
 EVENT_SESSION_CLOSED = "session_closed"
 EVENT_HANDOFF = "handoff"
 EVENT_IDENTITY_CHANGED = "identity_changed"
+EVENT_TIMESTAMP_REPLACED = "timestamp_replaced"
+TIMESTAMP_REPLACED_TEXT = (
+    "Horário informado pelo WhatsApp ({value}) fora do intervalo aceito: "
+    "usado o horário de recebimento."
+)
 ACTION_UNSUPPORTED_MEDIA = "unsupported_media"
 IDLE_CLOSED_TEXT = "Conversa encerrada por inatividade: o cliente voltou depois de {hours} h."
 STAFF_TAKEOVER_TEXT = "Atendimento assumido pela equipe pelo app WhatsApp Business."
 _NEVER = datetime.min.replace(tzinfo=UTC)
 _TITLE_CHARS = 255
 _ERROR_CHARS = 2_000
+_MESSAGE_ERROR_CHARS = 64  # Message.error
+# Unreadable items listed in the delivery's error (the rest counted): enough to diagnose.
+_UNREADABLE_LISTED = 20
 
 
 # --- applying a payload ----------------------------------------------------------------------
@@ -99,6 +115,19 @@ class _Result:
     @classmethod
     def failed(cls, exc: BaseException) -> "_Result":
         return cls(WebhookOutcome.FAILED, error=_describe_error(exc))
+
+    @staticmethod
+    def unreadable_error(payload: WebhookPayload) -> str:
+        """Each unreadable item and why, one per line: the delivery's ``error`` when it was
+        applied nonetheless."""
+        lines = [f"{item.where}: {item.reason}" for item in payload.unreadable] + [
+            f"message {m.wamid}: {m.reason}"
+            for m in payload.messages
+            if m.kind is InboundKind.UNREADABLE
+        ]
+        if len(lines) > _UNREADABLE_LISTED:
+            lines[_UNREADABLE_LISTED:] = [f"... {len(lines) - _UNREADABLE_LISTED} more"]
+        return _clean_text("\n".join(lines))[:_ERROR_CHARS]
 
     def delivery_fields(self) -> dict[str, Any]:
         return {
@@ -135,6 +164,8 @@ class _Applier:
     def apply(self, payload: WebhookPayload) -> _Result:
         for ignored in payload.ignored_changes:
             logger.info("whatsapp_change_ignored", extra={"field": ignored})
+        for item in payload.unreadable:
+            _log_unreadable(item)
         for change_errors in payload.errors:
             for error in change_errors.errors:
                 logger.warning(
@@ -159,8 +190,16 @@ class _Applier:
             [s for s in payload.statuses if self._instance_id(s.phone_number_id) is not None]
         )
         self._enqueue_after_commit()
+        if payload.unreadable and payload.event_count == len(payload.unreadable):
+            # Nothing in it could be read: kept failed, for `reprocess_webhooks` after a fix.
+            outcome = WebhookOutcome.FAILED
+        elif self.routed:
+            outcome = WebhookOutcome.PROCESSED
+        else:
+            outcome = WebhookOutcome.IGNORED
         return _Result(
-            WebhookOutcome.PROCESSED if self.routed else WebhookOutcome.IGNORED,
+            outcome,
+            error=_Result.unreadable_error(payload),
             messages_count=self.messages_count,
             statuses_count=self.statuses_count,
         )
@@ -201,6 +240,7 @@ class _Applier:
             direction=Direction.INBOUND,
             message_type=message.message_type,
             content=message.text,
+            error=_clean_text(message.reason)[:_MESSAGE_ERROR_CHARS],
             wa_message_id=message.wamid,
             wa_timestamp=message.timestamp,
             processed_at=None if pending_text else self.now,
@@ -211,10 +251,12 @@ class _Applier:
             return
         self.messages_count += 1
         self._touch(session, message.timestamp, inbound=True)
+        if message.timestamp_replaced:
+            self._timestamp_replaced(session, message.wamid, message.timestamp_replaced)
         if pending_text and session.pk not in self.turns:
             self.turns.append(session.pk)
         if (
-            message.kind is InboundKind.UNSUPPORTED_MEDIA
+            message.kind in (InboundKind.UNSUPPORTED_MEDIA, InboundKind.UNREADABLE)
             and in_bot_state
             and session.pk not in self.answered_media
         ):
@@ -227,6 +269,20 @@ class _Applier:
                 "type": message.message_type,
                 "kind": message.kind.value,
             },
+        )
+
+    def _timestamp_replaced(self, session: Session, wamid: str, value: str) -> None:
+        """The SYSTEM event that says a WhatsApp timestamp was out of range (see the parser)."""
+        Message.objects.create(
+            session=session,
+            direction=Direction.SYSTEM,
+            message_type=EVENT_TIMESTAMP_REPLACED,
+            content=TIMESTAMP_REPLACED_TEXT.format(value=_clean_text(value)),
+            created_at=self.now,
+        )
+        logger.warning(
+            "whatsapp_timestamp_replaced",
+            extra={"session_id": session.pk, "wamid": wamid, "timestamp": value},
         )
 
     def _answer_unsupported_media(self, session: Session) -> None:
@@ -308,6 +364,8 @@ class _Applier:
             return
         self.messages_count += 1
         self._touch(session, echo.timestamp, inbound=False)
+        if echo.timestamp_replaced:
+            self._timestamp_replaced(session, echo.wamid, echo.timestamp_replaced)
         if session.state != SessionState.HUMAN:
             self._staff_takeover(session)
         logger.info(
@@ -354,6 +412,11 @@ class _Applier:
                     extra={"wamid": status.wamid, "status": status.status},
                 )
                 continue
+            if status.timestamp_replaced:
+                logger.warning(
+                    "whatsapp_timestamp_replaced",
+                    extra={"wamid": status.wamid, "timestamp": status.timestamp_replaced},
+                )
             self._apply_status(status, outbound.get(status.wamid))
 
     def _apply_status(self, status: StatusUpdate, message_id: int | None) -> None:
@@ -497,7 +560,15 @@ def _by_customer(event: InboundMessage | Echo) -> tuple[str, str, str, datetime]
     return (*_customer_key(event), event.timestamp)
 
 
+def _log_unreadable(item: UnreadableItem) -> None:
+    logger.warning("whatsapp_item_unreadable", extra={"where": item.where, "reason": item.reason})
+
+
+def _clean_text(text: str) -> str:
+    """Text any database stores: no NUL (PostgreSQL refuses it), no lone surrogate."""
+    return without_surrogates(text.replace("\x00", ""))  # type: ignore[no-any-return]
+
+
 def _describe_error(exc: BaseException) -> str:
     # Stored on the delivery and logged: a database error may quote the customer's phone.
-    text = redact(f"{exc.__class__.__name__}: {exc}".replace("\x00", ""))
-    return text[:_ERROR_CHARS]
+    return redact(_clean_text(f"{exc.__class__.__name__}: {exc}"))[:_ERROR_CHARS]

@@ -7,6 +7,7 @@ message and the delivery insert (each compiled once and prepared once per Postgr
 see `_insert_row` and `_hot_cursor`); then one commit and the enqueue.
 """
 
+import functools
 import sys
 from typing import Any, TypeVar
 
@@ -35,8 +36,38 @@ def _insert_once(model: type[M], **values: Any) -> M | None:
     return row
 
 
-# (database alias, model, ignore_conflicts) -> (INSERT statement, its fields in order).
-_INSERT_STATEMENTS: dict[tuple[str, type[models.Model], bool], tuple[str, list[Any]]] = {}
+# (database alias, model, ignore_conflicts, upsert) -> (INSERT statement, its fields in order).
+_INSERT_STATEMENTS: dict[tuple[str, type[models.Model], bool, bool], tuple[str, list[Any]]] = {}
+
+
+@functools.cache
+def delivery_upsert_clause(alias: str) -> str:
+    """``ON CONFLICT (body_sha256) DO UPDATE``: an identical webhook body is stored once and
+    counted (``times_received``), never copied (issue 11 §4: a replayed 5 MB body).
+
+    The stored row keeps its outcome, unless it failed: then the replay's outcome, error, counts
+    and time replace them (its events were applied this time, or failed again). The same clause
+    ends the one-statement path's delivery insert (PostgreSQL) and the general path's (both).
+    """
+    from conversations.models import WebhookDelivery, WebhookOutcome
+
+    quote = connections[alias].ops.quote_name
+    table = quote(WebhookDelivery._meta.db_table)
+
+    def column(name: str) -> str:
+        return quote(WebhookDelivery._meta.get_field(name).column)
+
+    failed = f"{table}.{column('outcome')} = '{WebhookOutcome.FAILED.value}'"
+    replaced = ", ".join(
+        f"{column(name)} = CASE WHEN {failed} THEN EXCLUDED.{column(name)} "
+        f"ELSE {table}.{column(name)} END"
+        for name in ("outcome", "error", "messages_count", "statuses_count", "processed_at")
+    )
+    times = column("times_received")
+    return (
+        f"ON CONFLICT ({column('body_sha256')}) DO UPDATE SET "
+        f"{times} = {table}.{times} + 1, {replaced}"
+    )
 
 
 def _insert_row(
@@ -44,6 +75,7 @@ def _insert_row(
     *,
     row: models.Model | None = None,
     ignore_conflicts: bool = False,
+    upsert_delivery: bool = False,
     **values: Any,
 ) -> Any:
     """Insert one row (`row`, or a new one from `values`) and return its primary key; None when
@@ -57,10 +89,16 @@ def _insert_row(
     if row is None:
         row = model(**values)
     connection = connections[model._default_manager.db]
-    key = (connection.alias, model, ignore_conflicts)
+    key = (connection.alias, model, ignore_conflicts, upsert_delivery)
     compiled = _INSERT_STATEMENTS.get(key)
     if compiled is None:
-        compiled = _INSERT_STATEMENTS[key] = _compile_insert(connection, model, ignore_conflicts)
+        compiled = _compile_insert(connection, model, ignore_conflicts)
+        if upsert_delivery:
+            statement, fields = compiled
+            clause = delivery_upsert_clause(connection.alias)
+            head, returning = statement.rsplit(" RETURNING ", 1)
+            compiled = (f"{head} {clause} RETURNING {returning}", fields)
+        _INSERT_STATEMENTS[key] = compiled
     statement, fields = compiled
     params = [field.get_db_prep_save(field.pre_save(row, True), connection) for field in fields]
     with _hot_cursor(connection) as cursor:

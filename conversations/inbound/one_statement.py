@@ -8,7 +8,8 @@ BEGIN and COMMIT round trips and with one statement instead of three):
 
     WITH s AS (UPDATE session: times forward, missing identity filled — RETURNING it),
          m AS (INSERT message ... SELECT FROM s ON CONFLICT DO NOTHING RETURNING id),
-         d AS (INSERT delivery ... SELECT FROM s, counting m RETURNING id)
+         d AS (INSERT delivery ... SELECT FROM s, counting m
+               ON CONFLICT (body_sha256) DO UPDATE times_received + 1 RETURNING id)
     SELECT session, state, message id, delivery id FROM s
 
 When the statement finds no open, non-idle session of that customer (a new customer, an idle
@@ -33,10 +34,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connections, models, transaction
+from django.db import connections, models, transaction
 
 from agents.states import BOT_STATES, SessionState
-from conversations.inbound.hot_path import _hot_cursor
+from conversations.inbound.hot_path import _hot_cursor, delivery_upsert_clause
 from conversations.inbound.sessions import _NAME_CHARS
 from conversations.lease import turn_queued_ttl
 from conversations.models import (
@@ -71,10 +72,14 @@ def single_text_message(payload: WebhookPayload) -> InboundMessage | None:
         or payload.echoes
         or payload.errors
         or payload.ignored_changes
+        or payload.unreadable
     ):
         return None
     [message] = payload.messages
-    return message if message.kind is InboundKind.TEXT else None
+    # A replaced timestamp gets a SYSTEM event: the general path writes it.
+    if message.kind is not InboundKind.TEXT or message.timestamp_replaced:
+        return None
+    return message
 
 
 def one_statement_receive(
@@ -83,11 +88,12 @@ def one_statement_receive(
     raw_body: bytes,
     headers: dict[str, str],
     now: datetime,
+    body_sha256: str | None = None,
 ) -> OneStatementReceipt | None:
     """Store the delivery of one text message in one statement (see the module docstring).
 
     None when the statement did not apply (nothing was written): the caller takes the general
-    path. Never raises a database error: that too means "take the general path".
+    path. Never raises: a database error (or any other) too means "take the general path".
     """
     connection = connections[Session.objects.db]
     if connection.vendor != "postgresql":
@@ -103,8 +109,8 @@ def one_statement_receive(
     ]
     for field_name, value in identifiers:
         try:
-            row = _run(connection, field_name, value, message, raw_body, headers, now)
-        except DatabaseError as exc:
+            row = _run(connection, field_name, value, message, raw_body, headers, now, body_sha256)
+        except Exception as exc:  # a DatabaseError mostly; whatever it is, nothing was written
             logger.info(
                 "whatsapp_one_statement_fallback",
                 extra={"wamid": message.wamid, "error": exc.__class__.__name__},
@@ -130,6 +136,7 @@ def _run(
     raw_body: bytes,
     headers: dict[str, str],
     now: datetime,
+    body_sha256: str | None,
 ) -> tuple[int, str, datetime | None, int | None, int] | None:
     ops = connection.ops
     moment = ops.adapt_datetimefield_value(message.timestamp)
@@ -168,6 +175,7 @@ def _run(
         "received_at": now,
         "processed_at": now,
         "outcome": WebhookOutcome.PROCESSED,
+        "body_sha256": body_sha256,
     }
     params = [
         *session_params,
@@ -292,7 +300,7 @@ def _statement(alias: str, field_name: str) -> tuple[str, list[Any], list[Any]]:
         f"SELECT {', '.join(message_values)} FROM s ON CONFLICT DO NOTHING "
         f"RETURNING {column(Message, 'id')}), "
         f"d AS (INSERT INTO {table(WebhookDelivery)} ({', '.join(delivery_columns)}) "
-        f"SELECT {', '.join(delivery_values)} FROM s "
+        f"SELECT {', '.join(delivery_values)} FROM s {delivery_upsert_clause(alias)} "
         f"RETURNING {column(WebhookDelivery, 'id')}) "
         f"SELECT s.{sid}, s.{state}, s.{queued}, "
         f"(SELECT {column(Message, 'id')} FROM m), (SELECT {column(WebhookDelivery, 'id')} FROM d) "

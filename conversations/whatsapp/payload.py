@@ -11,16 +11,27 @@ Customers are named by their phone (``wa_id``/``from``) and by their business-sc
 (``contacts[].user_id``, ``messages[].from_user_id``); either may be missing, not both.
 
 The parser is tolerant of missing optional fields and of changes it does not handle (they are
-listed in ``ignored_changes``), and refuses with `PayloadError` a shape it cannot accept: a missing
-message id, timestamp or sender, a field of the wrong type, an id too long to store. Nothing is
-half-parsed: either the whole body becomes a `WebhookPayload` or the call raises.
+listed in ``ignored_changes``). Each message, status and echo is read on its own (issue 11 §5):
+one whose shape cannot be accepted — a missing message id, timestamp or sender, a field of the
+wrong type, an id too long to store, a message WhatsApp itself could not render (``interactive``
+with no body) — never refuses the others. A message whose id and sender are readable becomes an
+``UNREADABLE`` `InboundMessage` carrying the reason (the channel stores it and answers it like
+media); anything else unreadable (a status, an echo, a change without its number) is listed in
+``unreadable`` with the reason. Only a body that is not an object raises `PayloadError`.
+
+Poison values (issue 11 §4): `decode_body` replaces lone UTF-16 surrogates (``"\\ud800"``, which
+PostgreSQL cannot store in text) with U+FFFD everywhere in the document, keys included; given the
+reception time, `parse_payload` replaces a timestamp before the Cloud API existed
+(`CLOUD_API_EPOCH`) or more than `MAX_CLOCK_AHEAD` ahead of it by the reception time and says so
+on the item (``timestamp_replaced``), so a year-9999 timestamp can neither close a session nor pin
+one to the future.
 """
 
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -44,6 +55,17 @@ _PHONE_NUMBER_ID_RE = re.compile(r"^[0-9]{1,32}$")
 TEXT_TYPES = frozenset({"text", "interactive", "button"})
 MEDIA_TYPES = frozenset({"image", "audio", "video", "document", "sticker", "location", "contacts"})
 INTERACTIVE_REPLY_TYPES = frozenset({"button_reply", "list_reply"})
+# Timestamps outside [CLOUD_API_EPOCH, reception + MAX_CLOCK_AHEAD] are replaced by the reception
+# time. The Cloud API was opened to all businesses in May 2022: nothing it sends is older; Meta's
+# clock and ours agree within seconds, so a day ahead is a broken or forged value.
+CLOUD_API_EPOCH = datetime(2022, 5, 1, tzinfo=UTC)
+MAX_CLOCK_AHEAD = timedelta(days=1)
+# The message type an unreadable message is stored with.
+UNREADABLE_TYPE = "unsupported"
+_SURROGATE_RE = re.compile(r"[\ud800-\udfff]")
+# A JSON escape of a surrogate (``\ud800``...``\udfff``) or one encoded raw (CESU-style bytes
+# that `json.loads` lets through): only bodies holding one need the document walked.
+_MAYBE_SURROGATE_RE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
 class MalformedBodyError(ValueError):
@@ -61,6 +83,9 @@ class InboundKind(StrEnum):
     UNSUPPORTED_MEDIA = "unsupported_media"  # logged and answered with the fixed text
     LOG_ONLY = "log_only"  # reaction, unsupported and unknown types: logged only
     IDENTITY_CHANGE = "identity_change"  # `system`: the customer's phone or user id changed
+    # Its id and sender are readable, the rest is not (`InboundMessage.reason` says why): stored
+    # and answered with the fixed unsupported-content text, like media.
+    UNREADABLE = "unreadable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +120,10 @@ class InboundMessage:
     text: str
     context_wamid: str = ""
     identity_change: IdentityChange | None = None
+    # UNREADABLE: why the message could not be read (the parser's words, Meta's errors first).
+    reason: str = ""
+    # The timestamp Meta sent, when it was out of range and replaced by the reception time.
+    timestamp_replaced: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +142,7 @@ class StatusUpdate:
     recipient_phone: str
     recipient_user_id: str
     errors: tuple[WhatsAppError, ...] = ()
+    timestamp_replaced: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +155,16 @@ class Echo:
     message_type: str
     customer: Customer
     text: str
+    timestamp_replaced: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableItem:
+    """A status, an echo, a message without a readable id or sender, or a whole change (no
+    phone number id) that could not be read: `where` in the body, and why."""
+
+    where: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +182,7 @@ class WebhookPayload:
     echoes: tuple[Echo, ...] = ()
     errors: tuple[ChangeErrors, ...] = ()
     ignored_changes: tuple[str, ...] = ()
+    unreadable: tuple[UnreadableItem, ...] = ()
 
     @property
     def phone_number_ids(self) -> frozenset[str]:
@@ -155,45 +196,100 @@ class WebhookPayload:
 
     @property
     def event_count(self) -> int:
-        return len(self.messages) + len(self.statuses) + len(self.echoes) + len(self.errors)
+        return (
+            len(self.messages)
+            + len(self.statuses)
+            + len(self.echoes)
+            + len(self.errors)
+            + len(self.unreadable)
+        )
 
 
 def decode_body(raw: bytes) -> Any:
-    """The JSON document of a webhook body; `MalformedBodyError` when it is not JSON."""
+    """The JSON document of a webhook body, lone surrogates replaced with U+FFFD;
+    `MalformedBodyError` when it is not JSON."""
     try:
-        return json.loads(raw)
+        document = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         # ValueError covers JSONDecodeError, invalid UTF-8 and integers too long to convert.
         raise MalformedBodyError(f"body is not JSON: {exc.__class__.__name__}") from exc
+    if _MAYBE_SURROGATE_RE.search(raw):
+        document = without_surrogates(document)
+    return document
 
 
-def parse_webhook_body(raw: bytes) -> WebhookPayload:
-    return parse_payload(decode_body(raw))
+def without_surrogates(document: Any) -> Any:
+    """`document` with every lone UTF-16 surrogate (in strings and keys) replaced by U+FFFD.
+
+    `json.loads` turns ``"\\ud800"`` into a lone surrogate, which no UTF-8 text column accepts:
+    PostgreSQL's driver refuses to encode it, so one customer's broken emoji would make the
+    whole delivery unstorable. Iterative, so a deeply nested document cannot exhaust the stack;
+    containers are cleaned in place.
+    """
+    root = [document]
+    stack: list[list[Any] | dict[Any, Any]] = [root]
+    while stack:
+        container = stack.pop()
+        if isinstance(container, list):
+            for index, value in enumerate(container):
+                if isinstance(value, str):
+                    container[index] = _SURROGATE_RE.sub("\ufffd", value)
+                elif isinstance(value, list | dict):
+                    stack.append(value)
+            continue
+        for key in list(container):
+            value = container[key]
+            if isinstance(value, str):
+                value = _SURROGATE_RE.sub("\ufffd", value)
+            elif isinstance(value, list | dict):
+                stack.append(value)
+            clean_key = _SURROGATE_RE.sub("\ufffd", key) if isinstance(key, str) else key
+            if clean_key != key:
+                del container[key]
+            container[clean_key] = value
+    return root[0]
 
 
-def parse_payload(document: Any) -> WebhookPayload:
-    """Every entry, change, message, status and echo of a decoded webhook body."""
+def parse_webhook_body(raw: bytes, *, received_at: datetime | None = None) -> WebhookPayload:
+    return parse_payload(decode_body(raw), received_at=received_at)
+
+
+def parse_payload(document: Any, *, received_at: datetime | None = None) -> WebhookPayload:
+    """Every entry, change, message, status and echo of a decoded webhook body, each read on its
+    own; with `received_at`, out-of-range timestamps are replaced by it (module docstring)."""
     if not isinstance(document, dict):
         raise PayloadError("body: expected an object")
     obj = document.get("object", WABA_OBJECT)
     if obj != WABA_OBJECT:
         return WebhookPayload(ignored_changes=(f"object:{_describe(obj)}",))
-    builder = _Builder()
-    for e_index, entry in enumerate(_list(document, "entry", "body")):
+    builder = _Builder(received_at)
+    for e_index, entry in enumerate(builder.items(document, "entry", "body")):
         where = f"entry[{e_index}]"
-        entry = _object(entry, where)
-        for c_index, change in enumerate(_list(entry, "changes", where)):
-            builder.add_change(_object(change, f"{where}.changes[{c_index}]"), where)
+        if not isinstance(entry, dict):
+            builder.refuse(where, f"{where}: expected an object, got {type(entry).__name__}")
+            continue
+        for c_index, change in enumerate(builder.items(entry, "changes", where)):
+            if not isinstance(change, dict):
+                c_where = f"{where}.changes[{c_index}]"
+                builder.refuse(c_where, f"{c_where}: expected an object, got {_type_of(change)}")
+                continue
+            builder.add_change(change, where)
     return builder.build()
 
 
+def _type_of(value: Any) -> str:
+    return type(value).__name__
+
+
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, received_at: datetime | None) -> None:
+        self.received_at = received_at
         self.messages: list[InboundMessage] = []
         self.statuses: list[StatusUpdate] = []
         self.echoes: list[Echo] = []
         self.errors: list[ChangeErrors] = []
         self.ignored: list[str] = []
+        self.unreadable: list[UnreadableItem] = []
 
     def build(self) -> WebhookPayload:
         return WebhookPayload(
@@ -202,7 +298,19 @@ class _Builder:
             echoes=tuple(self.echoes),
             errors=tuple(self.errors),
             ignored_changes=tuple(self.ignored),
+            unreadable=tuple(self.unreadable),
         )
+
+    def refuse(self, where: str, reason: str) -> None:
+        self.unreadable.append(UnreadableItem(where, _relative(reason, where)))
+
+    def items(self, container: dict[str, Any], key: str, where: str) -> list[Any]:
+        """`container[key]` as a list; anything else is listed as unreadable and reads as []."""
+        try:
+            return _list(container, key, where)
+        except PayloadError as exc:
+            self.refuse(f"{where}.{key}", str(exc))
+            return []
 
     def add_change(self, change: dict[str, Any], entry_where: str) -> None:
         field = change.get("field")
@@ -211,36 +319,149 @@ class _Builder:
             self.ignored.append(_describe(field))
             return
         where = f"{entry_where}.changes[{field}].value"
-        value = _object(change.get("value"), where)
-        phone_number_id = _phone_number_id(value, where)
-        if field == FIELD_ECHOES:
-            for index, echo in enumerate(_list(value, "message_echoes", where)):
-                self.echoes.append(
-                    _echo(_object(echo, f"{where}.message_echoes[{index}]"), phone_number_id)
-                )
+        try:
+            value = _object(change.get("value"), where)
+            phone_number_id = _phone_number_id(value, where)
+        except PayloadError as exc:
+            # Without its number nothing in the change can be routed.
+            self.refuse(where, str(exc))
             return
-        contacts = [
-            _object(contact, f"{where}.contacts[{index}]")
-            for index, contact in enumerate(_list(value, "contacts", where))
-        ]
-        for index, message in enumerate(_list(value, "messages", where)):
-            item = _object(message, f"{where}.messages[{index}]")
-            self.messages.append(
-                _message(item, phone_number_id, contacts, f"{where}.messages[{index}]")
-            )
-        for index, status in enumerate(_list(value, "statuses", where)):
-            item = _object(status, f"{where}.statuses[{index}]")
-            self.statuses.append(_status(item, phone_number_id, f"{where}.statuses[{index}]"))
-        change_errors = _errors(value, where)
+        try:
+            change_errors = _errors(value, where)
+        except PayloadError as exc:
+            self.refuse(f"{where}.errors", str(exc))
+            change_errors = ()
+        if field == FIELD_ECHOES:
+            for index, echo in enumerate(self.items(value, "message_echoes", where)):
+                item_where = f"{where}.message_echoes[{index}]"
+                try:
+                    self.echoes.append(
+                        _echo(_object(echo, item_where), phone_number_id, self.received_at)
+                    )
+                except PayloadError as exc:
+                    self.refuse(item_where, str(exc))
+        else:
+            # A contact that is not an object names nobody; the messages are read without it.
+            contacts = [c for c in self.items(value, "contacts", where) if isinstance(c, dict)]
+            for index, message in enumerate(self.items(value, "messages", where)):
+                self._add_message(
+                    message, phone_number_id, contacts, f"{where}.messages[{index}]", change_errors
+                )
+            for index, status in enumerate(self.items(value, "statuses", where)):
+                item_where = f"{where}.statuses[{index}]"
+                try:
+                    item = _object(status, item_where)
+                    self.statuses.append(
+                        _status(item, phone_number_id, item_where, self.received_at)
+                    )
+                except PayloadError as exc:
+                    self.refuse(item_where, str(exc))
         if change_errors:
             self.errors.append(ChangeErrors(phone_number_id, change_errors))
 
+    def _add_message(
+        self,
+        message: Any,
+        phone_number_id: str,
+        contacts: list[dict[str, Any]],
+        where: str,
+        change_errors: tuple[WhatsAppError, ...],
+    ) -> None:
+        try:
+            item = _object(message, where)
+            self.messages.append(_message(item, phone_number_id, contacts, where, self.received_at))
+        except PayloadError as exc:
+            reason = _reason(str(exc), where, change_errors)
+            unreadable = _unreadable_message(
+                message, phone_number_id, contacts, where, reason, self.received_at
+            )
+            if unreadable is None:
+                self.refuse(where, reason)
+            else:
+                self.messages.append(unreadable)
+
+
+def _reason(error: str, where: str, change_errors: tuple[WhatsAppError, ...]) -> str:
+    """Why an item could not be read, short enough to keep with it: Meta's own errors about the
+    change first (e.g. ``131000 Unsupported webhook payload``), then the parser's, relative to
+    the item."""
+    relative = _relative(error, where)
+    meta = [
+        " ".join(
+            part
+            for part in (str(e.code) if e.code is not None else "", e.details or e.title)
+            if part
+        )
+        for e in change_errors
+    ]
+    return "; ".join([*(m for m in meta if m), relative])
+
+
+def _relative(error: str, where: str) -> str:
+    """The parser's error without the item's own place, which is kept beside it."""
+    return error.removeprefix(where).lstrip(".: ") or error
+
+
+def _unreadable_message(
+    message: Any,
+    phone_number_id: str,
+    contacts: list[dict[str, Any]],
+    where: str,
+    reason: str,
+    received_at: datetime | None,
+) -> InboundMessage | None:
+    """An UNREADABLE message when at least its id and sender can be read (so it is stored once
+    and answered), else None — also for a broken ``system`` message, which the customer did not
+    write and must not be answered. A missing or broken timestamp reads as the reception time."""
+    if not isinstance(message, dict) or message.get("type") == "system":
+        return None
+    try:
+        wamid = _wamid(message, where)
+        phone = _phone(message, "from", where)
+        user_id = _user_id(message, "from_user_id", where)
+    except PayloadError:
+        return None
+    contact = _matching_contact(contacts, phone, user_id)
+    if contact is not None:
+        try:
+            phone = phone or _phone(contact, "wa_id", f"{where}.contact")
+            user_id = user_id or _user_id(contact, "user_id", f"{where}.contact")
+        except PayloadError:
+            pass
+    if not phone and not user_id:
+        return None
+    try:
+        timestamp, replaced = _timestamp(message, where, received_at)
+    except PayloadError:
+        if received_at is None:
+            return None
+        timestamp, replaced = received_at, _describe_value(message.get("timestamp"))
+    return InboundMessage(
+        phone_number_id=phone_number_id,
+        wamid=wamid,
+        timestamp=timestamp,
+        message_type=UNREADABLE_TYPE,
+        kind=InboundKind.UNREADABLE,
+        customer=Customer(
+            phone=phone,
+            user_id=user_id,
+            name=_text(_mapping(contact, "profile") if contact else None, "name"),
+        ),
+        text="",
+        reason=reason,
+        timestamp_replaced=replaced,
+    )
+
 
 def _message(
-    item: dict[str, Any], phone_number_id: str, contacts: list[dict[str, Any]], where: str
+    item: dict[str, Any],
+    phone_number_id: str,
+    contacts: list[dict[str, Any]],
+    where: str,
+    received_at: datetime | None,
 ) -> InboundMessage:
     wamid = _wamid(item, where)
-    timestamp = _timestamp(item, where)
+    timestamp, replaced = _timestamp(item, where, received_at)
     message_type = _type(item, where)
     phone = _phone(item, "from", where)
     user_id = _user_id(item, "from_user_id", where)
@@ -278,6 +499,7 @@ def _message(
         text=text,
         context_wamid=context_wamid,
         identity_change=identity_change,
+        timestamp_replaced=replaced,
     )
 
 
@@ -324,22 +546,26 @@ def _media_summary(message_type: str, body: Any) -> str:
     return _text(data, "caption") or _text(data, "filename")
 
 
-def _status(item: dict[str, Any], phone_number_id: str, where: str) -> StatusUpdate:
+def _status(
+    item: dict[str, Any], phone_number_id: str, where: str, received_at: datetime | None
+) -> StatusUpdate:
     status = _required_text(item, "status", where)
     if len(status) > MAX_STATUS_CHARS:
         raise PayloadError(f"{where}.status: longer than {MAX_STATUS_CHARS} characters")
+    timestamp, replaced = _timestamp(item, where, received_at)
     return StatusUpdate(
         phone_number_id=phone_number_id,
         wamid=_wamid(item, where),
         status=status,
-        timestamp=_timestamp(item, where),
+        timestamp=timestamp,
         recipient_phone=_phone(item, "recipient_id", where),
         recipient_user_id=_user_id(item, "recipient_user_id", where),
         errors=_errors(item, where),
+        timestamp_replaced=replaced,
     )
 
 
-def _echo(item: dict[str, Any], phone_number_id: str) -> Echo:
+def _echo(item: dict[str, Any], phone_number_id: str, received_at: datetime | None) -> Echo:
     where = f"message_echoes[{_describe(item.get('id'))}]"
     message_type = _type(item, where)
     phone = _phone(item, "to", where)
@@ -351,13 +577,15 @@ def _echo(item: dict[str, Any], phone_number_id: str) -> Echo:
         text = _text(body if isinstance(body, dict) else None, "body")
     else:
         text = _media_summary(message_type, body)
+    timestamp, replaced = _timestamp(item, where, received_at)
     return Echo(
         phone_number_id=phone_number_id,
         wamid=_wamid(item, where),
-        timestamp=_timestamp(item, where),
+        timestamp=timestamp,
         message_type=message_type,
         customer=Customer(phone=phone, user_id=user_id),
         text=text,
+        timestamp_replaced=replaced,
     )
 
 
@@ -485,14 +713,32 @@ def _phone_number_id(value: dict[str, Any], where: str) -> str:
     return phone_number_id
 
 
-def _timestamp(item: dict[str, Any], where: str) -> datetime:
-    """Meta's Unix timestamp (a string of digits; an integer is accepted too)."""
-    value = item.get("timestamp")
+def _timestamp(
+    item: dict[str, Any], where: str, received_at: datetime | None
+) -> tuple[datetime, str]:
+    """Meta's Unix timestamp (a string of digits; an integer is accepted too), and "" — or, with
+    `received_at`, when it lies before `CLOUD_API_EPOCH` or more than `MAX_CLOCK_AHEAD` after the
+    reception, the reception time and the value Meta sent."""
+    raw = item.get("timestamp")
+    value = raw
     if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 16:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise PayloadError(f"{where}.timestamp: expected a Unix timestamp")
     try:
-        return datetime.fromtimestamp(value, tz=UTC)
+        moment = datetime.fromtimestamp(value, tz=UTC)
     except (OverflowError, OSError, ValueError) as exc:
-        raise PayloadError(f"{where}.timestamp: out of range") from exc
+        if received_at is None:
+            raise PayloadError(f"{where}.timestamp: out of range") from exc
+        return received_at, _describe_value(raw)
+    if received_at is not None and not (CLOUD_API_EPOCH <= moment <= received_at + MAX_CLOCK_AHEAD):
+        return received_at, _describe_value(raw)
+    return moment, ""
+
+
+def _describe_value(value: Any) -> str:
+    """A short printable rendering of a bad value, for the event that reports it (never the
+    repr of a container, which a deeply nested one would turn into a RecursionError)."""
+    if isinstance(value, str | int | float) or value is None:
+        return repr(value)[:64]
+    return type(value).__name__

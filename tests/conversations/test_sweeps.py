@@ -474,6 +474,10 @@ def test_the_sweeps_are_named_and_scheduled_every_minute() -> None:
             "task": "conversations.requeue_unsent_messages",
             "schedule": 60.0,
         },
+        "requeue-received-deliveries": {
+            "task": "conversations.requeue_received_deliveries",
+            "schedule": 60.0,
+        },
     }
 
 

@@ -7,6 +7,7 @@ from django.db import connections
 from django.test import Client
 
 from conversations import views
+from conversations.inbound.tasks import apply_webhook_delivery
 from conversations.models import DeliveryStatusEvent, Direction, Message, Session, WebhookDelivery
 from tests.conversations.whatsapp.conftest import (
     Recorder,
@@ -56,10 +57,11 @@ def test_twenty_concurrent_deliveries_of_one_wamid_make_one_row_and_one_turn(ins
     session = Session.objects.get()
     assert Message.objects.filter(direction=Direction.INBOUND).count() == 1
     assert turns.calls == [session.pk]
-    # Every delivery is kept; the duplicates simply found the message stored.
-    assert sorted(WebhookDelivery.objects.values_list("outcome", "messages_count")) == [
-        ("processed", 0)
-    ] * (DELIVERIES - 1) + [("processed", 1)]
+    # The identical body is stored once and counted (issue 11 §4); the duplicates simply found
+    # the message stored.
+    assert list(
+        WebhookDelivery.objects.values_list("outcome", "messages_count", "times_received")
+    ) == [("processed", 1, DELIVERIES)]
 
 
 def test_concurrent_first_messages_of_one_customer_open_one_session(instance, turns):
@@ -108,3 +110,36 @@ def test_concurrent_batches_naming_two_customers_in_opposite_orders_all_apply(in
     )
     assert Session.objects.count() == 2
     assert Message.objects.filter(direction=Direction.INBOUND).count() == 2 * DELIVERIES
+
+
+def test_concurrent_tasks_of_one_deferred_delivery_apply_it_once(
+    instance, turns, monkeypatch, settings
+):
+    # The webhook's task and a sweep's extra one (or a redelivery after a worker died) at once:
+    # the delivery's row lock lets one apply it; the others find it applied.
+    monkeypatch.setattr(views, "enqueue_delivery", Recorder())
+    settings.WEBHOOK_INLINE_MAX_EVENTS = 1
+    assert signed_post(Client(), fixture_bytes("batch")).status_code == 200
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.outcome == "received"
+    barrier = threading.Barrier(4)
+    results: list[str] = []
+
+    def run() -> None:
+        try:
+            barrier.wait()
+            results.append(apply_webhook_delivery(delivery.pk))
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert sorted(results) == ["processed", "skipped", "skipped", "skipped"]
+    delivery.refresh_from_db()
+    assert (delivery.outcome, delivery.messages_count) == ("processed", 3)
+    assert Message.objects.filter(direction=Direction.INBOUND).count() == 3
+    assert sorted(turns.calls) == sorted(Session.objects.values_list("pk", flat=True))

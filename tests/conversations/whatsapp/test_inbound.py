@@ -178,13 +178,15 @@ def test_a_batch_stores_every_message_in_its_customer_s_session_and_enqueues_eac
 
 
 def test_a_repeated_delivery_stores_nothing_twice_and_enqueues_no_second_turn(instance, receive):
-    receive("text")
+    first = receive("text")
     second = receive("text")
 
     assert Message.objects.count() == 1
     assert receive.turns.calls == [Session.objects.get().pk]
-    assert (second.outcome, second.messages_count) == ("processed", 0)
-    assert WebhookDelivery.objects.count() == 2
+    # The identical body is stored once and counted (issue 11 §4); the first pass's outcome stays.
+    assert second.pk == first.pk
+    assert (second.outcome, second.messages_count, second.times_received) == ("processed", 1, 2)
+    assert WebhookDelivery.objects.count() == 1
 
 
 # --- other message kinds ---------------------------------------------------------------------
@@ -527,7 +529,7 @@ def test_a_repeated_status_is_stored_once(instance, receive):
     second = receive("status_read")
 
     assert DeliveryStatusEvent.objects.count() == 1
-    assert second.statuses_count == 0
+    assert (second.statuses_count, second.times_received) == (1, 2)
 
 
 def test_a_status_for_an_unknown_wamid_is_kept_unlinked(instance, receive, caplog):
@@ -541,11 +543,32 @@ def test_a_status_for_an_unknown_wamid_is_kept_unlinked(instance, receive, caplo
 # --- failures --------------------------------------------------------------------------------
 
 
-def test_a_payload_that_cannot_be_parsed_keeps_the_raw_body_marks_it_failed_and_writes_nothing(
+def test_an_unreadable_status_is_reported_with_its_reason_and_the_rest_of_the_batch_applied(
     instance, receive
 ):
+    # Issue 11 §5: each item is read on its own; before, the whole delivery was refused.
     document = load_fixture("batch")
     document["entry"][1]["changes"][0]["value"]["statuses"][1]["timestamp"] = "soon"
+    raw = encode(document)
+
+    delivery = receive(raw)
+
+    assert (delivery.outcome, bytes(delivery.raw_body), delivery.messages_count) == (
+        "processed",
+        raw,
+        3,
+    )
+    assert delivery.error == (
+        "entry[1].changes[messages].value.statuses[1]: timestamp: expected a Unix timestamp"
+    )
+    assert (Session.objects.count(), Message.objects.count()) == (2, 3)
+
+
+def test_a_payload_nothing_of_which_can_be_read_keeps_the_raw_body_marks_it_failed(
+    instance, receive
+):
+    document = load_fixture("text")
+    document["entry"][0]["changes"][0]["value"]["metadata"] = "lost"
     raw = encode(document)
 
     delivery = receive(raw)
@@ -556,8 +579,7 @@ def test_a_payload_that_cannot_be_parsed_keeps_the_raw_body_marks_it_failed_and_
         0,
     )
     assert delivery.error == (
-        "PayloadError: entry[1].changes[messages].value.statuses[1].timestamp: "
-        "expected a Unix timestamp"
+        "entry[0].changes[messages].value: metadata: expected an object, got str"
     )
     assert (Session.objects.count(), Message.objects.count()) == (0, 0)
     assert (receive.turns.calls, receive.callbacks) == ([], [])

@@ -554,7 +554,8 @@ def test_a_repeated_wamid_after_the_turn_started_queues_a_harmless_extra_turn(
     session.refresh_from_db()
     assert (general_turns.calls, session.turn_queued_at) == ([], None)
 
-    repeated = deliver_in_one_statement(raw, one_turns)
+    # Another body carrying the same wamid: an identical one is only counted on its first row.
+    repeated = deliver_in_one_statement(raw + b"\n", one_turns)
     session.refresh_from_db()
     assert (repeated.messages_count, one_turns.calls) == (0, [session.pk])
     assert session.turn_queued_at == repeated.processed_at  # both the receipt's time

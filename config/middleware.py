@@ -1,0 +1,32 @@
+"""Project middleware.
+
+`NulFreeQueryStringMiddleware`: NUL characters are removed from the query string's names and
+values before any view reads ``request.GET``. PostgreSQL refuses NUL in text (``DataError``), so
+``?state=%00`` or ``?q=%00`` turned every admin changelist — filters, search, the autocomplete —
+into a 500 (issue 11 §7); no legitimate parameter carries one. Once, here, rather than in each
+admin and filter (Django's own, other apps', the ones to come).
+"""
+
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse, QueryDict
+
+
+class NulFreeQueryStringMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        query = request.META.get("QUERY_STRING", "")
+        if "%00" in query or "\x00" in query:
+            request.GET = without_nul(request.GET)
+        return self.get_response(request)
+
+
+def without_nul(query: QueryDict) -> QueryDict:
+    """A copy of `query` with NUL removed from every name and value (immutable, like GET)."""
+    cleaned = QueryDict(mutable=True)
+    for name, values in query.lists():
+        cleaned.setlist(name.replace("\x00", ""), [value.replace("\x00", "") for value in values])
+    cleaned._mutable = False
+    return cleaned

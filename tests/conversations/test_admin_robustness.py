@@ -1,0 +1,113 @@
+"""Issue 11 §7: the admin never answers 500 on stored data or on a query string.
+
+A stored delivery nested 900 levels deep (the pretty-printer's RecursionError) or holding a lone
+surrogate; NUL bytes in every filter parameter and in the search of every changelist, which
+PostgreSQL refuses in text (``DataError``) — so the changelist tests run there.
+"""
+
+from typing import Any
+
+import pytest
+from django.contrib import admin
+from django.test import Client
+from model_bakery import baker
+
+from conversations.models import Session, WebhookDelivery
+
+pytestmark = pytest.mark.django_db
+
+# Every registered changelist, from the admin site itself: a new admin is covered as it comes.
+CHANGELISTS = sorted(
+    f"/admin/{model._meta.app_label}/{model._meta.model_name}/" for model in admin.site._registry
+)
+# A NUL alone, inside a value, and next to values the filters know.
+NUL_VALUES = ["\x00", "TRIAGE\x00"]
+# The page, Django's redirect for filter values it cannot use (?e=1), or its 400 for a
+# `_to_field` it does not allow (a SuspiciousOperation): never a 500.
+ACCEPTED = (200, 302, 400)
+
+
+def _filter_parameters(client: Client, url: str) -> list[str]:
+    """The query parameters the changelist's filters read (and the search's and paging's)."""
+    response = client.get(url)
+    assert response.status_code == 200, url
+    changelist = response.context["cl"]
+    names = ["q", "o", "p", "all", "_to_field", "e"]
+    for spec in changelist.filter_specs:
+        names += spec.expected_parameters()
+    return names
+
+
+def _status(client: Client, url: str, params: dict[str, Any]) -> int:
+    return client.get(url, params).status_code
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("url", CHANGELISTS)
+def test_nul_in_any_filter_or_search_parameter_never_yields_a_500(admin_client, url):
+    baker.make(Session, customer_name="Maria")  # a row, so filters with choices show up
+    failures = []
+    for name in _filter_parameters(admin_client, url):
+        for value in NUL_VALUES:
+            status = _status(admin_client, url, {name: value})
+            if status not in ACCEPTED:
+                failures.append((name, value, status))
+    # Every parameter at once too, and NUL in a parameter's name.
+    every = dict.fromkeys(_filter_parameters(admin_client, url), "\x00")
+    assert _status(admin_client, url, every) in ACCEPTED
+    assert _status(admin_client, url, {"state\x00": "x", "q": "\x00\x00"}) in ACCEPTED
+    assert failures == []
+
+
+@pytest.mark.parametrize("url", CHANGELISTS)
+def test_nul_in_the_search_never_yields_a_500_on_any_database(admin_client, url):
+    assert _status(admin_client, url, {"q": "Maria\x00"}) == 200
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"a": ' * depth + b"1" + b"}" * depth
+
+
+@pytest.mark.parametrize("depth", [900, 5_000])
+def test_a_stored_delivery_nested_deeply_is_shown_as_received(admin_client, depth):
+    body = _nested(depth)
+    delivery = baker.make(WebhookDelivery, raw_body=body, outcome="failed")
+
+    response = admin_client.get(f"/admin/conversations/webhookdelivery/{delivery.pk}/change/")
+
+    assert response.status_code == 200
+    assert body.decode().replace('"', "&quot;") in response.content.decode()
+
+
+def test_a_stored_delivery_with_a_lone_surrogate_is_shown_with_a_replacement_character(
+    admin_client,
+):
+    delivery = baker.make(
+        WebhookDelivery, raw_body=b'{"text": "\\ud800x", "name": "ok"}', outcome="failed"
+    )
+
+    response = admin_client.get(f"/admin/conversations/webhookdelivery/{delivery.pk}/change/")
+
+    assert response.status_code == 200
+    assert "&quot;text&quot;: &quot;\ufffdx&quot;" in response.content.decode()
+
+
+@pytest.mark.postgres
+def test_the_deep_delivery_page_on_postgresql(admin_client):
+    delivery = baker.make(WebhookDelivery, raw_body=_nested(900), outcome="failed")
+
+    response = admin_client.get(f"/admin/conversations/webhookdelivery/{delivery.pk}/change/")
+
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("url", CHANGELISTS)
+def test_nul_in_an_object_id_never_yields_a_500(admin_client, url):
+    # Not ``<id>/history/``: django-simple-history's view casts any non-numeric id with int()
+    # and answers 500 (NUL or not); left to the admins' owners, see the README.
+    statuses = {
+        suffix: admin_client.get(url + suffix).status_code
+        for suffix in ("%00/change/", "1%00/change/", "%00/delete/")
+    }
+
+    assert {suffix: status for suffix, status in statuses.items() if status >= 500} == {}
