@@ -42,6 +42,10 @@ class LLMError(Exception):
     """A call that produced no usable answer. `attempts` counts the HTTP requests made."""
 
     outcome = "provider_error"
+    # A sign that the provider itself is failing (a timeout, a connection error, a 5xx), as
+    # opposed to an answer it gave (4xx, 429, an incomplete response); the circuit breaker
+    # (agents/circuit.py) counts only these.
+    transient = False
 
     def __init__(self, message: str, *, attempts: int = 1, latency_ms: int = 0) -> None:
         super().__init__(message)
@@ -51,6 +55,7 @@ class LLMError(Exception):
 
 class LLMTimeoutError(LLMError):
     outcome = "timeout"
+    transient = True
 
 
 class LLMRateLimitError(LLMError):
@@ -157,6 +162,7 @@ class OpenAIClient:
                 )
             except openai.APIError as exc:
                 error, retryable = _translate(exc, attempt, _elapsed_ms(started))
+                error.transient = retryable
                 if not retryable or attempt == max_attempts:
                     logger.warning(
                         "llm_call_failed",

@@ -1,6 +1,7 @@
 """OpenAIClient against a real fake `/v1/responses` server: the real SDK sends every request."""
 
 import socket
+from typing import Any
 
 import httpx2
 import pytest
@@ -166,6 +167,7 @@ def test_connection_refused_is_retried_once_then_fails_as_provider_error() -> No
 
     assert sent == ["/v1/responses", "/v1/responses"]
     assert caught.value.attempts == 2
+    assert caught.value.transient is True  # a provider failure for the circuit breaker
 
 
 @pytest.mark.parametrize(
@@ -287,3 +289,27 @@ def test_from_settings_uses_base_url_key_timeout_and_retries(
     assert result.raw_response == '{"s":8}Até logo!'
     assert openai_settings.request_count == 2
     assert openai_settings.request_headers[0]["authorization"] == "Bearer test-openai-key"
+
+
+@pytest.mark.parametrize(
+    ("queue", "transient"),
+    [
+        (lambda fake: fake.queue_error(500), True),
+        (lambda fake: fake.queue_error(503), True),
+        (lambda fake: fake.queue_timeout(TIMEOUT * 4), True),
+        (lambda fake: fake.queue_error(400), False),
+        (lambda fake: fake.queue_error(401), False),
+        (lambda fake: fake.queue_error(429), False),
+        (lambda fake: fake.queue_incomplete(), False),
+    ],
+)
+def test_an_error_says_whether_the_provider_itself_failed(
+    fake_openai: FakeOpenAIServer, queue: Any, transient: bool
+) -> None:
+    """What the circuit breaker counts (agents/circuit.py): timeouts, connection errors, 5xx."""
+    queue(fake_openai)
+
+    with pytest.raises(LLMError) as caught:
+        call(make_client(fake_openai, retry_max=0))
+
+    assert caught.value.transient is transient
