@@ -250,6 +250,9 @@ class Message(models.Model):
     delivery_error_code = models.IntegerField(_("error code"), null=True, blank=True)
     delivery_error_title = models.CharField(_("delivery error"), max_length=255, blank=True)
     send_attempts = models.PositiveSmallIntegerField(_("send attempts"), default=0)
+    # When the last send attempt was claimed: the unsent-messages sweep starts a new round of
+    # retries only for a message nobody tried for a while (conversations.sweeps).
+    last_send_attempt_at = models.DateTimeField(_("last send attempt at"), null=True, blank=True)
     staff_user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
+from conversations.admin.failed_sends import FailedSendsFilter
 from conversations.models import (
     DeliveryStatusEvent,
     HandoffSummary,
@@ -56,7 +57,7 @@ class MessageAdmin(ReadOnlyAdmin):
         "delivery_status",
         "created_at",
     )
-    list_filter = ("direction", "agent", "delivery_status")
+    list_filter = ("direction", "agent", "delivery_status", FailedSendsFilter)
     search_fields = ("=wa_message_id",)
     search_help_text = _("Exact WhatsApp message id (wamid).")
     show_full_result_count = False

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from conversations.admin.failed_sends import SessionFailedSendsFilter
 from conversations.admin.transcript import session_transcript
 from conversations.models import Message, Session
 from knowledge_base.models import Segment
@@ -80,6 +81,7 @@ class SessionAdmin(admin.ModelAdmin):
         SegmentFilter,
         "handoff_reason",
         ("last_message_at", admin.DateFieldListFilter),
+        SessionFailedSendsFilter,
     )
     # The search itself is `sessions_search`; this only turns the search box on.
     search_fields = ("customer_name",)

@@ -175,6 +175,6 @@ def test_the_circuit_is_read_only_in_the_admin(
     )
 
     assert listing.status_code == page.status_code == 200
-    assert "open (turns hand off at once)" in listing.content.decode()
+    assert "aberto (os turnos vão direto para a equipe)" in listing.content.decode()
     assert post.status_code == 403
     assert circuit_row() == (CircuitState.OPEN, 2)
