@@ -3,9 +3,10 @@
     .venv/bin/python bench/soak.py [--minutes 10] [--customers 12] [--turns 4]
                                    [--kill-every 45] [--graph-5xx 0.1] [--model-faults 0.1]
 
-gunicorn (2 workers) and a real Celery worker (prefork, 2 processes) serve the project on
-PostgreSQL (DATABASE_URL, default ``postgres://postgres@127.0.0.1:5432/lab_attendance_soak``,
-created and migrated when missing, emptied of conversations before the run) and a throwaway
+gunicorn (2 workers) and a real Celery worker (prefork, ``--worker-concurrency`` processes,
+default 4) serve the project on PostgreSQL (DATABASE_URL, default
+``postgres://postgres@127.0.0.1:5432/lab_attendance_soak``, created and migrated when missing,
+emptied of conversations before the run) and a throwaway
 redis-server of its own (tests/support/throwaway.py). The model and the Graph API are fake HTTP
 servers in this process (pytest-httpserver, as in tests/fakes/):
 
@@ -181,13 +182,15 @@ def prepare_database(env: dict[str, str]) -> None:
 class Worker:
     """The Celery worker, in a process group of its own so SIGKILL takes its children too."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    def __init__(self, env: dict[str, str], log: Path, concurrency: int) -> None:
         self.env, self.log, self.process = env, log, None
+        self.concurrency = concurrency
         self.lock = threading.Lock()
 
     def start(self) -> None:
         command = [
-            sys.executable, "-m", "celery", "-A", "config", "worker", "--concurrency=2",
+            sys.executable, "-m", "celery", "-A", "config", "worker",
+            f"--concurrency={self.concurrency}",
             "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=WARNING",
             f"--hostname=soak-{os.getpid()}-{time.monotonic_ns()}@localhost",
         ]  # fmt: skip
@@ -335,6 +338,7 @@ def main() -> None:
     parser.add_argument("--model-latency", type=float, default=400, help="mean, milliseconds")
     parser.add_argument("--duplicates", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--worker-concurrency", type=int, default=4)
     args = parser.parse_args()
     random.seed(args.seed)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # the fakes' access log
@@ -366,7 +370,7 @@ def main() -> None:
         ],
         cwd=ROOT, env=env, stdout=(logs / "web.log").open("w"), stderr=subprocess.STDOUT,
     )  # fmt: skip
-    worker = Worker(env, logs / "worker.log")
+    worker = Worker(env, logs / "worker.log", args.worker_concurrency)
     worker.start()
     stop_beat = threading.Event()
     try:

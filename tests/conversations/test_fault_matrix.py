@@ -140,6 +140,14 @@ def start_stack(env: dict[str, str], logs: Path) -> Stack:
     return stack
 
 
+def stop_all(processes: list[subprocess.Popen[bytes]]) -> None:
+    """Ask every process to stop first, then wait for each: their shutdowns overlap."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        stop(process)
+
+
 def stack_env(
     *, broker: str, openai: FakeOpenAIServer, graph: FakeGraphAPI, **overrides: str
 ) -> dict[str, str]:
@@ -188,8 +196,7 @@ def stack(
     try:
         yield running
     finally:
-        for process in running.processes:
-            stop(process)
+        stop_all(running.processes)
 
 
 def phone(n: int) -> str:
@@ -409,6 +416,5 @@ def test_postgres_restarted_during_traffic_503_only_while_down_and_the_worker_re
         assert [graph.delivered_to(phone(n)) for n in range(3)] == [1, 1, 1]
         assert fake_openai.request_count == 3
     finally:
-        for process in processes:
-            stop(process)
+        stop_all(processes)
         cluster.destroy()
