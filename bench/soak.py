@@ -464,7 +464,8 @@ def report(
         )
 
     print(
-        f"soak: {args.customers} customers x {args.turns} turns, {traffic / 60:.1f} min of traffic,"
+        f"soak: {args.customers} customers x {args.turns} turns, {traffic / 60:.1f} min of traffic"
+        f" (the last turns' replies included), worker concurrency {args.worker_concurrency},"
     )
     print(
         f"      model {args.model_latency:.0f} ms ±50% with {args.model_faults:.0%} 500s, Graph "

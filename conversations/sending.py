@@ -92,8 +92,12 @@ def outbound_message_send(
             break
     if message_id in outcomes:
         return outcomes[message_id]
-    # Not reached: an earlier part failed (and failed this one) or is being sent elsewhere.
-    return SendOutcome.FAILED if SendOutcome.FAILED in outcomes.values() else SendOutcome.IN_FLIGHT
+    # Not reached: an earlier part failed (and failed this one), was deferred, or is being sent
+    # elsewhere.
+    for outcome in (SendOutcome.FAILED, SendOutcome.DEFERRED):
+        if outcome in outcomes.values():
+            return outcome
+    return SendOutcome.IN_FLIGHT
 
 
 def inbound_message_mark_read(*, message_id: int, client: WhatsAppSender) -> bool:
