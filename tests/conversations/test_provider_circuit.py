@@ -1,19 +1,28 @@
 """The model provider's circuit breaker as a task runs it: the real OpenAI client against the fake
 Responses server, the state in the `ProviderCircuit` row, turns run by `process_session`."""
 
+import threading
+import time
 from datetime import timedelta
 from typing import Any
 from uuid import uuid4
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import F
 from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
 from pytest_httpserver import HTTPServer
 
-from agents.circuit import CircuitState
+from agents.circuit import (
+    Admission,
+    CircuitPolicy,
+    CircuitSnapshot,
+    CircuitState,
+    circuit_admit,
+)
 from conversations.models import Direction, Instance, LLMCall, Message, ProviderCircuit, Session
 from conversations.pipeline_tasks import process_session
 from conversations.provider_circuit import PROVIDER, DatabaseCircuitStore
@@ -178,3 +187,41 @@ def test_the_circuit_is_read_only_in_the_admin(
     assert "aberto (os turnos vão direto para a equipe)" in listing.content.decode()
     assert post.status_code == 403
     assert circuit_row() == (CircuitState.OPEN, 2)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_after_the_cool_down_concurrent_workers_let_exactly_one_probe_through() -> None:
+    """The half-open race: many workers see the cool-down over at once; the row lock lets one
+    of them probe and refuses the others."""
+    opened = timezone.now() - timedelta(seconds=COOLDOWN + 1)
+    ProviderCircuit.objects.create(
+        pk=PROVIDER, state=CircuitState.OPEN, failures=5, first_failure_at=opened, opened_at=opened
+    )
+    policy = CircuitPolicy(
+        failures=5, window=timedelta(seconds=60), cooldown=timedelta(seconds=COOLDOWN)
+    )
+    workers = 6
+    start = threading.Barrier(workers)
+    answers: list[Admission] = []
+
+    def admit(snapshot: CircuitSnapshot) -> tuple[CircuitSnapshot, Admission]:
+        after, answer = circuit_admit(snapshot, now=timezone.now(), policy=policy)
+        time.sleep(0.05)  # hold the row lock while the others arrive
+        return after, answer
+
+    def worker() -> None:
+        try:
+            start.wait()
+            answers.append(DatabaseCircuitStore().update(admit))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(answers) == sorted([Admission.PROBE] + [Admission.REJECT] * (workers - 1))
+    assert ProviderCircuit.objects.get().state == CircuitState.HALF_OPEN
