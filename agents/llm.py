@@ -49,6 +49,10 @@ class LLMError(Exception):
     """
 
     outcome = "provider_error"
+    # A sign that the provider itself is failing (a timeout, a connection error, a 5xx), as
+    # opposed to an answer it gave (4xx, 429, an incomplete response); the circuit breaker
+    # (agents/circuit.py) counts only these.
+    transient = False
 
     def __init__(self, message: str, *, attempts: int = 1, latency_ms: int = 0) -> None:
         super().__init__(redact(message))
@@ -58,6 +62,7 @@ class LLMError(Exception):
 
 class LLMTimeoutError(LLMError):
     outcome = "timeout"
+    transient = True
 
 
 class LLMRateLimitError(LLMError):
@@ -164,6 +169,7 @@ class OpenAIClient:
                 )
             except openai.APIError as exc:
                 error, retryable = _translate(exc, attempt, _elapsed_ms(started))
+                error.transient = retryable
                 if not retryable or attempt == max_attempts:
                     logger.warning(
                         "llm_call_failed",

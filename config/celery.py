@@ -11,8 +11,9 @@ from django.conf import settings
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("lab_attendance")
-# A dict copy of the CELERY_* settings: cheaper look-ups than the lazy settings (see the module).
-app.config_from_object("config.celery_settings:CELERY_SETTINGS", namespace="CELERY")
+# A dict copy of the CELERY_* settings under Celery's lowercase names, read without a namespace:
+# cheaper look-ups than the lazy settings, and no deprecated names (see the module).
+app.config_from_object("config.celery_settings:CELERY_SETTINGS")
 # Pipeline tasks are idempotent: acknowledge after the work, and put a task back when the worker
 # running it dies, so a crash never drops a customer's message.
 app.conf.task_acks_late = True

@@ -217,6 +217,11 @@ OPENAI_MODEL_COLLECTION = env.str("OPENAI_MODEL_COLLECTION", default="gpt-4o-min
 OPENAI_MODEL_SUMMARY = env.str("OPENAI_MODEL_SUMMARY", default="gpt-4o-mini")
 LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=30.0)
 LLM_RETRY_MAX = env.int("LLM_RETRY_MAX", default=1)
+# The provider's circuit breaker (agents/circuit.py): this many provider failures in a row within
+# the window open it; open, turns hand off at once for the cool-down, then one probe call.
+LLM_CIRCUIT_FAILURES = env.int("LLM_CIRCUIT_FAILURES", default=5)
+LLM_CIRCUIT_WINDOW_SECONDS = env.float("LLM_CIRCUIT_WINDOW_SECONDS", default=60.0)
+LLM_CIRCUIT_COOLDOWN_SECONDS = env.float("LLM_CIRCUIT_COOLDOWN_SECONDS", default=30.0)
 MAX_HISTORY_MESSAGES = env.int("MAX_HISTORY_MESSAGES", default=50)
 MAX_CONTEXT_ENRICHMENTS_PER_MESSAGE = env.int("MAX_CONTEXT_ENRICHMENTS_PER_MESSAGE", default=2)
 MAX_AGENT_HOPS_PER_MESSAGE = env.int("MAX_AGENT_HOPS_PER_MESSAGE", default=3)

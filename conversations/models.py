@@ -4,6 +4,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from agents.circuit import CircuitState
 from agents.states import AgentName, HandoffReason, SessionState
 from conversations.encryption import EncryptedTextField
 
@@ -268,6 +269,9 @@ class Message(models.Model):
     delivery_error_code = models.IntegerField(_("error code"), null=True, blank=True)
     delivery_error_title = models.CharField(_("delivery error"), max_length=255, blank=True)
     send_attempts = models.PositiveSmallIntegerField(_("send attempts"), default=0)
+    # When the last send attempt was claimed: the unsent-messages sweep starts a new round of
+    # retries only for a message nobody tried for a while (conversations.sweeps).
+    last_send_attempt_at = models.DateTimeField(_("last send attempt at"), null=True, blank=True)
     staff_user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,
@@ -492,3 +496,32 @@ class Lead(models.Model):
 
     def __str__(self) -> str:
         return f"lead {self.session_id}"
+
+
+class ProviderCircuit(models.Model):
+    """The model provider's circuit breaker (agents/circuit.py), one row per provider, shared by
+    every worker process; written only by `conversations.provider_circuit.DatabaseCircuitStore`."""
+
+    name = models.CharField(_("provider"), max_length=32, primary_key=True)
+    state = models.CharField(
+        _("state"),
+        max_length=16,
+        choices=[
+            (CircuitState.CLOSED.value, _("closed (calls go through)")),
+            (CircuitState.OPEN.value, _("open (turns hand off at once)")),
+            (CircuitState.HALF_OPEN.value, _("half-open (one probe call)")),
+        ],
+        default=CircuitState.CLOSED.value,
+    )
+    failures = models.PositiveIntegerField(_("provider failures in a row"), default=0)
+    first_failure_at = models.DateTimeField(_("first failure at"), null=True, blank=True)
+    opened_at = models.DateTimeField(_("opened at"), null=True, blank=True)
+    probe_started_at = models.DateTimeField(_("probe started at"), null=True, blank=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("model provider circuit")
+        verbose_name_plural = _("model provider circuits")
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.state}"

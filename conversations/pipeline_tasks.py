@@ -24,12 +24,13 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.utils import timezone
 
-from agents.llm import LLMClient, OpenAIClient
+from agents.llm import LLMClient
 from agents.sources import TaskScopedKBSource, TaskScopedPromptSource
 from conversations.agent_sources import DatabaseCallRecorder, build_agent_invoker
 from conversations.handoff import handoff_summary_generate
 from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions_requeue
 from conversations.pipeline import PipelineConfig, PipelineDeps, session_process
+from conversations.provider_circuit import task_llm_client
 from conversations.sweeps import turn_failure_handle
 from conversations.whatsapp.tasks import mark_read, send_message
 from knowledge_base.selectors import DatabaseKBSource
@@ -60,7 +61,7 @@ def _enqueue_summary(session_id: int) -> None:
 
 def build_pipeline_deps(*, llm: LLMClient | None = None) -> PipelineDeps:
     """The production collaborators of a turn (tests pass their own `llm`)."""
-    client = llm or OpenAIClient.from_settings()
+    client = llm or task_llm_client()
     # One read of the runtime settings, overrides and catalog per task, shared by the pipeline
     # and the invoker (instead of one per agent hop each).
     prompts = TaskScopedPromptSource(DatabasePromptSource())
@@ -112,7 +113,7 @@ def generate_handoff_summary(session_id: int) -> int:
     """Write the handed-off session's operational summary; returns the HandoffSummary id."""
     summary = handoff_summary_generate(
         session_id=session_id,
-        llm=OpenAIClient.from_settings(),
+        llm=task_llm_client(),
         recorder=DatabaseCallRecorder(),
         model=settings.OPENAI_MODEL_SUMMARY,
     )

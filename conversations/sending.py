@@ -36,6 +36,7 @@ from conversations.models import (
     Direction,
     Message,
 )
+from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 from conversations.whatsapp.client import GraphAPIError, WhatsAppSender
 from conversations.whatsapp.statuses import STATUS_ORDER, statuses_before
 
@@ -53,6 +54,9 @@ class SendOutcome(StrEnum):
     ALREADY_SENT = "already_sent"  # it has a wamid: never sent again
     IN_FLIGHT = "in_flight"  # another worker holds the claim of this part or an earlier one
     FAILED = "failed"  # refused for good; code and title stored on the message
+    # The retries of this task are over but the Graph API may still accept it: left unsent for
+    # the unsent-messages sweep's next round (conversations.sweeps), until the 24-hour window.
+    DEFERRED = "deferred"
     SKIPPED = "skipped"  # no such OUTBOUND message, or a superseded draft
 
 
@@ -84,12 +88,16 @@ def outbound_message_send(
         if outcome is SendOutcome.FAILED:
             _fail_unsent(chain[position + 1 :])
             break
-        if outcome is SendOutcome.IN_FLIGHT:
+        if outcome in (SendOutcome.IN_FLIGHT, SendOutcome.DEFERRED):
             break
     if message_id in outcomes:
         return outcomes[message_id]
-    # Not reached: an earlier part failed (and failed this one) or is being sent elsewhere.
-    return SendOutcome.FAILED if SendOutcome.FAILED in outcomes.values() else SendOutcome.IN_FLIGHT
+    # Not reached: an earlier part failed (and failed this one), was deferred, or is being sent
+    # elsewhere.
+    for outcome in (SendOutcome.FAILED, SendOutcome.DEFERRED):
+        if outcome in outcomes.values():
+            return outcome
+    return SendOutcome.IN_FLIGHT
 
 
 def inbound_message_mark_read(*, message_id: int, client: WhatsAppSender) -> bool:
@@ -168,6 +176,12 @@ def _send_part(message_id: int, client: WhatsAppSender, *, last_attempt: bool) -
             _release_claim(message, code=exc.code, title=exc.title)
             logger.warning("whatsapp_send_retry", extra=log)
             raise RetryableSendError(message_id=message.pk, error=exc) from exc
+        if exc.retryable and message.created_at > timezone.now() - CUSTOMER_SERVICE_WINDOW:
+            # Graph down for longer than this task's retries: the sweep tries again later, until
+            # the customer-service window closes (then it marks the message failed).
+            _release_claim(message, code=exc.code, title=exc.title)
+            logger.error("whatsapp_send_deferred", extra=log)
+            return SendOutcome.DEFERRED
         _store_failure(message, code=exc.code, title=exc.title)
         logger.error("whatsapp_send_failed", extra=log)
         return SendOutcome.FAILED
@@ -198,8 +212,16 @@ def _claim(message_id: int) -> Message | SendOutcome:
             return SendOutcome.IN_FLIGHT
         message.delivery_status = DeliveryStatus.PENDING
         message.delivery_status_at = now
+        message.last_send_attempt_at = now
         message.send_attempts += 1
-        message.save(update_fields=["delivery_status", "delivery_status_at", "send_attempts"])
+        message.save(
+            update_fields=[
+                "delivery_status",
+                "delivery_status_at",
+                "last_send_attempt_at",
+                "send_attempts",
+            ]
+        )
     return message
 
 

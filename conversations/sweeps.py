@@ -6,9 +6,12 @@
   The sweep re-enqueues `send_message` for the first unsent part of each turn (sending it sends
   the turn's parts in ``part_index`` order, `conversations.sending`) once the message is older
   than `UNSENT_GRACE`; a message that was tried already (its own retries wait with backoff) only
-  once its retries are surely over (`SEND_RETRY_WINDOW`). A message still unsent after the
-  24-hour customer-service window is marked failed with `WINDOW_EXPIRED` — staff see it in admin
-  — instead of being sent a day late or retried forever.
+  once nobody tried it for `SEND_RETRY_WINDOW` (its retries are over: the Graph API was still
+  failing and the send was deferred, or the retry chain was lost) — so while the Graph API is
+  down a reply gets a round of retries with backoff every quarter of an hour or so. A message
+  still unsent after the 24-hour customer-service window is marked failed with
+  `WINDOW_EXPIRED` — staff list them with the admin's "failed sends" filter — instead of being
+  sent a day late or retried forever.
 - `turn_failure_handle` (called by the ``conversations.process_session`` task when the turn
   raised something unexpected — a bug, a database error): the pipeline released the lease and
   left the messages pending, so the stalled-sessions sweep (`conversations.lease`) runs the turn
@@ -107,7 +110,14 @@ def unsent_messages_requeue(
         unclaimed.filter(created_at__gt=now - CUSTOMER_SERVICE_WINDOW)
         .filter(
             Q(send_attempts=0, created_at__lte=now - UNSENT_GRACE)
-            | Q(send_attempts__gt=0, created_at__lte=now - SEND_RETRY_WINDOW)
+            | (
+                Q(send_attempts__gt=0, created_at__lte=now - SEND_RETRY_WINDOW)
+                # Nobody tried it for a while: its retries are over (deferred) or were lost.
+                & (
+                    Q(last_send_attempt_at__isnull=True)
+                    | Q(last_send_attempt_at__lte=now - SEND_RETRY_WINDOW)
+                )
+            )
         )
         .exclude(Exists(earlier_unsent_part))
         .order_by("created_at", "id")

@@ -11,6 +11,7 @@ autodiscovers `conversations.admin`; the names are re-exported so `conversations
 working.
 """
 
+from conversations.admin.circuit import ProviderCircuitAdmin
 from conversations.admin.instances import InstanceAdmin, InstanceForm
 from conversations.admin.logs import (
     DeliveryStatusEventAdmin,
@@ -59,6 +60,7 @@ __all__ = [
     "LLMCost",
     "LeadAdmin",
     "MessageAdmin",
+    "ProviderCircuitAdmin",
     "ReadOnlyAdmin",
     "SegmentFilter",
     "ServiceWindow",

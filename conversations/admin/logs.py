@@ -14,6 +14,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from agents.masking import PATTERNS_ONLY, KnownValues, Masker
+from conversations.admin.failed_sends import FailedSendsFilter
 from conversations.admin.masking import PersonalDataMaskingMixin
 from conversations.models import (
     DeliveryStatusEvent,
@@ -104,7 +105,7 @@ class MessageAdmin(ReadOnlyAdmin):
         "delivery_status",
         "created_at",
     )
-    list_filter = ("direction", "agent", "delivery_status")
+    list_filter = ("direction", "agent", "delivery_status", FailedSendsFilter)
     search_fields = ("=wa_message_id",)
     search_help_text = _("Exact WhatsApp message id (wamid).")
     show_full_result_count = False

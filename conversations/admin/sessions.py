@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents.masking import contains_personal_data
+from conversations.admin.failed_sends import SessionFailedSendsFilter
 from conversations.admin.masking import PersonalDataMaskingMixin
 from conversations.admin.transcript import session_transcript
 from conversations.models import Message, Session
@@ -104,6 +105,7 @@ class SessionAdmin(PersonalDataMaskingMixin, admin.ModelAdmin):
         SegmentFilter,
         "handoff_reason",
         ("last_message_at", admin.DateFieldListFilter),
+        SessionFailedSendsFilter,
     )
     # The search itself is `sessions_search`; this only turns the search box on.
     search_fields = ("customer_name",)

@@ -1,6 +1,7 @@
 """OpenAIClient against a real fake `/v1/responses` server: the real SDK sends every request."""
 
 import socket
+from typing import Any
 
 import httpx2
 import pytest
@@ -166,6 +167,7 @@ def test_connection_refused_is_retried_once_then_fails_as_provider_error() -> No
 
     assert sent == ["/v1/responses", "/v1/responses"]
     assert caught.value.attempts == 2
+    assert caught.value.transient is True  # a provider failure for the circuit breaker
 
 
 @pytest.mark.parametrize(
@@ -306,3 +308,27 @@ def test_a_provider_error_echoing_the_key_is_raised_without_it(
         "HTTP 401: Error code: 401 - Incorrect API key provided: sk-[redacted]."
     )
     assert fake_openai.request_headers[0]["authorization"] == f"Bearer {key}"
+
+
+@pytest.mark.parametrize(
+    ("queue", "transient"),
+    [
+        (lambda fake: fake.queue_error(500), True),
+        (lambda fake: fake.queue_error(503), True),
+        (lambda fake: fake.queue_timeout(TIMEOUT * 4), True),
+        (lambda fake: fake.queue_error(400), False),
+        (lambda fake: fake.queue_error(401), False),
+        (lambda fake: fake.queue_error(429), False),
+        (lambda fake: fake.queue_incomplete(), False),
+    ],
+)
+def test_an_error_says_whether_the_provider_itself_failed(
+    fake_openai: FakeOpenAIServer, queue: Any, transient: bool
+) -> None:
+    """What the circuit breaker counts (agents/circuit.py): timeouts, connection errors, 5xx."""
+    queue(fake_openai)
+
+    with pytest.raises(LLMError) as caught:
+        call(make_client(fake_openai, retry_max=0))
+
+    assert caught.value.transient is transient

@@ -6,7 +6,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from model_bakery import baker
 
-from conversations.models import Instance, Session, WebhookDelivery
+from conversations.models import Instance, ProviderCircuit, Session, WebhookDelivery
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.admin import VersionedAdmin
 from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
@@ -160,6 +160,7 @@ def _every_admin_url() -> list[str]:
         Intent: lambda: baker.make(Intent),
         Service: lambda: baker.make(Service, parameter_schema=[]),
         KBPackage: lambda: baker.make(KBPackage),
+        ProviderCircuit: lambda: ProviderCircuit.objects.create(pk="openai"),
     }
     urls = ["/admin/"]
     for model, model_admin in admin.site._registry.items():
@@ -180,7 +181,7 @@ def _every_admin_url() -> list[str]:
 
 def test_anonymous_users_are_sent_to_login_from_every_admin_url(client: Client) -> None:
     urls = _every_admin_url()
-    assert len(urls) == 1 + 4 * 15 + 2 * 7
+    assert len(urls) == 1 + 4 * 16 + 2 * 7
     for url in urls:
         response = client.get(url)
         assert (response.status_code, response.headers.get("Location")) == (

@@ -131,18 +131,44 @@ def test_a_closed_24_hour_window_is_not_retried_and_its_error_is_stored(
     )
 
 
-def test_retries_are_bounded_and_the_last_error_is_stored(fake_graph, session):
+def test_retries_are_bounded_and_a_reply_inside_the_window_is_left_for_the_sweep(
+    fake_graph, session
+):
+    """Graph down longer than the task's retries: the last error is stored, the message stays
+    unsent (not failed) so the unsent-messages sweep tries again until the 24-hour window."""
     for _ in range(SEND_MAX_RETRIES + 1):
         fake_graph.respond_error(400, 130429, "Rate limit hit")
     message = outbound(session)
 
-    assert send(message) == "failed"
+    assert send(message) == "deferred"
 
     assert len(fake_graph.sends) == SEND_MAX_RETRIES + 1
     message.refresh_from_db()
+    assert (
+        message.delivery_status,
+        message.delivery_status_at,
+        message.delivery_error_code,
+        message.send_attempts,
+        message.wa_message_id,
+    ) == ("pending", None, 130429, SEND_MAX_RETRIES + 1, None)
+    assert message.last_send_attempt_at is not None
+    assert timezone.now() - message.last_send_attempt_at < timedelta(seconds=30)
+
+
+def test_the_last_retry_of_a_reply_past_the_window_stores_the_error_as_failed(fake_graph, session):
+    for _ in range(SEND_MAX_RETRIES + 1):
+        fake_graph.respond_error(500, 1, "An unknown error occurred")
+    message = outbound(session)
+    Message.objects.filter(pk=message.pk).update(
+        created_at=timezone.now() - timedelta(hours=24, seconds=1)
+    )
+
+    assert send(message) == "failed"
+
+    message.refresh_from_db()
     assert (message.delivery_status, message.delivery_error_code, message.send_attempts) == (
         "failed",
-        130429,
+        1,
         SEND_MAX_RETRIES + 1,
     )
 

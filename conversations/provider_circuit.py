@@ -1,0 +1,82 @@
+"""Where the model provider's circuit breaker keeps its state, and the LLM client a task uses.
+
+The state machine is pure (agents/circuit.py); its state must be shared by every worker
+process, and the database is the one store every deployment has (the embedded default has no
+Redis and the cache may be per process), so it is one `ProviderCircuit` row. Reading it is one
+primary-key SELECT per model call; it is written only when something changes (a failure, the
+circuit opening, a probe, the first success after failures), under ``SELECT ... FOR UPDATE`` in
+a short transaction of its own, never across the model call.
+"""
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TypeVar
+
+from django.conf import settings
+from django.db import transaction
+
+from agents.circuit import (
+    CircuitBreakerClient,
+    CircuitPolicy,
+    CircuitSnapshot,
+    CircuitState,
+)
+from agents.llm import LLMClient, OpenAIClient
+from conversations.models import ProviderCircuit
+
+T = TypeVar("T")
+PROVIDER = "openai"
+
+
+class DatabaseCircuitStore:
+    """`CircuitStore` on one `ProviderCircuit` row, created on first use."""
+
+    def __init__(self, name: str = PROVIDER) -> None:
+        self.name = name
+
+    def read(self) -> CircuitSnapshot:
+        row = ProviderCircuit.objects.filter(pk=self.name).first()
+        return CircuitSnapshot() if row is None else _snapshot(row)
+
+    def update(self, change: Callable[[CircuitSnapshot], tuple[CircuitSnapshot, T]]) -> T:
+        with transaction.atomic():
+            ProviderCircuit.objects.get_or_create(pk=self.name)
+            row = ProviderCircuit.objects.select_for_update().get(pk=self.name)
+            before = _snapshot(row)
+            after, answer = change(before)
+            if after != before:
+                row.state = after.state.value
+                row.failures = after.failures
+                row.first_failure_at = after.first_failure_at
+                row.opened_at = after.opened_at
+                row.probe_started_at = after.probe_started_at
+                row.save()
+        return answer
+
+
+def _snapshot(row: ProviderCircuit) -> CircuitSnapshot:
+    return CircuitSnapshot(
+        state=CircuitState(row.state),
+        failures=row.failures,
+        first_failure_at=row.first_failure_at,
+        opened_at=row.opened_at,
+        probe_started_at=row.probe_started_at,
+    )
+
+
+def circuit_policy_from_settings() -> CircuitPolicy:
+    """LLM_CIRCUIT_FAILURES, LLM_CIRCUIT_WINDOW_SECONDS and LLM_CIRCUIT_COOLDOWN_SECONDS."""
+    return CircuitPolicy(
+        failures=settings.LLM_CIRCUIT_FAILURES,
+        window=timedelta(seconds=settings.LLM_CIRCUIT_WINDOW_SECONDS),
+        cooldown=timedelta(seconds=settings.LLM_CIRCUIT_COOLDOWN_SECONDS),
+    )
+
+
+def task_llm_client() -> LLMClient:
+    """The model client of one task: the OpenAI client behind the shared circuit breaker."""
+    return CircuitBreakerClient(
+        OpenAIClient.from_settings(),
+        store=DatabaseCircuitStore(),
+        policy=circuit_policy_from_settings(),
+    )
