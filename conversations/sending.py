@@ -70,12 +70,19 @@ class RetryableSendError(Exception):
 
 
 def outbound_message_send(
-    *, message_id: int, client: WhatsAppSender, last_attempt: bool = False
+    *,
+    message_id: int,
+    client: WhatsAppSender,
+    last_attempt: bool = False,
+    swept_later: bool = True,
 ) -> SendOutcome:
     """Send OUTBOUND message `message_id` and the other parts of its turn, in order.
 
-    Raises `RetryableSendError` when a retry may succeed, unless `last_attempt`: then the message
-    is marked failed. Returns the outcome of `message_id` itself.
+    Raises `RetryableSendError` when a retry may succeed, unless `last_attempt`: then a transient
+    failure leaves the message for the unsent-messages sweep while WhatsApp's 24-hour window is
+    open (`DEFERRED`), or marks it failed when the window is closed or no sweep runs
+    (`swept_later=False`: the embedded default has no beat). Returns the outcome of `message_id`
+    itself.
     """
     chain = _turn_chain(message_id)
     if message_id not in chain:
@@ -83,7 +90,7 @@ def outbound_message_send(
         return SendOutcome.SKIPPED
     outcomes: dict[int, SendOutcome] = {}
     for position, part_id in enumerate(chain):
-        outcome = _send_part(part_id, client, last_attempt=last_attempt)
+        outcome = _send_part(part_id, client, last_attempt=last_attempt, swept_later=swept_later)
         outcomes[part_id] = outcome
         if outcome is SendOutcome.FAILED:
             _fail_unsent(chain[position + 1 :])
@@ -151,7 +158,9 @@ def _turn_chain(message_id: int) -> list[int]:
     )
 
 
-def _send_part(message_id: int, client: WhatsAppSender, *, last_attempt: bool) -> SendOutcome:
+def _send_part(
+    message_id: int, client: WhatsAppSender, *, last_attempt: bool, swept_later: bool
+) -> SendOutcome:
     message = _claim(message_id)
     if isinstance(message, SendOutcome):
         return message
@@ -176,7 +185,8 @@ def _send_part(message_id: int, client: WhatsAppSender, *, last_attempt: bool) -
             _release_claim(message, code=exc.code, title=exc.title)
             logger.warning("whatsapp_send_retry", extra=log)
             raise RetryableSendError(message_id=message.pk, error=exc) from exc
-        if exc.retryable and message.created_at > timezone.now() - CUSTOMER_SERVICE_WINDOW:
+        window_open = message.created_at > timezone.now() - CUSTOMER_SERVICE_WINDOW
+        if exc.retryable and swept_later and window_open:
             # Graph down for longer than this task's retries: the sweep tries again later, until
             # the customer-service window closes (then it marks the message failed).
             _release_claim(message, code=exc.code, title=exc.title)

@@ -2,14 +2,15 @@
 
 The retry policy is here, in the decorator: a `RetryableSendError` (timeout, 5xx, 130429,
 131056) is retried with exponential backoff and jitter — 5 s, 10 s, 20 s ... capped at 5 min, at
-most `SEND_MAX_RETRIES` times; the last attempt stores the error on the message instead of raising.
+most `SEND_MAX_RETRIES` times; after the last attempt a transient failure leaves the message
+unsent for the sweep while WhatsApp's 24-hour window is open, and a permanent one stores the error.
 
 Run eagerly with propagation (no broker: the embedded default, `CELERY_TASK_ALWAYS_EAGER` and
 `CELERY_TASK_EAGER_PROPAGATES`), Celery's retry cannot run: its `Retry` raises out of the caller
 (the turn's commit hook), the retry never happens, and no beat exists to sweep the reply later.
 So such a send retries in-process instead, `EAGER_SEND_BACKOFF` seconds apart (a couple of
 seconds in all: it runs inside the webhook's request there), and its last attempt stores the
-error like a worker's last retry does. (Without propagation Celery runs an eager retry itself, at
+error on the message (failed), since no sweep would try it again. (Without propagation Celery runs an eager retry itself, at
 once; the tests use that to exercise the worker's policy.)
 
 ``conversations.requeue_unsent_messages`` (beat, every minute) re-enqueues `send_message` for
@@ -69,7 +70,10 @@ def _send_in_process(message_id: int) -> str:
                 return outbound_message_send(message_id=message_id, client=client).value
             except RetryableSendError:
                 time.sleep(wait)
-        return outbound_message_send(message_id=message_id, client=client, last_attempt=True).value
+        # No beat runs without a broker, so nothing would retry a deferred message: fail it.
+        return outbound_message_send(
+            message_id=message_id, client=client, last_attempt=True, swept_later=False
+        ).value
 
 
 @shared_task(name="conversations.mark_read")
