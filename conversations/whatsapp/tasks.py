@@ -10,8 +10,8 @@ Run eagerly with propagation (no broker: the embedded default, `CELERY_TASK_ALWA
 (the turn's commit hook), the retry never happens, and no beat exists to sweep the reply later.
 So such a send retries in-process instead, `EAGER_SEND_BACKOFF` seconds apart (a couple of
 seconds in all: it runs inside the webhook's request there), and its last attempt stores the
-error on the message (failed), since no sweep would try it again. (Without propagation Celery runs an eager retry itself, at
-once; the tests use that to exercise the worker's policy.)
+error on the message (failed), since no sweep would try it again. (Without propagation Celery
+runs an eager retry itself, at once; the tests use that to exercise the worker's policy.)
 
 ``conversations.requeue_unsent_messages`` (beat, every minute) re-enqueues `send_message` for
 OUTBOUND messages whose send was never published, and fails those past the 24-hour window
