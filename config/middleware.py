@@ -4,12 +4,14 @@
 values before any view reads ``request.GET``. PostgreSQL refuses NUL in text (``DataError``), so
 ``?state=%00`` or ``?q=%00`` turned every admin changelist — filters, search, the autocomplete —
 into a 500 (issue 11 §7); no legitimate parameter carries one. Once, here, rather than in each
-admin and filter (Django's own, other apps', the ones to come).
+admin and filter (Django's own, other apps', the ones to come). A NUL in the path (an object
+id such as ``%00/change/``, which a text primary key would pass to PostgreSQL) is answered 404:
+no URL of the project contains one.
 """
 
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponse, HttpResponseNotFound, QueryDict
 
 
 class NulFreeQueryStringMiddleware:
@@ -17,6 +19,8 @@ class NulFreeQueryStringMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if "\x00" in request.path_info:
+            return HttpResponseNotFound()
         query = request.META.get("QUERY_STRING", "")
         if "%00" in query or "\x00" in query:
             request.GET = without_nul(request.GET)

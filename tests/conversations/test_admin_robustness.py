@@ -111,3 +111,9 @@ def test_nul_in_an_object_id_never_yields_a_500(admin_client, url):
     }
 
     assert {suffix: status for suffix, status in statuses.items() if status >= 500} == {}
+
+
+def test_nul_in_the_path_is_not_found(admin_client):
+    response = admin_client.get("/admin/conversations/providercircuit/openai%00/change/")
+
+    assert response.status_code == 404
