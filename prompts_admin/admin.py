@@ -16,7 +16,7 @@ from django import forms
 from django.contrib import admin
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import flatten_fieldsets, unquote
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
 from django.db.models import Model
 from django.http import Http404, HttpRequest, HttpResponse
@@ -160,6 +160,21 @@ class VersionedAdmin(SimpleHistoryAdmin):
         """
         return super().revert_disabled(request, obj) or not self.has_change_permission(request, obj)
 
+    def _pk_or_404(self, object_id: str, version_id: str = "0") -> None:
+        """404 for an id the primary key (or a version's history id) cannot hold: simple-history
+        passes it to the ORM as is, and `int("x")` there answered 500."""
+        try:
+            self.model._meta.pk.to_python(unquote(object_id))
+            int(version_id)
+        except (ValidationError, ValueError):
+            raise Http404 from None
+
+    def history_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        self._pk_or_404(object_id)
+        return super().history_view(request, object_id, extra_context)
+
     def history_form_view(
         self,
         request: HttpRequest,
@@ -173,6 +188,7 @@ class VersionedAdmin(SimpleHistoryAdmin):
         permission, so a view-only user could change the object; the check here runs first, on
         every method but GET and HEAD.
         """
+        self._pk_or_404(object_id, version_id)
         if request.method not in ("GET", "HEAD"):
             history_model = self.model.history.model  # type: ignore[attr-defined]
             version = get_object_or_404(

@@ -103,8 +103,6 @@ def test_the_deep_delivery_page_on_postgresql(admin_client):
 
 @pytest.mark.parametrize("url", CHANGELISTS)
 def test_nul_in_an_object_id_never_yields_a_500(admin_client, url):
-    # Not ``<id>/history/``: django-simple-history's view casts any non-numeric id with int()
-    # and answers 500 (NUL or not); left to the admins' owners, see the README.
     statuses = {
         suffix: admin_client.get(url + suffix).status_code
         for suffix in ("%00/change/", "1%00/change/", "%00/delete/")
@@ -117,3 +115,16 @@ def test_nul_in_the_path_is_not_found(admin_client):
     response = admin_client.get("/admin/conversations/providercircuit/openai%00/change/")
 
     assert response.status_code == 404
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/admin/knowledge_base/kbpackage/abc/history/",
+        "/admin/knowledge_base/kbpackage/abc/history/1/",
+        "/admin/knowledge_base/kbpackage/1/history/abc/",
+        "/admin/prompts_admin/promptoverride/1%00/history/",
+    ],
+)
+def test_a_non_numeric_id_on_a_history_page_is_not_found(admin_client, url):
+    assert admin_client.get(url).status_code == 404
