@@ -142,6 +142,7 @@ def env_for(database_url: str, broker: str, model_url: str, graph_url: str) -> d
         "ENV_FILE": "/nonexistent/.env",
         "DEBUG": "False",
         "SECRET_KEY": "soak-only-secret-key",
+        "FIELD_ENCRYPTION_KEYS": "c29hay1vbmx5LWZpZWxkLWVuY3J5cHRpb24ta2V5ISE=",
         "WHATSAPP_APP_SECRET": APP_SECRET,
         "ALLOWED_HOSTS": "127.0.0.1",
         "SECURE_SSL_REDIRECT": "False",
