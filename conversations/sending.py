@@ -38,7 +38,7 @@ from conversations.models import (
 )
 from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 from conversations.whatsapp.client import GraphAPIError, WhatsAppSender
-from conversations.whatsapp.statuses import STATUS_ORDER, statuses_before
+from conversations.whatsapp.statuses import STATUS_ORDER, send_callback_data, statuses_before
 
 logger = logging.getLogger(__name__)
 
@@ -178,6 +178,7 @@ def _send_part(
             body=message.content,
             to_phone=session.customer_phone,
             to_user_id=session.customer_user_id,
+            callback_data=send_callback_data(message.pk),
         )
     except GraphAPIError as exc:
         log |= {"code": exc.code, "title": exc.title, "http_status": exc.http_status}
@@ -258,8 +259,12 @@ def _store_failure(message: Message, *, code: int | None, title: str) -> None:
 def _store_success(message: Message, wamid: str) -> None:
     now = timezone.now()
     with transaction.atomic():
-        Message.objects.filter(pk=message.pk).update(
-            wa_message_id=wamid,
+        Message.objects.filter(pk=message.pk).update(wa_message_id=wamid)
+        # Forward only: a status callback may have named this message already (its
+        # biz_opaque_callback_data) and moved it on, to delivered or even failed.
+        Message.objects.filter(
+            pk=message.pk, delivery_status__in=statuses_before(DeliveryStatus.SENT)
+        ).update(
             delivery_status=DeliveryStatus.SENT,
             delivery_status_at=now,
             delivery_error_code=None,

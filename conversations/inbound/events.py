@@ -74,7 +74,12 @@ from conversations.whatsapp.payload import (
     WebhookPayload,
     without_surrogates,
 )
-from conversations.whatsapp.statuses import FAILED, KNOWN_STATUSES, statuses_before
+from conversations.whatsapp.statuses import (
+    FAILED,
+    KNOWN_STATUSES,
+    message_id_from_callback,
+    statuses_before,
+)
 from prompts_admin.models import RuntimeConfig
 
 # The package's name, as before the split into modules: log lines keep the logger name.
@@ -405,6 +410,9 @@ class _Applier:
                 wa_message_id__in={s.wamid for s in statuses}, direction=Direction.OUTBOUND
             ).values_list("wa_message_id", "id")
         )
+        outbound |= _link_sent_by_callback(
+            [s for s in statuses if s.wamid not in outbound and s.callback_data]
+        )
         for status in sorted(statuses, key=lambda s: s.timestamp):
             if status.status not in KNOWN_STATUSES:
                 logger.info(
@@ -558,6 +566,29 @@ def _customer_key(event: InboundMessage | Echo) -> tuple[str, str, str]:
 
 def _by_customer(event: InboundMessage | Echo) -> tuple[str, str, str, datetime]:
     return (*_customer_key(event), event.timestamp)
+
+
+def _link_sent_by_callback(statuses: list[StatusUpdate]) -> dict[str, int]:
+    """wamid -> message id for statuses of messages whose send was accepted but whose wamid we
+    never stored (the worker died in between): the status names the message through the
+    ``biz_opaque_callback_data`` our send put on it. The wamid is stored on the message, so a
+    retry of its send finds it sent instead of sending it twice."""
+    by_message = {
+        message_id: status.wamid
+        for status in statuses
+        if (message_id := message_id_from_callback(status.callback_data)) is not None
+    }
+    linked: dict[str, int] = {}
+    for message_id, wamid in by_message.items():
+        updated = Message.objects.filter(
+            pk=message_id, direction=Direction.OUTBOUND, wa_message_id=None
+        ).update(wa_message_id=wamid)
+        if updated:
+            linked[wamid] = message_id
+            logger.warning(
+                "whatsapp_send_linked_by_status", extra={"message_id": message_id, "wamid": wamid}
+            )
+    return linked
 
 
 def _log_unreadable(item: UnreadableItem) -> None:

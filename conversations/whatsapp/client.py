@@ -73,6 +73,7 @@ class WhatsAppSender(Protocol):
         body: str,
         to_phone: str = "",
         to_user_id: str = "",
+        callback_data: str = "",
     ) -> SentMessage: ...
 
     def mark_read(
@@ -113,21 +114,27 @@ class GraphClient:
         body: str,
         to_phone: str = "",
         to_user_id: str = "",
+        callback_data: str = "",
     ) -> SentMessage:
-        """Send a text; to the phone when known, else to the business-scoped user id."""
+        """Send a text; to the phone when known, else to the business-scoped user id.
+
+        `callback_data` goes out as ``biz_opaque_callback_data``: Meta echoes it in the
+        message's status callbacks (see `conversations.whatsapp.statuses`)."""
         if to_phone:
             recipient = {"to": to_phone}
         elif to_user_id:
             recipient = {"recipient": to_user_id}
         else:
             raise ValueError("send_text needs to_phone or to_user_id")
-        request = {
+        request: dict[str, Any] = {
             "messaging_product": "whatsapp",
             "recipient_type": "individual",
             **recipient,
             "type": "text",
             "text": {"body": body},
         }
+        if callback_data:
+            request["biz_opaque_callback_data"] = callback_data
         answer = self._post(phone_number_id, access_token, request)
         messages = answer.get("messages")
         wamid = None

@@ -47,6 +47,7 @@ MAX_WAMID_CHARS = 128
 MAX_USER_ID_CHARS = 128
 MAX_TYPE_CHARS = 32
 MAX_STATUS_CHARS = 16
+MAX_CALLBACK_DATA_CHARS = 512
 MAX_ERROR_CODE = 2**31 - 1  # a 32-bit integer column
 # ASCII digits only: `\d` would also match other scripts' digits.
 _PHONE_RE = re.compile(r"^[0-9]{1,20}$")
@@ -143,6 +144,8 @@ class StatusUpdate:
     recipient_user_id: str
     errors: tuple[WhatsAppError, ...] = ()
     timestamp_replaced: str = ""
+    # biz_opaque_callback_data: what our send put there, echoed by Meta (statuses.py)
+    callback_data: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -562,7 +565,17 @@ def _status(
         recipient_user_id=_user_id(item, "recipient_user_id", where),
         errors=_errors(item, where),
         timestamp_replaced=replaced,
+        callback_data=_callback_data(item),
     )
+
+
+def _callback_data(item: Mapping[str, Any]) -> str:
+    """``biz_opaque_callback_data`` when it is a plausible one (Meta allows 512 characters);
+    anything else is ignored rather than refusing the status."""
+    value = item.get("biz_opaque_callback_data")
+    if isinstance(value, str) and len(value) <= MAX_CALLBACK_DATA_CHARS and "\x00" not in value:
+        return value
+    return ""
 
 
 def _echo(item: dict[str, Any], phone_number_id: str, received_at: datetime | None) -> Echo:

@@ -63,6 +63,7 @@ def test_a_message_is_posted_with_the_exact_body_and_headers_and_its_wamid_store
         "to": CUSTOMER_PHONE,
         "type": "text",
         "text": {"body": "Olá! Como posso ajudar?"},
+        "biz_opaque_callback_data": f"message:{message.pk}",
     }
     message.refresh_from_db()
     assert (
