@@ -13,7 +13,9 @@ servers in this process (pytest-httpserver, as in tests/fakes/):
 - the model answers after a jittered latency (``--model-latency`` ms, uniform 0.5x-1.5x), or with
   a 500 (``--model-faults``, probability per request); the client retries once, so a turn
   hands off when both attempts fail;
-- the Graph API refuses a send with a 503 (``--graph-5xx``): the send is retried with backoff.
+- the Graph API refuses a send with a 503 (``--graph-5xx``): the send is retried with backoff;
+  an accepted send is followed, 0.2-2 s later, by its signed "sent" status callback carrying the
+  send's ``biz_opaque_callback_data``, as Meta's are.
 
 Each customer (``--customers`` in parallel, for the whole run) writes ``--turns`` turns, each a
 burst of 1-3 messages 0-300 ms apart, some delivered twice (``--duplicates``), then waits for the
@@ -35,6 +37,7 @@ import argparse
 import json
 import logging
 import os
+import queue
 import random
 import re
 import signal
@@ -81,10 +84,13 @@ class Books:
     posted: set[str] = field(default_factory=set)  # unique wamids posted and answered 200
     posts: int = 0
     statuses: Counter = field(default_factory=Counter)
+    callback_statuses: Counter = field(default_factory=Counter)  # of the status callbacks
     # (customer, turn) -> (time of the burst's last POST, phone)
     turns: dict[tuple[int, int], tuple[float, str]] = field(default_factory=dict)
     handed_off: set[int] = field(default_factory=set)
     kills: int = 0
+    # (due time, wamid, phone, callback data) of the "sent" status callbacks still to post
+    callbacks: "queue.Queue[tuple[float, str, str, Any]]" = field(default_factory=queue.Queue)
 
 
 def model_handler(books: Books, args: argparse.Namespace) -> Any:
@@ -110,6 +116,41 @@ def model_handler(books: Books, args: argparse.Namespace) -> Any:
     return handle
 
 
+def status_callbacks(books: Books, port: int, stop: threading.Event) -> None:
+    """Post the fake Graph API's "sent" status callbacks to the webhook when they are due."""
+    while not stop.is_set():
+        try:
+            due, wamid, phone, callback_data = books.callbacks.get(timeout=0.5)
+        except queue.Empty:
+            continue
+        time.sleep(max(0.0, due - time.monotonic()))
+        status: dict[str, Any] = {
+            "id": wamid,
+            "status": "sent",
+            "timestamp": str(int(time.time())),
+            "recipient_id": phone,
+        }
+        if callback_data:
+            status["biz_opaque_callback_data"] = callback_data
+        value = {
+            "messaging_product": "whatsapp",
+            "metadata": {
+                "display_phone_number": "5511999990000",
+                "phone_number_id": PHONE_NUMBER_ID,
+            },
+            "statuses": [status],
+        }
+        document = {
+            "object": "whatsapp_business_account",
+            "entry": [
+                {"id": "200000000000001", "changes": [{"value": value, "field": "messages"}]}
+            ],
+        }
+        code = post_delivery(port, json.dumps(document).encode(), secret=APP_SECRET)
+        with books.lock:
+            books.callback_statuses[code] += 1
+
+
 def graph_handler(books: Books, args: argparse.Namespace) -> Any:
     counter = iter(range(1, 10**9))
 
@@ -126,6 +167,16 @@ def graph_handler(books: Books, args: argparse.Namespace) -> Any:
         with books.lock:
             books.sends[phone].append((time.monotonic(), body.get("text", {}).get("body", "")))
             wamid = f"wamid.SOAK{next(counter)}"
+        # As Meta does, a status callback follows an accepted send (with the send's
+        # biz_opaque_callback_data), a fraction of a second to a couple of seconds later.
+        books.callbacks.put(
+            (
+                time.monotonic() + random.uniform(0.2, 2.0),
+                wamid,
+                phone,
+                body.get("biz_opaque_callback_data"),
+            )
+        )
         answer = {
             "messaging_product": "whatsapp",
             "contacts": [{"input": phone, "wa_id": phone}],
@@ -398,6 +449,9 @@ def main() -> None:
             threading.Thread(target=killer, args=(worker, books, args, deadline), daemon=True)
         )
         threading.Thread(target=beat, args=(broker, stop_beat), daemon=True).start()
+        threading.Thread(
+            target=status_callbacks, args=(books, port, stop_beat), daemon=True
+        ).start()
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -474,6 +528,10 @@ def report(
         f"SIGKILLed {books.kills} times; drained in {drain:.0f} s"
     )
     print(f"posts                 {books.posts} ({dict(books.statuses)})")
+    print(
+        f"status callbacks      {sum(books.callback_statuses.values())} "
+        f"({dict(books.callback_statuses)})"
+    )
     print(f"inbound               {counts['inbound']} stored / {len(books.posted)} unique posted")
     print(f"answered              {answered} turns")
     print(f"handed off            {counts['human']} sessions")
