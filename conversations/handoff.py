@@ -6,11 +6,10 @@
   call it; so will the staff actions (``by_user``). Callers say why (reason, detail) and whether
   the fixed text is due; the action writes the fields, the SYSTEM event and the text, and
   registers the sends and the summary after commit.
-- `handoff_text`: the customer never reads the model's words on a handoff it did not write for
-  the customer (98 and every failure): outside business hours the "closed" text (nobody answers
-  now, and it promises no time); in business hours the invalid-format fallback for
-  ``llm_invalid_json`` and the "open" text for every other reason. Code 5 is the exception: the
-  model's own closing message is sent (the pipeline does that, not this module).
+- `handoff_text`: which fixed text `session_handoff` sends: outside business hours the "closed"
+  text (nobody answers now, and it promises no time); in business hours the invalid-format
+  fallback for ``llm_invalid_json`` and the "open" text for every other reason. Code 5 is the
+  exception: the model's own closing message is sent (the turn passes it to `session_handoff`).
 - `strategic_company_for`: the deterministic rule that hands a strategic company's contact to a
   human before any model call: the session's phone, its CNPJ, or the company's name in what the
   customer wrote or in the collected `empresa`, belongs to an active one. The list never reaches

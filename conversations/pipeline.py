@@ -21,7 +21,8 @@ call:
    took the session), the model's draft is stored with ``error="superseded"``, not sent, and the
    turn runs again with every pending message; otherwise the session fields, the SYSTEM events,
    the lead (code 5), the OUTBOUND parts and ``processed_at`` of the turn's messages are written
-   together, and the parts are sent — and the summary enqueued on a handoff — after commit.
+   together, and the parts are sent — and the summary enqueued on a handoff — after commit. A
+   handoff is written by `conversations.handoff.session_handoff`, in the same statements.
 
 Outcomes of every failure (each a handoff to HUMAN with the fixed text, never the model's):
 parse error not repaired → ``llm_invalid_json``; invalid contract → ``llm_invalid_contract``;

@@ -23,8 +23,9 @@ Messages, by kind (`InboundKind`):
 - reaction, unsupported and unknown types are logged only;
 - ``system`` messages change the open session's phone or user id and are logged as a SYSTEM event;
 - echoes (``smb_message_echoes``, coexistence) are logged as staff OUTBOUND messages and move the
-  session to HUMAN (``staff_takeover``) with a SYSTEM event: a human's reply silences the bot, so
-  pending INBOUND messages are marked processed too.
+  session to HUMAN (``staff_takeover``, `conversations.handoff.session_handoff`: a SYSTEM event,
+  no text, no summary): a human's reply silences the bot, so pending INBOUND messages are marked
+  processed too.
 
 Statuses update the OUTBOUND message with that wamid, forward only (`statuses_before`); a
 ``failed`` stores Meta's code and title. A status for a wamid we do not know (yet) is stored
