@@ -768,6 +768,7 @@ def _write_turn(
         assert written is not None, "a turn hands off a session in a bot state"
         part_ids = list(written.part_ids)
     else:
+        assert result.reply is not None, "a turn without a reply is a handoff"
         Session.objects.filter(pk=turn.session_id).update(**fields)
         created = Message.objects.bulk_create([*events, *replies])
         part_ids = [m.pk for m in created if m.direction == Direction.OUTBOUND]
