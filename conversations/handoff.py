@@ -1,10 +1,15 @@
-"""Handoff to the human team: the fixed text, the strategic-company rule, the operational summary.
+"""Handoff to the human team: the action, the fixed text, the strategic-company rule, the summary.
 
-- `handoff_text`: the customer never reads the model's words on a handoff it did not write for
-  the customer (98 and every failure): outside business hours the "closed" text (nobody answers
-  now, and it promises no time); in business hours the invalid-format fallback for
-  ``llm_invalid_json`` and the "open" text for every other reason. Code 5 is the exception: the
-  model's own closing message is sent (the pipeline does that, not this module).
+- `session_handoff`: the one writer of a session's move to HUMAN (see its docstring). The turn's
+  commit (`conversations.pipeline`), the repeated-failure sweep (`conversations.sweeps`, through
+  `pipeline.failure_handoff_write`) and the Business-app echo (`conversations.inbound.events`)
+  call it; so will the staff actions (``by_user``). Callers say why (reason, detail) and whether
+  the fixed text is due; the action writes the fields, the SYSTEM event and the text, and
+  registers the sends and the summary after commit.
+- `handoff_text`: which fixed text `session_handoff` sends: outside business hours the "closed"
+  text (nobody answers now, and it promises no time); in business hours the invalid-format
+  fallback for ``llm_invalid_json`` and the "open" text for every other reason. Code 5 is the
+  exception: the model's own closing message is sent (the turn passes it to `session_handoff`).
 - `strategic_company_for`: the deterministic rule that hands a strategic company's contact to a
   human before any model call: the session's phone, its CNPJ, or the company's name in what the
   customer wrote or in the collected `empresa`, belongs to an active one. The list never reaches
@@ -16,9 +21,13 @@
 """
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID
+
+from django.contrib.auth.base_user import AbstractBaseUser
 
 from agents.business_hours import business_hours_status
 from agents.llm import LLMClient, LLMError
@@ -28,7 +37,7 @@ from agents.sources import (
     RuntimeSettings,
     StrategicCompanyInfo,
 )
-from agents.states import AgentName, HandoffReason
+from agents.states import AgentName, HandoffMotive, HandoffReason, SessionState
 from agents.strategic_companies import strategic_company_match
 from agents.summary import (
     OperationalSummary,
@@ -36,8 +45,18 @@ from agents.summary import (
     TranscriptLine,
     generate_operational_summary,
 )
+from conversations.commit_hooks import on_commit_call
+from conversations.dispatcher import EVENT_HANDOFF, Handoff, handoff_event
 from conversations.message_order import newest_in_conversation_order
-from conversations.models import SUPERSEDED, Direction, HandoffSummary, Message, Session
+from conversations.models import (
+    SUPERSEDED,
+    DeliveryStatus,
+    Direction,
+    HandoffSummary,
+    Message,
+    Session,
+)
+from conversations.whatsapp.formatting import format_ai_message_for_whatsapp, split_for_whatsapp
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +64,195 @@ logger = logging.getLogger(__name__)
 SUMMARY_TRANSCRIPT_MESSAGES = 60
 _AUTHOR = {Direction.INBOUND: "cliente", Direction.OUTBOUND: "assistente"}
 _ERROR_CHARS = 255
+_DETAIL_CHARS = 255  # Session.handoff_detail
+# The SYSTEM event of a takeover by staff in the WhatsApp Business app (coexistence echo).
+STAFF_TAKEOVER_TEXT = "Atendimento assumido pela equipe pelo app WhatsApp Business."
+# Handoffs whose customer must read the fixed text: the model wrote nothing for the customer
+# (98: its message is ignored by the code table; a failure; the strategic-company rule).
+# Code 5 sends the model's own closing message instead, a staff takeover sends nothing.
+FIXED_TEXT_REQUIRED: frozenset[HandoffReason] = frozenset(HandoffReason) - {
+    HandoffReason.QUALIFIED_LEAD,
+    HandoffReason.STAFF_TAKEOVER,
+}
+
+
+# --- The action ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffWritten:
+    """What `session_handoff` wrote: the SYSTEM event and the OUTBOUND part ids, in order."""
+
+    session_id: int
+    event_id: int
+    part_ids: tuple[int, ...]
+
+
+def summary_due(reason: HandoffReason) -> bool:
+    """Every handoff gets an operational summary but a staff takeover: whoever took the
+    conversation over is reading it already."""
+    return reason is not HandoffReason.STAFF_TAKEOVER
+
+
+def session_handoff(
+    *,
+    session_id: int,
+    reason: HandoffReason,
+    now: datetime,
+    fixed_text: bool,
+    detail: str = "",
+    motive: HandoffMotive | None = None,
+    runtime: RuntimeSettings | None = None,
+    send: Callable[[int], None] | None = None,
+    enqueue_summary: Callable[[int], None] | None = None,
+    by_user: AbstractBaseUser | None = None,
+    agent: str = "",
+    raw_response: str = "",
+    turn_id: UUID | None = None,
+    fields: Mapping[str, Any] | None = None,
+    rows_before: Sequence[Message] = (),
+    rows_after: Sequence[Message] = (),
+) -> HandoffWritten | None:
+    """Move the session to HUMAN: the one writer of a handoff.
+
+    Writes, in the caller's transaction:
+
+    - the session: ``state=human``, ``handoff_reason``, ``handoff_detail`` (cut to 255) and
+      ``handed_off_at=now`` — in one UPDATE with the caller's other session `fields` (a turn's
+      collected data), which the handoff's fields override;
+    - the SYSTEM ``handoff`` event (`conversations.dispatcher.handoff_event`: reason, detail,
+      motive, the answering `agent` and the offending `raw_response` of a failure); a staff
+      takeover's says who took it (the Business app, or `by_user`) and carries no details;
+    - when `fixed_text`, the fixed text (`handoff_text`) as OUTBOUND parts, pending;
+    - in one INSERT with the caller's rows: `rows_before` (the turn's events), the event, the
+      fixed text's parts, `rows_after` (code 5's closing message);
+
+    and registers, after commit, the send of every OUTBOUND row it inserted, in order, then the
+    summary (`summary_due`). The rule for the customer's text: **the customer never reads words
+    the model did not write for the customer.** Code 98's message is never sent (the code table
+    marks it ignored), the fixed text is; every failure and the strategic-company rule send the
+    fixed text too (`FIXED_TEXT_REQUIRED`: passing ``fixed_text=False`` for them raises). Code 5
+    is the one handoff that sends the model's words, its closing message, which the turn passes
+    in `rows_after`; a staff takeover sends nothing.
+
+    A session already in HUMAN is not handed off again: nothing is written, nothing registered,
+    and None is returned (every caller checks the state first under its lock today, so this is
+    the guard for a double call — a second click of a staff button, an echo racing a turn).
+    Marking the pending inbound messages processed stays with the caller (a turn stamps its
+    ``turn_id``; the echo marks every pending message).
+    """
+    if reason in FIXED_TEXT_REQUIRED and not fixed_text:
+        raise ValueError(f"a {reason.value} handoff sends the fixed text, never the model's")
+    if fixed_text and (runtime is None or send is None):
+        raise ValueError("the fixed text needs the runtime settings and a send function")
+    if summary_due(reason) and enqueue_summary is None:
+        raise ValueError(f"a {reason.value} handoff enqueues the summary")
+    handed_off = {
+        "state": SessionState.HUMAN.value,
+        "handoff_reason": reason.value,
+        "handoff_detail": detail[:_DETAIL_CHARS],
+        "handed_off_at": now,
+    }
+    updated = (
+        Session.objects.filter(pk=session_id)
+        .exclude(state=SessionState.HUMAN)
+        .update(**{**(fields or {}), **handed_off})
+    )
+    if not updated:
+        logger.info("handoff_skipped", extra={"session_id": session_id, "reason": reason.value})
+        return None
+    event = _event_row(
+        session_id=session_id,
+        handoff=Handoff(reason, detail=detail, motive=motive),
+        by_user=by_user,
+        agent=agent,
+        raw_response=raw_response,
+        turn_id=turn_id,
+        now=now,
+    )
+    text_rows: list[Message] = []
+    if fixed_text:
+        assert runtime is not None
+        text_rows = _fixed_text_rows(
+            session_id=session_id,
+            text=handoff_text(runtime, reason=reason, now=now),
+            action=reason.value,
+            turn_id=turn_id,
+            now=now,
+        )
+    created = Message.objects.bulk_create([*rows_before, event, *text_rows, *rows_after])
+    part_ids = tuple(m.pk for m in created if m.direction == Direction.OUTBOUND)
+    # One hook each (conversations.commit_hooks); the parts first: the summary is a model call.
+    for part_id in part_ids:
+        assert send is not None, "the OUTBOUND rows written are sent after commit"
+        on_commit_call(send, part_id)
+    if summary_due(reason):
+        assert enqueue_summary is not None
+        on_commit_call(enqueue_summary, session_id)
+    return HandoffWritten(session_id=session_id, event_id=event.pk, part_ids=part_ids)
+
+
+def _event_row(
+    *,
+    session_id: int,
+    handoff: Handoff,
+    by_user: AbstractBaseUser | None,
+    agent: str,
+    raw_response: str,
+    turn_id: UUID | None,
+    now: datetime,
+) -> Message:
+    if handoff.reason is HandoffReason.STAFF_TAKEOVER:
+        content = (
+            STAFF_TAKEOVER_TEXT
+            if by_user is None
+            else f"Atendimento assumido por {by_user.get_username()}."
+        )
+        return Message(
+            session_id=session_id,
+            direction=Direction.SYSTEM,
+            message_type=EVENT_HANDOFF,
+            action=handoff.reason.value,
+            content=content,
+            staff_user=by_user,
+            turn_id=turn_id,
+            created_at=now,
+        )
+    event = handoff_event(handoff, agent=agent, raw_response=raw_response)
+    return Message(
+        session_id=session_id,
+        direction=Direction.SYSTEM,
+        message_type=event.event,
+        agent=event.agent,
+        content=event.content,
+        code=event.code,
+        action=event.action,
+        json_part=dict(event.details) or None,
+        raw_response=event.raw_response,
+        staff_user=by_user,
+        turn_id=turn_id,
+        created_at=now,
+    )
+
+
+def _fixed_text_rows(
+    *, session_id: int, text: str, action: str, turn_id: UUID | None, now: datetime
+) -> list[Message]:
+    parts = split_for_whatsapp(format_ai_message_for_whatsapp(text))
+    return [
+        Message(
+            session_id=session_id,
+            direction=Direction.OUTBOUND,
+            message_type="text",
+            content=part,
+            part_index=index,
+            turn_id=turn_id,
+            delivery_status=DeliveryStatus.PENDING,
+            created_at=now,
+            action=action,
+        )
+        for index, part in enumerate(parts)
+    ]
 
 
 def handoff_text(runtime: RuntimeSettings, *, reason: HandoffReason, now: datetime) -> str:

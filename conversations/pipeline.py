@@ -21,7 +21,8 @@ call:
    took the session), the model's draft is stored with ``error="superseded"``, not sent, and the
    turn runs again with every pending message; otherwise the session fields, the SYSTEM events,
    the lead (code 5), the OUTBOUND parts and ``processed_at`` of the turn's messages are written
-   together, and the parts are sent — and the summary enqueued on a handoff — after commit.
+   together, and the parts are sent — and the summary enqueued on a handoff — after commit. A
+   handoff is written by `conversations.handoff.session_handoff`, in the same statements.
 
 Outcomes of every failure (each a handoff to HUMAN with the fixed text, never the model's):
 parse error not repaired → ``llm_invalid_json``; invalid contract → ``llm_invalid_contract``;
@@ -70,9 +71,8 @@ from conversations.dispatcher import (
     SystemEvent,
     action_name,
     dispatch,
-    handoff_event,
 )
-from conversations.handoff import handoff_text, strategic_company_for
+from conversations.handoff import session_handoff, strategic_company_for
 from conversations.lease import lease_claim, lease_release
 from conversations.models import (
     SUPERSEDED,
@@ -630,13 +630,9 @@ def _commit(
             _mark_processed(turn, now)
             logger.info("turn_discarded", extra={**log, "state": session.state})
             return CommitOutcome.COMMITTED
-        part_ids = _write_turn(turn, result, now, runtime)
-        # One hook each, every one attempted whatever the others do (conversations.commit_hooks);
-        # the reply first: run in-process (no broker), the summary is a model call to wait for.
-        for part_id in part_ids:
-            on_commit_call(deps.send, part_id)
-        if result.handoff is not None:
-            on_commit_call(deps.enqueue_summary, turn.session_id)
+        _write_turn(
+            turn, result, now, runtime, send=deps.send, enqueue_summary=deps.enqueue_summary
+        )
     return CommitOutcome.COMMITTED
 
 
@@ -675,6 +671,7 @@ def action_name_of(code: int) -> str:
 
 
 def _session_fields(result: TurnResult, now: datetime) -> dict[str, Any]:
+    """The session as the turn left it (a handoff's fields are `session_handoff`'s)."""
     context = result.context
     fields: dict[str, Any] = {
         "state": context.state.value,
@@ -695,13 +692,6 @@ def _session_fields(result: TurnResult, now: datetime) -> dict[str, Any]:
     document = str(context.registration_data.get("documento", ""))
     if document:
         fields["customer_document"] = document
-    if result.handoff is not None:
-        fields |= {
-            "state": SessionState.HUMAN.value,
-            "handoff_reason": result.handoff.reason.value,
-            "handoff_detail": result.handoff.detail[:_DETAIL_CHARS],
-            "handed_off_at": now,
-        }
     if result.close:
         fields["closed_at"] = now
     return fields
@@ -716,12 +706,15 @@ def failure_handoff_write(
     detail: str,
     now: datetime,
     runtime: RuntimeSettings,
+    send: Callable[[int], None],
+    enqueue_summary: Callable[[int], None],
 ) -> list[int]:
     """Write a handoff decided outside a model turn exactly as a failed turn writes it.
 
     For callers that hold the session's lease and its row lock (the repeated-failure sweep):
-    HUMAN with the reason, the SYSTEM handoff event, the fixed handoff text, the inbound
-    messages marked processed. Returns the OUTBOUND part ids, in sending order.
+    `session_handoff` with the session's fields as a turn writes them, the inbound messages
+    marked processed; the text is sent and the summary enqueued after commit. Returns the
+    OUTBOUND part ids, in sending order.
     """
     turn = _Turn(
         session_id=session.pk,
@@ -731,19 +724,68 @@ def failure_handoff_write(
         inbound_ids=tuple(inbound_ids),
         last_inbound_id=max(inbound_ids),
     )
-    return _write_turn(turn, _failure(session_context(session), reason, detail), now, runtime)
+    result = _failure(session_context(session), reason, detail)
+    return _write_turn(turn, result, now, runtime, send=send, enqueue_summary=enqueue_summary)
 
 
 def _write_turn(
-    turn: _Turn, result: TurnResult, now: datetime, runtime: RuntimeSettings
+    turn: _Turn,
+    result: TurnResult,
+    now: datetime,
+    runtime: RuntimeSettings,
+    *,
+    send: Callable[[int], None],
+    enqueue_summary: Callable[[int], None],
 ) -> list[int]:
-    """Write everything the turn decided; the OUTBOUND part ids, in sending order."""
-    Session.objects.filter(pk=turn.session_id).update(**_session_fields(result, now))
-    events = list(result.events)
+    """Write everything the turn decided, send its parts after commit; their ids, in order.
+
+    One UPDATE of the session and one INSERT of its rows either way: a handoff's go through
+    `session_handoff` with the turn's own (which also registers the sends and the summary).
+    """
+    fields = _session_fields(result, now)
+    events = _event_rows(turn, result.events, now)
+    replies = _reply_rows(turn, result.reply, now) if result.reply is not None else []
     if result.handoff is not None:
-        agent = result.agent.value if result.agent else ""
-        events.append(handoff_event(result.handoff, agent=agent, raw_response=result.failure_raw))
-    rows = [
+        written = session_handoff(
+            session_id=turn.session_id,
+            reason=result.handoff.reason,
+            detail=result.handoff.detail,
+            motive=result.handoff.motive,
+            now=now,
+            # The fixed text unless the model wrote this handoff's message (code 5).
+            fixed_text=result.reply is None,
+            runtime=runtime,
+            send=send,
+            enqueue_summary=enqueue_summary,
+            agent=result.agent.value if result.agent else "",
+            raw_response=result.failure_raw,
+            turn_id=turn.turn_id,
+            fields=fields,
+            rows_before=events,
+            rows_after=replies,
+        )
+        # The turn runs in a bot state and its commit checked that under the row lock.
+        assert written is not None, "a turn hands off a session in a bot state"
+        part_ids = list(written.part_ids)
+    else:
+        assert result.reply is not None, "a turn without a reply is a handoff"
+        Session.objects.filter(pk=turn.session_id).update(**fields)
+        created = Message.objects.bulk_create([*events, *replies])
+        part_ids = [m.pk for m in created if m.direction == Direction.OUTBOUND]
+        # One hook each, every one attempted whatever the others do (conversations.commit_hooks).
+        for part_id in part_ids:
+            on_commit_call(send, part_id)
+    if result.create_lead:
+        Lead.objects.update_or_create(
+            session_id=turn.session_id,
+            defaults={"data": lead_data(result.context), "crm_status": CrmStatus.PENDING},
+        )
+    _mark_processed(turn, now)
+    return part_ids
+
+
+def _event_rows(turn: _Turn, events: Sequence[SystemEvent], now: datetime) -> list[Message]:
+    return [
         Message(
             session_id=turn.session_id,
             direction=Direction.SYSTEM,
@@ -759,35 +801,11 @@ def _write_turn(
         )
         for event in events
     ]
-    rows.extend(_outbound_rows(turn, result, now, runtime))
-    created = Message.objects.bulk_create(rows)
-    if result.create_lead:
-        Lead.objects.update_or_create(
-            session_id=turn.session_id,
-            defaults={"data": lead_data(result.context), "crm_status": CrmStatus.PENDING},
-        )
-    _mark_processed(turn, now)
-    return [m.pk for m in created if m.direction == Direction.OUTBOUND]
 
 
-def _outbound_rows(
-    turn: _Turn, result: TurnResult, now: datetime, runtime: RuntimeSettings
-) -> list[Message]:
-    reply = result.reply
-    if reply is not None:
-        text = reply.text
-        meta: dict[str, Any] = {
-            "agent": reply.agent.value,
-            "code": reply.parsed.s,
-            "action": action_name_of(reply.parsed.s),
-        }
-        first_part_extra = {"raw_response": reply.raw_response, "json_part": reply.parsed.json_part}
-    else:
-        assert result.handoff is not None, "a turn without a reply is a handoff"
-        text = handoff_text(runtime, reason=result.handoff.reason, now=now)
-        meta = {"action": result.handoff.reason.value}
-        first_part_extra = {}
-    parts = split_for_whatsapp(format_ai_message_for_whatsapp(text))
+def _reply_rows(turn: _Turn, reply: Reply, now: datetime) -> list[Message]:
+    """The model's message as OUTBOUND parts (a handoff's fixed text is `session_handoff`'s)."""
+    parts = split_for_whatsapp(format_ai_message_for_whatsapp(reply.text))
     return [
         Message(
             session_id=turn.session_id,
@@ -798,8 +816,14 @@ def _outbound_rows(
             turn_id=turn.turn_id,
             delivery_status=DeliveryStatus.PENDING,
             created_at=now,
-            **meta,
-            **(first_part_extra if index == 0 else {}),
+            agent=reply.agent.value,
+            code=reply.parsed.s,
+            action=action_name_of(reply.parsed.s),
+            **(
+                {"raw_response": reply.raw_response, "json_part": reply.parsed.json_part}
+                if index == 0
+                else {}
+            ),
         )
         for index, part in enumerate(parts)
     ]

@@ -35,7 +35,6 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from agents.redaction import redact
 from agents.sources import RuntimeSettings
 from agents.states import BOT_STATES, HandoffReason, SessionState
-from conversations.commit_hooks import on_commit_call
 from conversations.lease import lease_claim, lease_release
 from conversations.models import (
     SUPERSEDED,
@@ -230,7 +229,8 @@ def session_failure_handoff(
 ) -> bool:
     """Hand a bot-state session with pending messages to a human (``llm_provider_error``).
 
-    What a failed turn commits in the pipeline: HUMAN with the reason, the SYSTEM handoff event,
+    What a failed turn commits in the pipeline (`failure_handoff_write`, which calls
+    `conversations.handoff.session_handoff`): HUMAN with the reason, the SYSTEM handoff event,
     the fixed handoff text (never any model text), the pending messages marked processed, the
     text sent and the summary enqueued after commit. Under the session's lease, so it cannot
     race a turn; False (nothing written) when the lease is held or nothing is pending.
@@ -244,7 +244,7 @@ def session_failure_handoff(
             pending_ids = list(_pending_inbound(session_id).values_list("pk", flat=True))
             if SessionState(session.state) not in BOT_STATES or not pending_ids:
                 return False
-            part_ids = failure_handoff_write(
+            failure_handoff_write(
                 session=Session.objects.select_related("instance").get(pk=session_id),
                 token=token,
                 inbound_ids=pending_ids,
@@ -252,10 +252,9 @@ def session_failure_handoff(
                 detail=detail,
                 now=now,
                 runtime=runtime,
+                send=send,
+                enqueue_summary=enqueue_summary,
             )
-            for part_id in part_ids:
-                on_commit_call(send, part_id)
-            on_commit_call(enqueue_summary, session_id)
     finally:
         lease_release(session_id=session_id, token=token)
     return True

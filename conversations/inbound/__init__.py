@@ -9,6 +9,7 @@ The use case of the WhatsApp webhook, by responsibility:
 - `hot_path`: the compiled and prepared statements of the common case.
 """
 
+from conversations.handoff import STAFF_TAKEOVER_TEXT
 from conversations.inbound.deliveries import (
     DeliveryNotStored,
     DeliveryReceipt,
@@ -22,7 +23,6 @@ from conversations.inbound.events import (
     EVENT_IDENTITY_CHANGED,
     EVENT_SESSION_CLOSED,
     IDLE_CLOSED_TEXT,
-    STAFF_TAKEOVER_TEXT,
     EnqueueFn,
     _Applier,
 )

@@ -23,8 +23,9 @@ Messages, by kind (`InboundKind`):
 - reaction, unsupported and unknown types are logged only;
 - ``system`` messages change the open session's phone or user id and are logged as a SYSTEM event;
 - echoes (``smb_message_echoes``, coexistence) are logged as staff OUTBOUND messages and move the
-  session to HUMAN (``staff_takeover``) with a SYSTEM event: a human's reply silences the bot, so
-  pending INBOUND messages are marked processed too.
+  session to HUMAN (``staff_takeover``, `conversations.handoff.session_handoff`: a SYSTEM event,
+  no text, no summary): a human's reply silences the bot, so pending INBOUND messages are marked
+  processed too.
 
 Statuses update the OUTBOUND message with that wamid, forward only (`statuses_before`); a
 ``failed`` stores Meta's code and title. A status for a wamid we do not know (yet) is stored
@@ -45,6 +46,7 @@ from django.utils import timezone
 
 from agents.redaction import redact
 from agents.states import BOT_STATES, HandoffReason, SessionState
+from conversations.handoff import session_handoff
 from conversations.inbound.hot_path import _insert_once
 from conversations.inbound.sessions import (
     _fill_identity,
@@ -98,7 +100,6 @@ TIMESTAMP_REPLACED_TEXT = (
 )
 ACTION_UNSUPPORTED_MEDIA = "unsupported_media"
 IDLE_CLOSED_TEXT = "Conversa encerrada por inatividade: o cliente voltou depois de {hours} h."
-STAFF_TAKEOVER_TEXT = "Atendimento assumido pela equipe pelo app WhatsApp Business."
 _NEVER = datetime.min.replace(tzinfo=UTC)
 _TITLE_CHARS = 255
 _ERROR_CHARS = 2_000
@@ -378,21 +379,15 @@ class _Applier:
         )
 
     def _staff_takeover(self, session: Session) -> None:
-        Session.objects.filter(pk=session.pk).update(
-            state=SessionState.HUMAN,
-            handoff_reason=HandoffReason.STAFF_TAKEOVER,
-            handoff_detail="",
-            handed_off_at=self.now,
+        # Not on the one-statement path (a delivery with an echo never is): the action's UPDATE
+        # and INSERT cost what the two statements written here did.
+        session_handoff(
+            session_id=session.pk,
+            reason=HandoffReason.STAFF_TAKEOVER,
+            now=self.now,
+            fixed_text=False,  # staff answer the customer themselves
         )
         session.state = SessionState.HUMAN
-        Message.objects.create(
-            session=session,
-            direction=Direction.SYSTEM,
-            message_type=EVENT_HANDOFF,
-            action=HandoffReason.STAFF_TAKEOVER,
-            content=STAFF_TAKEOVER_TEXT,
-            created_at=self.now,
-        )
         Message.objects.filter(
             session=session, direction=Direction.INBOUND, processed_at=None
         ).update(processed_at=self.now)
