@@ -40,11 +40,12 @@ serve:
 ## make run: install, migrate SQLite, load the demo catalog, create a local admin, serve on :8000
 run: bootstrap serve
 
-## make test: lint, formatting, migrations check and the test suite
+## make test: lint, formatting, types, import contracts, migrations check and the test suite
 test: install-dev .env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-logo
 	DEBUG=True ENV_FILE=/nonexistent $(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 

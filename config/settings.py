@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "simple_history",
+    "versioning",
     "knowledge_base",
     "prompts_admin",
     "conversations",

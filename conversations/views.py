@@ -10,68 +10,18 @@ Meta then delivers it again (it retries for up to 7 days).
 
 import logging
 
-from celery import Task
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils.crypto import constant_time_compare
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from conversations import publishers
 from conversations.inbound import DeliveryNotStored, stored_headers, webhook_delivery_receive
 from conversations.whatsapp.payload import MalformedBodyError
 from conversations.whatsapp.signature import SIGNATURE_HEADER, signature_is_valid
-from conversations.whatsapp.tasks import send_message
 
 logger = logging.getLogger(__name__)
-
-
-def enqueue_turn(session_id: int) -> None:
-    """Enqueue the session's turn (the pipeline's task, imported when first needed)."""
-    from conversations.pipeline_tasks import process_session
-
-    _publish(process_session, session_id)
-
-
-def enqueue_send(message_id: int) -> None:
-    _publish(send_message, message_id)
-
-
-def enqueue_delivery(delivery_id: int) -> None:
-    """Enqueue the application of a delivery too big to apply within the request."""
-    from conversations.inbound.tasks import apply_webhook_delivery
-
-    _publish(apply_webhook_delivery, delivery_id)
-
-
-def _publish(task: Task, object_id: int) -> None:
-    """``task.delay(object_id)``, cheaper in CPU — the publish is the largest single
-    cost of a webhook request (about 0.5-1 ms on the 2-core bench machine):
-
-    - publishing still goes through ``connection.ensure`` with the ``task_publish_retry``
-      policy, which revives the connection after a broker restart;
-    - ``argsrepr``/``kwargsrepr`` are given, exactly as Celery would render them, so it does not
-      run its `saferepr` over the arguments;
-    - ``declare=[]``: the default queue is reached through the anonymous direct exchange (the
-      routing key is the queue name), so there is nothing to declare; kombu would otherwise copy
-      and bind the queue entity before every publish only to find it in its declared cache. A
-      route to another exchange type would need its queue declared (here or by the worker).
-
-    Left as is: kombu's Redis transport builds a new redis-py client (about 0.1 ms) for every
-    publish, and the message itself is Celery's own (`app.amqp`), never built by hand.
-    """
-    if task.app.conf.task_always_eager:
-        task.delay(object_id)
-        return
-    # Taken from Celery's pool for this publish only: a producer held per thread would block
-    # the (broker_pool_limit + 1)-th thread of a threaded server forever, for ~0.03 ms saved.
-    with task.app.producer_or_acquire() as producer:
-        task.apply_async(
-            (object_id,),
-            producer=producer,
-            argsrepr=f"({object_id},)",
-            kwargsrepr="{}",
-            declare=[],
-        )
 
 
 @csrf_exempt
@@ -122,9 +72,9 @@ def _receive(request: HttpRequest) -> HttpResponse:
         webhook_delivery_receive(
             raw_body=body,
             headers=stored_headers(request.headers),
-            enqueue_turn=enqueue_turn,
-            enqueue_send=enqueue_send,
-            enqueue_delivery=enqueue_delivery,
+            enqueue_turn=publishers.enqueue_turn,
+            enqueue_send=publishers.enqueue_send,
+            enqueue_delivery=publishers.enqueue_delivery,
         )
     except MalformedBodyError:
         logger.warning("whatsapp_webhook_malformed_json", extra={"bytes": len(body)})

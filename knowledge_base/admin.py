@@ -9,7 +9,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.parameters import ParameterSchemaError, parse_parameter_schema
 from knowledge_base.models import Intent, KBPackage, Segment, Service
-from prompts_admin.admin import MONOSPACE_TEXTAREA, VersionedAdmin
+from versioning.admin import MONOSPACE_TEXTAREA, VersionedAdmin
 
 
 @admin.register(Segment)

@@ -9,14 +9,18 @@
 - `prompt_override_start_from_builtin` creates an INACTIVE override holding the built-in
   template verbatim, to edit and activate later.
 - `PromptOverrideToolsMixin` adds both to the PromptOverride admin (URLs, views, the action).
+
+The sessions come from the conversations app, which imports this one: it registers a
+`PreviewSessionSource` when ready (`preview_session_source_register`), and this module never
+imports it.
 """
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -28,15 +32,69 @@ from django.views.decorators.http import require_POST
 from agents.codes import states_of
 from agents.context import InstanceInfo, SessionContext
 from agents.invoker import AgentInvoker, PreparedCall
-from agents.masking import Masker, mask_as
+from agents.masking import Masker
 from agents.prompts import builtin_template
 from agents.sources import OverrideTemplate
 from agents.states import PROMPT_AGENTS, AgentName
+from knowledge_base.models import Intent, Segment, Service
 from prompts_admin.models import AGENT_CHOICES, PromptOverride
 
 SAMPLE_SESSION_ID = 0
 RECENT_SESSIONS = 30
 PREVIEW_VERSION = "preview"
+
+
+@dataclass(frozen=True, slots=True)
+class PreviewSession:
+    """A real session as the agents see it, and the masker of its personal data (only when the
+    viewer may not see it)."""
+
+    context: SessionContext
+    masker: Masker | None
+
+
+class PreviewSessionSource(Protocol):
+    """What the preview reads of the conversations: provided by the conversations app."""
+
+    def may_pick_session(self, user: Any) -> bool:
+        """Whether `user` may preview with a real session (session data is customer data)."""
+        ...
+
+    def may_view_personal_data(self, user: Any) -> bool: ...
+
+    def sample_instance(self) -> InstanceInfo | None:
+        """The instance the synthetic sample speaks for, if there is an active one."""
+        ...
+
+    def session(self, session_id: int, *, mask_personal_data: bool) -> PreviewSession | None:
+        """The session, or None when there is no such session."""
+        ...
+
+    def recent_sessions(self, limit: int, *, mask_personal_data: bool) -> list[tuple[int, str]]:
+        """(id, label) of the most recently active sessions, for the preview's session select."""
+        ...
+
+    def invoker(self) -> AgentInvoker:
+        """The production invoker; the preview only calls its `prepare` (no model call)."""
+        ...
+
+
+_session_source: PreviewSessionSource | None = None
+
+
+def preview_session_source_register(source: PreviewSessionSource) -> None:
+    """Called once by the conversations app when it is ready."""
+    global _session_source
+    _session_source = source
+
+
+def preview_session_source() -> PreviewSessionSource:
+    if _session_source is None:
+        raise ImproperlyConfigured(
+            "The prompt preview reads sessions through the conversations app, which registers "
+            "its source when ready: is it in INSTALLED_APPS?"
+        )
+    return _session_source
 
 
 def prompt_override_start_from_builtin(*, agent: AgentName) -> PromptOverride:
@@ -49,26 +107,13 @@ def prompt_override_start_from_builtin(*, agent: AgentName) -> PromptOverride:
     )
 
 
-def sample_session(agent: AgentName) -> SessionContext:
-    """A synthetic session at the agent's first stage, filled from the active catalog."""
-    from conversations.models import Instance
-    from knowledge_base.models import Intent, Segment, Service
-
-    instance = Instance.objects.filter(is_active=True).order_by("pk").first()
-    info = (
-        InstanceInfo(
-            name=instance.name,
-            display_phone=instance.display_phone,
-            brand_context=instance.brand_context,
-            health_sensitive=instance.health_sensitive,
-        )
-        if instance is not None
-        else InstanceInfo(name="Instância de exemplo")
-    )
+def sample_session(agent: AgentName, instance: InstanceInfo | None) -> SessionContext:
+    """A synthetic session of `instance` at the agent's first stage, filled from the active
+    catalog."""
     fields: dict[str, Any] = {
         "session_id": SAMPLE_SESSION_ID,
         "state": states_of(agent)[0],
-        "instance": info,
+        "instance": instance if instance is not None else InstanceInfo(name="Instância de exemplo"),
         "customer_phone": "5511912345678",
         "customer_name": "Cliente Exemplo",
     }
@@ -134,6 +179,7 @@ def prompt_preview(
     agent: AgentName,
     content: str | None,
     session_id: int | None,
+    sessions: PreviewSessionSource,
     invoker: AgentInvoker,
     mask_personal_data: bool = False,
 ) -> PromptPreview:
@@ -143,18 +189,13 @@ def prompt_preview(
     stage_changed = False
     masker: Masker | None = None
     if session_id is None:
-        context = sample_session(agent)
+        context = sample_session(agent, sessions.sample_instance())
     else:
-        from conversations.models import Session
-        from conversations.personal_data import session_masker
-        from conversations.pipeline import session_context
-
-        session = Session.objects.select_related("instance").filter(pk=session_id).first()
+        session = sessions.session(session_id, mask_personal_data=mask_personal_data)
         if session is None:
             raise Http404
-        context = session_context(session)
-        if mask_personal_data:
-            masker = session_masker(session)
+        context, masker = session.context, session.masker
+        if masker is not None:
             context = masked_session_context(context, masker)
         if context.state not in states_of(agent):
             context = replace(context, state=states_of(agent)[0])
@@ -164,22 +205,6 @@ def prompt_preview(
     if masker is not None:
         prepared = masked_prepared_call(prepared, masker)
     return PromptPreview(prepared=prepared, session=context, stage_changed=stage_changed)
-
-
-def recent_sessions(
-    limit: int = RECENT_SESSIONS, *, mask_personal_data: bool = False
-) -> list[tuple[int, str]]:
-    """(id, label) of the most recently active sessions, for the preview's session select."""
-    from conversations.models import Session
-
-    rows = Session.objects.select_related("instance").order_by("-last_message_at", "-id")[:limit]
-    labels = []
-    for s in rows:
-        name, phone = s.customer_name, s.customer_phone
-        if mask_personal_data:
-            name, phone = mask_as("name", name), mask_as("number", phone)
-        labels.append((s.pk, f"#{s.pk} {name or phone} — {s.get_state_display()}"))
-    return labels
 
 
 class PromptOverrideToolsMixin:
@@ -280,20 +305,19 @@ class PromptOverrideToolsMixin:
         content: str | None,
         obj: PromptOverride | None,
     ) -> HttpResponse:
-        from conversations.agent_sources import build_agent_invoker
-        from conversations.personal_data import can_view_personal_data
-
+        sessions = preview_session_source()
         # Session data is customer data: only staff who may read conversations pick one, and
         # see its personal data only with the permission for it.
-        can_pick = request.user.has_perm("conversations.view_session")
-        mask = not can_view_personal_data(request.user)
+        can_pick = sessions.may_pick_session(request.user)
+        mask = not sessions.may_view_personal_data(request.user)
         session_id = _int_or_none(request.GET.get("session")) if can_pick else None
         # The preview never calls the model; the client is built but not used.
         preview = prompt_preview(
             agent=agent,
             content=content,
             session_id=session_id,
-            invoker=build_agent_invoker(),
+            sessions=sessions,
+            invoker=sessions.invoker(),
             mask_personal_data=mask,
         )
         opts = self.model._meta  # type: ignore[attr-defined]
@@ -308,7 +332,11 @@ class PromptOverrideToolsMixin:
             "agent_label": labels[agent.value],
             "preview": preview,
             "prepared": preview.prepared,
-            "sessions": recent_sessions(mask_personal_data=mask) if can_pick else [],
+            "sessions": (
+                sessions.recent_sessions(RECENT_SESSIONS, mask_personal_data=mask)
+                if can_pick
+                else []
+            ),
             "can_pick_session": can_pick,
             "selected_session": session_id,
         }

@@ -13,6 +13,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from conversations import publishers
 from conversations.inbound.deliveries import webhook_delivery_apply
 from conversations.sweeps import RECEIVED_GRACE, received_deliveries_requeue
 
@@ -24,10 +25,10 @@ from conversations.sweeps import RECEIVED_GRACE, received_deliveries_requeue
 )
 def apply_webhook_delivery(delivery_id: int) -> str:
     """Apply a stored delivery; returns its outcome, or ``skipped`` when it was applied already."""
-    from conversations import views  # the webhook's publishers, imported when first needed
-
     receipt = webhook_delivery_apply(
-        delivery_id=delivery_id, enqueue_turn=views.enqueue_turn, enqueue_send=views.enqueue_send
+        delivery_id=delivery_id,
+        enqueue_turn=publishers.enqueue_turn,
+        enqueue_send=publishers.enqueue_send,
     )
     return receipt.outcome if receipt else "skipped"
 

@@ -193,7 +193,7 @@ def test_the_prompt_preview_works_under_the_policy(
         f"/admin/prompts_admin/promptoverride/{override.pk}/preview/?session={session.pk}",
     )
 
-    assert "/static/prompts_admin/admin/versioned.css" in page.stylesheets
+    assert "/static/prompts_admin/admin/prompt_tools.css" in page.stylesheets
 
 
 def test_the_versioned_change_forms_and_history_work_under_the_policy(
@@ -212,7 +212,7 @@ def test_the_versioned_change_forms_and_history_work_under_the_policy(
             f"{base}{obj.pk}/history/{version}/",
         ]:
             page = check_page(superuser_client, url)
-            assert "/static/prompts_admin/admin/versioned.css" in page.stylesheets, url
+            assert "/static/versioning/admin/versioned.css" in page.stylesheets, url
 
 
 def test_the_monospace_text_areas_take_their_font_from_a_class(

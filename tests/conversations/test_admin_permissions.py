@@ -8,8 +8,8 @@ from model_bakery import baker
 
 from conversations.models import Instance, ProviderCircuit, Session, WebhookDelivery
 from knowledge_base.models import Intent, KBPackage, Segment, Service
-from prompts_admin.admin import VersionedAdmin
 from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
+from versioning.admin import VersionedAdmin
 
 pytestmark = pytest.mark.django_db
 

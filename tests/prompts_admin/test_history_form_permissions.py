@@ -14,8 +14,8 @@ from django.test import Client, RequestFactory
 from model_bakery import baker
 
 from knowledge_base.models import Intent, KBPackage, Segment, Service
-from prompts_admin.admin import VersionedAdmin
 from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
+from versioning.admin import VersionedAdmin
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from conversations import views
+from conversations import publishers
 from conversations.inbound import webhook_delivery_reprocess
 from conversations.models import WebhookDelivery, WebhookOutcome
 
@@ -37,8 +37,8 @@ class Command(BaseCommand):
         for delivery_id in delivery_ids:
             receipt = webhook_delivery_reprocess(
                 delivery_id=delivery_id,
-                enqueue_turn=views.enqueue_turn,
-                enqueue_send=views.enqueue_send,
+                enqueue_turn=publishers.enqueue_turn,
+                enqueue_send=publishers.enqueue_send,
             )
             outcome = receipt.outcome if receipt else "skipped"
             outcomes[outcome] = outcomes.get(outcome, 0) + 1

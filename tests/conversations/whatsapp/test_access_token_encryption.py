@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 from model_bakery import baker
 
-from conversations import views
+from conversations import publishers
 from conversations.encryption import FieldDecryptionError
 from conversations.models import Direction, Instance, Message, Session
 from conversations.whatsapp.tasks import send_message
@@ -182,8 +182,8 @@ def test_serialised_instances_carry_the_ciphertext_and_load_back(instance_with_t
 @pytest.fixture
 def enqueued(monkeypatch):
     turns, sends = Recorder(), Recorder()
-    monkeypatch.setattr(views, "enqueue_turn", turns)
-    monkeypatch.setattr(views, "enqueue_send", sends)
+    monkeypatch.setattr(publishers, "enqueue_turn", turns)
+    monkeypatch.setattr(publishers, "enqueue_send", sends)
     return turns
 
 

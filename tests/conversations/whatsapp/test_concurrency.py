@@ -6,7 +6,7 @@ import pytest
 from django.db import connections
 from django.test import Client
 
-from conversations import views
+from conversations import publishers
 from conversations.inbound.tasks import apply_webhook_delivery
 from conversations.models import DeliveryStatusEvent, Direction, Message, Session, WebhookDelivery
 from tests.conversations.whatsapp.conftest import (
@@ -45,8 +45,8 @@ def deliver_concurrently(bodies: list[bytes]) -> list[int]:
 @pytest.fixture
 def turns(monkeypatch) -> Recorder:
     recorder = Recorder()
-    monkeypatch.setattr(views, "enqueue_turn", recorder)
-    monkeypatch.setattr(views, "enqueue_send", Recorder())
+    monkeypatch.setattr(publishers, "enqueue_turn", recorder)
+    monkeypatch.setattr(publishers, "enqueue_send", Recorder())
     return recorder
 
 
@@ -117,7 +117,7 @@ def test_concurrent_tasks_of_one_deferred_delivery_apply_it_once(
 ):
     # The webhook's task and a sweep's extra one (or a redelivery after a worker died) at once:
     # the delivery's row lock lets one apply it; the others find it applied.
-    monkeypatch.setattr(views, "enqueue_delivery", Recorder())
+    monkeypatch.setattr(publishers, "enqueue_delivery", Recorder())
     settings.WEBHOOK_INLINE_MAX_EVENTS = 1
     assert signed_post(Client(), fixture_bytes("batch")).status_code == 200
     delivery = WebhookDelivery.objects.get()

@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 from model_bakery import baker
 
-from conversations import views
+from conversations import publishers
 from conversations.inbound import (
     ACTION_UNSUPPORTED_MEDIA,
     one_statement,
@@ -54,9 +54,9 @@ HEADERS = {"Content-Type": "application/json"}
 def enqueued(monkeypatch):
     """The view's collaborators, recorded instead of reaching Celery."""
     recorders = {"turns": Recorder(), "sends": Recorder(), "deliveries": Recorder()}
-    monkeypatch.setattr(views, "enqueue_turn", recorders["turns"])
-    monkeypatch.setattr(views, "enqueue_send", recorders["sends"])
-    monkeypatch.setattr(views, "enqueue_delivery", recorders["deliveries"])
+    monkeypatch.setattr(publishers, "enqueue_turn", recorders["turns"])
+    monkeypatch.setattr(publishers, "enqueue_send", recorders["sends"])
+    monkeypatch.setattr(publishers, "enqueue_delivery", recorders["deliveries"])
     return recorders
 
 

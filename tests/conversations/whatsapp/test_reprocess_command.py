@@ -4,7 +4,7 @@ import pytest
 from django.core.management import call_command
 from model_bakery import baker
 
-from conversations import views
+from conversations import publishers
 from conversations.models import Message, WebhookDelivery
 from tests.conversations.whatsapp.conftest import Recorder, fixture_bytes
 
@@ -18,7 +18,7 @@ def failed_delivery(body: bytes) -> WebhookDelivery:
 @pytest.fixture
 def turns(monkeypatch) -> Recorder:
     recorder = Recorder()
-    monkeypatch.setattr(views, "enqueue_turn", recorder)
+    monkeypatch.setattr(publishers, "enqueue_turn", recorder)
     return recorder
 
 

@@ -7,7 +7,7 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conversations import views
+from conversations import publishers
 from conversations.models import Message, Session, WebhookDelivery
 from conversations.whatsapp.payload import PayloadError, parse_payload
 from tests.conversations.whatsapp.conftest import (
@@ -27,8 +27,8 @@ pytestmark = pytest.mark.django_db
 def enqueued(monkeypatch):
     """The view's collaborators, recorded instead of reaching Celery."""
     turns, sends = Recorder(), Recorder()
-    monkeypatch.setattr(views, "enqueue_turn", turns)
-    monkeypatch.setattr(views, "enqueue_send", sends)
+    monkeypatch.setattr(publishers, "enqueue_turn", turns)
+    monkeypatch.setattr(publishers, "enqueue_send", sends)
     return turns, sends
 
 

@@ -1,0 +1,132 @@
+"""The apps form layers with no cycles: the import-linter contracts of pyproject.toml hold, and
+they catch the cycles the apps used to hide in function-level imports (issue 12, item 4).
+
+`make test` runs `lint-imports` too; these tests also pin what the contracts see, on a copy of
+the apps with one import added, so a change of configuration or of import-linter that stops
+seeing an import inside a function fails here.
+"""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+APPS = ["config", "conversations", "prompts_admin", "knowledge_base", "versioning", "staff_auth"]
+APPS += ["agents"]
+CONTRACTS = [
+    "The apps form layers: each imports only the layers below it",
+    "agents imports no app",
+    "knowledge_base and prompts_admin do not import conversations",
+]
+
+
+def lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-logo", "--no-cache"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def copy_of_the_apps(tmp_path: Path) -> Path:
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    for app in APPS:
+        shutil.copytree(
+            ROOT / app,
+            tmp_path / app,
+            ignore=shutil.ignore_patterns("__pycache__", "static", "templates", "migrations"),
+        )
+    return tmp_path
+
+
+def test_the_apps_keep_their_import_contracts() -> None:
+    result = lint_imports(ROOT)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in CONTRACTS:
+        assert f"{name} KEPT" in result.stdout
+    assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in result.stdout
+
+
+# The edges the apps had before issue 12, each written the way it was hidden.
+FUNCTION_LEVEL = "\n\ndef _late() -> None:\n    {statement}  # noqa\n"
+MODULE_LEVEL = "\n{statement}  # noqa\n"
+TYPE_CHECKING = "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    {statement}  # noqa\n"
+
+
+@pytest.mark.parametrize(
+    ("module", "template", "statement", "broken"),
+    [
+        # The prompt preview read sessions from conversations inside its functions.
+        pytest.param(
+            "prompts_admin/preview.py",
+            FUNCTION_LEVEL,
+            "from conversations.models import Session",
+            "prompts_admin.preview -> conversations.models",
+            id="preview-reads-a-session",
+        ),
+        pytest.param(
+            "prompts_admin/preview.py",
+            FUNCTION_LEVEL,
+            "from conversations.pipeline import session_context",
+            "prompts_admin.preview -> conversations.pipeline",
+            id="preview-builds-the-context",
+        ),
+        # The catalog's admin took VersionedAdmin from prompts_admin.
+        pytest.param(
+            "knowledge_base/admin.py",
+            MODULE_LEVEL,
+            "from prompts_admin.admin import PromptOverrideAdmin",
+            "knowledge_base.admin -> prompts_admin.admin",
+            id="catalog-admin-from-prompts-admin",
+        ),
+        # The shared admin may not lean on an app that uses it.
+        pytest.param(
+            "versioning/admin.py",
+            FUNCTION_LEVEL,
+            "from knowledge_base.models import KBPackage",
+            "versioning.admin -> knowledge_base.models",
+            id="shared-admin-reads-an-app",
+        ),
+        # The pure core imports no app, not even under TYPE_CHECKING.
+        pytest.param(
+            "agents/invoker.py",
+            TYPE_CHECKING,
+            "from conversations.models import Session",
+            "agents.invoker -> conversations.models",
+            id="core-type-checks-on-a-model",
+        ),
+        pytest.param(
+            "agents/sources.py",
+            FUNCTION_LEVEL,
+            "from prompts_admin.models import PromptOverride",
+            "agents.sources -> prompts_admin.models",
+            id="core-reads-an-override",
+        ),
+        pytest.param(
+            "knowledge_base/selectors.py",
+            FUNCTION_LEVEL,
+            "from conversations.models import Message",
+            "knowledge_base.selectors -> conversations.models",
+            id="catalog-reads-messages",
+        ),
+    ],
+)
+def test_an_upward_import_breaks_a_contract_wherever_it_is_written(
+    tmp_path: Path, module: str, template: str, statement: str, broken: str
+) -> None:
+    apps = copy_of_the_apps(tmp_path)
+
+    with (apps / module).open("a") as source:
+        source.write(template.format(statement=statement))
+    result = lint_imports(apps)
+
+    assert result.returncode == 1
+    assert broken in result.stdout
