@@ -40,13 +40,14 @@ serve:
 ## make run: install, migrate SQLite, load the demo catalog, create a local admin, serve on :8000
 run: bootstrap serve
 
-## make test: lint, formatting, migrations check and the test suite
+## make test: lint, formatting, migrations check and the test suite, on PostgreSQL when it
+## answers on 127.0.0.1:5432 (else SQLite); the first lines of the run say which (README).
 test: install-dev .env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	DEBUG=True ENV_FILE=/nonexistent $(PY) manage.py makemigrations --check --dry-run
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 format: install-dev
 	$(VENV)/bin/ruff check --fix .
