@@ -145,6 +145,8 @@ def test_a_postgres_that_answers_gets_its_database_created_once_and_used() -> No
     host, port, user = db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432), db["USER"]
     name = f"lab_attendance_test_probe_{uuid4().hex[:8]}"
     env = {"TEST_PG_HOST": host, "TEST_PG_PORT": str(port), "TEST_PG_USER": user}
+    if db["PASSWORD"]:  # libpq reads it, for the script as for Django
+        env["PGPASSWORD"] = db["PASSWORD"]
     url = f"postgres://{user}@{host}:{port}/{name}"
     expected = [
         f"make test: database {url} (PostgreSQL answered on {host}:{port})",
@@ -156,14 +158,19 @@ def test_a_postgres_that_answers_gets_its_database_created_once_and_used() -> No
         first = run_script(**env, TEST_DB_NAME=name)
         again = run_script(**env, TEST_DB_NAME=name)  # the database exists now
         with psycopg.connect(
-            host=host, port=port, user=user, dbname="postgres", autocommit=True
+            host=host, port=port, user=user, password=db["PASSWORD"], dbname="postgres"
         ) as connection:
             found = connection.execute(
                 "SELECT count(*) FROM pg_database WHERE datname = %s", [name]
             ).fetchone()
     finally:
         with psycopg.connect(
-            host=host, port=port, user=user, dbname="postgres", autocommit=True
+            host=host,
+            port=port,
+            user=user,
+            password=db["PASSWORD"],
+            dbname="postgres",
+            autocommit=True,
         ) as connection:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}"')
 
