@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# pytest-xdist workers for `make test`: auto = one per CPU core; 0 runs in one process (--pdb).
+TEST_WORKERS ?= auto
 
 .PHONY: run test install install-dev lint format migrate bootstrap serve worker beat messages clean
 
@@ -47,7 +49,7 @@ test: install-dev .env
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	DEBUG=True ENV_FILE=/nonexistent $(PY) manage.py makemigrations --check --dry-run
-	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 format: install-dev
 	$(VENV)/bin/ruff check --fix .
