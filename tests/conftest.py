@@ -54,8 +54,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         "or set DATABASE_URL=postgres://... (bash .ci/run does)"
     )
     skip_redis = pytest.mark.skip(
-        reason="needs Redis and a real Celery worker: TEST_REDIS=auto make test, or set "
-        "CELERY_BROKER_URL=redis://... (bash .ci/run does)"
+        reason="needs a Redis broker (most start a real Celery worker): TEST_REDIS=auto make "
+        "test, or set CELERY_BROKER_URL=redis://... (bash .ci/run does)"
     )
     for item in items:
         if "postgres" in item.keywords and not _is_postgres():
