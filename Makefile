@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# pytest-xdist workers for `make test`: auto = one per CPU core; 0 runs in one process (--pdb).
+TEST_WORKERS ?= auto
 
 .PHONY: run test install install-dev lint format migrate bootstrap serve worker beat messages clean
 
@@ -40,14 +42,15 @@ serve:
 ## make run: install, migrate SQLite, load the demo catalog, create a local admin, serve on :8000
 run: bootstrap serve
 
-## make test: lint, formatting, types, import contracts, migrations check and the test suite
+## make test: lint, formatting, types, import contracts, migrations check and the test suite,
+## on PostgreSQL when it answers on 127.0.0.1:5432 (else SQLite); the first lines say which (README).
 test: install-dev .env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-logo
 	DEBUG=True ENV_FILE=/nonexistent $(PY) manage.py makemigrations --check --dry-run
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(PY) scripts/with_test_services.py $(VENV)/bin/pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 format: install-dev
 	$(VENV)/bin/ruff check --fix .

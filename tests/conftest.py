@@ -1,7 +1,11 @@
 """Suite-wide fixtures and the rules that skip what this machine cannot run, with the reason."""
 
+from collections.abc import Iterator
+
 import pytest
 from django.conf import settings
+
+from tests.support.broker import IsolatedBroker
 
 # The fake OpenAI Responses server (fixtures `fake_openai`, `openai_settings`).
 pytest_plugins = ["tests.fakes.openai_server"]
@@ -11,18 +15,58 @@ def _is_postgres() -> bool:
     return settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
 
 
+def _has_redis() -> bool:
+    return settings.CELERY_INTEGRATION_BROKER_URL.startswith("redis")
+
+
+def database_header() -> str:
+    """Which database this run uses, for the header (`make test` prints how it chose)."""
+    db = settings.DATABASES["default"]
+    if not _is_postgres():
+        return (
+            "database: SQLite; tests marked postgres are skipped "
+            "(make test uses PostgreSQL when it answers on 127.0.0.1:5432)"
+        )
+    where = f"{db['HOST'] or 'local socket'}:{db['PORT'] or 5432}"
+    test_name = db.get("TEST", {}).get("NAME") or f"test_{db['NAME']}"
+    return f"database: PostgreSQL on {where}, test database {test_name} (from {db['NAME']})"
+
+
+def broker_header() -> str:
+    if not _has_redis():
+        return (
+            "broker: none, eager Celery; tests marked redis are skipped "
+            "(set CELERY_BROKER_URL=redis://..., or TEST_REDIS=auto make test)"
+        )
+    return (
+        f"broker: {settings.CELERY_INTEGRATION_BROKER_URL}, "
+        "each worker test under a key prefix of its own"
+    )
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [database_header(), broker_header()]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip_pg = pytest.mark.skip(
-        reason="needs PostgreSQL: set DATABASE_URL=postgres://... (bash .ci/run does)"
+        reason="needs PostgreSQL: make test uses it when it answers on 127.0.0.1:5432; "
+        "or set DATABASE_URL=postgres://... (bash .ci/run does)"
     )
     skip_redis = pytest.mark.skip(
-        reason="needs Redis and a real Celery worker: set CELERY_BROKER_URL=redis://... "
-        "(bash .ci/run does)"
+        reason="needs a Redis broker (most start a real Celery worker): TEST_REDIS=auto make "
+        "test, or set CELERY_BROKER_URL=redis://... (bash .ci/run does)"
     )
     for item in items:
         if "postgres" in item.keywords and not _is_postgres():
             item.add_marker(skip_pg)
-        if "redis" in item.keywords and not settings.CELERY_INTEGRATION_BROKER_URL.startswith(
-            "redis"
-        ):
+        if "redis" in item.keywords and not _has_redis():
             item.add_marker(skip_redis)
+
+
+@pytest.fixture
+def isolated_broker(request: pytest.FixtureRequest) -> Iterator[IsolatedBroker]:
+    """This run's Redis with keys of this test's own (tests.support.broker), deleted after."""
+    broker = IsolatedBroker.new(request.path.stem)
+    yield broker
+    broker.clean()

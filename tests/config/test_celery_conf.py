@@ -9,23 +9,20 @@ from pathlib import Path
 from uuid import uuid4
 
 import pytest
-import redis
 from celery import Celery
 from celery.exceptions import CDeprecationWarning
 from django.conf import settings
 
 from config.celery import app
 from config.celery_settings import CELERY_SETTINGS, celery_key
+from tests.support.broker import IsolatedBroker
 from tests.support.processes import (
-    broker_url,
     celery_worker_command,
     project_env,
     start,
     stop,
     wait_for,
 )
-
-REDIS_DB = 8  # of this module's own worker: flushed before and after
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,12 +115,12 @@ def test_loading_the_configuration_warns_of_no_deprecated_setting() -> None:
 
 @pytest.mark.redis
 @pytest.mark.slow
-def test_a_real_worker_starts_without_a_deprecation_warning(tmp_path: Path) -> None:
-    broker = broker_url(REDIS_DB)
-    redis.Redis.from_url(broker).flushdb()
+def test_a_real_worker_starts_without_a_deprecation_warning(
+    tmp_path: Path, isolated_broker: IsolatedBroker
+) -> None:
     log = tmp_path / "worker.log"
     # No database is touched by a worker that only starts: any URL will do.
-    env = project_env(broker=broker, DATABASE_URL="sqlite:////nonexistent/never-opened.db")
+    env = project_env(broker=isolated_broker, DATABASE_URL="sqlite:////nonexistent/never-opened.db")
     worker = start(
         celery_worker_command(f"celery-conf-{uuid4().hex[:8]}@localhost"), env=env, log=log
     )
@@ -134,7 +131,6 @@ def test_a_real_worker_starts_without_a_deprecation_warning(tmp_path: Path) -> N
         wait_for(lambda: " ready." in log.read_text(), timeout=60, what="the worker to be ready")
     finally:
         stop(worker)
-        redis.Redis.from_url(broker).flushdb()
     output = log.read_text()
     assert "CDeprecationWarning" not in output
     assert "setting is deprecated" not in output

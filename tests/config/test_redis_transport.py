@@ -1,31 +1,24 @@
 """config.redis_transport: kombu's Redis transport with one publishing client per channel,
-against the real Redis broker (CELERY_BROKER_URL; skipped without it)."""
+against the real Redis broker (CELERY_BROKER_URL; skipped without it), under keys of the test's
+own (tests.support.broker)."""
 
 import subprocess
 import sys
 
 import pytest
-import redis
-from kombu import Connection, Exchange, Producer, Queue
+from kombu import Exchange, Producer, Queue
 
 from config.redis_transport import Channel, Transport
-from tests.support.processes import BASE_DIR, broker_url
-
-REDIS_DB = 13  # of this test's own: flushed before and after
-
-
-@pytest.fixture
-def broker() -> str:
-    url = broker_url(REDIS_DB)
-    redis.Redis.from_url(url).flushdb()
-    yield url
-    redis.Redis.from_url(url).flushdb()
+from tests.support.broker import IsolatedBroker
+from tests.support.processes import BASE_DIR
 
 
 @pytest.mark.redis
-def test_publishing_reuses_one_client_and_every_message_arrives_in_order(broker: str) -> None:
+def test_publishing_reuses_one_client_and_every_message_arrives_in_order(
+    isolated_broker: IsolatedBroker,
+) -> None:
     queue = Queue("transport-test", Exchange("", type="direct"), routing_key="transport-test")
-    with Connection(broker, transport=Transport) as connection:
+    with isolated_broker.connection(transport=Transport) as connection:
         channel = connection.default_channel
         producer = Producer(channel)
         for n in range(3):
@@ -46,8 +39,10 @@ def test_publishing_reuses_one_client_and_every_message_arrives_in_order(broker:
 
 
 @pytest.mark.redis
-def test_a_new_pool_after_a_fork_gets_a_new_client_that_still_publishes(broker: str) -> None:
-    with Connection(broker, transport=Transport) as connection:
+def test_a_new_pool_after_a_fork_gets_a_new_client_that_still_publishes(
+    isolated_broker: IsolatedBroker,
+) -> None:
+    with isolated_broker.connection(transport=Transport) as connection:
         channel = connection.default_channel
         before = channel._create_client()
         channel._disconnect_pools()  # what kombu does in a forked child
@@ -56,7 +51,7 @@ def test_a_new_pool_after_a_fork_gets_a_new_client_that_still_publishes(broker: 
 
     assert after is not before
     assert after.connection_pool is not before.connection_pool
-    assert redis.Redis.from_url(broker).llen("after-fork") == 1
+    assert isolated_broker.client().llen(f"{isolated_broker.prefix}after-fork") == 1
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,9 @@
 broker, the worker runs the pipeline against the fake OpenAI server and sends the answer to the
 fake Graph API — and, with a short soft time limit, a model that is too slow ends in a handoff.
 
-The worker gets a Redis database of its own (so no other test's worker takes these tasks) and the
-test database of this run; both fakes are real HTTP servers on 127.0.0.1.
+The worker gets broker keys of this test's own (tests.support.broker: no other test's or run's
+worker takes these tasks) and the test database of this run; both fakes are real HTTP servers on
+127.0.0.1.
 """
 
 from collections.abc import Iterator
@@ -12,10 +13,9 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
-import redis
 from celery import Celery
 from django.utils import timezone
-from kombu import Connection, Exchange, Queue
+from kombu import Exchange, Queue
 from model_bakery import baker
 from pytest_httpserver import HTTPServer
 
@@ -23,8 +23,8 @@ from conversations.models import Direction, HandoffSummary, Instance, LLMCall, M
 from prompts_admin.models import RuntimeConfig
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.broker import IsolatedBroker
 from tests.support.processes import (
-    broker_url,
     celery_worker_command,
     project_env,
     start,
@@ -38,8 +38,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
 ]
-# A Redis database index used only by this module's workers.
-WORKER_REDIS_DB = 13
 SOFT_TIME_LIMIT = 3
 CUSTOMER_PHONE = "5511966665555"
 
@@ -57,12 +55,12 @@ class BrokerClient:
     the worker has started waits for it instead of being dropped.
     """
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, broker: IsolatedBroker) -> None:
+        self.broker = broker
         self.app = Celery(set_as_current=False)
 
     def send(self, task: str, *args: Any) -> None:
-        with Connection(self.url) as connection:
+        with self.broker.connection() as connection:
             Queue("celery", Exchange("celery", type="direct"), routing_key="celery").bind(
                 connection
             ).declare()
@@ -71,13 +69,14 @@ class BrokerClient:
 
 @pytest.fixture
 def worker(
-    fake_openai: FakeOpenAIServer, fake_graph: FakeGraphAPI, tmp_path: Path
+    fake_openai: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+    tmp_path: Path,
+    isolated_broker: IsolatedBroker,
 ) -> Iterator[BrokerClient]:
     """A prefork worker (time limits need prefork) of the real app; yields a client app."""
-    broker = broker_url(WORKER_REDIS_DB)
-    redis.Redis.from_url(broker).flushdb()
     env = project_env(
-        broker=broker,
+        broker=isolated_broker,
         OPENAI_BASE_URL=fake_openai.base_url,
         LLM_TIMEOUT_SECONDS="10",
         LLM_RETRY_MAX="0",
@@ -92,10 +91,9 @@ def worker(
         log=tmp_path / "worker.log",
     )
     try:
-        yield BrokerClient(broker)
+        yield BrokerClient(isolated_broker)
     finally:
         stop(process)
-        redis.Redis.from_url(broker).flushdb()
 
 
 def _session_with_message(text: str) -> tuple[Session, Message]:

@@ -1,5 +1,5 @@
 """Helpers for the tests that run the real thing in subprocesses (gunicorn, a Celery worker)
-against this run's PostgreSQL test database and the Redis broker."""
+against this run's PostgreSQL test database and a Redis broker (a test's own: tests.support.broker)."""
 
 import os
 import socket
@@ -10,18 +10,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import connection
 
+from tests.support.broker import IsolatedBroker
+
 BASE_DIR = Path(__file__).resolve().parents[2]
-
-
-def broker_url(redis_db: int) -> str:
-    """The integration broker with a Redis database of the caller's own, so that no other
-    test's worker takes its tasks."""
-    base = settings.CELERY_INTEGRATION_BROKER_URL.rstrip("/")
-    root, _, last = base.rpartition("/")
-    return f"{root if last.isdigit() else base}/{redis_db}"
 
 
 def database_url() -> str:
@@ -32,8 +25,14 @@ def database_url() -> str:
     return f"postgres://{db['USER']}{password}@{host}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
-def project_env(*, broker: str, **overrides: str) -> dict[str, str]:
-    """The production settings module with test secrets, this run's database and `broker`."""
+def project_env(*, broker: str | IsolatedBroker, **overrides: str) -> dict[str, str]:
+    """The production settings module with test secrets, this run's database and `broker` (a
+    test's isolated broker on the shared Redis, or the URL of a throwaway server)."""
+    broker_env = (
+        broker.subprocess_env()
+        if isinstance(broker, IsolatedBroker)
+        else {"CELERY_BROKER_URL": broker}
+    )
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings",
@@ -43,8 +42,8 @@ def project_env(*, broker: str, **overrides: str) -> dict[str, str]:
         "WHATSAPP_APP_SECRET": "subprocess-test-app-secret",
         "DATABASE_URL": database_url(),
         "DB_CONN_MAX_AGE": "0",
-        "CELERY_BROKER_URL": broker,
         "OPENAI_API_KEY": "test-openai-key",
+        **broker_env,
         **overrides,
     }
 

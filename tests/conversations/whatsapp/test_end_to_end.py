@@ -3,7 +3,8 @@ view (``process_session.delay``) -> a real Celery worker -> the fake OpenAI serv
 POSTed to the fake Graph API, with the exact body Meta would receive.
 
 Both servers are subprocesses of the real project (``config.settings``) on this run's test
-database; the worker's Redis database is its own, so no other test's worker takes these tasks.
+database; the broker keys are this test's own (tests.support.broker), so no other test's or
+run's worker takes these tasks.
 """
 
 import http.client
@@ -12,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from model_bakery import baker
 
 from conversations.models import Direction, Instance, Message, Session
@@ -25,8 +25,8 @@ from tests.conversations.whatsapp.conftest import (
 )
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.broker import IsolatedBroker
 from tests.support.processes import (
-    broker_url,
     celery_worker_command,
     free_port,
     project_env,
@@ -41,7 +41,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.django_db(transaction=True),
 ]
-REDIS_DB = 12  # this module's own broker database
 APP_SECRET = "e2e-app-secret"
 
 
@@ -52,14 +51,15 @@ def fake_graph(httpserver) -> FakeGraphAPI:
 
 @pytest.fixture
 def servers(
-    fake_openai: FakeOpenAIServer, fake_graph: FakeGraphAPI, tmp_path: Path
+    fake_openai: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+    tmp_path: Path,
+    isolated_broker: IsolatedBroker,
 ) -> Iterator[int]:
     """gunicorn serving the project and a Celery worker, on one broker; yields the web port."""
-    broker = broker_url(REDIS_DB)
-    redis.Redis.from_url(broker).flushdb()
     port = free_port()
     env = project_env(
-        broker=broker,
+        broker=isolated_broker,
         WHATSAPP_APP_SECRET=APP_SECRET,
         ALLOWED_HOSTS="127.0.0.1",
         SECURE_SSL_REDIRECT="False",
@@ -86,7 +86,6 @@ def servers(
     finally:
         for process in processes:
             stop(process)
-        redis.Redis.from_url(broker).flushdb()
 
 
 def _healthy(port: int) -> bool:
