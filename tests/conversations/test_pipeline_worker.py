@@ -122,6 +122,7 @@ def test_a_real_worker_answers_through_the_model_and_the_graph_api(
     # The worker may still be starting: the task waits in the queue.
     wait_for(lambda: fake_graph.sends, timeout=60, what="the answer at the Graph API")
     [send] = fake_graph.sends
+    callback_data = send.json.pop("biz_opaque_callback_data")
     assert send.json == {
         "messaging_product": "whatsapp",
         "recipient_type": "individual",
@@ -139,6 +140,7 @@ def test_a_real_worker_answers_through_the_model_and_the_graph_api(
         what="the sent status",
     )
     assert reply.wa_message_id == "wamid.FAKE0001"
+    assert callback_data == f"message:{reply.pk}"
     message.refresh_from_db()
     assert message.processed_at is not None
     assert list(LLMCall.objects.values_list("purpose", "outcome")) == [("agent", "ok")]

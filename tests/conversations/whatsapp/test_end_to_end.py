@@ -121,6 +121,7 @@ def test_a_signed_webhook_is_answered_by_a_real_worker_through_the_graph_api(
     [send] = fake_graph.sends
     assert send.path == f"/v23.0/{PHONE_NUMBER_ID}/messages"
     assert send.headers["Authorization"] == "Bearer e2e-access-token"
+    callback_data = send.json.pop("biz_opaque_callback_data")
     assert send.json == {
         "messaging_product": "whatsapp",
         "recipient_type": "individual",
@@ -145,5 +146,6 @@ def test_a_signed_webhook_is_answered_by_a_real_worker_through_the_graph_api(
         what="the stored wamid",
     )
     assert reply.wa_message_id == "wamid.FAKE0001"
+    assert callback_data == f"message:{reply.pk}"
     inbound = Message.objects.get(direction=Direction.INBOUND)
     assert inbound.processed_at is not None
