@@ -20,7 +20,7 @@ from agents.llm import CallPurpose, LLMCallResult, LLMClient, LLMError, OpenAICl
 from agents.sources import HistoryEntry, KBSource, PromptSource
 from agents.states import AgentName
 from conversations.message_order import newest_in_conversation_order
-from conversations.models import SUPERSEDED, DeliveryStatus, Direction, LLMCall, Message
+from conversations.models import DeliveryStatus, LLMCall, Message
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.selectors import DatabasePromptSource
 
@@ -34,10 +34,8 @@ class DatabaseHistorySource:
         if limit <= 0:
             return []
         messages, _older = newest_in_conversation_order(
-            Message.objects.filter(
-                session_id=session_id, direction__in=(Direction.INBOUND, Direction.OUTBOUND)
-            )
-            .exclude(error=SUPERSEDED)
+            Message.objects.conversational()
+            .filter(session_id=session_id)
             # The customer never saw a reply WhatsApp refused (e.g. 131047 outside the 24-hour
             # window): the model must not believe it was said.
             .exclude(delivery_status=DeliveryStatus.FAILED)

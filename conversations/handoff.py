@@ -49,7 +49,6 @@ from conversations.commit_hooks import on_commit_call
 from conversations.dispatcher import EVENT_HANDOFF, Handoff, handoff_event
 from conversations.message_order import newest_in_conversation_order
 from conversations.models import (
-    SUPERSEDED,
     DeliveryStatus,
     Direction,
     HandoffSummary,
@@ -282,10 +281,8 @@ def strategic_company_for(
 def summary_facts(session: Session) -> SummaryFacts:
     """What the summary is written from: the session's fields and its recent conversation."""
     messages, _older = newest_in_conversation_order(
-        Message.objects.filter(
-            session_id=session.pk, direction__in=(Direction.INBOUND, Direction.OUTBOUND)
-        )
-        .exclude(error=SUPERSEDED)
+        Message.objects.conversational()
+        .filter(session_id=session.pk)
         .exclude(content="")
         .only("id", "direction", "staff_user_id", "content", "wa_timestamp"),
         SUMMARY_TRANSCRIPT_MESSAGES,

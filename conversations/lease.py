@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 
 from agents.states import BOT_STATES
-from conversations.models import Direction, Message, Session
+from conversations.models import Message, Session
 
 logger = logging.getLogger(__name__)
 
@@ -93,9 +93,7 @@ def stalled_sessions(*, now: datetime, grace: timedelta, limit: int = 500) -> li
     HUMAN and CLOSED sessions are not in the second case: the webhook stores their messages
     already processed (staff read them in admin), and a turn marks any left pending processed.
     """
-    pending = Message.objects.filter(
-        session=OuterRef("pk"), direction=Direction.INBOUND, processed_at__isnull=True
-    )
+    pending = Message.objects.pending_inbound().filter(session=OuterRef("pk"))
     expired = Session.objects.filter(lease_expires_at__lte=now).filter(Exists(pending))
     stranded = Session.objects.filter(
         lease_token__isnull=True, state__in=[state.value for state in BOT_STATES]

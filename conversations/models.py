@@ -230,6 +230,38 @@ UNSENT_OUTBOUND = models.Q(
 )
 
 
+class MessageQuerySet(models.QuerySet["Message"]):
+    """The message log's named filters: each rule written once, used by every caller.
+
+    Each method only filters, so they chain with each other and with `.filter()`, and work
+    inside `Exists(...)`/`OuterRef` subqueries. The SQL of the webhook's hot path
+    (conversations.inbound.one_statement) spells the same conditions by hand.
+    """
+
+    def pending_inbound(self) -> "MessageQuerySet":
+        """INBOUND messages no turn has answered yet (`processed_at` is NULL).
+
+        The webhook stores text pending only while a bot holds the session; a turn (or a staff
+        takeover) sets `processed_at`. Exactly the condition of the partial index
+        `message_pending_inbound`.
+        """
+        return self.filter(direction=Direction.INBOUND, processed_at__isnull=True)
+
+    def not_superseded(self) -> "MessageQuerySet":
+        """Without the drafts a newer message or a state change superseded (never sent)."""
+        return self.exclude(error=SUPERSEDED)
+
+    def conversational(self) -> "MessageQuerySet":
+        """What was said in the conversation: INBOUND and OUTBOUND, no SYSTEM events, no
+        superseded drafts (the customer never saw them)."""
+        return self.filter(direction__in=(Direction.INBOUND, Direction.OUTBOUND)).not_superseded()
+
+    def unsent_outbound(self) -> "MessageQuerySet":
+        """OUTBOUND messages still waiting for the Graph API to accept them (`UNSENT_OUTBOUND`):
+        exactly the condition of the partial index `message_unsent_outbound`."""
+        return self.filter(UNSENT_OUTBOUND)
+
+
 class Message(models.Model):
     """One row of the message log: INBOUND, OUTBOUND or SYSTEM (an event of the pipeline)."""
 
@@ -281,6 +313,8 @@ class Message(models.Model):
         verbose_name=_("staff member"),
     )
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
+
+    objects = MessageQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at", "id"]

@@ -263,18 +263,15 @@ def session_process(
 
 def _pending_inbound(session_id: int) -> list[Message]:
     return list(
-        Message.objects.filter(
-            session_id=session_id, direction=Direction.INBOUND, processed_at__isnull=True
-        )
+        Message.objects.pending_inbound()
+        .filter(session_id=session_id)
         .order_by(F("wa_timestamp").asc(nulls_last=True), "id")
         .only("id", "content", "wa_timestamp")
     )
 
 
 def _has_pending(session_id: int) -> bool:
-    return Message.objects.filter(
-        session_id=session_id, direction=Direction.INBOUND, processed_at__isnull=True
-    ).exists()
+    return Message.objects.pending_inbound().filter(session_id=session_id).exists()
 
 
 def _process_turn(
@@ -301,7 +298,7 @@ def _process_turn(
     if turn.state not in BOT_STATES:
         # HUMAN: staff read them in admin; CLOSED: a message that raced the close. Nothing is
         # called or sent, but they must not stay pending forever.
-        Message.objects.filter(pk__in=turn.inbound_ids, processed_at__isnull=True).update(
+        Message.objects.pending_inbound().filter(pk__in=turn.inbound_ids).update(
             processed_at=deps.clock()
         )
         logger.info("turn_skipped", extra={**log, "state": turn.state.value})
@@ -609,9 +606,8 @@ def _commit(
             logger.warning("session_lease_lost", extra=log)
             return CommitOutcome.LEASE_LOST
         newer = (
-            Message.objects.filter(
-                session_id=turn.session_id, direction=Direction.INBOUND, processed_at__isnull=True
-            )
+            Message.objects.pending_inbound()
+            .filter(session_id=turn.session_id)
             .exclude(pk__in=turn.inbound_ids)
             .exists()
         )
@@ -643,7 +639,7 @@ def _no_key_lock() -> bool:
 
 
 def _mark_processed(turn: _Turn, now: datetime) -> None:
-    Message.objects.filter(pk__in=turn.inbound_ids, processed_at__isnull=True).update(
+    Message.objects.pending_inbound().filter(pk__in=turn.inbound_ids).update(
         processed_at=now, turn_id=turn.turn_id
     )
 

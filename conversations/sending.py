@@ -30,7 +30,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from conversations.models import (
-    SUPERSEDED,
     DeliveryStatus,
     DeliveryStatusEvent,
     Direction,
@@ -138,7 +137,7 @@ def _turn_chain(message_id: int) -> list[int]:
     """The ids of the parts sent together with `message_id`, in sending order."""
     message = (
         Message.objects.filter(pk=message_id, direction=Direction.OUTBOUND)
-        .exclude(error=SUPERSEDED)
+        .not_superseded()
         .values("session_id", "turn_id")
         .first()
     )
@@ -152,7 +151,7 @@ def _turn_chain(message_id: int) -> list[int]:
             turn_id=message["turn_id"],
             direction=Direction.OUTBOUND,
         )
-        .exclude(error=SUPERSEDED)
+        .not_superseded()
         .order_by("part_index", "id")
         .values_list("id", flat=True)
     )

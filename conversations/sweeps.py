@@ -37,8 +37,6 @@ from agents.sources import RuntimeSettings
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.lease import lease_claim, lease_release
 from conversations.models import (
-    SUPERSEDED,
-    UNSENT_OUTBOUND,
     DeliveryStatus,
     Direction,
     Message,
@@ -102,7 +100,7 @@ def unsent_messages_requeue(
             part_index__lt=OuterRef("part_index"),
             wa_message_id__isnull=True,
         )
-        .exclude(error=SUPERSEDED)
+        .not_superseded()
         .exclude(delivery_status=DeliveryStatus.FAILED)
     )
     message_ids = list(
@@ -135,7 +133,7 @@ def unsent_messages_requeue(
 
 def _unsent() -> QuerySet[Message]:
     # Exactly the condition of the partial index `message_unsent_outbound`.
-    return Message.objects.filter(UNSENT_OUTBOUND)
+    return Message.objects.unsent_outbound()
 
 
 def _live_claim(now: datetime) -> Q:
@@ -213,9 +211,7 @@ def _record_failure(session_id: int, error: BaseException, now: datetime) -> int
 
 
 def _pending_inbound(session_id: int) -> QuerySet[Message]:
-    return Message.objects.filter(
-        session_id=session_id, direction=Direction.INBOUND, processed_at__isnull=True
-    )
+    return Message.objects.pending_inbound().filter(session_id=session_id)
 
 
 def session_failure_handoff(

@@ -388,9 +388,7 @@ class _Applier:
             fixed_text=False,  # staff answer the customer themselves
         )
         session.state = SessionState.HUMAN
-        Message.objects.filter(
-            session=session, direction=Direction.INBOUND, processed_at=None
-        ).update(processed_at=self.now)
+        Message.objects.pending_inbound().filter(session=session).update(processed_at=self.now)
         if session.pk in self.turns:
             self.turns.remove(session.pk)
         logger.info("whatsapp_staff_takeover", extra={"session_id": session.pk})
