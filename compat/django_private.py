@@ -16,6 +16,12 @@ Private APIs touched, and why:
   ``queries_logged`` (`prepared_cursor`, `logs_queries`): a Django cursor wrapper around a
   psycopg cursor of our own class, so execute wrappers, query logging and error translation
   still apply.
+- Undocumented names of Django's internal modules, re-exported (`__all__`): the template
+  nodes ``VariableNode``, ``FilterExpression`` (``django.template.base``), ``IfNode``,
+  ``TemplateLiteral``, ``CommentNode`` (``django.template.defaulttags``) that agents.templating
+  walks to allow only its tags; ``DeferredAttribute`` (``django.db.models.query_utils``), the
+  base of the decrypting field descriptor; ``LOOKUP_SEP``; the admin's ``unquote`` and
+  ``flatten_fieldsets`` (``django.contrib.admin.utils``).
 - psycopg's ``Connection.prepare_threshold`` and ``Cursor.execute(prepare=True)`` are public
   psycopg APIs, but what they are set against is Django's private choice: its PostgreSQL backend
   sets ``prepare_threshold=None`` (for transaction-mode poolers), and psycopg then ignores
@@ -26,10 +32,27 @@ Private APIs touched, and why:
 import sys
 from typing import Any
 
+from django.contrib.admin.utils import flatten_fieldsets, unquote
 from django.db import models
-from django.db.models.constants import OnConflict
+from django.db.models.constants import LOOKUP_SEP, OnConflict
+from django.db.models.query_utils import DeferredAttribute
 from django.db.models.sql import InsertQuery
 from django.http import QueryDict
+from django.template.base import FilterExpression, VariableNode
+from django.template.defaulttags import CommentNode, IfNode, TemplateLiteral
+
+# Undocumented names imported from Django's internal modules, re-exported for the project:
+__all__ = [
+    "LOOKUP_SEP",  # conversations.admin.masking: a lookup's field name
+    "CommentNode",  # agents.templating: the prompt templates' allowed tags
+    "DeferredAttribute",  # conversations.encryption: the decrypting field descriptor's base
+    "FilterExpression",  # agents.templating
+    "IfNode",  # agents.templating
+    "TemplateLiteral",  # agents.templating
+    "VariableNode",  # agents.templating
+    "flatten_fieldsets",  # versioning.admin
+    "unquote",  # prompts_admin.preview, versioning.admin: an admin URL's object id
+]
 
 # Requirement specifiers this module was checked against, as declared in pyproject.toml.
 CHECKED_VERSIONS = {"Django": "~=5.2.0", "psycopg": "~=3.3"}

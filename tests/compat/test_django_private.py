@@ -124,3 +124,37 @@ def test_the_prepared_cursor_prepares_its_statement_once_on_the_server() -> None
     assert isinstance(wrapped, django_private._PreparingCursor)
     assert connection.connection.prepare_threshold == sys.maxsize
     assert prepared == 1
+
+
+def test_the_reexported_internal_names_exist_and_behave_as_the_project_uses_them() -> None:
+    from django.contrib.admin.utils import quote
+    from django.db.models import CharField
+    from django.template import Engine
+
+    from compat.django_private import (
+        LOOKUP_SEP,
+        CommentNode,
+        DeferredAttribute,
+        FilterExpression,
+        IfNode,
+        TemplateLiteral,
+        VariableNode,
+        flatten_fieldsets,
+        unquote,
+    )
+
+    template = Engine().from_string(
+        "{% if a == 1 %}{{ b|upper }}{% endif %}{% comment %}note{% endcomment %}"
+    )
+    if_node, comment_node = template.nodelist
+    [(condition, branch)] = if_node.conditions_nodelists
+    [variable_node] = branch
+
+    assert (type(if_node), type(comment_node)) == (IfNode, CommentNode)
+    assert isinstance(condition.first, TemplateLiteral)
+    assert type(variable_node) is VariableNode
+    assert isinstance(variable_node.filter_expression, FilterExpression)
+    assert CharField.descriptor_class is DeferredAttribute
+    assert LOOKUP_SEP == "__"
+    assert unquote(quote("a/b_c:1")) == "a/b_c:1"
+    assert flatten_fieldsets([(None, {"fields": ["a", ("b", "c")]})]) == ["a", "b", "c"]
