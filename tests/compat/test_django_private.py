@@ -158,3 +158,21 @@ def test_the_reexported_internal_names_exist_and_behave_as_the_project_uses_them
     assert LOOKUP_SEP == "__"
     assert unquote(quote("a/b_c:1")) == "a/b_c:1"
     assert flatten_fieldsets([(None, {"fields": ["a", ("b", "c")]})]) == ["a", "b", "c"]
+
+
+@pytest.mark.django_db
+def test_the_conventions_used_in_place_hold_field_values_in_dict_and_backend_ops() -> None:
+    """Left where they are used (README, Decisions), pinned here: a loaded field's value is in the
+    instance ``__dict__`` under its attname and a deferred one is not (conversations.personal_data,
+    conversations.admin.logs); the backend operations the hot statements call exist."""
+    from django.db.backends.base.operations import BaseDatabaseOperations
+
+    group = Group.objects.create(name="lab")
+    loaded = Group.objects.get(pk=group.pk)
+    deferred = Group.objects.defer("name").get(pk=group.pk)
+
+    assert loaded.__dict__["name"] == "lab"
+    assert "name" not in deferred.__dict__
+    assert deferred.get_deferred_fields() == {"name"}
+    assert hasattr(BaseDatabaseOperations, "adapt_datetimefield_value")
+    assert hasattr(BaseDatabaseOperations, "quote_name")
