@@ -2,6 +2,7 @@
 pyproject.toml declares, and the installed version satisfies it."""
 
 import tomllib
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
@@ -18,14 +19,16 @@ def declared_specifiers() -> dict[str, str]:
     return {canonicalize_name(r.name): str(r.specifier) for r in requirements}
 
 
-def assert_pinned(checked: dict[str, str]) -> None:
+def assert_pinned(
+    checked: dict[str, str], installed_version: Callable[[str], str] = version
+) -> None:
     declared = declared_specifiers()
     for name, specifier in checked.items():
         assert declared[canonicalize_name(name)] == specifier, (
             f"pyproject.toml now declares {name}{declared[canonicalize_name(name)]}; the adapter "
             f"was checked against {name}{specifier}: check its private APIs, then update both"
         )
-        installed = version(name)
+        installed = installed_version(name)
         assert Requirement(f"{name}{specifier}").specifier.contains(installed), (
             f"{name} {installed} is installed; the adapter was checked against {name}{specifier}"
         )
