@@ -35,16 +35,15 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from django.template import Context, Engine, Template, TemplateSyntaxError
-from django.template.base import (
+from django.template.base import Node, NodeList, TextNode, Variable, VariableDoesNotExist
+
+from compat.django_private import (
+    CommentNode,
     FilterExpression,
-    Node,
-    NodeList,
-    TextNode,
-    Variable,
-    VariableDoesNotExist,
+    IfNode,
+    TemplateLiteral,
     VariableNode,
 )
-from django.template.defaulttags import CommentNode, IfNode, TemplateLiteral
 
 # One limit for the stored text (the PromptOverride field uses it too) and one for the rendered
 # text, which adds the variables' values (catalog, loaded packages) to it. The built-in prompts

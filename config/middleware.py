@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, HttpResponseNotFound, QueryDict
 
+from compat.django_private import freeze
+
 
 class NulFreeQueryStringMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
@@ -32,5 +34,4 @@ def without_nul(query: QueryDict) -> QueryDict:
     cleaned = QueryDict(mutable=True)
     for name, values in query.lists():
         cleaned.setlist(name.replace("\x00", ""), [value.replace("\x00", "") for value in values])
-    cleaned._mutable = False
-    return cleaned
+    return freeze(cleaned)

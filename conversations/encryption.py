@@ -22,7 +22,8 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.apps import apps
 from django.conf import settings
 from django.db import models
-from django.db.models.query_utils import DeferredAttribute
+
+from compat.django_private import DeferredAttribute
 
 
 class FieldDecryptionError(Exception):

@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from django.contrib import admin, messages
-from django.contrib.admin.utils import unquote
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -36,6 +35,7 @@ from agents.masking import Masker
 from agents.prompts import builtin_template
 from agents.sources import OverrideTemplate
 from agents.states import PROMPT_AGENTS, AgentName
+from compat.django_private import unquote
 from knowledge_base.models import Intent, Segment, Service
 from prompts_admin.models import AGENT_CHOICES, PromptOverride
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from django import forms
 from django.contrib.admin import helpers
-from django.contrib.admin.utils import flatten_fieldsets, unquote
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
 from django.http import Http404, HttpRequest, HttpResponse
@@ -20,6 +19,7 @@ from django.urls import URLPattern, path
 from django.utils.translation import gettext
 from simple_history.admin import SimpleHistoryAdmin
 
+from compat.django_private import flatten_fieldsets, unquote
 from versioning.diff import diff_versions
 
 

@@ -13,10 +13,10 @@ from typing import Any
 
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
-from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
 
 from agents.masking import Masker
+from compat.django_private import LOOKUP_SEP
 from conversations.personal_data import can_view_personal_data, masked_row
 
 

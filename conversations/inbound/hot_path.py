@@ -8,13 +8,12 @@ see `_insert_row` and `_hot_cursor`); then one commit and the enqueue.
 """
 
 import functools
-import sys
 from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import connections, models
-from django.db.models.constants import OnConflict
-from django.db.models.sql import InsertQuery
+
+from compat.django_private import compile_insert, logs_queries, mark_saved, prepared_cursor
 
 M = TypeVar("M", bound=models.Model)
 
@@ -32,7 +31,7 @@ def _insert_once(model: type[M], **values: Any) -> M | None:
     if pk is None:
         return None
     row.pk = pk
-    row._state.adding = False
+    mark_saved(row)
     return row
 
 
@@ -129,34 +128,10 @@ def _hot_cursor(connection: Any) -> Any:
         # Django's query log reads the SQL text off psycopg's cursor, which a prepared
         # execution leaves empty: where queries are logged (DEBUG, CaptureQueriesContext),
         # the usual cursor keeps the log readable.
-        or connection.queries_logged
+        or logs_queries(connection)
     ):
         return connection.cursor()
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    raw = connection.connection
-    if raw.prepare_threshold is None:
-        raw.prepare_threshold = sys.maxsize  # prepare when asked (prepare=True), never by count
-    with connection.wrap_database_errors:
-        cursor = _PreparingCursor(raw)
-    wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
-    return wrap(cursor)
-
-
-def _preparing_cursor_class() -> type:
-    try:
-        import psycopg
-    except ImportError:  # SQLite-only installs never reach `_hot_cursor`'s PostgreSQL branch
-        return object
-
-    class PreparingCursor(psycopg.Cursor):  # server-side binding, like Django's own option
-        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-            return super().execute(query, params, prepare=True)
-
-    return PreparingCursor
-
-
-_PreparingCursor = _preparing_cursor_class()
+    return prepared_cursor(connection)
 
 
 def _compile_insert(
@@ -165,9 +140,4 @@ def _compile_insert(
     if not connection.features.can_return_columns_from_insert:
         raise NotImplementedError("the channel needs INSERT ... RETURNING (PostgreSQL, SQLite)")
     fields = [f for f in model._meta.concrete_fields if not f.primary_key and not f.generated]
-    query = InsertQuery(model, on_conflict=OnConflict.IGNORE if ignore_conflicts else None)
-    query.insert_values(fields, [model()])
-    compiler = query.get_compiler(connection=connection)
-    compiler.returning_fields = [model._meta.pk]
-    [(statement, _params)] = compiler.as_sql()
-    return statement, fields
+    return compile_insert(connection, model, fields, ignore_conflicts=ignore_conflicts), fields

@@ -16,11 +16,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 APPS = ["config", "conversations", "prompts_admin", "knowledge_base", "versioning", "staff_auth"]
-APPS += ["agents"]
+APPS += ["agents", "compat"]
 CONTRACTS = [
     "The apps form layers: each imports only the layers below it",
     "agents imports no app",
     "knowledge_base and prompts_admin do not import conversations",
+    "compat (the adapters over libraries' private APIs) imports no app",
 ]
 
 
@@ -116,6 +117,14 @@ TYPE_CHECKING = "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    {s
             "from conversations.models import Message",
             "knowledge_base.selectors -> conversations.models",
             id="catalog-reads-messages",
+        ),
+        # The adapters over libraries' private APIs sit below every app.
+        pytest.param(
+            "compat/django_private.py",
+            FUNCTION_LEVEL,
+            "from conversations.models import Session",
+            "compat.django_private -> conversations.models",
+            id="adapter-reads-a-model",
         ),
     ],
 )
