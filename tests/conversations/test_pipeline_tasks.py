@@ -13,12 +13,13 @@ from model_bakery import baker
 from pytest_httpserver import HTTPServer
 
 from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions_requeue
-from conversations.models import Direction, HandoffSummary, Instance, LLMCall, Message, Session
+from conversations.models import Direction, HandoffSummary, Instance, LLMCall, Session
 from conversations.pipeline_tasks import (
     generate_handoff_summary,
     process_session,
     requeue_expired_leases,
 )
+from tests.conversations.support import inbound
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -48,16 +49,6 @@ def fake_graph(httpserver: HTTPServer, settings: Any) -> FakeGraphAPI:
 def session(db: None) -> Session:
     instance = baker.make(Instance, phone_number_id=PHONE_NUMBER_ID, name="Lab", access_token="")
     return Session.objects.create(instance=instance, customer_phone=CUSTOMER_PHONE)
-
-
-def inbound(session: Session, text: str) -> Message:
-    return Message.objects.create(
-        session=session,
-        direction=Direction.INBOUND,
-        content=text,
-        wa_message_id=f"wamid.IN{uuid4().hex[:12]}",
-        wa_timestamp=timezone.now(),
-    )
 
 
 def test_the_tasks_have_their_names() -> None:

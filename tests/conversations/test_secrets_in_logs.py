@@ -11,11 +11,9 @@ import json
 import logging
 from collections.abc import Iterator
 from typing import Any
-from uuid import uuid4
 
 import pytest
 from django.apps import apps
-from django.utils import timezone
 from model_bakery import baker
 from pytest_httpserver import HTTPServer
 
@@ -30,6 +28,7 @@ from conversations.models import (
 )
 from conversations.pipeline_tasks import process_session
 from conversations.whatsapp.tasks import send_message
+from tests.conversations.support import inbound
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -101,16 +100,6 @@ def session(db: None) -> Session:
     # The instance has no token of its own: the settings' token (the sentinel) is used.
     instance = baker.make(Instance, phone_number_id=PHONE_NUMBER_ID, name="Lab", access_token="")
     return Session.objects.create(instance=instance, customer_phone=CUSTOMER_PHONE)
-
-
-def inbound(session: Session, text: str) -> Message:
-    return Message.objects.create(
-        session=session,
-        direction=Direction.INBOUND,
-        content=text,
-        wa_message_id=f"wamid.IN{uuid4().hex[:12]}",
-        wa_timestamp=timezone.now(),
-    )
 
 
 def leaks_in_logs(capture: _Capture) -> list[str]:

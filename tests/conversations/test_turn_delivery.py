@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
-from uuid import uuid4
 
 import pytest
 from django.test import Client
@@ -24,10 +23,11 @@ from model_bakery import baker
 from pytest_httpserver import HTTPServer
 
 from config.celery import app as celery_app
-from conversations.models import Direction, Instance, Lead, Message, Session
+from conversations.models import Direction, Instance, Lead, Session
 from conversations.pipeline_tasks import process_session
 from conversations.sweeps import UNSENT_GRACE, unsent_messages_requeue
 from conversations.whatsapp.tasks import EAGER_SEND_BACKOFF, send_message
+from tests.conversations.support import inbound
 from tests.conversations.whatsapp.conftest import CUSTOMER_PHONE as WEBHOOK_CUSTOMER
 from tests.conversations.whatsapp.conftest import fixture_bytes, signed_post
 from tests.fakes.graph_server import FakeGraphAPI
@@ -51,16 +51,6 @@ def fake_graph(httpserver: HTTPServer, settings: Any) -> FakeGraphAPI:
 def make_session(**fields: Any) -> Session:
     instance = baker.make(Instance, phone_number_id=PHONE_NUMBER_ID, name="Lab", access_token="")
     return Session.objects.create(instance=instance, customer_phone=CUSTOMER_PHONE, **fields)
-
-
-def inbound(session: Session, text: str) -> Message:
-    return Message.objects.create(
-        session=session,
-        direction=Direction.INBOUND,
-        content=text,
-        wa_message_id=f"wamid.IN{uuid4().hex[:12]}",
-        wa_timestamp=timezone.now(),
-    )
 
 
 def turn_failures(session: Session) -> int:
