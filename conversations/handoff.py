@@ -28,6 +28,7 @@ from typing import Any
 from uuid import UUID
 
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.db.models import F
 
 from agents.business_hours import business_hours_status
 from agents.llm import LLMClient, LLMError
@@ -151,6 +152,8 @@ def session_handoff(
         "handoff_reason": reason.value,
         "handoff_detail": detail[:_DETAIL_CHARS],
         "handed_off_at": now,
+        # The SET's right-hand sides read the row as it was: the state being left.
+        "state_before_handoff": F("state"),
     }
     updated = (
         Session.objects.filter(pk=session_id)

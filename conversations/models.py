@@ -3,6 +3,7 @@ from django.core.validators import MaxLengthValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from agents.circuit import CircuitState
 from agents.states import AgentName, HandoffReason, SessionState
@@ -143,6 +144,22 @@ class Session(models.Model):
         _("handoff reason"), max_length=32, choices=HANDOFF_REASON_CHOICES, blank=True
     )
     handoff_detail = models.CharField(_("handoff detail"), max_length=255, blank=True)
+    # Written by `conversations.handoff.session_handoff` with the state it leaves: "give back"
+    # returns the conversation to the bot there by default (issue 13).
+    state_before_handoff = models.CharField(
+        _("state before the handoff"), max_length=16, choices=STATE_CHOICES, blank=True
+    )
+    assigned_to = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="assigned_sessions",
+        verbose_name=_("assigned to"),
+    )
+    # When staff last wrote to the customer (a reply or a template): the customer is waiting for
+    # a human when there is none since the handoff, or a newer customer message (the queue).
+    last_staff_reply_at = models.DateTimeField(_("last staff reply"), null=True, blank=True)
     # Processing lease: who runs this session's turn now, and until when (DESIGN.md §4 step 2).
     lease_token = models.UUIDField(_("lease token"), null=True, blank=True, editable=False)
     lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
@@ -165,7 +182,11 @@ class Session(models.Model):
         verbose_name_plural = _("conversations")
         # Without it, names, phones, documents and e-mails are masked on every admin page
         # (conversations.personal_data); Support has it, prompt editors do not.
-        permissions = [("view_personal_data", _("Can view customers' personal data"))]
+        permissions = [
+            ("view_personal_data", _("Can view customers' personal data")),
+            # Take over, assign, reply, send a template, give back, close (issue 13): Support.
+            ("attend_session", _("Can attend conversations")),
+        ]
         indexes = [
             models.Index(
                 fields=["instance", "customer_phone", "-created_at"], name="session_phone"
@@ -505,9 +526,10 @@ class HandoffSummary(models.Model):
 
 
 class CrmStatus(models.TextChoices):
-    PENDING = "pending", _("pending")
-    DELIVERED = "delivered", _("delivered")
-    FAILED = "failed", _("failed")
+    NOT_CONFIGURED = "not_configured", pgettext_lazy("CRM status", "not configured")
+    PENDING = "pending", pgettext_lazy("CRM status", "pending")
+    SENT = "sent", pgettext_lazy("CRM status", "sent")
+    FAILED = "failed", pgettext_lazy("CRM status", "failed")
 
 
 class Lead(models.Model):
@@ -521,12 +543,15 @@ class Lead(models.Model):
         _("CRM status"), max_length=16, choices=CrmStatus.choices, default=CrmStatus.PENDING
     )
     crm_error = models.TextField(_("CRM error"), blank=True)
+    crm_attempts = models.PositiveSmallIntegerField(_("CRM delivery attempts"), default=0)
+    crm_sent_at = models.DateTimeField(_("sent to the CRM at"), null=True, blank=True)
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         verbose_name = _("lead")
         verbose_name_plural = _("leads")
+        permissions = [("export_lead", _("Can export leads"))]
 
     def __str__(self) -> str:
         return f"lead {self.session_id}"
@@ -559,3 +584,47 @@ class ProviderCircuit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}: {self.state}"
+
+
+class MessageTemplate(models.Model):
+    """A WhatsApp message template approved by Meta, which staff may send outside the 24-hour
+    customer service window (issue 13). Kept by superusers; `name` and `language` are exactly
+    as registered in WhatsApp Manager, `parameters` the labels of the body's {{1}}, {{2}}, …"""
+
+    name = models.CharField(
+        _("template name"),
+        max_length=512,
+        validators=[
+            RegexValidator(
+                r"^[a-z0-9_]+$",
+                _("Use the template's name as registered at Meta: lowercase, digits and _."),
+            )
+        ],
+    )
+    language = models.CharField(_("language"), max_length=16, default="pt_BR")
+    body = models.TextField(
+        _("body"),
+        blank=True,
+        help_text=_(
+            "The approved text with {{1}}, {{2}}, … where the parameters go (shown to staff)."
+        ),
+    )
+    parameters = models.JSONField(
+        _("parameters"),
+        default=list,
+        blank=True,
+        help_text=_('The label of each body parameter, in order, e.g. ["Nome", "Data"].'),
+    )
+    is_active = models.BooleanField(_("active"), default=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+
+    class Meta:
+        ordering = ["name", "language"]
+        verbose_name = _("message template")
+        verbose_name_plural = _("message templates")
+        constraints = [
+            models.UniqueConstraint(fields=["name", "language"], name="template_name_language")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.language})"

@@ -41,6 +41,9 @@ EXPECTED_PERMISSIONS = {
     | {
         "conversations.view_personal_data",
         "conversations.view_webhookdelivery",
+        "conversations.attend_session",
+        "conversations.export_lead",
+        "conversations.view_messagetemplate",
         "knowledge_base.view_kbpackage",
         "knowledge_base.view_segment",
         "knowledge_base.view_intent",

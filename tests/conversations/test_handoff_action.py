@@ -351,6 +351,29 @@ def test_a_second_handoff_of_a_human_session_writes_and_registers_nothing(
     assert recorder.calls == [("send", first.part_ids[0]), ("summary", session.pk)]
 
 
+def test_the_handoff_keeps_the_state_it_left_and_a_second_handoff_does_not_overwrite_it(
+    session: Session, django_capture_on_commit_callbacks: Any
+) -> None:
+    recorder = Recorder()
+    handoff(
+        session,
+        recorder,
+        django_capture_on_commit_callbacks,
+        reason=HandoffReason.MODEL_REQUESTED,
+        fixed_text=True,
+    )
+    handoff(
+        session,
+        recorder,
+        django_capture_on_commit_callbacks,
+        reason=HandoffReason.LLM_TIMEOUT,
+        fixed_text=True,
+    )
+
+    session.refresh_from_db()
+    assert (session.state, session.state_before_handoff) == ("HUMAN", "QUALIFYING")
+
+
 def test_a_handoff_rolled_back_sends_and_enqueues_nothing(
     session: Session, django_capture_on_commit_callbacks: Any
 ) -> None:
