@@ -26,8 +26,9 @@ CUSTOMER_USER_ID = "BR.1234567890123456"
 # `phone_number_id` (the column is unique).
 instance = Recipe(Instance, phone_number_id=PHONE_NUMBER_ID, name="Laboratório Demo")
 
-# An open conversation in TRIAGE (the model's default) of the fixtures' customer.
-session = Recipe(Session, instance=foreign_key(instance), customer_phone=CUSTOMER_PHONE)
+# An open conversation in TRIAGE (the model's default), each of a customer of its own (at most one
+# conversation per customer and instance is open). The `session` fixture is the fixtures' customer.
+session = Recipe(Session, instance=foreign_key(instance), customer_phone=seq("551190000000"))
 
 # A customer's text as the webhook stores it: a wamid of its own, still pending.
 inbound = Recipe(

@@ -21,7 +21,7 @@ def instance(db: None) -> Instance:
 @pytest.fixture
 def session(instance: Instance) -> Session:
     """An open conversation in TRIAGE of the fixtures' customer (recipes.CUSTOMER_PHONE)."""
-    return recipes.session.make(instance=instance)
+    return recipes.session.make(instance=instance, customer_phone=recipes.CUSTOMER_PHONE)
 
 
 @pytest.fixture

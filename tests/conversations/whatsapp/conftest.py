@@ -45,7 +45,10 @@ def signed_post(client: Client, body: bytes, **extra: str) -> Any:
 def known_customer(instance: Instance) -> Session:
     """The open session of the customer the fixtures' messages come from."""
     return recipes.session.make(
-        instance=instance, customer_user_id=CUSTOMER_USER_ID, customer_name="Maria Silva"
+        instance=instance,
+        customer_phone=CUSTOMER_PHONE,
+        customer_user_id=CUSTOMER_USER_ID,
+        customer_name="Maria Silva",
     )
 
 
