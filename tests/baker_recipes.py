@@ -30,6 +30,11 @@ instance = Recipe(Instance, phone_number_id=PHONE_NUMBER_ID, name="Laboratório 
 # conversation per customer and instance is open). The `session` fixture is the fixtures' customer.
 session = Recipe(Session, instance=foreign_key(instance), customer_phone=seq("551190000000"))
 
+# The conversation of the customer the webhook fixtures' messages come from.
+known_customer = session.extend(
+    customer_phone=CUSTOMER_PHONE, customer_user_id=CUSTOMER_USER_ID, customer_name="Maria Silva"
+)
+
 # A customer's text as the webhook stores it: a wamid of its own, still pending.
 inbound = Recipe(
     Message,

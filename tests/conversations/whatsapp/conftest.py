@@ -44,12 +44,7 @@ def signed_post(client: Client, body: bytes, **extra: str) -> Any:
 @pytest.fixture
 def known_customer(instance: Instance) -> Session:
     """The open session of the customer the fixtures' messages come from."""
-    return recipes.session.make(
-        instance=instance,
-        customer_phone=CUSTOMER_PHONE,
-        customer_user_id=CUSTOMER_USER_ID,
-        customer_name="Maria Silva",
-    )
+    return recipes.known_customer.make(instance=instance)
 
 
 def ttl_boundary_cases(ttl: timedelta) -> list[Any]:
