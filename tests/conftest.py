@@ -4,8 +4,10 @@ from collections.abc import Iterator
 
 import pytest
 from django.conf import settings
+from django.test import Client
 
 from tests.support.broker import IsolatedBroker
+from tests.support.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
 
 # The fake OpenAI Responses server (fixtures `fake_openai`, `openai_settings`).
 pytest_plugins = ["tests.fakes.openai_server"]
@@ -70,3 +72,18 @@ def isolated_broker(request: pytest.FixtureRequest) -> Iterator[IsolatedBroker]:
     broker = IsolatedBroker.new(request.path.stem)
     yield broker
     broker.clean()
+
+
+# Staff in the admin (superusers: pytest-django's `admin_user` and `admin_client`).
+
+
+@pytest.fixture
+def support_client(db: None) -> Client:
+    """The admin as a member of Support sees it (personal data in the clear)."""
+    return logged_in(staff_member(SUPPORT))
+
+
+@pytest.fixture
+def prompt_editor_client(db: None) -> Client:
+    """The admin as a prompt editor sees it (personal data masked)."""
+    return logged_in(staff_member(PROMPT_EDITORS))
