@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.test import Client
 
 from tests.support.broker import IsolatedBroker
@@ -78,12 +79,22 @@ def isolated_broker(request: pytest.FixtureRequest) -> Iterator[IsolatedBroker]:
 
 
 @pytest.fixture
-def support_client(db: None) -> Client:
-    """The admin as a member of Support sees it (personal data in the clear)."""
-    return logged_in(staff_member(SUPPORT))
+def support_user(db: None) -> User:
+    """A member of Support: reads conversations with personal data in the clear, edits nothing."""
+    return staff_member(SUPPORT)
 
 
 @pytest.fixture
-def prompt_editor_client(db: None) -> Client:
-    """The admin as a prompt editor sees it (personal data masked)."""
-    return logged_in(staff_member(PROMPT_EDITORS))
+def support_client(support_user: User) -> Client:
+    return logged_in(support_user)
+
+
+@pytest.fixture
+def prompt_editor_user(db: None) -> User:
+    """A prompt editor: edits prompts and the catalog, reads conversations masked."""
+    return staff_member(PROMPT_EDITORS)
+
+
+@pytest.fixture
+def prompt_editor_client(prompt_editor_user: User) -> Client:
+    return logged_in(prompt_editor_user)
