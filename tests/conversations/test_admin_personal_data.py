@@ -27,6 +27,7 @@ from conversations.models import (
     WebhookDelivery,
 )
 from conversations.personal_data import MaskedCopyError, masked_session
+from tests import baker_recipes as recipes
 from tests.support.staff import logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
@@ -55,12 +56,7 @@ def page_text(response) -> str:
 def conversation() -> dict:
     """One handed-off conversation whose every log row carries the customer's personal data."""
     now = timezone.now()
-    instance = baker.make(
-        Instance,
-        name="Lab Vale",
-        phone_number_id="100000000000001",
-        display_phone="+55 19 3200-0000",
-    )
+    instance = recipes.instance.make(name="Lab Vale", display_phone="+55 19 3200-0000")
     session = baker.make(
         Session,
         instance=instance,
