@@ -13,7 +13,8 @@ from uuid import uuid4
 
 from django.contrib.auth.models import User
 from django.utils import timezone
-from model_bakery.recipe import Recipe, foreign_key, seq
+from model_bakery.recipe import Recipe, foreign_key
+from model_bakery.utils import seq
 
 from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
 

@@ -18,13 +18,15 @@ def inbound(
     if age is not None:
         fields.setdefault("created_at", timezone.now() - age)
         fields.setdefault("wa_timestamp", fields["created_at"])
-    return recipes.inbound.make(session=session, content=text, **fields)
+    message: Message = recipes.inbound.make(session=session, content=text, **fields)
+    return message
 
 
 def reply(
     session: Session, text: str = "Olá!", *, age: timedelta = timedelta(0), **fields: Any
 ) -> Message:
     """A part of an answer committed by a turn `age` ago and never sent (unless `fields` say)."""
-    return recipes.reply.make(
+    message: Message = recipes.reply.make(
         session=session, content=text, created_at=timezone.now() - age, **fields
     )
+    return message
