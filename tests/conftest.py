@@ -4,8 +4,11 @@ from collections.abc import Iterator
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import Client
 
 from tests.support.broker import IsolatedBroker
+from tests.support.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
 
 # The fake OpenAI Responses server (fixtures `fake_openai`, `openai_settings`).
 pytest_plugins = ["tests.fakes.openai_server"]
@@ -70,3 +73,28 @@ def isolated_broker(request: pytest.FixtureRequest) -> Iterator[IsolatedBroker]:
     broker = IsolatedBroker.new(request.path.stem)
     yield broker
     broker.clean()
+
+
+# Staff in the admin (superusers: pytest-django's `admin_user` and `admin_client`).
+
+
+@pytest.fixture
+def support_user(db: None) -> User:
+    """A member of Support: reads conversations with personal data in the clear, edits nothing."""
+    return staff_member(SUPPORT)
+
+
+@pytest.fixture
+def support_client(support_user: User) -> Client:
+    return logged_in(support_user)
+
+
+@pytest.fixture
+def prompt_editor_user(db: None) -> User:
+    """A prompt editor: edits prompts and the catalog, reads conversations masked."""
+    return staff_member(PROMPT_EDITORS)
+
+
+@pytest.fixture
+def prompt_editor_client(prompt_editor_user: User) -> Client:
+    return logged_in(prompt_editor_user)

@@ -14,10 +14,11 @@ from agents.context import InstanceInfo, SessionContext
 from agents.llm import LLMProviderError, OpenAIClient
 from agents.states import AgentName, SessionState
 from conversations.agent_sources import build_agent_invoker
-from conversations.models import Direction, Instance, LLMCall, Message, Session
+from conversations.models import Direction, LLMCall, Message, Session
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.forms import override_problems
 from prompts_admin.models import PromptOverride, RuntimeConfig
+from tests import baker_recipes as recipes
 from tests.agents.support import TEMPLATE_ATTACKS, FakeLLM
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -63,7 +64,7 @@ def make_world(*, messages: int = 4, packages: int = 3, loaded: int = 2) -> Sess
     KBPackage.objects.create(
         package_id="INATIVO", title="x", description="pacote inativo", content="x", is_active=False
     )
-    instance = baker.make(Instance, name="Lab Campinas", phone_number_id="100000000000001")
+    instance = recipes.instance.make(name="Lab Campinas")
     session = baker.make(
         Session,
         instance=instance,

@@ -12,9 +12,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 from model_bakery import baker
 
-from conversations.models import Direction, HandoffSummary, Instance, Message, Session
+from conversations.models import Direction, HandoffSummary, Message, Session
 from knowledge_base.models import KBPackage
 from prompts_admin.models import PromptOverride
+from tests import baker_recipes as recipes
 
 pytestmark = pytest.mark.django_db
 
@@ -101,17 +102,10 @@ def check_page(client: Client, url: str, status: int = 200) -> PolicyViolations:
 
 
 @pytest.fixture
-def superuser_client(admin_user: User) -> Client:
-    client = Client()
-    client.force_login(admin_user)
-    return client
-
-
-@pytest.fixture
 def session() -> Session:
     session = baker.make(
         Session,
-        instance=baker.make(Instance, name="Vale", phone_number_id="100000000000001"),
+        instance=recipes.instance.make(name="Vale"),
         customer_name="Maria Souza",
         state="HUMAN",
     )
@@ -171,25 +165,25 @@ def test_the_login_page_works_under_the_policy(client: Client) -> None:
         "/admin/axes/accessattempt/",
     ],
 )
-def test_admin_lists_and_forms_work_under_the_policy(superuser_client: Client, url: str) -> None:
-    check_page(superuser_client, url)
+def test_admin_lists_and_forms_work_under_the_policy(admin_client: Client, url: str) -> None:
+    check_page(admin_client, url)
 
 
 def test_the_session_transcript_works_under_the_policy(
-    superuser_client: Client, session: Session
+    admin_client: Client, session: Session
 ) -> None:
-    page = check_page(superuser_client, f"/admin/conversations/session/{session.pk}/change/")
+    page = check_page(admin_client, f"/admin/conversations/session/{session.pk}/change/")
 
     assert "/static/conversations/admin/session.css" in page.stylesheets
     assert page.scripts  # Django's admin scripts, every one a same-origin file
 
 
 def test_the_prompt_preview_works_under_the_policy(
-    superuser_client: Client, session: Session, versioned: tuple
+    admin_client: Client, session: Session, versioned: tuple
 ) -> None:
     override, _package = versioned
     page = check_page(
-        superuser_client,
+        admin_client,
         f"/admin/prompts_admin/promptoverride/{override.pk}/preview/?session={session.pk}",
     )
 
@@ -197,7 +191,7 @@ def test_the_prompt_preview_works_under_the_policy(
 
 
 def test_the_versioned_change_forms_and_history_work_under_the_policy(
-    superuser_client: Client, versioned: tuple
+    admin_client: Client, versioned: tuple
 ) -> None:
     override, package = versioned
     for obj, base in [
@@ -211,15 +205,15 @@ def test_the_versioned_change_forms_and_history_work_under_the_policy(
             f"{base}{obj.pk}/history/compare/",
             f"{base}{obj.pk}/history/{version}/",
         ]:
-            page = check_page(superuser_client, url)
+            page = check_page(admin_client, url)
             assert "/static/versioning/admin/versioned.css" in page.stylesheets, url
 
 
 def test_the_monospace_text_areas_take_their_font_from_a_class(
-    superuser_client: Client, versioned: tuple
+    admin_client: Client, versioned: tuple
 ) -> None:
     override, _package = versioned
-    page = superuser_client.get(f"/admin/prompts_admin/promptoverride/{override.pk}/change/")
+    page = admin_client.get(f"/admin/prompts_admin/promptoverride/{override.pk}/change/")
 
     assert 'class="vLargeTextField monospace"' in page.content.decode()
 

@@ -1,18 +1,32 @@
-"""Helpers shared by the conversation tests."""
+"""Helpers shared by the conversation tests: messages stored some time ago, on the recipes of
+tests/baker_recipes.py."""
 
-from uuid import uuid4
+from datetime import timedelta
+from typing import Any
 
 from django.utils import timezone
 
-from conversations.models import Direction, Message, Session
+from conversations.models import Message, Session
+from tests import baker_recipes as recipes
 
 
-def inbound(session: Session, text: str) -> Message:
-    """A customer's text, just received and still pending."""
-    return Message.objects.create(
-        session=session,
-        direction=Direction.INBOUND,
-        content=text,
-        wa_message_id=f"wamid.IN{uuid4().hex[:12]}",
-        wa_timestamp=timezone.now(),
+def inbound(
+    session: Session, text: str = "Oi", *, age: timedelta | None = None, **fields: Any
+) -> Message:
+    """A customer's text received `age` ago (just now without it), pending unless `processed_at`
+    is given."""
+    if age is not None:
+        fields.setdefault("created_at", timezone.now() - age)
+        fields.setdefault("wa_timestamp", fields["created_at"])
+    message: Message = recipes.inbound.make(session=session, content=text, **fields)
+    return message
+
+
+def reply(
+    session: Session, text: str = "Olá!", *, age: timedelta = timedelta(0), **fields: Any
+) -> Message:
+    """A part of an answer committed by a turn `age` ago and never sent (unless `fields` say)."""
+    message: Message = recipes.reply.make(
+        session=session, content=text, created_at=timezone.now() - age, **fields
     )
+    return message

@@ -9,6 +9,7 @@ from model_bakery import baker
 from conversations.models import Instance, ProviderCircuit, Session, WebhookDelivery
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
+from tests.support.staff import logged_in, staff_member
 from versioning.admin import VersionedAdmin
 
 pytestmark = pytest.mark.django_db
@@ -53,14 +54,6 @@ EXPECTED_PERMISSIONS = {
 }
 
 
-def staff_client(group_name: str) -> tuple[Client, User]:
-    user = baker.make(User, username=f"user-{group_name.replace(' ', '-')}", is_staff=True)
-    user.groups.add(Group.objects.get(name=group_name))
-    client = Client()
-    client.force_login(user)
-    return client, user
-
-
 @pytest.mark.parametrize("group_name", sorted(EXPECTED_PERMISSIONS))
 def test_data_migration_creates_each_group_with_its_exact_permissions(group_name: str) -> None:
     group = Group.objects.get(name=group_name)
@@ -71,30 +64,27 @@ def test_data_migration_creates_each_group_with_its_exact_permissions(group_name
     assert granted == EXPECTED_PERMISSIONS[group_name]
 
 
-def test_support_cannot_open_or_change_a_prompt() -> None:
+def test_support_cannot_open_or_change_a_prompt(support_client: Client) -> None:
     override = baker.make(PromptOverride, agent="triagem", content="original")
-    client, _user = staff_client("Support")
     url = f"/admin/prompts_admin/promptoverride/{override.pk}/change/"
-    assert client.get(url).status_code == 403
-    response = client.post(url, {"agent": "triagem", "content": "hacked", "note": ""})
+    assert support_client.get(url).status_code == 403
+    response = support_client.post(url, {"agent": "triagem", "content": "hacked", "note": ""})
     assert response.status_code == 403
     override.refresh_from_db()
     assert override.content == "original"
     assert override.history.count() == 1
 
 
-def test_support_cannot_add_a_prompt_or_a_package() -> None:
-    client, _user = staff_client("Support")
-    assert client.get("/admin/prompts_admin/promptoverride/add/").status_code == 403
-    assert client.get("/admin/knowledge_base/kbpackage/add/").status_code == 403
+def test_support_cannot_add_a_prompt_or_a_package(support_client: Client) -> None:
+    assert support_client.get("/admin/prompts_admin/promptoverride/add/").status_code == 403
+    assert support_client.get("/admin/knowledge_base/kbpackage/add/").status_code == 403
 
 
-def test_support_reads_packages_without_editing_them() -> None:
+def test_support_reads_packages_without_editing_them(support_client: Client) -> None:
     package = baker.make(KBPackage, package_id="COMPANY_INFO", content="texto")
-    client, _user = staff_client("Support")
     url = f"/admin/knowledge_base/kbpackage/{package.pk}/change/"
-    assert client.get(url).status_code == 200
-    response = client.post(
+    assert support_client.get(url).status_code == 200
+    response = support_client.post(
         url, {"package_id": "COMPANY_INFO", "title": "t", "description": "d", "content": "novo"}
     )
     assert response.status_code == 403
@@ -102,20 +92,21 @@ def test_support_reads_packages_without_editing_them() -> None:
     assert package.content == "texto"
 
 
-def test_support_reads_conversations_and_webhook_deliveries() -> None:
+def test_support_reads_conversations_and_webhook_deliveries(support_client: Client) -> None:
     session = baker.make(Session)
     delivery = baker.make(WebhookDelivery, raw_body=b"{}")
-    client, _user = staff_client("Support")
-    assert client.get("/admin/conversations/session/").status_code == 200
-    assert client.get(f"/admin/conversations/session/{session.pk}/change/").status_code == 200
+    assert support_client.get("/admin/conversations/session/").status_code == 200
+    page = f"/admin/conversations/session/{session.pk}/change/"
+    assert support_client.get(page).status_code == 200
     url = f"/admin/conversations/webhookdelivery/{delivery.pk}/change/"
-    assert client.get(url).status_code == 200
+    assert support_client.get(url).status_code == 200
 
 
-def test_prompt_editor_changes_a_prompt_and_history_records_who() -> None:
+def test_prompt_editor_changes_a_prompt_and_history_records_who(
+    prompt_editor_client: Client, prompt_editor_user: User
+) -> None:
     override = baker.make(PromptOverride, agent="triagem", content="original")
-    client, user = staff_client("Prompt editors")
-    response = client.post(
+    response = prompt_editor_client.post(
         f"/admin/prompts_admin/promptoverride/{override.pk}/change/",
         {"agent": "triagem", "content": "nova versão", "note": "tom mais cordial"},
     )
@@ -123,28 +114,30 @@ def test_prompt_editor_changes_a_prompt_and_history_records_who() -> None:
     override.refresh_from_db()
     assert override.content == "nova versão"
     latest = override.history.latest()
-    assert (latest.history_user, latest.note) == (user, "tom mais cordial")
+    assert (latest.history_user, latest.note) == (prompt_editor_user, "tom mais cordial")
 
 
-def test_prompt_editor_reads_conversations_but_not_raw_webhooks() -> None:
+def test_prompt_editor_reads_conversations_but_not_raw_webhooks(
+    prompt_editor_client: Client,
+) -> None:
     session = baker.make(Session)
     delivery = baker.make(WebhookDelivery, raw_body=b"{}")
-    client, _user = staff_client("Prompt editors")
-    assert client.get(f"/admin/conversations/session/{session.pk}/change/").status_code == 200
+    page = f"/admin/conversations/session/{session.pk}/change/"
+    assert prompt_editor_client.get(page).status_code == 200
     url = f"/admin/conversations/webhookdelivery/{delivery.pk}/change/"
-    assert client.get(url).status_code == 403
+    assert prompt_editor_client.get(url).status_code == 403
 
 
 @pytest.mark.parametrize("group_name", ["Prompt editors", "Support"])
 def test_neither_group_manages_instances(group_name: str) -> None:
-    client, _user = staff_client(group_name)
+    client = logged_in(staff_member(group_name))
     assert client.get("/admin/conversations/instance/add/").status_code == 403
 
 
 @pytest.mark.parametrize("group_name", ["Prompt editors", "Support"])
 def test_neither_group_deletes_catalog_entries(group_name: str) -> None:
     segment = baker.make(Segment, code="HUMANO")
-    client, _user = staff_client(group_name)
+    client = logged_in(staff_member(group_name))
     response = client.post(f"/admin/knowledge_base/segment/{segment.pk}/delete/", {"post": "yes"})
     assert response.status_code == 403
     assert Segment.objects.filter(pk=segment.pk).exists()

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
@@ -28,6 +27,8 @@ from conversations.models import (
     WebhookDelivery,
 )
 from conversations.personal_data import MaskedCopyError, masked_session
+from tests import baker_recipes as recipes
+from tests.support.staff import logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
 
@@ -51,27 +52,11 @@ def page_text(response) -> str:
     return html.unescape(response.content.decode())
 
 
-def staff_client(*groups: str, permissions: tuple[str, ...] = ()) -> Client:
-    user = baker.make(User, username=f"staff-{uuid.uuid4().hex[:8]}", is_staff=True)
-    for name in groups:
-        user.groups.add(Group.objects.get(name=name))
-    for codename in permissions:
-        user.user_permissions.add(Permission.objects.get(codename=codename))
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 @pytest.fixture
 def conversation() -> dict:
     """One handed-off conversation whose every log row carries the customer's personal data."""
     now = timezone.now()
-    instance = baker.make(
-        Instance,
-        name="Lab Vale",
-        phone_number_id="100000000000001",
-        display_phone="+55 19 3200-0000",
-    )
+    instance = recipes.instance.make(name="Lab Vale", display_phone="+55 19 3200-0000")
     session = baker.make(
         Session,
         instance=instance,
@@ -336,9 +321,11 @@ RAW_ON_PAGE = {
 
 
 @pytest.mark.parametrize("page", list(MASKED_PAGES))
-def test_a_prompt_editor_reads_every_conversation_page_masked(conversation, page: str) -> None:
+def test_a_prompt_editor_reads_every_conversation_page_masked(
+    prompt_editor_client: Client, conversation, page: str
+) -> None:
     url, masked = MASKED_PAGES[page](conversation)
-    response = staff_client("Prompt editors").get(url)
+    response = prompt_editor_client.get(url)
 
     text = page_text(response)
     assert [raw for raw in RAW_VALUES if raw.encode() in response.content or raw in text] == []
@@ -346,9 +333,11 @@ def test_a_prompt_editor_reads_every_conversation_page_masked(conversation, page
 
 
 @pytest.mark.parametrize("page", SUPPORT_PAGES)
-def test_support_reads_every_conversation_page_as_stored(conversation, page: str) -> None:
+def test_support_reads_every_conversation_page_as_stored(
+    support_client: Client, conversation, page: str
+) -> None:
     url, _masked = MASKED_PAGES[page](conversation)
-    text = page_text(staff_client("Support").get(url))
+    text = page_text(support_client.get(url))
     assert "M*** S***" not in text
     assert "***@***" not in text
     assert RAW_ON_PAGE[page] is None or RAW_ON_PAGE[page] in text
@@ -365,8 +354,10 @@ def test_a_superuser_reads_every_conversation_page_as_stored(
     assert RAW_ON_PAGE[page] is None or RAW_ON_PAGE[page] in text
 
 
-def test_support_sees_the_raw_values_on_the_session_page(conversation) -> None:
-    text = page_text(staff_client("Support").get(change(conversation["session"])))
+def test_support_sees_the_raw_values_on_the_session_page(
+    support_client: Client, conversation
+) -> None:
+    text = page_text(support_client.get(change(conversation["session"])))
     assert f'<div class="text">{INBOUND_TEXT}</div>' in text
     assert f'<div class="text">{OUTBOUND_TEXT}</div>' in text
     assert f"<td>{EMAIL}</td>" in text
@@ -390,7 +381,7 @@ def test_a_superuser_sees_the_raw_values_in_the_model_call_and_the_preview(
 def test_the_webhook_body_is_masked_for_staff_allowed_to_read_it_without_personal_data(
     conversation,
 ) -> None:
-    client = staff_client(permissions=("view_webhookdelivery",))
+    client = logged_in(staff_member(permissions=("conversations.view_webhookdelivery",)))
     response = client.get(change(conversation["delivery"]))
 
     text = page_text(response)
@@ -404,8 +395,8 @@ def test_the_webhook_body_is_masked_for_staff_allowed_to_read_it_without_persona
     assert '"phone_number_id": "100000000000001"' in text
 
 
-def test_support_reads_the_webhook_body_as_received(conversation) -> None:
-    text = page_text(staff_client("Support").get(change(conversation["delivery"])))
+def test_support_reads_the_webhook_body_as_received(support_client: Client, conversation) -> None:
+    text = page_text(support_client.get(change(conversation["delivery"])))
     assert f'"wa_id": "{PHONE}"' in text
     assert f'"name": "{NAME}"' in text
 
@@ -429,43 +420,52 @@ REFUSED = "A busca por telefone, documento, e-mail ou números longos"
     [PHONE, "91234-5678", "(11) 91234-5678", "5678", CPF, "529.982.247-25", EMAIL, "@example"],
 )
 def test_a_prompt_editor_cannot_find_a_person_by_phone_document_or_e_mail(
-    conversation, term: str
+    prompt_editor_client: Client, conversation, term: str
 ) -> None:
-    ids, text = listed(staff_client("Prompt editors"), term)
+    ids, text = listed(prompt_editor_client, term)
     assert ids == []
     assert REFUSED in text
 
 
-def test_a_prompt_editors_name_search_reads_only_the_conversations_text(conversation) -> None:
+def test_a_prompt_editors_name_search_reads_only_the_conversations_text(
+    prompt_editor_client: Client, support_client: Client, conversation
+) -> None:
     # Named Maria in the session, but nobody wrote "Maria" in this conversation.
     silent = baker.make(Session, customer_name="Maria Oliveira", customer_phone="5511900000001")
-    editor = staff_client("Prompt editors")
 
-    assert listed(editor, "Oliveira")[0] == []
-    assert listed(editor, "Maria")[0] == [conversation["session"].pk]
-    assert listed(staff_client("Support"), "Oliveira")[0] == [silent.pk]
+    assert listed(prompt_editor_client, "Oliveira")[0] == []
+    assert listed(prompt_editor_client, "Maria")[0] == [conversation["session"].pk]
+    assert listed(support_client, "Oliveira")[0] == [silent.pk]
 
 
 @pytest.mark.parametrize("term", [PHONE, "91234-5678", CPF, "Souza"])
-def test_support_finds_a_person_by_phone_document_or_name(conversation, term: str) -> None:
-    ids, text = listed(staff_client("Support"), term)
+def test_support_finds_a_person_by_phone_document_or_name(
+    support_client: Client, conversation, term: str
+) -> None:
+    ids, text = listed(support_client, term)
     assert ids == [conversation["session"].pk]
     assert REFUSED not in text
 
 
-def test_a_prompt_editor_cannot_sort_by_customer_name_even_from_the_url() -> None:
+def test_a_prompt_editor_cannot_sort_by_customer_name_even_from_the_url(
+    prompt_editor_client: Client, support_client: Client
+) -> None:
     abel = baker.make(Session, customer_name="Abel")
     zuleica = baker.make(Session, customer_name="Zuleica")
-    editor, support = staff_client("Prompt editors"), staff_client("Support")
     sortable = re.compile(r'<th scope="col" class="sortable[^"]*column-customer')
 
-    assert sortable.search(page_text(support.get("/admin/conversations/session/"))) is not None
-    assert sortable.search(page_text(editor.get("/admin/conversations/session/"))) is None
-    assert listed_with(support, "o=0")[0] == [abel.pk, zuleica.pk]  # by name
-    assert listed_with(support, "o=-0")[0] == [zuleica.pk, abel.pk]
+    assert (
+        sortable.search(page_text(support_client.get("/admin/conversations/session/"))) is not None
+    )
+    assert (
+        sortable.search(page_text(prompt_editor_client.get("/admin/conversations/session/")))
+        is None
+    )
+    assert listed_with(support_client, "o=0")[0] == [abel.pk, zuleica.pk]  # by name
+    assert listed_with(support_client, "o=-0")[0] == [zuleica.pk, abel.pk]
     # The editor's first column has no ordering: `o` leaves the tie-breaker only (newest first).
-    assert listed_with(editor, "o=0")[0] == [zuleica.pk, abel.pk]
-    assert listed_with(editor, "o=-0")[0] == [zuleica.pk, abel.pk]
+    assert listed_with(prompt_editor_client, "o=0")[0] == [zuleica.pk, abel.pk]
+    assert listed_with(prompt_editor_client, "o=-0")[0] == [zuleica.pk, abel.pk]
 
 
 # --- Query counts -----------------------------------------------------------------------------
@@ -483,7 +483,7 @@ EDITOR_TRANSCRIPT_QUERIES = 9
 @pytest.mark.parametrize("n_sessions", [10, 60])
 @pytest.mark.parametrize("query", ["", "?q=orçamento", "?q=5511"], ids=["list", "text", "phone"])
 def test_a_masked_list_costs_no_query_per_row(
-    django_assert_num_queries, n_sessions: int, query: str
+    prompt_editor_client: Client, django_assert_num_queries, n_sessions: int, query: str
 ) -> None:
     instance = baker.make(Instance)
     sessions = [
@@ -501,17 +501,16 @@ def test_a_masked_list_costs_no_query_per_row(
         Message(session=s, direction=Direction.INBOUND, content="Quero um orçamento")
         for s in sessions
     )
-    editor = staff_client("Prompt editors")
-    editor.get("/admin/conversations/session/" + query)  # warm the content-type cache
+    prompt_editor_client.get("/admin/conversations/session/" + query)  # warm the content-type cache
     with django_assert_num_queries(EDITOR_LIST_QUERIES[query]):
-        response = editor.get("/admin/conversations/session/" + query)
+        response = prompt_editor_client.get("/admin/conversations/session/" + query)
     rows = len(ROW_RE.findall(response.content.decode()))
     assert rows == (0 if "5511" in query else min(n_sessions, 50))
 
 
 @pytest.mark.parametrize("n_messages", [30, 300])
 def test_a_masked_transcript_costs_no_query_per_message(
-    django_assert_num_queries, n_messages: int
+    prompt_editor_client: Client, django_assert_num_queries, n_messages: int
 ) -> None:
     session = baker.make(
         Session, customer_name=NAME, customer_phone=PHONE, service="AGUA_POTABILIDADE"
@@ -528,11 +527,10 @@ def test_a_masked_transcript_costs_no_query_per_message(
         for i in range(n_messages)
     )
     baker.make(HandoffSummary, session=session, summary_text=f"{NAME} pediu orçamento")
-    editor = staff_client("Prompt editors")
     url = change(session)
-    editor.get(url)
+    prompt_editor_client.get(url)
     with django_assert_num_queries(EDITOR_TRANSCRIPT_QUERIES):
-        response = editor.get(url)
+        response = prompt_editor_client.get(url)
     page = response.content.decode()
     assert page.count("da M***, tel (**) *****-****") == n_messages
     assert "Maria" not in page
@@ -570,16 +568,18 @@ URL_LOOKUPS = [
 
 @pytest.mark.parametrize(("url", "lookup"), URL_LOOKUPS)
 def test_a_prompt_editor_cannot_filter_by_a_column_outside_the_list_filters(
-    conversation, url: str, lookup: str
+    prompt_editor_client: Client, conversation, url: str, lookup: str
 ) -> None:
-    response = staff_client("Prompt editors").get(f"{url}?{lookup}")
+    response = prompt_editor_client.get(f"{url}?{lookup}")
     assert response.status_code == 400
     assert b"Souza" not in response.content
 
 
 @pytest.mark.parametrize(("url", "lookup"), URL_LOOKUPS)
-def test_support_may_filter_by_any_column(conversation, url: str, lookup: str) -> None:
-    response = staff_client("Support").get(f"{url}?{lookup}")
+def test_support_may_filter_by_any_column(
+    support_client: Client, conversation, url: str, lookup: str
+) -> None:
+    response = support_client.get(f"{url}?{lookup}")
     assert response.status_code == 200
 
 
@@ -592,15 +592,19 @@ def test_support_may_filter_by_any_column(conversation, url: str, lookup: str) -
         "last_message_at__isnull=False",
     ],
 )
-def test_a_prompt_editor_keeps_the_list_filters(conversation, query: str) -> None:
+def test_a_prompt_editor_keeps_the_list_filters(
+    prompt_editor_client: Client, conversation, query: str
+) -> None:
     query = query.replace("=1", f"={conversation['session'].instance_id}")
-    ids, _text = listed_with(staff_client("Prompt editors"), query)
+    ids, _text = listed_with(prompt_editor_client, query)
     assert ids == [conversation["session"].pk]
 
 
-def test_a_prompt_editor_opens_the_message_log_of_a_conversation(conversation) -> None:
+def test_a_prompt_editor_opens_the_message_log_of_a_conversation(
+    prompt_editor_client: Client, conversation
+) -> None:
     session = conversation["session"]
-    response = staff_client("Prompt editors").get(
+    response = prompt_editor_client.get(
         f"/admin/conversations/message/?session__id__exact={session.pk}"
     )
     assert response.status_code == 200

@@ -16,12 +16,12 @@ from conversations.models import (
     DeliveryStatus,
     Direction,
     HandoffSummary,
-    Instance,
     LLMCall,
     Message,
     Session,
 )
 from knowledge_base.models import Segment, Service
+from tests import baker_recipes as recipes
 
 pytestmark = pytest.mark.django_db
 
@@ -50,7 +50,7 @@ def conversation(admin_user: User) -> dict:
     now = timezone.now()
     session = baker.make(
         Session,
-        instance=baker.make(Instance, name="Vale", phone_number_id="100000000000001"),
+        instance=recipes.instance.make(name="Vale"),
         customer_phone="5511912345678",
         customer_name="Maria Souza",
         state="HUMAN",

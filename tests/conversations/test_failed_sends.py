@@ -5,51 +5,21 @@ lists it, on the message log and on the sessions."""
 
 import re
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.test import Client
 from django.utils import timezone
-from model_bakery import baker
 
-from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
+from conversations.models import DeliveryStatus, Message, Session
 from conversations.sweeps import SEND_RETRY_WINDOW, WINDOW_EXPIRED, unsent_messages_requeue
 from conversations.whatsapp.tasks import SEND_MAX_RETRIES, send_message
+from tests import baker_recipes as recipes
+from tests.baker_recipes import CUSTOMER_PHONE
+from tests.conversations.support import reply
 from tests.fakes.graph_server import FakeGraphAPI
 
-pytestmark = pytest.mark.django_db
 ROW = r'<a href="/admin/conversations/{model}/(\d+)/change/'
-
-
-@pytest.fixture
-def fake_graph(httpserver: Any, settings: Any) -> FakeGraphAPI:
-    graph = FakeGraphAPI(httpserver)
-    settings.WHATSAPP_API_BASE_URL = graph.base_url
-    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
-    return graph
-
-
-@pytest.fixture(autouse=True)
-def eager_retries(monkeypatch: Any) -> None:
-    """Let eager tasks retry as a worker would (with propagation a retry raises instead)."""
-    monkeypatch.setitem(send_message.app.conf, "task_eager_propagates", False)
-
-
-@pytest.fixture
-def session(db: None) -> Session:
-    instance = baker.make(Instance, phone_number_id="100000000000001", access_token="")
-    return Session.objects.create(instance=instance, customer_phone="5511977776666")
-
-
-def reply(session: Session, *, age: timedelta, **fields: Any) -> Message:
-    fields.setdefault("delivery_status", DeliveryStatus.PENDING)
-    return Message.objects.create(
-        session=session,
-        direction=Direction.OUTBOUND,
-        content="Olá!",
-        created_at=timezone.now() - age,
-        **fields,
-    )
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("eager_retries")]
 
 
 def test_graph_down_gives_a_reply_rounds_of_retries_until_the_window_closes(
@@ -118,8 +88,8 @@ def test_a_reply_whose_retries_are_running_is_not_given_a_second_round(session: 
 
 @pytest.fixture
 def sends(session: Session) -> dict[str, Message]:
-    other = Session.objects.create(instance=session.instance, customer_phone="5511911112222")
-    quiet = Session.objects.create(instance=session.instance, customer_phone="5511933334444")
+    other = recipes.session.make(instance=session.instance, customer_phone="5511911112222")
+    quiet = recipes.session.make(instance=session.instance, customer_phone="5511933334444")
     sent = reply(quiet, age=timedelta(minutes=1), delivery_status="delivered", wa_message_id="w1")
     return {
         "expired": reply(
@@ -161,7 +131,7 @@ def test_the_message_log_lists_the_failed_sends(
 
 @pytest.mark.parametrize(
     ("value", "phones"),
-    [("failed", ["5511911112222", "5511977776666"]), ("retrying", ["5511911112222"])],
+    [("failed", ["5511911112222", CUSTOMER_PHONE]), ("retrying", ["5511911112222"])],
 )
 def test_the_sessions_list_keeps_the_sessions_with_failed_sends(
     admin_client: Client, sends: dict[str, Message], value: str, phones: list[str]

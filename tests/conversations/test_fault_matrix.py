@@ -32,7 +32,6 @@ from celery import Celery
 from django.test import Client
 from django.utils import timezone
 from kombu import Connection, Exchange, Queue
-from model_bakery import baker
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
@@ -41,7 +40,6 @@ from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions_requeue
 from conversations.models import (
     Direction,
     HandoffSummary,
-    Instance,
     LLMCall,
     Message,
     ProviderCircuit,
@@ -49,6 +47,7 @@ from conversations.models import (
 )
 from conversations.sweeps import WINDOW_EXPIRED, unsent_messages_requeue
 from prompts_admin.models import RuntimeConfig
+from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI, graph_error
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.support.processes import (
@@ -187,7 +186,7 @@ def stack(
     tmp_path: Path,
 ) -> Iterator[Stack]:
     """The project on this run's test database and a throwaway Redis."""
-    baker.make(Instance, phone_number_id=PHONE_NUMBER_ID, name="Laboratório", access_token="")
+    recipes.instance.make(phone_number_id=PHONE_NUMBER_ID, name="Laboratório")
     config = RuntimeConfig.load()
     config.handoff_message_open = config.handoff_message_closed = HANDOFF_TEXT
     config.save()

@@ -12,7 +12,6 @@ from uuid import uuid4
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from model_bakery import baker
 
 from agents.sources import RuntimeSettings
 from agents.states import HandoffMotive, HandoffReason
@@ -23,6 +22,7 @@ from conversations.handoff import (
     session_handoff,
 )
 from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
+from tests import baker_recipes as recipes
 
 pytestmark = pytest.mark.django_db
 
@@ -62,11 +62,8 @@ class Recorder:
 
 
 @pytest.fixture
-def session(db: None) -> Session:
-    instance = baker.make(Instance, phone_number_id="100000000000001", name="Lab", access_token="")
-    return Session.objects.create(
-        instance=instance, state="QUALIFYING", customer_phone="5511988887777", segment="AMBIENTAL"
-    )
+def session(instance: Instance) -> Session:
+    return recipes.session.make(instance=instance, state="QUALIFYING", segment="AMBIENTAL")
 
 
 def handoff(session: Session, recorder: Recorder, capture: Any, **kwargs: Any) -> Any:

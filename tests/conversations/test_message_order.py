@@ -13,13 +13,12 @@ from typing import Any
 import pytest
 from django.utils import timezone
 from model_bakery import baker
-from pytest_httpserver import HTTPServer
 
 from conversations.admin.transcript import session_transcript
 from conversations.agent_sources import DatabaseHistorySource
 from conversations.handoff import summary_facts
 from conversations.message_order import conversation_order
-from conversations.models import Direction, Instance, Message, Session
+from conversations.models import Direction, Message, Session
 from conversations.pipeline_tasks import process_session
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -52,20 +51,6 @@ READERS = pytest.mark.parametrize(
 
 def message(session: Session, direction: str, content: str, **fields: Any) -> Message:
     return baker.make(Message, session=session, direction=direction, content=content, **fields)
-
-
-@pytest.fixture
-def fake_graph(httpserver: HTTPServer, settings: Any) -> FakeGraphAPI:
-    graph = FakeGraphAPI(httpserver)
-    settings.WHATSAPP_API_BASE_URL = graph.base_url
-    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
-    return graph
-
-
-@pytest.fixture
-def session(db: None) -> Session:
-    instance = baker.make(Instance, phone_number_id="100000000000001", name="Lab")
-    return baker.make(Session, instance=instance, customer_phone="5511912345678")
 
 
 @pytest.fixture

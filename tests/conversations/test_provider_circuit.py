@@ -5,16 +5,12 @@ import threading
 import time
 from datetime import timedelta
 from typing import Any
-from uuid import uuid4
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import F
 from django.test import Client
 from django.utils import timezone
-from model_bakery import baker
-from pytest_httpserver import HTTPServer
 
 from agents.circuit import (
     Admission,
@@ -23,10 +19,12 @@ from agents.circuit import (
     CircuitState,
     circuit_admit,
 )
-from conversations.models import Direction, Instance, LLMCall, Message, ProviderCircuit, Session
+from conversations.models import Direction, Instance, LLMCall, ProviderCircuit, Session
 from conversations.pipeline_tasks import process_session
 from conversations.provider_circuit import PROVIDER, DatabaseCircuitStore
 from prompts_admin.models import RuntimeConfig
+from tests import baker_recipes as recipes
+from tests.conversations.support import inbound
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -48,28 +46,19 @@ HANDOFF_TEXT = "Vou chamar uma pessoa da equipe para continuar."
 
 
 @pytest.fixture
-def instance(db: None, httpserver: HTTPServer, settings: Any) -> Instance:
-    # The Graph API (the typing indicator) answers, so only the model is failing.
-    settings.WHATSAPP_API_BASE_URL = FakeGraphAPI(httpserver).base_url
-    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
+def instance(instance: Instance, fake_graph: FakeGraphAPI) -> Instance:
+    """The shared instance, with the Graph API (the typing indicator) answering, so only the model
+    is failing, and one handoff text in and out of business hours."""
     config = RuntimeConfig.load()
     config.handoff_message_open = config.handoff_message_closed = HANDOFF_TEXT
     config.save()
-    return baker.make(Instance, phone_number_id="100000000000001", name="Lab", access_token="")
+    return instance
 
 
 def turn(instance: Instance) -> Session:
     """A new customer's first message, answered by the task (on-commit hooks are not run)."""
-    session = Session.objects.create(
-        instance=instance, customer_phone=f"55119{uuid4().int % 10**8:08d}"
-    )
-    Message.objects.create(
-        session=session,
-        direction=Direction.INBOUND,
-        content="Oi, preciso de uma análise",
-        wa_message_id=f"wamid.IN{uuid4().hex[:12]}",
-        wa_timestamp=timezone.now(),
-    )
+    session = recipes.session.make(instance=instance)
+    inbound(session, "Oi, preciso de uma análise")
     process_session.delay(session.pk).get()
     session.refresh_from_db()
     return session
@@ -167,19 +156,16 @@ def test_contract_errors_of_the_provider_do_not_open_it(
 
 
 def test_the_circuit_is_read_only_in_the_admin(
-    circuit: FakeOpenAIServer, instance: Instance
+    circuit: FakeOpenAIServer, instance: Instance, admin_client: Client
 ) -> None:
     circuit.queue_error(500)
     circuit.queue_error(500)
     turn(instance)
     turn(instance)
-    admin = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
-    browser = Client()
-    browser.force_login(admin)
 
-    listing = browser.get("/admin/conversations/providercircuit/")
-    page = browser.get(f"/admin/conversations/providercircuit/{PROVIDER}/change/")
-    post = browser.post(
+    listing = admin_client.get("/admin/conversations/providercircuit/")
+    page = admin_client.get(f"/admin/conversations/providercircuit/{PROVIDER}/change/")
+    post = admin_client.post(
         f"/admin/conversations/providercircuit/{PROVIDER}/change/", {"state": "closed"}
     )
 

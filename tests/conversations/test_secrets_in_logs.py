@@ -14,14 +14,11 @@ from typing import Any
 
 import pytest
 from django.apps import apps
-from model_bakery import baker
-from pytest_httpserver import HTTPServer
 
 from config.logging import EventFormatter
 from conversations.models import (
     Direction,
     HandoffSummary,
-    Instance,
     LLMCall,
     Message,
     Session,
@@ -36,8 +33,6 @@ pytestmark = pytest.mark.django_db
 OPENAI_KEY = "sk-proj-SENTINELopenai0123456789abcdefXYZ"
 GRAPH_TOKEN = "EAAGSENTINELgraph0123456789abcdefXYZ"
 SENTINELS = ("SENTINEL", OPENAI_KEY, GRAPH_TOKEN)
-CUSTOMER_PHONE = "5511977776666"
-PHONE_NUMBER_ID = "100000000000001"
 OPENAI_401 = (
     f"Incorrect API key provided: {OPENAI_KEY}. You can find your API key at "
     "https://platform.openai.com/account/api-keys."
@@ -82,24 +77,17 @@ def logs() -> Iterator[_Capture]:
 
 
 @pytest.fixture
-def fake_graph(httpserver: HTTPServer, settings: Any) -> FakeGraphAPI:
-    graph = FakeGraphAPI(httpserver)
-    settings.WHATSAPP_API_BASE_URL = graph.base_url
+def fake_graph(fake_graph: FakeGraphAPI, settings: Any) -> FakeGraphAPI:
+    """The shared fake Graph API, reached with the sentinel token (the `session`'s instance has
+    no token of its own)."""
     settings.WHATSAPP_ACCESS_TOKEN = GRAPH_TOKEN
-    return graph
+    return fake_graph
 
 
 @pytest.fixture
 def openai_sentinel(openai_settings: FakeOpenAIServer, settings: Any) -> FakeOpenAIServer:
     settings.OPENAI_API_KEY = OPENAI_KEY
     return openai_settings
-
-
-@pytest.fixture
-def session(db: None) -> Session:
-    # The instance has no token of its own: the settings' token (the sentinel) is used.
-    instance = baker.make(Instance, phone_number_id=PHONE_NUMBER_ID, name="Lab", access_token="")
-    return Session.objects.create(instance=instance, customer_phone=CUSTOMER_PHONE)
 
 
 def leaks_in_logs(capture: _Capture) -> list[str]:

@@ -13,7 +13,6 @@ import pytest
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
-from model_bakery import baker
 
 from conversations import pipeline
 from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions, stalled_sessions_requeue
@@ -30,6 +29,8 @@ from conversations.sweeps import (
 from conversations.whatsapp.client import SentMessage
 from conversations.whatsapp.tasks import requeue_unsent_messages
 from prompts_admin.models import RuntimeConfig
+from tests import baker_recipes as recipes
+from tests.conversations.support import inbound, reply
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -39,59 +40,12 @@ HANDOFF_TEXT = "Vou chamar alguém da equipe para continuar com você."
 
 
 @pytest.fixture
-def fake_graph(httpserver: Any, settings: Any) -> FakeGraphAPI:
-    graph = FakeGraphAPI(httpserver)
-    settings.WHATSAPP_API_BASE_URL = graph.base_url
-    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
-    return graph
-
-
-@pytest.fixture
-def instance(db: None) -> Instance:
-    return baker.make(Instance, phone_number_id="100000000000001", name="Lab", access_token="")
-
-
-@pytest.fixture
 def handoff_text(db: None) -> str:
     # The same text in and out of business hours, so the test does not depend on the clock.
     config = RuntimeConfig.load()
     config.handoff_message_open = config.handoff_message_closed = HANDOFF_TEXT
     config.save()
     return HANDOFF_TEXT
-
-
-_phones = iter(range(10_000_000, 99_999_999))
-
-
-def make_session(instance: Instance, state: str = "TRIAGE", **fields: Any) -> Session:
-    fields.setdefault("customer_phone", f"55119{next(_phones)}")
-    return Session.objects.create(instance=instance, state=state, **fields)
-
-
-def inbound(session: Session, text: str = "Oi", *, age: float = 120, **fields: Any) -> Message:
-    """An INBOUND text stored `age` seconds ago, pending unless `processed_at` is given."""
-    created = timezone.now() - timedelta(seconds=age)
-    return Message.objects.create(
-        session=session,
-        direction=Direction.INBOUND,
-        content=text,
-        wa_message_id=f"wamid.IN{uuid4().hex[:16]}",
-        wa_timestamp=created,
-        created_at=created,
-        **fields,
-    )
-
-
-def reply(session: Session, text: str = "Olá!", *, age: float = 120, **fields: Any) -> Message:
-    """An OUTBOUND part committed by a turn `age` seconds ago and never sent."""
-    fields.setdefault("delivery_status", DeliveryStatus.PENDING)
-    return Message.objects.create(
-        session=session,
-        direction=Direction.OUTBOUND,
-        content=text,
-        created_at=timezone.now() - timedelta(seconds=age),
-        **fields,
-    )
 
 
 def pending(session: Session) -> int:
@@ -105,22 +59,30 @@ def test_a_lost_turn_is_requeued_only_past_the_grace_in_a_bot_state_without_leas
     instance: Instance,
 ) -> None:
     now = timezone.now()
-    lost = {state: make_session(instance, state) for state in ("TRIAGE", "QUALIFYING")}
-    lost |= {state: make_session(instance, state) for state in ("DATA_COLLECT", "CONFIRM")}
+    lost = {
+        state: recipes.session.make(instance=instance, state=state)
+        for state in ("TRIAGE", "QUALIFYING")
+    }
+    lost |= {
+        state: recipes.session.make(instance=instance, state=state)
+        for state in ("DATA_COLLECT", "CONFIRM")
+    }
     for session in lost.values():
-        inbound(session, age=61)
-    just_arrived = make_session(instance)
-    inbound(just_arrived, age=59)  # its own task is about to run
-    human = make_session(instance, "HUMAN")
-    inbound(human, age=600)
-    closed = make_session(instance, "CLOSED")
-    inbound(closed, age=600)
-    held = make_session(instance, lease_token=uuid4(), lease_expires_at=now + timedelta(minutes=1))
-    inbound(held, age=600)
-    answered = make_session(instance)
-    inbound(answered, age=600, processed_at=now)
-    expired = make_session(instance, lease_token=uuid4(), lease_expires_at=now)
-    inbound(expired, age=1)  # a dead worker's lease: no grace (existing rule)
+        inbound(session, age=timedelta(seconds=61))
+    just_arrived = recipes.session.make(instance=instance)
+    inbound(just_arrived, age=timedelta(seconds=59))  # its own task is about to run
+    human = recipes.session.make(instance=instance, state="HUMAN")
+    inbound(human, age=timedelta(seconds=600))
+    closed = recipes.session.make(instance=instance, state="CLOSED")
+    inbound(closed, age=timedelta(seconds=600))
+    held = recipes.session.make(
+        instance=instance, lease_token=uuid4(), lease_expires_at=now + timedelta(minutes=1)
+    )
+    inbound(held, age=timedelta(seconds=600))
+    answered = recipes.session.make(instance=instance)
+    inbound(answered, age=timedelta(seconds=600), processed_at=now)
+    expired = recipes.session.make(instance=instance, lease_token=uuid4(), lease_expires_at=now)
+    inbound(expired, age=timedelta(seconds=1))  # a dead worker's lease: no grace (existing rule)
 
     found = stalled_sessions(now=now, grace=STALLED_PENDING_GRACE)
 
@@ -128,9 +90,9 @@ def test_a_lost_turn_is_requeued_only_past_the_grace_in_a_bot_state_without_leas
 
 
 def test_the_sweep_logs_how_many_it_requeued(instance: Instance, caplog: Any) -> None:
-    sessions = [make_session(instance) for _ in range(2)]
+    sessions = [recipes.session.make(instance=instance) for _ in range(2)]
     for session in sessions:
-        inbound(session)
+        inbound(session, age=timedelta(seconds=120))
     enqueued: list[int] = []
 
     with caplog.at_level(logging.WARNING, logger="conversations.lease"):
@@ -150,8 +112,8 @@ def test_the_periodic_task_answers_a_turn_whose_publish_failed_exactly_once(
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     # The webhook committed the message but its on_commit publish of process_session failed.
-    session = make_session(instance, customer_phone=CUSTOMER_PHONE)
-    inbound(session, "Oi, alguém aí?", age=90)
+    session = recipes.session.make(instance=instance, customer_phone=CUSTOMER_PHONE)
+    inbound(session, "Oi, alguém aí?", age=timedelta(seconds=90))
     openai_settings.queue_text('{"s":1}Olá! Estou aqui.')
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -171,8 +133,8 @@ def test_the_periodic_task_answers_a_turn_whose_publish_failed_exactly_once(
 def test_pending_messages_of_a_human_session_are_marked_processed_and_never_requeued(
     instance: Instance, openai_settings: FakeOpenAIServer
 ) -> None:
-    session = make_session(instance, "HUMAN")
-    message = inbound(session, age=600)
+    session = recipes.session.make(instance=instance, state="HUMAN")
+    message = inbound(session, age=timedelta(seconds=600))
 
     assert stalled_sessions(now=timezone.now(), grace=STALLED_PENDING_GRACE) == []
     # Its turn (had it been enqueued before the handoff) only marks it processed.
@@ -213,8 +175,8 @@ def test_a_turn_that_always_raises_is_retried_by_the_sweep_then_handed_off(
     fake_graph: FakeGraphAPI,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    session = make_session(instance, customer_phone=CUSTOMER_PHONE)
-    message = inbound(session, "Quero um orçamento", age=5)
+    session = recipes.session.make(instance=instance, customer_phone=CUSTOMER_PHONE)
+    message = inbound(session, "Quero um orçamento", age=timedelta(seconds=5))
     for _ in range(MAX_TURN_FAILURES):
         openai_settings.queue_text('{"s":1}Claro!')
     openai_settings.queue_text('{"motivo_encerramento": "erro"}')  # the handoff summary
@@ -280,8 +242,8 @@ def test_a_turn_that_always_raises_is_retried_by_the_sweep_then_handed_off(
 def test_failures_count_from_the_oldest_pending_message(
     instance: Instance, handoff_text: str
 ) -> None:
-    session = make_session(instance)
-    old = inbound(session, age=600, processed_at=timezone.now())
+    session = recipes.session.make(instance=instance)
+    old = inbound(session, age=timedelta(seconds=600), processed_at=timezone.now())
     # Two failures of an earlier, since-answered turn do not count against this one.
     for _ in range(2):
         Message.objects.create(
@@ -290,7 +252,7 @@ def test_failures_count_from_the_oldest_pending_message(
             message_type=TURN_FAILED,
             created_at=old.created_at,
         )
-    inbound(session, age=30)
+    inbound(session, age=timedelta(seconds=30))
     sent: list[int] = []
     summaries: list[int] = []
 
@@ -310,8 +272,8 @@ def test_failures_count_from_the_oldest_pending_message(
 def test_a_turn_failure_is_recorded_without_credentials_or_personal_data(
     instance: Instance,
 ) -> None:
-    session = make_session(instance)
-    inbound(session, age=30)
+    session = recipes.session.make(instance=instance)
+    inbound(session, age=timedelta(seconds=30))
 
     turn_failure_handle(
         session_id=session.pk,
@@ -330,10 +292,12 @@ def test_no_handoff_while_another_worker_holds_the_lease(
     instance: Instance, handoff_text: str, django_capture_on_commit_callbacks: Any
 ) -> None:
     holder = uuid4()
-    session = make_session(
-        instance, lease_token=holder, lease_expires_at=timezone.now() + timedelta(minutes=3)
+    session = recipes.session.make(
+        instance=instance,
+        lease_token=holder,
+        lease_expires_at=timezone.now() + timedelta(minutes=3),
     )
-    inbound(session, age=30)
+    inbound(session, age=timedelta(seconds=30))
     for _ in range(MAX_TURN_FAILURES - 1):
         Message.objects.create(
             session=session, direction=Direction.SYSTEM, message_type=TURN_FAILED
@@ -366,38 +330,61 @@ def _runtime() -> Any:
 
 def test_only_lost_sends_are_requeued_first_part_of_a_turn_first(instance: Instance) -> None:
     now = timezone.now()
-    session = make_session(instance)
-    untried = reply(session, age=61)
-    reply(session, age=59)  # its send task is about to run
-    reply(session, age=600, wa_message_id="wamid.OUT1", delivery_status=DeliveryStatus.SENT)
-    reply(session, age=600, delivery_status=DeliveryStatus.FAILED)
-    reply(session, age=600, error="superseded", delivery_status="")
-    inbound(session, age=600)
+    session = recipes.session.make(instance=instance)
+    untried = reply(session, age=timedelta(seconds=61))
+    reply(session, age=timedelta(seconds=59))  # its send task is about to run
+    reply(
+        session,
+        age=timedelta(seconds=600),
+        wa_message_id="wamid.OUT1",
+        delivery_status=DeliveryStatus.SENT,
+    )
+    reply(session, age=timedelta(seconds=600), delivery_status=DeliveryStatus.FAILED)
+    reply(session, age=timedelta(seconds=600), error="superseded", delivery_status="")
+    inbound(session, age=timedelta(seconds=600))
     # Claimed 10 s ago: a worker is sending it now.
-    reply(session, age=1200, send_attempts=1, delivery_status_at=now - timedelta(seconds=10))
+    reply(
+        session,
+        age=timedelta(seconds=1200),
+        send_attempts=1,
+        delivery_status_at=now - timedelta(seconds=10),
+    )
     # Released for a retry 5 minutes into its life: its task's backoff is still running.
-    reply(session, age=300, send_attempts=2, delivery_status_at=None, delivery_error_code=131000)
+    reply(
+        session,
+        age=timedelta(seconds=300),
+        send_attempts=2,
+        delivery_status_at=None,
+        delivery_error_code=131000,
+    )
     # Tried, and its retry chain is surely over: lost.
-    lost_retry = reply(session, age=16 * 60, send_attempts=2, delivery_status_at=None)
+    lost_retry = reply(
+        session, age=timedelta(seconds=16 * 60), send_attempts=2, delivery_status_at=None
+    )
     # Claimed two minutes ago by a worker that died before storing the answer.
     dead_claim = reply(
-        session, age=20 * 60, send_attempts=1, delivery_status_at=now - timedelta(minutes=2)
+        session,
+        age=timedelta(seconds=20 * 60),
+        send_attempts=1,
+        delivery_status_at=now - timedelta(minutes=2),
     )
     never_enqueued = uuid4()
-    first = reply(session, "parte 1", age=90, turn_id=never_enqueued, part_index=0)
-    reply(session, "parte 2", age=90, turn_id=never_enqueued, part_index=1)
+    first = reply(
+        session, "parte 1", age=timedelta(seconds=90), turn_id=never_enqueued, part_index=0
+    )
+    reply(session, "parte 2", age=timedelta(seconds=90), turn_id=never_enqueued, part_index=1)
     half_sent = uuid4()
     reply(
         session,
         "parte 1",
-        age=90,
+        age=timedelta(seconds=90),
         turn_id=half_sent,
         part_index=0,
         wa_message_id="wamid.OUT2",
         delivery_status=DeliveryStatus.SENT,
     )
-    second = reply(session, "parte 2", age=90, turn_id=half_sent, part_index=1)
-    reply(session, "parte 3", age=90, turn_id=half_sent, part_index=2)
+    second = reply(session, "parte 2", age=timedelta(seconds=90), turn_id=half_sent, part_index=1)
+    reply(session, "parte 3", age=timedelta(seconds=90), turn_id=half_sent, part_index=2)
     enqueued: list[int] = []
 
     sweep = unsent_messages_requeue(now=now, enqueue=enqueued.append)
@@ -414,13 +401,15 @@ def test_a_message_unsent_past_the_24_hour_window_is_failed_for_staff_not_sent(
     instance: Instance, caplog: Any
 ) -> None:
     now = timezone.now()
-    session = make_session(instance)
+    session = recipes.session.make(instance=instance)
     stale = uuid4()
     parts = [
-        reply(session, f"parte {i}", age=24 * 3600 + 1, turn_id=stale, part_index=i)
+        reply(
+            session, f"parte {i}", age=timedelta(seconds=24 * 3600 + 1), turn_id=stale, part_index=i
+        )
         for i in range(2)
     ]
-    young = reply(session, age=24 * 3600 - 60)
+    young = reply(session, age=timedelta(seconds=24 * 3600 - 60))
     enqueued: list[int] = []
 
     with caplog.at_level(logging.WARNING, logger="conversations.sweeps"):
@@ -449,9 +438,12 @@ def test_a_message_unsent_past_the_24_hour_window_is_failed_for_staff_not_sent(
 def test_the_periodic_task_sends_a_lost_answer_once_and_in_order(
     instance: Instance, fake_graph: FakeGraphAPI
 ) -> None:
-    session = make_session(instance, customer_phone=CUSTOMER_PHONE)
+    session = recipes.session.make(instance=instance, customer_phone=CUSTOMER_PHONE)
     turn = uuid4()
-    parts = [reply(session, f"parte {i}", age=90, turn_id=turn, part_index=i) for i in range(3)]
+    parts = [
+        reply(session, f"parte {i}", age=timedelta(seconds=90), turn_id=turn, part_index=i)
+        for i in range(3)
+    ]
 
     assert requeue_unsent_messages.delay().get() == 1
     assert requeue_unsent_messages.delay().get() == 0
@@ -527,11 +519,11 @@ def run_concurrently(work: Any, workers: int) -> None:
 def test_overlapping_sweeps_and_send_tasks_send_each_lost_part_once_in_order(
     instance: Instance,
 ) -> None:
-    session = make_session(instance, customer_phone=CUSTOMER_PHONE)
+    session = recipes.session.make(instance=instance, customer_phone=CUSTOMER_PHONE)
     turn = uuid4()
     for i in range(3):
-        reply(session, f"parte {i}", age=90, turn_id=turn, part_index=i)
-    single = reply(session, "avulsa", age=90)
+        reply(session, f"parte {i}", age=timedelta(seconds=90), turn_id=turn, part_index=i)
+    single = reply(session, "avulsa", age=timedelta(seconds=90))
     client = SlowSender()
 
     def sweep_and_send() -> None:
@@ -559,8 +551,8 @@ def test_overlapping_stalled_session_sweeps_answer_a_lost_turn_once(
     from tests.agents.support import FakeLLM
     from tests.conversations.test_pipeline import Pipeline
 
-    session = make_session(instance, customer_phone=CUSTOMER_PHONE)
-    inbound(session, "Oi, alguém aí?", age=90)
+    session = recipes.session.make(instance=instance, customer_phone=CUSTOMER_PHONE)
+    inbound(session, "Oi, alguém aí?", age=timedelta(seconds=90))
     run = Pipeline(llm=FakeLLM('{"s":1}Olá! Estou aqui.'), clock=timezone.now)
     deps = run.deps()
 

@@ -10,16 +10,13 @@ from uuid import uuid4
 
 import pytest
 from django.utils import timezone
-from model_bakery import baker
 
 from agents.states import SessionState
 from conversations.inbound import webhook_delivery_receive
 from conversations.lease import lease_claim, lease_release, turn_queue, turn_queued_ttl
-from conversations.models import Instance, Message, Session, WebhookDelivery
+from conversations.models import Message, Session, WebhookDelivery
+from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import (
-    CUSTOMER_PHONE,
-    CUSTOMER_USER_ID,
-    PHONE_NUMBER_ID,
     Recorder,
     encode,
     load_fixture,
@@ -33,20 +30,6 @@ LEASE_TTL = timedelta(minutes=5)
 TURN_QUEUED_TTL = turn_queued_ttl()  # the settings' TTL, for the boundary tables below
 
 
-@pytest.fixture
-def instance() -> Instance:
-    return baker.make(Instance, phone_number_id=PHONE_NUMBER_ID, name="Laboratório Demo")
-
-
-def make_session(instance: Instance, **fields) -> Session:
-    defaults = {
-        "customer_phone": CUSTOMER_PHONE,
-        "customer_user_id": CUSTOMER_USER_ID,
-        "customer_name": "Maria Silva",
-    }
-    return baker.make(Session, instance=instance, **(defaults | fields))
-
-
 def queue_state(session: Session) -> tuple:
     session.refresh_from_db()
     return (session.lease_token, session.lease_expires_at, session.turn_queued_at)
@@ -56,7 +39,7 @@ def queue_state(session: Session) -> tuple:
 
 
 def test_a_session_without_a_queued_turn_gets_it_marked_and_the_caller_must_enqueue(instance):
-    session = make_session(instance)
+    session = recipes.known_customer.make(instance=instance)
 
     assert turn_queue(session_id=session.pk, now=NOW) is True
     assert queue_state(session) == (None, None, NOW)
@@ -68,7 +51,7 @@ def test_a_session_without_a_queued_turn_gets_it_marked_and_the_caller_must_enqu
 )
 def test_a_queued_turn_spares_another_until_it_is_older_than_the_ttl(instance, queued_ago, marked):
     before = NOW - queued_ago
-    session = make_session(instance, turn_queued_at=before)
+    session = recipes.known_customer.make(instance=instance, turn_queued_at=before)
 
     assert turn_queue(session_id=session.pk, now=NOW) is marked
     assert queue_state(session) == (None, None, NOW if marked else before)
@@ -82,7 +65,9 @@ def test_queuing_the_turn_of_a_session_that_does_not_exist_marks_nothing():
 
 
 def test_claiming_the_lease_clears_the_queued_turn(instance):
-    session = make_session(instance, turn_queued_at=NOW - timedelta(seconds=5))
+    session = recipes.known_customer.make(
+        instance=instance, turn_queued_at=NOW - timedelta(seconds=5)
+    )
 
     token = lease_claim(session_id=session.pk, now=NOW, ttl=LEASE_TTL)
 
@@ -91,8 +76,8 @@ def test_claiming_the_lease_clears_the_queued_turn(instance):
 
 
 def test_claiming_an_expired_lease_clears_the_queued_turn(instance):
-    session = make_session(
-        instance,
+    session = recipes.known_customer.make(
+        instance=instance,
         lease_token=uuid4(),
         lease_expires_at=NOW,
         turn_queued_at=NOW - timedelta(seconds=5),
@@ -105,7 +90,7 @@ def test_claiming_an_expired_lease_clears_the_queued_turn(instance):
 
 
 def test_a_lease_held_by_another_worker_leaves_the_queued_turn(instance):
-    session = make_session(instance)
+    session = recipes.known_customer.make(instance=instance)
     holder = lease_claim(session_id=session.pk, now=NOW, ttl=LEASE_TTL)
     # A message arrived during the holder's turn and queued another.
     assert turn_queue(session_id=session.pk, now=NOW + timedelta(seconds=1)) is True
@@ -115,7 +100,7 @@ def test_a_lease_held_by_another_worker_leaves_the_queued_turn(instance):
 
 
 def test_releasing_the_lease_clears_the_queued_turn(instance):
-    session = make_session(instance)
+    session = recipes.known_customer.make(instance=instance)
     token = lease_claim(session_id=session.pk, now=NOW, ttl=LEASE_TTL)
     assert turn_queue(session_id=session.pk, now=NOW + timedelta(seconds=1)) is True
 
@@ -124,7 +109,7 @@ def test_releasing_the_lease_clears_the_queued_turn(instance):
 
 
 def test_releasing_a_lease_this_worker_lost_leaves_the_queued_turn(instance):
-    session = make_session(instance)
+    session = recipes.known_customer.make(instance=instance)
     token = lease_claim(session_id=session.pk, now=NOW, ttl=LEASE_TTL)
     assert turn_queue(session_id=session.pk, now=NOW + timedelta(seconds=1)) is True
 
@@ -173,7 +158,7 @@ def received_at(wamid: str) -> datetime:
 def test_a_batch_enqueues_its_customer_s_turn_once_and_a_batch_while_it_is_queued_none(
     instance, webhook
 ):
-    session = make_session(instance)
+    session = recipes.known_customer.make(instance=instance)
 
     first = webhook(batch("wamid.B1", "wamid.B2"))
     assert (first.messages_count, webhook.turns.calls) == (2, [session.pk])
@@ -193,7 +178,7 @@ def test_a_batch_enqueues_its_customer_s_turn_once_and_a_batch_while_it_is_queue
 
 def test_a_batch_enqueues_again_once_the_queued_turn_is_older_than_the_ttl(instance, webhook):
     stale = timezone.now() - TURN_QUEUED_TTL - timedelta(seconds=1)
-    session = make_session(instance, turn_queued_at=stale)
+    session = recipes.known_customer.make(instance=instance, turn_queued_at=stale)
 
     webhook(batch("wamid.S1", "wamid.S2"))
 
@@ -202,7 +187,7 @@ def test_a_batch_enqueues_again_once_the_queued_turn_is_older_than_the_ttl(insta
 
 
 def test_a_batch_for_a_session_with_a_human_queues_no_turn(instance, webhook):
-    session = make_session(instance, state=SessionState.HUMAN)
+    session = recipes.known_customer.make(instance=instance, state=SessionState.HUMAN)
 
     delivery = webhook(batch("wamid.H1", "wamid.H2"))
 

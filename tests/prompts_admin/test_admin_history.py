@@ -4,9 +4,8 @@ import html
 import re
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.test import Client
-from model_bakery import baker
 
 from knowledge_base.models import KBPackage
 from prompts_admin.models import PromptOverride
@@ -165,26 +164,20 @@ def test_compare_page_links_to_revert_the_older_version(
     assert f'href="{BASE}{override.pk}/history/{v1}/"' in page
 
 
-def test_support_cannot_compare_prompt_versions(three_versions: tuple) -> None:
+def test_support_cannot_compare_prompt_versions(
+    support_client: Client, three_versions: tuple
+) -> None:
     override, _versions = three_versions
-    user = baker.make(User, is_staff=True)
-    user.groups.add(Group.objects.get(name="Support"))
-    client = Client()
-    client.force_login(user)
-    assert client.get(f"{BASE}{override.pk}/history/compare/").status_code == 403
+    assert support_client.get(f"{BASE}{override.pk}/history/compare/").status_code == 403
 
 
-def test_support_compares_package_versions_without_a_revert_link() -> None:
+def test_support_compares_package_versions_without_a_revert_link(support_client: Client) -> None:
     package = KBPackage.objects.create(
         package_id="PRAZOS_E_ENTREGA", title="Prazos", description="d", content="7 dias"
     )
     package.content = "5 dias"
     package.save()
-    user = baker.make(User, is_staff=True)
-    user.groups.add(Group.objects.get(name="Support"))
-    client = Client()
-    client.force_login(user)
-    response = client.get(f"/admin/knowledge_base/kbpackage/{package.pk}/history/compare/")
+    response = support_client.get(f"/admin/knowledge_base/kbpackage/{package.pk}/history/compare/")
     page = response.content.decode()
     assert response.status_code == 200
     assert (

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from django.contrib import admin
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import Group, User
 from django.db.models import Model
 from django.forms.models import model_to_dict
 from django.test import Client, RequestFactory
@@ -15,6 +15,7 @@ from model_bakery import baker
 
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
+from tests.support.staff import logged_in, staff_member
 from versioning.admin import VersionedAdmin
 
 pytestmark = pytest.mark.django_db
@@ -83,23 +84,6 @@ def row(obj: Model) -> dict[str, Any]:
     return model_to_dict(type(obj).objects.get(pk=obj.pk))
 
 
-def user_with(*, groups: tuple[str, ...] = (), permissions: tuple[str, ...] = ()) -> User:
-    user = baker.make(User, username="staff-" + "-".join(groups + permissions), is_staff=True)
-    user.groups.set(Group.objects.filter(name__in=groups))
-    for perm in permissions:
-        app_label, codename = perm.split(".")
-        user.user_permissions.add(
-            Permission.objects.get(content_type__app_label=app_label, codename=codename)
-        )
-    return user
-
-
-def client_for(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def view_permission(model: type[Model]) -> str:
     return f"{model._meta.app_label}.view_{model._meta.model_name}"
 
@@ -143,7 +127,7 @@ def test_a_group_without_change_permission_cannot_post_a_version(
 ) -> None:
     obj, version = make_versioned(model)
     before = row(obj)
-    client = client_for(user_with(groups=(group,)))
+    client = logged_in(staff_member(group))
 
     response = client.post(
         f"{model_url(model)}{obj.pk}/history/{version}/", attack_form(model, obj)
@@ -160,7 +144,7 @@ def test_a_view_only_user_cannot_post_a_version(model: type[Model]) -> None:
     simple-history let through for every model."""
     obj, version = make_versioned(model)
     before = row(obj)
-    client = client_for(user_with(permissions=(view_permission(model),)))
+    client = logged_in(staff_member(permissions=(view_permission(model),)))
     url = f"{model_url(model)}{obj.pk}/history/{version}/"
     assert client.get(url).status_code == 200
 
@@ -172,26 +156,24 @@ def test_a_view_only_user_cannot_post_a_version(model: type[Model]) -> None:
 
 
 @pytest.mark.parametrize("method", ["put", "patch", "delete"])
-def test_other_writing_methods_are_refused_too(method: str) -> None:
+def test_other_writing_methods_are_refused_too(support_client: Client, method: str) -> None:
     obj, version = make_versioned(KBPackage)
-    client = client_for(user_with(groups=("Support",)))
 
-    response = getattr(client, method)(f"{model_url(KBPackage)}{obj.pk}/history/{version}/")
+    response = getattr(support_client, method)(f"{model_url(KBPackage)}{obj.pk}/history/{version}/")
 
     assert response.status_code == 403
     assert obj.history.count() == 1
 
 
-def test_a_view_only_user_sees_the_version_read_only() -> None:
+def test_a_view_only_user_sees_the_version_read_only(support_client: Client) -> None:
     package, _version = make_versioned(KBPackage)
     package.content = "Versão antiga do pacote"
     package.save()
     version = package.history.latest().history_id
     package.content = "Versão nova"
     package.save()
-    client = client_for(user_with(groups=("Support",)))
 
-    response = client.get(f"{model_url(KBPackage)}{package.pk}/history/{version}/")
+    response = support_client.get(f"{model_url(KBPackage)}{package.pk}/history/{version}/")
 
     page = response.content.decode()
     assert response.status_code == 200
@@ -201,14 +183,15 @@ def test_a_view_only_user_sees_the_version_read_only() -> None:
     assert "<textarea" not in page
 
 
-def test_an_editor_still_sees_the_version_as_a_form_to_revert() -> None:
+def test_an_editor_still_sees_the_version_as_a_form_to_revert(prompt_editor_client: Client) -> None:
     package, _version = make_versioned(KBPackage)
     package.content = "Versão antiga do pacote"
     package.save()
     version = package.history.latest().history_id
-    client = client_for(user_with(groups=("Prompt editors",)))
 
-    page = client.get(f"{model_url(KBPackage)}{package.pk}/history/{version}/").content.decode()
+    page = prompt_editor_client.get(
+        f"{model_url(KBPackage)}{package.pk}/history/{version}/"
+    ).content.decode()
 
     assert 'name="content"' in page
     assert 'name="_save"' in page
@@ -223,8 +206,8 @@ def test_a_group_with_change_permission_still_reverts(model: type[Model], group:
     field = VERSIONED[model][1]
     setattr(obj, field, "Texto editado depois")
     obj.save()
-    editor = user_with(groups=(group,))
-    client = client_for(editor)
+    editor = staff_member(group)
+    client = logged_in(editor)
     url = f"{model_url(model)}{obj.pk}/history/{version}/"
     old_form = client.get(url)
     assert old_form.status_code == 200
@@ -243,7 +226,7 @@ def test_a_group_with_change_permission_still_reverts(model: type[Model], group:
 
 def test_a_view_only_user_cannot_create_overrides_through_the_list_action() -> None:
     override = baker.make(PromptOverride, agent="triagem", content="Olá")
-    client = client_for(user_with(permissions=(view_permission(PromptOverride),)))
+    client = logged_in(staff_member(permissions=(view_permission(PromptOverride),)))
 
     response = client.post(
         model_url(PromptOverride),
@@ -254,11 +237,10 @@ def test_a_view_only_user_cannot_create_overrides_through_the_list_action() -> N
     assert list(PromptOverride.objects.values_list("pk", flat=True)) == [override.pk]
 
 
-def test_an_editor_still_runs_the_list_action() -> None:
+def test_an_editor_still_runs_the_list_action(prompt_editor_client: Client) -> None:
     override = baker.make(PromptOverride, agent="triagem", content="Olá")
-    client = client_for(user_with(groups=("Prompt editors",)))
 
-    response = client.post(
+    response = prompt_editor_client.post(
         model_url(PromptOverride),
         {"action": "start_from_builtin", "_selected_action": [override.pk]},
     )

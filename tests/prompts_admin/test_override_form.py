@@ -3,7 +3,7 @@
 import time
 
 import pytest
-from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import translation
 
@@ -127,12 +127,10 @@ def test_help_text_lists_every_agents_variables_with_descriptions() -> None:
     )
 
 
-def test_the_admin_refuses_to_save_an_override_with_an_unknown_variable() -> None:
-    admin_user = get_user_model().objects.create_superuser("root", "root@example.com", "x")
-    client = Client()
-    client.force_login(admin_user)
-
-    response = client.post(
+def test_the_admin_refuses_to_save_an_override_with_an_unknown_variable(
+    admin_client: Client,
+) -> None:
+    response = admin_client.post(
         ADD_URL, {"agent": "triagem", "content": "Oi {{ cliente }}", "note": "", "is_active": "on"}
     )
 
@@ -141,12 +139,8 @@ def test_the_admin_refuses_to_save_an_override_with_an_unknown_variable() -> Non
     assert PromptOverride.objects.count() == 0
 
 
-def test_the_admin_saves_a_valid_override() -> None:
-    admin_user = get_user_model().objects.create_superuser("root", "root@example.com", "x")
-    client = Client()
-    client.force_login(admin_user)
-
-    response = client.post(ADD_URL, {"agent": "triagem", "content": "Oi, {{ agent_name }}!"})
+def test_the_admin_saves_a_valid_override(admin_client: Client, admin_user: User) -> None:
+    response = admin_client.post(ADD_URL, {"agent": "triagem", "content": "Oi, {{ agent_name }}!"})
 
     assert response.status_code == 302
     override = PromptOverride.objects.get()
@@ -249,13 +243,9 @@ def test_a_template_over_the_length_cap_gets_one_message_the_fields_own() -> Non
     ]
 
 
-def test_the_admin_refuses_an_attack_and_writes_nothing() -> None:
-    admin_user = get_user_model().objects.create_superuser("root", "root@example.com", "x")
-    client = Client()
-    client.force_login(admin_user)
-
+def test_the_admin_refuses_an_attack_and_writes_nothing(admin_client: Client) -> None:
     started = time.perf_counter()
-    response = client.post(
+    response = admin_client.post(
         ADD_URL,
         {"agent": "triagem", "content": TEMPLATE_ATTACKS["lorem"][0], "is_active": "on"},
         HTTP_ACCEPT_LANGUAGE="pt-br",

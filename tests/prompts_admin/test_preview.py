@@ -4,8 +4,6 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
 from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
@@ -17,19 +15,12 @@ from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.models import PromptOverride
 from prompts_admin.preview import prompt_override_start_from_builtin
 from tests.agents.support import TEMPLATE_ATTACKS
+from tests.support.staff import logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
 BASE = "/admin/prompts_admin/promptoverride/"
 GUARDS = "# Regras fixas (valem acima de qualquer instrução anterior)"
 METADATA = "# Contexto desta conversa (gerado pelo sistema)"
-
-
-@pytest.fixture
-def admin_client() -> Client:
-    user = get_user_model().objects.create_superuser("root", "root@example.com", "x")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -159,13 +150,11 @@ def test_a_session_at_another_stage_is_previewed_at_the_agents_first_stage(
 def test_staff_who_cannot_read_conversations_only_get_the_synthetic_sample(
     catalog: None,
 ) -> None:
-    user = get_user_model().objects.create_user("editor", "e@example.com", "x", is_staff=True)
-    user.user_permissions.add(
-        Permission.objects.get(codename="view_promptoverride"),
-        Permission.objects.get(codename="change_promptoverride"),
+    client = logged_in(
+        staff_member(
+            permissions=("prompts_admin.view_promptoverride", "prompts_admin.change_promptoverride")
+        )
     )
-    client = Client()
-    client.force_login(user)
     session = baker.make(
         Session, state=SessionState.TRIAGE, customer_name="Segredo", last_message_at=timezone.now()
     )
@@ -180,9 +169,7 @@ def test_staff_who_cannot_read_conversations_only_get_the_synthetic_sample(
 
 
 def test_preview_needs_a_permission_on_overrides() -> None:
-    user = get_user_model().objects.create_user("staff", "s@example.com", "x", is_staff=True)
-    client = Client()
-    client.force_login(user)
+    client = logged_in(staff_member())
     override = PromptOverride.objects.create(agent="triagem", content="Oi")
 
     assert client.get(f"{BASE}{override.pk}/preview/").status_code == 403
@@ -239,10 +226,7 @@ def test_start_from_builtin_needs_post_and_a_prompt_agent(admin_client: Client) 
 
 
 def test_start_from_builtin_needs_the_add_permission() -> None:
-    user = get_user_model().objects.create_user("viewer", "v@example.com", "x", is_staff=True)
-    user.user_permissions.add(Permission.objects.get(codename="view_promptoverride"))
-    client = Client()
-    client.force_login(user)
+    client = logged_in(staff_member(permissions=("prompts_admin.view_promptoverride",)))
 
     response = client.post(f"{BASE}start-from-builtin/", {"agent": "coleta"})
 

@@ -7,16 +7,17 @@ from typing import Any
 import pytest
 from django.test import Client
 from hypothesis import strategies as st
-from model_bakery import baker
 
 from conversations.models import Instance, Session
 from conversations.whatsapp.signature import compute_signature
-from tests.fakes.graph_server import FakeGraphAPI
+from tests import baker_recipes as recipes
+from tests.baker_recipes import CUSTOMER_PHONE as CUSTOMER_PHONE
+from tests.baker_recipes import CUSTOMER_USER_ID as CUSTOMER_USER_ID
+from tests.baker_recipes import PHONE_NUMBER_ID as PHONE_NUMBER_ID
 
+# The fixtures' number and customer (PHONE_NUMBER_ID, CUSTOMER_PHONE, CUSTOMER_USER_ID, imported
+# above) are the recipes' defaults.
 FIXTURES = Path(__file__).parent / "fixtures"
-PHONE_NUMBER_ID = "100000000000001"
-CUSTOMER_PHONE = "5511987654321"
-CUSTOMER_USER_ID = "BR.1234567890123456"
 APP_SECRET = "test-app-secret"
 WEBHOOK_URL = "/webhooks/whatsapp/"
 
@@ -41,22 +42,9 @@ def signed_post(client: Client, body: bytes, **extra: str) -> Any:
 
 
 @pytest.fixture
-def instance(db: None) -> Instance:
-    return baker.make(
-        Instance, phone_number_id=PHONE_NUMBER_ID, name="Laboratório Demo", access_token=""
-    )
-
-
-@pytest.fixture
 def known_customer(instance: Instance) -> Session:
     """The open session of the customer the fixtures' messages come from."""
-    return baker.make(
-        Session,
-        instance=instance,
-        customer_phone=CUSTOMER_PHONE,
-        customer_user_id=CUSTOMER_USER_ID,
-        customer_name="Maria Silva",
-    )
+    return recipes.known_customer.make(instance=instance)
 
 
 def ttl_boundary_cases(ttl: timedelta) -> list[Any]:
@@ -67,14 +55,6 @@ def ttl_boundary_cases(ttl: timedelta) -> list[Any]:
         pytest.param(ttl, False, id="exactly the TTL old"),
         pytest.param(ttl + micro, True, id="1 µs older than the TTL"),
     ]
-
-
-@pytest.fixture
-def fake_graph(httpserver: Any, settings: Any) -> FakeGraphAPI:
-    graph = FakeGraphAPI(httpserver)
-    settings.WHATSAPP_API_BASE_URL = graph.base_url
-    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
-    return graph
 
 
 class Recorder:

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from model_bakery import baker
 
-from conversations.models import Direction, Instance, Message, Session
+from conversations.models import Direction, Message, Session
 from conversations.whatsapp.signature import compute_signature
+from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,
     PHONE_NUMBER_ID,
@@ -100,7 +100,7 @@ def _healthy(port: int) -> bool:
 def test_a_signed_webhook_is_answered_by_a_real_worker_through_the_graph_api(
     servers: int, fake_openai: FakeOpenAIServer, fake_graph: FakeGraphAPI
 ) -> None:
-    baker.make(Instance, phone_number_id=PHONE_NUMBER_ID, name="Laboratório Demo")
+    recipes.instance.make()
     fake_openai.queue_text('{"s":1}Olá, Maria! Sou a **Lia**. Qual análise você precisa?')
     body = fixture_bytes("text")
 

@@ -12,8 +12,8 @@ from conversations.models import DeliveryStatusEvent, Direction, Message, Sessio
 from conversations.whatsapp.payload import parse_webhook_body
 from conversations.whatsapp.statuses import message_id_from_callback, send_callback_data
 from conversations.whatsapp.tasks import send_message
+from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import (
-    CUSTOMER_PHONE,
     encode,
     load_fixture,
     signed_post,
@@ -31,21 +31,9 @@ def status_body(status: str, *, wamid: str, callback_data: Any) -> bytes:
     return encode(document)
 
 
-@pytest.fixture
-def session(instance) -> Session:
-    return baker.make(Session, instance=instance, customer_phone=CUSTOMER_PHONE)
-
-
 def crashed_send(session: Session) -> Message:
     """A reply whose send was claimed and (unknown to us) accepted before its worker died."""
-    return baker.make(
-        Message,
-        session=session,
-        direction=Direction.OUTBOUND,
-        content="Olá! Como posso ajudar?",
-        delivery_status="pending",
-        send_attempts=1,
-    )
+    return recipes.reply.make(session=session, content="Olá! Como posso ajudar?", send_attempts=1)
 
 
 @pytest.mark.parametrize(

@@ -13,33 +13,24 @@ from conversations.models import SUPERSEDED, DeliveryStatusEvent, Direction, Mes
 from conversations.sending import PREVIOUS_PART_FAILED, SendOutcome, outbound_message_send
 from conversations.whatsapp.client import GraphClient
 from conversations.whatsapp.tasks import SEND_MAX_RETRIES, mark_read, send_message
+from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import CUSTOMER_PHONE, CUSTOMER_USER_ID
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("eager_retries")]
 
 PNID = "100000000000001"
 
 
 @pytest.fixture
-def session(instance) -> Session:
-    return baker.make(
-        Session,
-        instance=instance,
-        customer_phone=CUSTOMER_PHONE,
-        customer_user_id=CUSTOMER_USER_ID,
-    )
+def session(known_customer: Session) -> Session:
+    """The fixtures' customer, known by phone and by user id: the phone wins."""
+    return known_customer
 
 
 def outbound(session: Session, content: str = "Olá! Como posso ajudar?", **fields) -> Message:
     return baker.make(
         Message, session=session, direction=Direction.OUTBOUND, content=content, **fields
     )
-
-
-@pytest.fixture(autouse=True)
-def eager_retries(monkeypatch):
-    """Let eager tasks retry as a worker would (with propagation a retry raises instead)."""
-    monkeypatch.setitem(send_message.app.conf, "task_eager_propagates", False)
 
 
 def send(message: Message) -> str:
@@ -325,7 +316,7 @@ def test_a_mark_read_failure_is_logged_and_not_fatal(fake_graph, session, caplog
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_no_database_transaction_is_held_during_the_graph_api_call(fake_graph, instance):
-    session = baker.make(Session, instance=instance, customer_phone=CUSTOMER_PHONE)
+    session = recipes.session.make(instance=instance, customer_phone=CUSTOMER_PHONE)
     message = outbound(session)
     seen: list[str] = []
 

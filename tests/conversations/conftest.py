@@ -1,0 +1,39 @@
+"""Fixtures of the conversation tests: the instance of the webhook fixtures, a conversation on it,
+the fake Graph API. The rows come from the recipes in tests/baker_recipes.py."""
+
+from typing import Any
+
+import pytest
+from pytest_httpserver import HTTPServer
+
+from conversations.models import Instance, Session
+from conversations.whatsapp.tasks import send_message
+from tests import baker_recipes as recipes
+from tests.fakes.graph_server import FakeGraphAPI
+
+
+@pytest.fixture
+def instance(db: None) -> Instance:
+    """The number the webhook fixtures are addressed to (recipes.PHONE_NUMBER_ID)."""
+    return recipes.instance.make()
+
+
+@pytest.fixture
+def session(instance: Instance) -> Session:
+    """An open conversation in TRIAGE of the fixtures' customer (recipes.CUSTOMER_PHONE)."""
+    return recipes.session.make(instance=instance, customer_phone=recipes.CUSTOMER_PHONE)
+
+
+@pytest.fixture
+def fake_graph(httpserver: HTTPServer, settings: Any) -> FakeGraphAPI:
+    """The fake Graph API, which this process's sends reach with the settings' token."""
+    graph = FakeGraphAPI(httpserver)
+    settings.WHATSAPP_API_BASE_URL = graph.base_url
+    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
+    return graph
+
+
+@pytest.fixture
+def eager_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let eager tasks retry as a worker would (with propagation a retry raises instead)."""
+    monkeypatch.setitem(send_message.app.conf, "task_eager_propagates", False)
