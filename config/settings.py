@@ -10,10 +10,16 @@ import hashlib
 import re
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import django_stubs_ext
 import environ
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+
+# Django classes that django-stubs declares generic (`admin.ModelAdmin[Session]`, `QuerySet[Message]`)
+# become subscriptable at run time too.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -28,7 +34,7 @@ DEBUG = env.bool("DEBUG", default=False)
 
 def _required_in_production(name: str, dev_default: str) -> str:
     """A secret that must come from the environment unless DEBUG is on."""
-    value = env.str(name, default="")
+    value: str = env.str(name, default="")
     if value:
         return value
     if DEBUG:
@@ -191,7 +197,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 if CELERY_BROKER_URL.split("://", 1)[0] in ("redis", "rediss"):
     # kombu's Redis transport, with one redis-py client per channel (see the module).
     CELERY_BROKER_TRANSPORT = "config.redis_transport:Transport"
-CELERY_BEAT_SCHEDULE: dict[str, dict] = {
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     # A turn whose worker died, whose publish failed or that raised leaves pending messages.
     "requeue-expired-leases": {
         "task": "conversations.requeue_expired_leases",
@@ -229,7 +235,7 @@ MAX_AGENT_HOPS_PER_MESSAGE = env.int("MAX_AGENT_HOPS_PER_MESSAGE", default=3)
 SESSION_IDLE_HOURS = env.int("SESSION_IDLE_HOURS", default=24)
 # A session's turn enqueued this recently and not started yet spares later messages a publish.
 TURN_QUEUED_TTL_SECONDS = env.int("TURN_QUEUED_TTL_SECONDS", default=60)
-AGENT_NAME = env.str("AGENT_NAME", default="Lia")
+AGENT_NAME: str = env.str("AGENT_NAME", default="Lia")
 
 # --- WhatsApp Cloud API ---
 WHATSAPP_VERIFY_TOKEN = env.str("WHATSAPP_VERIFY_TOKEN", default="")
