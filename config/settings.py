@@ -17,8 +17,8 @@ import environ
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-# Django classes that django-stubs declares generic (`admin.ModelAdmin[Session]`, `QuerySet[Message]`)
-# become subscriptable at run time too.
+# The Django classes that django-stubs declares generic (`admin.ModelAdmin[Session]`) become
+# subscriptable at run time too.
 django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent

@@ -58,9 +58,7 @@ class RuntimeConfigAdmin(VersionedAdmin[RuntimeConfig]):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return super().has_add_permission(request) and not RuntimeConfig.objects.exists()
 
-    def has_delete_permission(
-        self, request: HttpRequest, obj: RuntimeConfig | None = None
-    ) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: RuntimeConfig | None = None) -> bool:
         return False
 
 

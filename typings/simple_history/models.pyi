@@ -7,7 +7,9 @@ class HistoricalRecords:
     # `contribute_to_class` replaces the field by a descriptor that builds a HistoryManager on
     # every access; declared here as that descriptor.
     def __init__(self, *args: Any, **kwargs: Any) -> None: ...
-    def __get__(self, instance: models.Model | None, owner: type[models.Model]) -> HistoryManager: ...
+    def __get__(
+        self, instance: models.Model | None, owner: type[models.Model]
+    ) -> HistoryManager: ...
 
 class DeletedObject:
     model: type[models.Model]
