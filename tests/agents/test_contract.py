@@ -161,7 +161,7 @@ tricky_text = st.text(alphabet=st.sampled_from('{}[]"\\ab \n\tçã😀'), max_si
     compact=st.booleans(),
 )
 def test_property_any_object_with_int_s_roundtrips(
-    code: int, extra: dict, message: str, compact: bool
+    code: int, extra: dict[str, object], message: str, compact: bool
 ) -> None:
     obj = {"s": code, **extra}
     separators = (",", ":") if compact else None

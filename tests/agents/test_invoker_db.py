@@ -145,10 +145,10 @@ def test_request_per_agent_and_an_llmcall_row_on_success(
     assert row.prompt_version == "builtin"
     assert row.raw_response == '{"s":1}Certo!'
     package_version = KBPackage.history.filter(package_id="PACOTE_000").get().history_id
-    assert row.context_snapshot["loaded_packages"] == [
-        {"package_id": "PACOTE_000", "version": package_version}
-    ]
-    assert row.context_snapshot["state"] == STATE_OF[agent].value
+    snapshot = row.context_snapshot
+    assert snapshot is not None
+    assert snapshot["loaded_packages"] == [{"package_id": "PACOTE_000", "version": package_version}]
+    assert snapshot["state"] == STATE_OF[agent].value
 
 
 def test_an_active_override_is_used_and_its_history_id_recorded(
@@ -188,6 +188,7 @@ def test_a_failed_call_is_recorded_with_its_prompt_version_then_raised(
     assert row.error.startswith("HTTP 503")
     assert row.prompt_version == f"override:{override.history.get().history_id}"
     assert (row.raw_response, row.tokens_input) == ("", 0)
+    assert row.context_snapshot is not None
     assert row.context_snapshot["session_id"] == session.pk
     assert fake_openai.request_count == 2
 
@@ -212,10 +213,12 @@ def test_an_attack_stored_around_the_form_falls_back_to_the_builtin_quickly(
     assert call.prompt_version == "builtin"
     assert call.instructions.startswith("Você é Lia, assistente virtual")
     assert LLMCall.objects.get().prompt_version == "builtin"
-    assert [(r.getMessage(), r.error) for r in caplog.records] == [
+    assert [(r.getMessage(), vars(r)["error"]) for r in caplog.records] == [
         ("prompt_override_render_failed", f"{kind}: {name} (line {line})")
     ]
-    assert caplog.records[0].prompt_version == f"override:{override.history.get().history_id}"
+    assert (
+        vars(caplog.records[0])["prompt_version"] == f"override:{override.history.get().history_id}"
+    )
     assert len(llm.calls[0]["instructions"]) < 100_000
     assert elapsed < 0.5
 
@@ -235,7 +238,7 @@ def test_an_override_rendering_past_the_cap_with_real_values_falls_back(
         )
 
     assert call.prompt_version == "builtin"
-    assert [(r.getMessage(), r.error) for r in caplog.records] == [
+    assert [(r.getMessage(), vars(r)["error"]) for r in caplog.records] == [
         ("prompt_override_render_failed", "rendered_too_long: over 60000 characters")
     ]
     # The package is still given to the model once, in the metadata block.

@@ -1,6 +1,7 @@
 """The Django implementations of the invoker's sources: KB, prompts/runtime, history, recorder."""
 
 from datetime import timedelta
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -103,7 +104,7 @@ def test_load_packages_returns_active_ones_with_content_and_latest_history_id(
     package = KBPackage.objects.get(package_id="ENDERECOS")
     package.content = "Rua B, 2"
     package.save()
-    latest = package.history.order_by("-history_id").first().history_id
+    latest = package.history.latest("history_id").history_id
 
     with django_assert_num_queries(1):
         loaded = DatabaseKBSource().load_packages(["ENDERECOS", "RETIRADO", "NAO_EXISTE"])
@@ -125,7 +126,7 @@ def test_active_override_with_its_latest_history_id(django_assert_num_queries) -
     override = PromptOverride.objects.create(agent="triagem", content="v1", is_active=True)
     override.content = "v2 {{ agent_name }}"
     override.save()
-    latest = override.history.order_by("-history_id").first().history_id
+    latest = override.history.latest("history_id").history_id
 
     with django_assert_num_queries(1):
         found = DatabasePromptSource().active_override(AgentName.TRIAGEM)
@@ -171,8 +172,10 @@ def test_runtime_creates_the_config_row_with_defaults_on_first_use(settings) -> 
     assert runtime.business_hours["mon"] == [["08:00", "18:00"]]
 
 
-def make_message(session: Session, direction: str, content: str, minutes: int, **kw) -> Message:
-    return baker.make(
+def make_message(
+    session: Session, direction: str, content: str, minutes: int, **kw: Any
+) -> Message:
+    message: Message = baker.make(
         Message,
         session=session,
         direction=direction,
@@ -180,6 +183,7 @@ def make_message(session: Session, direction: str, content: str, minutes: int, *
         created_at=timezone.now() - timedelta(minutes=100 - minutes),
         **kw,
     )
+    return message
 
 
 def test_history_source_returns_the_sessions_conversation_newest_limited_oldest_first(

@@ -15,6 +15,7 @@ from model_bakery import baker
 from conversations.models import Direction, HandoffSummary, Instance, Message, Session
 from knowledge_base.models import KBPackage
 from prompts_admin.models import PromptOverride
+from versioning.admin import history_of
 
 pytestmark = pytest.mark.django_db
 
@@ -185,7 +186,7 @@ def test_the_session_transcript_works_under_the_policy(
 
 
 def test_the_prompt_preview_works_under_the_policy(
-    superuser_client: Client, session: Session, versioned: tuple
+    superuser_client: Client, session: Session, versioned: tuple[PromptOverride, KBPackage]
 ) -> None:
     override, _package = versioned
     page = check_page(
@@ -197,14 +198,14 @@ def test_the_prompt_preview_works_under_the_policy(
 
 
 def test_the_versioned_change_forms_and_history_work_under_the_policy(
-    superuser_client: Client, versioned: tuple
+    superuser_client: Client, versioned: tuple[PromptOverride, KBPackage]
 ) -> None:
     override, package = versioned
     for obj, base in [
         (override, "/admin/prompts_admin/promptoverride/"),
         (package, "/admin/knowledge_base/kbpackage/"),
     ]:
-        version = obj.history.earliest().history_id
+        version = history_of(obj).earliest().history_id
         for url in [
             f"{base}{obj.pk}/change/",
             f"{base}{obj.pk}/history/",
@@ -216,7 +217,7 @@ def test_the_versioned_change_forms_and_history_work_under_the_policy(
 
 
 def test_the_monospace_text_areas_take_their_font_from_a_class(
-    superuser_client: Client, versioned: tuple
+    superuser_client: Client, versioned: tuple[PromptOverride, KBPackage]
 ) -> None:
     override, _package = versioned
     page = superuser_client.get(f"/admin/prompts_admin/promptoverride/{override.pk}/change/")

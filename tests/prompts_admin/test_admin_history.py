@@ -20,8 +20,8 @@ DIFF_ROW_RE = re.compile(
 FIELD_RE = re.compile(r'<tr class="diff-field" data-field="(\w+)">')
 
 
-def form(**fields: str) -> dict[str, str]:
-    data = {
+def form(**fields: str | None) -> dict[str, str]:
+    data: dict[str, str | None] = {
         "agent": "triagem",
         "content": "Linha 1\nLinha 2\nLinha 3",
         "note": "",
@@ -53,7 +53,7 @@ def compare(client: Client, override: PromptOverride, query: str = "") -> str:
 
 
 def test_every_admin_save_is_a_version_with_its_author(
-    admin_user: User, three_versions: tuple
+    admin_user: User, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, _versions = three_versions
     records = override.history.order_by("history_date")
@@ -65,7 +65,7 @@ def test_every_admin_save_is_a_version_with_its_author(
 
 
 def test_compare_defaults_to_the_previous_version_against_the_latest(
-    admin_client: Client, three_versions: tuple
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, (_v1, v2, v3) = three_versions
     page = compare(admin_client, override)
@@ -79,7 +79,7 @@ def test_compare_defaults_to_the_previous_version_against_the_latest(
 
 
 def test_compare_shows_a_line_diff_of_the_prompt(
-    admin_client: Client, three_versions: tuple
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, (v1, v2, _v3) = three_versions
     page = compare(admin_client, override, f"?old={v1}&new={v2}")
@@ -93,7 +93,7 @@ def test_compare_shows_a_line_diff_of_the_prompt(
 
 
 def test_compare_any_two_versions_not_only_neighbours(
-    admin_client: Client, three_versions: tuple
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, (v1, _v2, v3) = three_versions
     page = compare(admin_client, override, f"?old={v1}&new={v3}")
@@ -101,7 +101,7 @@ def test_compare_any_two_versions_not_only_neighbours(
 
 
 def test_comparing_a_version_with_itself_says_they_are_identical(
-    admin_client: Client, three_versions: tuple
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, (v1, _v2, _v3) = three_versions
     page = compare(admin_client, override, f"?old={v1}&new={v1}")
@@ -111,14 +111,14 @@ def test_comparing_a_version_with_itself_says_they_are_identical(
 
 @pytest.mark.parametrize("query", ["?old=999999", "?new=abc"])
 def test_compare_refuses_unknown_versions(
-    admin_client: Client, three_versions: tuple, query: str
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]], query: str
 ) -> None:
     override, _versions = three_versions
     assert admin_client.get(f"{BASE}{override.pk}/history/compare/{query}").status_code == 404
 
 
 def test_compare_refuses_a_version_of_another_object(
-    admin_client: Client, three_versions: tuple
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, _versions = three_versions
     other = PromptOverride.objects.create(agent="coleta", content="x")
@@ -128,7 +128,7 @@ def test_compare_refuses_a_version_of_another_object(
 
 
 def test_history_page_offers_the_compare_form_with_two_versions_preselected(
-    admin_client: Client, three_versions: tuple
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, (_v1, v2, v3) = three_versions
     page = admin_client.get(f"{BASE}{override.pk}/history/").content.decode()
@@ -139,7 +139,7 @@ def test_history_page_offers_the_compare_form_with_two_versions_preselected(
 
 
 def test_revert_restores_an_old_version_as_a_new_one(
-    admin_client: Client, admin_user: User, three_versions: tuple
+    admin_client: Client, admin_user: User, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, (v1, _v2, _v3) = three_versions
     revert_url = f"{BASE}{override.pk}/history/{v1}/"
@@ -158,14 +158,16 @@ def test_revert_restores_an_old_version_as_a_new_one(
 
 
 def test_compare_page_links_to_revert_the_older_version(
-    admin_client: Client, three_versions: tuple
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, (v1, v2, _v3) = three_versions
     page = compare(admin_client, override, f"?old={v1}&new={v2}")
     assert f'href="{BASE}{override.pk}/history/{v1}/"' in page
 
 
-def test_support_cannot_compare_prompt_versions(three_versions: tuple) -> None:
+def test_support_cannot_compare_prompt_versions(
+    three_versions: tuple[PromptOverride, list[int]],
+) -> None:
     override, _versions = three_versions
     user = baker.make(User, is_staff=True)
     user.groups.add(Group.objects.get(name="Support"))

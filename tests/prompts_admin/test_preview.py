@@ -10,6 +10,7 @@ from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
 
+from agents.invoker import PreparedCall
 from agents.prompts import builtin_template
 from agents.states import AgentName, SessionState
 from conversations.models import Direction, Instance, LLMCall, Message, Session
@@ -47,8 +48,9 @@ def catalog() -> None:
     )
 
 
-def final_prompt(response) -> str:
-    return response.context["prepared"].instructions
+def final_prompt(response) -> str:  # a test client response
+    prepared: PreparedCall = response.context["prepared"]
+    return prepared.instructions
 
 
 def test_preview_of_an_override_shows_it_rendered_with_metadata_and_guards_appended(
