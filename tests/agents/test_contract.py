@@ -124,7 +124,7 @@ def test_edge_cases_invalid(raw: str, error: str | None) -> None:
 
 def test_not_text_is_refused() -> None:
     with pytest.raises(LLMResponseParseError) as excinfo:
-        parse_llm_response(None)  # type: ignore[arg-type]
+        parse_llm_response(None)  # type: ignore[arg-type]  # the wrong type is the case tested
     assert str(excinfo.value) == "the answer is not text but NoneType"
 
 
