@@ -34,7 +34,7 @@ DEBUG = env.bool("DEBUG", default=False)
 
 def _required_in_production(name: str, dev_default: str) -> str:
     """A secret that must come from the environment unless DEBUG is on."""
-    value: str = env.str(name, default="")
+    value = env.str(name, default="")
     if value:
         return value
     if DEBUG:
@@ -192,7 +192,7 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=150)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Redis redelivers an unacknowledged task after the visibility timeout; it must exceed the hard
 # time limit, or a task that is still running would be delivered to a second worker.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 4}
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 4}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 if CELERY_BROKER_URL.split("://", 1)[0] in ("redis", "rediss"):
     # kombu's Redis transport, with one redis-py client per channel (see the module).
@@ -235,7 +235,7 @@ MAX_AGENT_HOPS_PER_MESSAGE = env.int("MAX_AGENT_HOPS_PER_MESSAGE", default=3)
 SESSION_IDLE_HOURS = env.int("SESSION_IDLE_HOURS", default=24)
 # A session's turn enqueued this recently and not started yet spares later messages a publish.
 TURN_QUEUED_TTL_SECONDS = env.int("TURN_QUEUED_TTL_SECONDS", default=60)
-AGENT_NAME: str = env.str("AGENT_NAME", default="Lia")
+AGENT_NAME = env.str("AGENT_NAME", default="Lia")
 
 # --- WhatsApp Cloud API ---
 WHATSAPP_VERIFY_TOKEN = env.str("WHATSAPP_VERIFY_TOKEN", default="")
