@@ -24,9 +24,10 @@ CHECKED_VERSIONS = {"kombu": "~=5.7.0"}
 class Channel(redis.Channel):
     _publish_client: Any = None
 
+    # Overrides a private method (the point of this module) that celery-types does not declare:
+    # the two calls of kombu's own below are the `type: ignore[misc]`.
     def _create_client(self, asynchronous: bool = False) -> Any:
         if asynchronous:
-            # A private method (the point of this module): celery-types does not declare it.
             return super()._create_client(asynchronous=True)  # type: ignore[misc]
         pool = self.pool
         client = self._publish_client

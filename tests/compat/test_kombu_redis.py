@@ -17,7 +17,7 @@ def test_the_checked_version_is_pyprojects_and_the_installed_one() -> None:
 
 
 def test_the_private_method_the_channel_overrides_exists_with_its_signature() -> None:
-    # The private method pinned here is absent from celery-types' stubs.
+    # The private method pinned here is absent from celery-types' stubs (both ignores).
     parameters = inspect.signature(redis.Channel._create_client).parameters  # type: ignore[attr-defined]
 
     assert list(parameters) == ["self", "asynchronous"]
