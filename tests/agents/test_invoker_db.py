@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django import DjangoAssertNumQueries, Settings
 from simple_history.utils import bulk_create_with_history
 
 from agents.context import InstanceInfo, SessionContext
@@ -31,7 +32,7 @@ STATE_OF = {
 
 
 @pytest.fixture
-def models_per_agent(settings) -> dict[AgentName, str]:
+def models_per_agent(settings: Settings) -> dict[AgentName, str]:
     settings.OPENAI_MODEL_TRIAGE = "gpt-triage-test"
     settings.OPENAI_MODEL_QUALIFICATION = "gpt-qualification-test"
     settings.OPENAI_MODEL_COLLECTION = "gpt-collection-test"
@@ -254,7 +255,7 @@ QUERIES_PER_INVOCATION = 10
     ("messages", "packages", "loaded"), [(2, 1, 1), (50, 100, 3), (120, 100, 10)]
 )
 def test_one_invocation_makes_a_fixed_number_of_queries(
-    django_assert_num_queries,
+    django_assert_num_queries: DjangoAssertNumQueries,
     models_per_agent: dict[AgentName, str],
     messages: int,
     packages: int,

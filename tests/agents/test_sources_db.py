@@ -7,6 +7,7 @@ from uuid import UUID
 import pytest
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django import DjangoAssertNumQueries, Settings
 
 from agents.context import IntentInfo, PackageInfo, SegmentInfo
 from agents.llm import LLMCallResult, LLMRateLimitError
@@ -81,7 +82,7 @@ def test_catalog_lists_only_active_rows_without_package_content() -> None:
     }
 
 
-def test_catalog_is_one_query_per_table(django_assert_num_queries) -> None:
+def test_catalog_is_one_query_per_table(django_assert_num_queries: DjangoAssertNumQueries) -> None:
     make_catalog()
 
     with django_assert_num_queries(4):
@@ -98,7 +99,7 @@ def test_a_service_with_a_broken_stored_schema_is_offered_without_parameters() -
 
 
 def test_load_packages_returns_active_ones_with_content_and_latest_history_id(
-    django_assert_num_queries,
+    django_assert_num_queries: DjangoAssertNumQueries,
 ) -> None:
     make_catalog()
     package = KBPackage.objects.get(package_id="ENDERECOS")
@@ -116,12 +117,16 @@ def test_load_packages_returns_active_ones_with_content_and_latest_history_id(
     }
 
 
-def test_load_packages_with_no_ids_makes_no_query(django_assert_num_queries) -> None:
+def test_load_packages_with_no_ids_makes_no_query(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
     with django_assert_num_queries(0):
         assert DatabaseKBSource().load_packages([]) == {}
 
 
-def test_active_override_with_its_latest_history_id(django_assert_num_queries) -> None:
+def test_active_override_with_its_latest_history_id(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
     PromptOverride.objects.create(agent="triagem", content="velho", is_active=False)
     override = PromptOverride.objects.create(agent="triagem", content="v1", is_active=True)
     override.content = "v2 {{ agent_name }}"
@@ -136,7 +141,7 @@ def test_active_override_with_its_latest_history_id(django_assert_num_queries) -
 
 
 def test_runtime_settings_from_config_and_active_strategic_companies(
-    django_assert_num_queries,
+    django_assert_num_queries: DjangoAssertNumQueries,
 ) -> None:
     config = RuntimeConfig.load()
     config.agent_name = "Bia"
@@ -162,7 +167,7 @@ def test_runtime_settings_from_config_and_active_strategic_companies(
     assert runtime.invalid_format_message == config.invalid_format_message
 
 
-def test_runtime_creates_the_config_row_with_defaults_on_first_use(settings) -> None:
+def test_runtime_creates_the_config_row_with_defaults_on_first_use(settings: Settings) -> None:
     settings.AGENT_NAME = "Lia"
 
     runtime = DatabasePromptSource().runtime()
@@ -187,7 +192,7 @@ def make_message(
 
 
 def test_history_source_returns_the_sessions_conversation_newest_limited_oldest_first(
-    django_assert_num_queries,
+    django_assert_num_queries: DjangoAssertNumQueries,
 ) -> None:
     session, other = baker.make(Session, _quantity=2)
     m1 = make_message(session, Direction.INBOUND, "Oi", 1)

@@ -7,6 +7,7 @@ import pytest
 from django.core.management import call_command
 from django.db.models import Model
 from django.test import Client
+from pytest_django import Settings
 
 from conversations.models import Instance
 from knowledge_base.models import Intent, KBPackage, Segment, Service
@@ -88,7 +89,7 @@ def test_demo_catalog_is_visible_in_the_admin(demo: None, admin_client: Client) 
     assert "Potabilidade da água" in page
 
 
-def test_bootstrap_writes_a_history_baseline_for_the_demo_catalog(settings) -> None:
+def test_bootstrap_writes_a_history_baseline_for_the_demo_catalog(settings: Settings) -> None:
     settings.DEBUG = True
     out = io.StringIO()
     call_command("bootstrap_dev", stdout=out)

@@ -6,6 +6,8 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.http.response import HttpResponseBase
+from django.template.response import TemplateResponse
 from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
@@ -48,8 +50,10 @@ def catalog() -> None:
     )
 
 
-def final_prompt(response) -> str:  # a test client response
-    prepared: PreparedCall = response.context["prepared"]
+def final_prompt(response: HttpResponseBase) -> str:
+    assert isinstance(response, TemplateResponse)
+    assert response.context_data is not None
+    prepared: PreparedCall = response.context_data["prepared"]
     return prepared.instructions
 
 
