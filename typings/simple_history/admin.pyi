@@ -1,4 +1,4 @@
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from django.contrib import admin
 from django.db.models import Model
@@ -7,9 +7,9 @@ from django.http import HttpRequest, HttpResponse
 _ModelT = TypeVar("_ModelT", bound=Model)
 
 class SimpleHistoryAdmin(admin.ModelAdmin[_ModelT]):
-    object_history_template: str
-    object_history_list_template: str
-    object_history_form_template: str
+    object_history_template: ClassVar[str]
+    object_history_list_template: ClassVar[str]
+    object_history_form_template: ClassVar[str]
     def history_view(
         self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse: ...
