@@ -239,7 +239,9 @@ class _Findings:
     def condition(self, token: object, line: int | None) -> None:
         """An `{% if %}` condition: a smartif tree whose leaves are TemplateLiterals."""
         if isinstance(token, TemplateLiteral):
-            self.expression(token.value, line)
+            # django-stubs declares TemplateLiteral.value as a Literal's value; the template
+            # parser stores the FilterExpression it parsed there.
+            self.expression(token.value, line)  # type: ignore[arg-type]
             return
         for part in (getattr(token, "first", None), getattr(token, "second", None)):
             if part is not None:
@@ -323,7 +325,8 @@ class _Output:
                 matched = True
             else:
                 try:
-                    matched = bool(condition.eval(context))
+                    # django-stubs declares a dict; Django's own IfNode passes the Context.
+                    matched = bool(condition.eval(context))  # type: ignore[arg-type]
                 except VariableDoesNotExist:
                     matched = False
             if matched:

@@ -18,6 +18,10 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from django.db.backends.utils import CursorWrapper
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -187,12 +191,13 @@ def seed(rng: random.Random) -> int:
     return transcript_session
 
 
-def _turns(cursor) -> list[tuple[int, uuid.UUID]]:
+def _turns(cursor: "CursorWrapper") -> list[tuple[int, uuid.UUID]]:
     """One model call per bot answer: the (session, turn) of every outbound message."""
     cursor.execute(
         "SELECT session_id, turn_id FROM conversations_message WHERE direction = 'OUTBOUND'"
     )
-    return cursor.fetchall()
+    rows: list[tuple[int, uuid.UUID]] = cursor.fetchall()
+    return rows
 
 
 def main() -> None:

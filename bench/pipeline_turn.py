@@ -24,9 +24,15 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # Imported where used, after django.setup(); named here for the annotations.
+    from agents.llm import CallPurpose, ChatMessage, LLMCallResult
+    from conversations.models import Instance
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -46,7 +52,14 @@ class ZeroLatencyLLM:
     def __init__(self) -> None:
         self.script: list[str] = []
 
-    def chat(self, *, model: str, instructions: str, messages: Sequence, purpose: str):
+    def chat(
+        self,
+        *,
+        model: str,
+        instructions: str,
+        messages: Sequence["ChatMessage"],
+        purpose: "CallPurpose",
+    ) -> "LLMCallResult":
         from agents.llm import LLMCallResult
 
         answer = self.script.pop(0) if self.script else RESPOND
@@ -96,7 +109,7 @@ def seed() -> None:
     )
 
 
-def fresh_session(instance, number: int) -> int:
+def fresh_session(instance: "Instance", number: int) -> int:
     from django.utils import timezone
 
     from conversations.models import Direction, Message, Session
@@ -112,7 +125,9 @@ def fresh_session(instance, number: int) -> int:
     return session.pk
 
 
-def measure(turn, runs: int) -> tuple[list[float], list[float], list[int]]:
+def measure(
+    turn: Callable[[int], Callable[[], None]], runs: int
+) -> tuple[list[float], list[float], list[int]]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -166,8 +181,8 @@ def main() -> None:
         config = PipelineConfig.from_settings()
         numbers = iter(range(1, 1_000_000))
 
-        def turn(script: list[str]):
-            def setup(_run: int):
+        def turn(script: list[str]) -> Callable[[int], Callable[[], None]]:
+            def setup(_run: int) -> Callable[[], None]:
                 session_id = fresh_session(instance, next(numbers))
 
                 def run() -> None:

@@ -18,9 +18,15 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # Imported where used, after django.setup(); named here for the annotations.
+    from agents.context import SessionContext
+    from agents.llm import CallPurpose, ChatMessage, LLMCallResult
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -36,13 +42,20 @@ LOADED_PACKAGES = 3
 class ZeroLatencyLLM:
     """An `LLMClient` that answers at once, so only assembly and the database are measured."""
 
-    def chat(self, *, model: str, instructions: str, messages: Sequence, purpose: str):
+    def chat(
+        self,
+        *,
+        model: str,
+        instructions: str,
+        messages: Sequence["ChatMessage"],
+        purpose: "CallPurpose",
+    ) -> "LLMCallResult":
         from agents.llm import LLMCallResult
 
         return LLMCallResult('{"s":1}Certo! Quantas amostras?', model, len(instructions) // 4, 9, 0)
 
 
-def seed():
+def seed() -> "SessionContext":
     from django.utils import timezone
     from simple_history.utils import bulk_create_with_history
 
@@ -144,7 +157,7 @@ def seed():
     )
 
 
-def measure(action, runs: int) -> tuple[list[float], list[int]]:
+def measure(action: Callable[[], object], runs: int) -> tuple[list[float], list[int]]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 

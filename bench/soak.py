@@ -83,8 +83,8 @@ class Books:
     sends: dict[str, list[tuple[float, str]]] = field(default_factory=lambda: defaultdict(list))
     posted: set[str] = field(default_factory=set)  # unique wamids posted and answered 200
     posts: int = 0
-    statuses: Counter = field(default_factory=Counter)
-    callback_statuses: Counter = field(default_factory=Counter)  # of the status callbacks
+    statuses: Counter[int] = field(default_factory=Counter)  # HTTP status -> responses
+    callback_statuses: Counter[int] = field(default_factory=Counter)  # of the status callbacks
     # (customer, turn) -> (time of the burst's last POST, phone)
     turns: dict[tuple[int, int], tuple[float, str]] = field(default_factory=dict)
     handed_off: set[int] = field(default_factory=set)
@@ -235,7 +235,8 @@ class Worker:
     """The Celery worker, in a process group of its own so SIGKILL takes its children too."""
 
     def __init__(self, env: dict[str, str], log: Path, concurrency: int) -> None:
-        self.env, self.log, self.process = env, log, None
+        self.env, self.log = env, log
+        self.process: subprocess.Popen[bytes] | None = None
         self.concurrency = concurrency
         self.lock = threading.Lock()
 
@@ -376,7 +377,8 @@ def database_counts(env: dict[str, str]) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, "-c", script], cwd=ROOT, env=env, check=True, capture_output=True
     )
-    return json.loads(out.stdout)
+    counts: dict[str, Any] = json.loads(out.stdout)
+    return counts
 
 
 def main() -> None:

@@ -216,7 +216,9 @@ def signed_bodies(count: int, run: str, offset: int = 0) -> list[tuple[bytes, st
     return bodies
 
 
-def start_server(env: dict[str, str], port: int, workers: int, log: Path) -> subprocess.Popen:
+def start_server(
+    env: dict[str, str], port: int, workers: int, log: Path
+) -> subprocess.Popen[bytes]:
     gunicorn = str(Path(sys.executable).with_name("gunicorn"))
     command = [
         gunicorn,

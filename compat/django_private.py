@@ -30,7 +30,7 @@ Private APIs touched, and why:
 """
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib.admin.utils import flatten_fieldsets, unquote
 from django.db import models
@@ -40,6 +40,10 @@ from django.db.models.sql import InsertQuery
 from django.http import QueryDict
 from django.template.base import FilterExpression, VariableNode
 from django.template.defaulttags import CommentNode, IfNode, TemplateLiteral
+
+if TYPE_CHECKING:
+    # Declared by django-stubs only: the type of an immutable QueryDict such as request.GET.
+    from django.http.request import _ImmutableQueryDict
 
 # Undocumented names imported from Django's internal modules, re-exported for the project:
 __all__ = [
@@ -58,10 +62,10 @@ __all__ = [
 CHECKED_VERSIONS = {"Django": "~=5.2.0", "psycopg": "~=3.3"}
 
 
-def freeze(query: QueryDict) -> QueryDict:
+def freeze(query: QueryDict) -> "_ImmutableQueryDict":
     """`query`, made immutable (as Django's ``request.GET`` is)."""
     query._mutable = False
-    return query
+    return cast("_ImmutableQueryDict", query)
 
 
 def mark_saved(row: models.Model) -> None:

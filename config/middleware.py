@@ -10,10 +10,15 @@ no URL of the project contains one.
 """
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from django.http import HttpRequest, HttpResponse, HttpResponseNotFound, QueryDict
 
 from compat.django_private import freeze
+
+if TYPE_CHECKING:
+    # Declared by django-stubs only: the type of request.GET.
+    from django.http.request import _ImmutableQueryDict
 
 
 class NulFreeQueryStringMiddleware:
@@ -29,7 +34,7 @@ class NulFreeQueryStringMiddleware:
         return self.get_response(request)
 
 
-def without_nul(query: QueryDict) -> QueryDict:
+def without_nul(query: QueryDict) -> "_ImmutableQueryDict":
     """A copy of `query` with NUL removed from every name and value (immutable, like GET)."""
     cleaned = QueryDict(mutable=True)
     for name, values in query.lists():

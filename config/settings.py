@@ -10,10 +10,16 @@ import hashlib
 import re
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import django_stubs_ext
 import environ
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+
+# The Django classes that django-stubs declares generic (`admin.ModelAdmin[Session]`) become
+# subscriptable at run time too.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -186,12 +192,12 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=150)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Redis redelivers an unacknowledged task after the visibility timeout; it must exceed the hard
 # time limit, or a task that is still running would be delivered to a second worker.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 4}
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 4}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 if CELERY_BROKER_URL.split("://", 1)[0] in ("redis", "rediss"):
     # kombu's Redis transport, with one redis-py client per channel (see the module).
     CELERY_BROKER_TRANSPORT = "config.redis_transport:Transport"
-CELERY_BEAT_SCHEDULE: dict[str, dict] = {
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     # A turn whose worker died, whose publish failed or that raised leaves pending messages.
     "requeue-expired-leases": {
         "task": "conversations.requeue_expired_leases",

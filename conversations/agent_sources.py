@@ -10,14 +10,14 @@ row per call, success or failure, for agents, repairs and summaries alike.
 """
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from django.conf import settings
 
 from agents.invoker import AgentInvoker, InvokerConfig
 from agents.llm import CallPurpose, LLMCallResult, LLMClient, LLMError, OpenAIClient
-from agents.sources import HistoryEntry, KBSource, PromptSource
+from agents.sources import HistoryDirection, HistoryEntry, KBSource, PromptSource
 from agents.states import AgentName
 from conversations.message_order import newest_in_conversation_order
 from conversations.models import DeliveryStatus, LLMCall, Message
@@ -46,7 +46,8 @@ class DatabaseHistorySource:
         return [
             HistoryEntry(
                 session_id=m.session_id,
-                direction=m.direction,
+                # The column's choices are the directions (conversations.models.Direction).
+                direction=cast(HistoryDirection, m.direction),
                 content=m.content,
                 error=m.error,
                 message_id=m.pk,

@@ -109,7 +109,7 @@ class _DecryptingAttribute(DeferredAttribute):
         return plaintext
 
 
-class EncryptedTextField(models.TextField):
+class EncryptedTextField(models.TextField[str, str]):
     """A text column holding a Fernet token of the value; the attribute reads as plaintext."""
 
     descriptor_class = _DecryptingAttribute

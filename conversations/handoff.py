@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import F
 
 from agents.business_hours import business_hours_status
@@ -105,7 +105,7 @@ def session_handoff(
     runtime: RuntimeSettings | None = None,
     send: Callable[[int], None] | None = None,
     enqueue_summary: Callable[[int], None] | None = None,
-    by_user: AbstractBaseUser | None = None,
+    by_user: User | None = None,
     agent: str = "",
     raw_response: str = "",
     turn_id: UUID | None = None,
@@ -198,7 +198,7 @@ def _event_row(
     *,
     session_id: int,
     handoff: Handoff,
-    by_user: AbstractBaseUser | None,
+    by_user: User | None,
     agent: str,
     raw_response: str,
     turn_id: UUID | None,

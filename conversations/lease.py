@@ -107,7 +107,7 @@ def stalled_sessions(*, now: datetime, grace: timedelta, limit: int = 500) -> li
 
 
 def stalled_sessions_requeue(
-    *, now: datetime, grace: timedelta, enqueue: Callable[[int], None]
+    *, now: datetime, grace: timedelta, enqueue: Callable[[int], object]
 ) -> list[int]:
     """Enqueue a turn for every stalled session (see `stalled_sessions`); their ids."""
     session_ids = stalled_sessions(now=now, grace=grace)

@@ -32,7 +32,7 @@ def session_masker(session: Session) -> Masker:
     """The masker of one session's data: its known values, and the instance's own phone (when
     loaded) left readable."""
     keep = []
-    if Session.instance.is_cached(session):  # type: ignore[attr-defined]
+    if Session.instance.is_cached(session):
         keep.append(session.instance.display_phone)
     return Masker(
         known_values(

@@ -6,6 +6,8 @@ Callers read them from this module when they call (`publishers.enqueue_turn`), s
 replaces each in one place.
 """
 
+from typing import Any
+
 from celery import Task
 
 from conversations.whatsapp.tasks import send_message
@@ -29,7 +31,7 @@ def enqueue_delivery(delivery_id: int) -> None:
     _publish(apply_webhook_delivery, delivery_id)
 
 
-def _publish(task: Task, object_id: int) -> None:
+def _publish(task: Task[[int], Any], object_id: int) -> None:
     """``task.delay(object_id)``, cheaper in CPU — the publish is the largest single
     cost of a webhook request (about 0.5-1 ms on the 2-core bench machine):
 
@@ -51,7 +53,9 @@ def _publish(task: Task, object_id: int) -> None:
     # Taken from Celery's pool for this publish only: a producer held per thread would block
     # the (broker_pool_limit + 1)-th thread of a threaded server forever, for ~0.03 ms saved.
     with task.app.producer_or_acquire() as producer:
-        task.apply_async(
+        # Celery passes these options on to the message and the publish (`**options`);
+        # celery-types declares only the common ones.
+        task.apply_async(  # type: ignore[call-arg]
             (object_id,),
             producer=producer,
             argsrepr=f"({object_id},)",

@@ -165,7 +165,11 @@ def _send_part(
         return message
     session = message.session
     instance = session.instance
-    log = {"message_id": message.pk, "session_id": session.pk, "attempt": message.send_attempts}
+    log: dict[str, object] = {
+        "message_id": message.pk,
+        "session_id": session.pk,
+        "attempt": message.send_attempts,
+    }
     if not session.customer_phone and not session.customer_user_id:
         _store_failure(message, code=None, title=NO_RECIPIENT)
         logger.error("whatsapp_send_failed", extra={**log, "title": NO_RECIPIENT})

@@ -81,7 +81,7 @@ class UnsentSweep:
 
 
 def unsent_messages_requeue(
-    *, now: datetime, enqueue: Callable[[int], None], limit: int = SWEEP_LIMIT
+    *, now: datetime, enqueue: Callable[[int], object], limit: int = SWEEP_LIMIT
 ) -> UnsentSweep:
     """Mark failed the unsent messages past the 24-hour window; enqueue the others' sending."""
     unclaimed = _unsent().exclude(_live_claim(now))

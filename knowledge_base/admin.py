@@ -13,21 +13,21 @@ from versioning.admin import MONOSPACE_TEXTAREA, VersionedAdmin
 
 
 @admin.register(Segment)
-class SegmentAdmin(VersionedAdmin):
+class SegmentAdmin(VersionedAdmin[Segment]):
     list_display = ("code", "label", "health_sensitive", "is_active")
     list_filter = ("is_active", "health_sensitive")
     search_fields = ("code", "label")
 
 
 @admin.register(Intent)
-class IntentAdmin(VersionedAdmin):
+class IntentAdmin(VersionedAdmin[Intent]):
     list_display = ("code", "label", "is_active")
     list_filter = ("is_active",)
     search_fields = ("code", "label")
 
 
 @admin.register(Service)
-class ServiceAdmin(VersionedAdmin):
+class ServiceAdmin(VersionedAdmin[Service]):
     list_display = ("code", "label", "segment", "parameter_count", "is_active")
     list_filter = ("is_active", "segment")
     list_select_related = ("segment",)
@@ -81,7 +81,7 @@ class ServiceAdmin(VersionedAdmin):
         )
 
 
-class KBPackageForm(forms.ModelForm):
+class KBPackageForm(forms.ModelForm[KBPackage]):
     class Meta:
         model = KBPackage
         fields = ["package_id", "title", "description", "content", "is_active", "health_sensitive"]
@@ -89,7 +89,7 @@ class KBPackageForm(forms.ModelForm):
 
 
 @admin.register(KBPackage)
-class KBPackageAdmin(VersionedAdmin):
+class KBPackageAdmin(VersionedAdmin[KBPackage]):
     form = KBPackageForm
     list_display = (
         "package_id",

@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 def _historical_package() -> Any:
     # simple-history builds a new manager on every `KBPackage.history` access (~1 ms); the
     # historical model itself never changes.
-    return KBPackage.history.model  # type: ignore[attr-defined]
+    return KBPackage.history.model
 
 
 def _latest_history_id() -> Subquery:

@@ -27,7 +27,7 @@ class PromptOverrideForm(PromptTemplateForm):
 
 
 @admin.register(PromptOverride)
-class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin):
+class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin[PromptOverride]):
     form = PromptOverrideForm
     list_display = ("__str__", "agent", "is_active", "note", "updated_at")
     list_filter = ("agent", "is_active")
@@ -36,7 +36,7 @@ class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin):
 
 
 @admin.register(RuntimeConfig)
-class RuntimeConfigAdmin(VersionedAdmin):
+class RuntimeConfigAdmin(VersionedAdmin[RuntimeConfig]):
     """The single configuration row: it can be edited, never added twice or deleted."""
 
     list_display = ("__str__", "agent_name", "company_name", "updated_at")
@@ -58,12 +58,12 @@ class RuntimeConfigAdmin(VersionedAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return super().has_add_permission(request) and not RuntimeConfig.objects.exists()
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: RuntimeConfig | None = None) -> bool:
         return False
 
 
 @admin.register(StrategicCompany)
-class StrategicCompanyAdmin(VersionedAdmin):
+class StrategicCompanyAdmin(VersionedAdmin[StrategicCompany]):
     list_display = ("name", "cnpj", "is_active")
     list_filter = ("is_active",)
     search_fields = ("name", "cnpj", "phone_numbers")

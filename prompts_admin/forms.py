@@ -28,7 +28,7 @@ from agents.templating import (
     TemplateProblem,
     validate_prompt_template,
 )
-from prompts_admin.models import AGENT_CHOICES
+from prompts_admin.models import AGENT_CHOICES, PromptOverride
 
 
 def override_problems(agent: AgentName, content: str) -> list[TemplateProblem]:
@@ -140,7 +140,7 @@ def variables_help_text() -> SafeString:
     )
 
 
-class PromptTemplateForm(forms.ModelForm):
+class PromptTemplateForm(forms.ModelForm[PromptOverride]):
     """A ModelForm whose `content` must be a valid prompt template for the chosen `agent`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -150,7 +150,8 @@ class PromptTemplateForm(forms.ModelForm):
             content.help_text = variables_help_text()
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         agent, content = cleaned.get("agent"), cleaned.get("content")
         if agent in {a.value for a in PROMPT_AGENTS} and content:
             errors = [

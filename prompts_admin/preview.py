@@ -207,17 +207,21 @@ def prompt_preview(
     return PromptPreview(prepared=prepared, session=context, stage_changed=stage_changed)
 
 
-class PromptOverrideToolsMixin:
-    """Preview pages, the start-from-built-in button and action for the PromptOverride admin."""
+class PromptOverrideToolsMixin(admin.ModelAdmin[PromptOverride]):
+    """Preview pages, the start-from-built-in button and action for the PromptOverride admin.
+
+    It goes first in the admin's bases (`PromptOverrideAdmin(PromptOverrideToolsMixin,
+    VersionedAdmin[PromptOverride])`): its `super()` is then the versioned admin.
+    """
 
     change_list_template = "admin/prompts_admin/promptoverride/change_list.html"
     change_form_template = "admin/prompts_admin/promptoverride/change_form.html"
     preview_template = "admin/prompts_admin/promptoverride/preview.html"
 
     def get_urls(self) -> list[URLPattern]:
-        opts = self.model._meta  # type: ignore[attr-defined]
+        opts = self.model._meta
         name = f"{opts.app_label}_{opts.model_name}"
-        wrap = self.admin_site.admin_view  # type: ignore[attr-defined]
+        wrap = self.admin_site.admin_view
         tools = [
             path(
                 "start-from-builtin/",
@@ -236,22 +240,22 @@ class PromptOverrideToolsMixin:
             ),
         ]
         # Before the admin's `<path:object_id>/` catch-all.
-        return [*tools, *super().get_urls()]  # type: ignore[misc]
+        return [*tools, *super().get_urls()]
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         context = {"prompt_agents": AGENT_CHOICES, **(extra_context or {})}
-        return super().changelist_view(request, extra_context=context)  # type: ignore[misc]
+        return super().changelist_view(request, extra_context=context)
 
     # Creates overrides: only for those who may add one (an action without `permissions` is
     # open to anyone who can see the list).
     @admin.action(description=_("Start from the built-in prompt"), permissions=["add"])
-    def start_from_builtin(self, request: HttpRequest, queryset: QuerySet) -> None:
+    def start_from_builtin(self, request: HttpRequest, queryset: QuerySet[PromptOverride]) -> None:
         agents = sorted(set(queryset.values_list("agent", flat=True)))
         for agent in agents:
             prompt_override_start_from_builtin(agent=AgentName(agent))
-        self.message_user(  # type: ignore[attr-defined]
+        self.message_user(
             request,
             ngettext(
                 "Created %(count)d inactive override with the built-in prompt. "
@@ -265,36 +269,36 @@ class PromptOverrideToolsMixin:
         )
 
     def start_from_builtin_view(self, request: HttpRequest) -> HttpResponse:
-        if not self.has_add_permission(request):  # type: ignore[attr-defined]
+        if not self.has_add_permission(request):
             raise PermissionDenied
         agent = _agent_or_404(request.POST.get("agent", ""))
         override = prompt_override_start_from_builtin(agent=agent)
-        self.message_user(  # type: ignore[attr-defined]
+        self.message_user(
             request,
             gettext(
                 "Created an inactive override with the built-in prompt. Edit it, then activate it."
             ),
             messages.SUCCESS,
         )
-        opts = self.model._meta  # type: ignore[attr-defined]
+        opts = self.model._meta
         return HttpResponseRedirect(
             reverse(
                 f"admin:{opts.app_label}_{opts.model_name}_change",
                 args=[override.pk],
-                current_app=self.admin_site.name,  # type: ignore[attr-defined]
+                current_app=self.admin_site.name,
             )
         )
 
     def preview_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        obj = self.get_object(request, unquote(object_id))  # type: ignore[attr-defined]
+        obj = self.get_object(request, unquote(object_id))
         if obj is None:
             raise Http404
-        if not self.has_view_or_change_permission(request, obj):  # type: ignore[attr-defined]
+        if not self.has_view_or_change_permission(request, obj):
             raise PermissionDenied
         return self._render_preview(request, AgentName(obj.agent), obj.content, obj)
 
     def agent_preview_view(self, request: HttpRequest, agent: str) -> HttpResponse:
-        if not self.has_view_or_change_permission(request):  # type: ignore[attr-defined]
+        if not self.has_view_or_change_permission(request):
             raise PermissionDenied
         return self._render_preview(request, _agent_or_404(agent), None, None)
 
@@ -320,10 +324,10 @@ class PromptOverrideToolsMixin:
             invoker=sessions.invoker(),
             mask_personal_data=mask,
         )
-        opts = self.model._meta  # type: ignore[attr-defined]
+        opts = self.model._meta
         labels = dict(AGENT_CHOICES)
         context = {
-            **self.admin_site.each_context(request),  # type: ignore[attr-defined]
+            **self.admin_site.each_context(request),
             "title": gettext("Final prompt preview: %(agent)s") % {"agent": labels[agent.value]},
             "subtitle": None,
             "opts": opts,
@@ -340,7 +344,7 @@ class PromptOverrideToolsMixin:
             "can_pick_session": can_pick,
             "selected_session": session_id,
         }
-        request.current_app = self.admin_site.name  # type: ignore[attr-defined]
+        request.current_app = self.admin_site.name
         return TemplateResponse(request, self.preview_template, context)
 
 

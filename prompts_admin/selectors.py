@@ -45,7 +45,7 @@ def phone_digits(lines: str) -> tuple[str, ...]:
 @cache
 def _historical_override() -> Any:
     # simple-history builds a new manager on every `PromptOverride.history` access (~1 ms).
-    return PromptOverride.history.model  # type: ignore[attr-defined]
+    return PromptOverride.history.model
 
 
 class DatabasePromptSource:

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.db import models
 from django.http import HttpRequest
 
 
@@ -37,5 +38,8 @@ def attempt_username(request: HttpRequest, credentials: dict[str, Any] | None) -
     username = source.get(field)
     if username is None:
         return None
-    max_length = get_user_model()._meta.get_field(field).max_length or 150
+    username_field = get_user_model()._meta.get_field(field)
+    max_length = (
+        username_field.max_length if isinstance(username_field, models.Field) else None
+    ) or 150
     return str(username)[:max_length]

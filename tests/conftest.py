@@ -15,11 +15,13 @@ pytest_plugins = ["tests.fakes.openai_server"]
 
 
 def _is_postgres() -> bool:
-    return settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+    engine: str = settings.DATABASES["default"]["ENGINE"]
+    return engine == "django.db.backends.postgresql"
 
 
 def _has_redis() -> bool:
-    return settings.CELERY_INTEGRATION_BROKER_URL.startswith("redis")
+    url: str = settings.CELERY_INTEGRATION_BROKER_URL
+    return url.startswith("redis")
 
 
 def database_header() -> str:

@@ -6,7 +6,7 @@ and saves any POST.
 """
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from django import forms
 from django.contrib.admin import helpers
@@ -18,6 +18,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils.translation import gettext
 from simple_history.admin import SimpleHistoryAdmin
+from simple_history.manager import HistoryManager
 
 from compat.django_private import flatten_fieldsets, unquote
 from versioning.diff import diff_versions
@@ -34,12 +35,23 @@ class PrettyJSONFormField(forms.JSONField):
 
 # Styled by a class from VersionedAdmin's stylesheet: the CSP allows no inline style attribute.
 MONOSPACE_TEXTAREA = forms.Textarea(attrs={"rows": 16, "class": "vLargeTextField monospace"})
-JSON_FIELD_OVERRIDES = {
+JSON_FIELD_OVERRIDES: dict[type[models.Field[Any, Any]], dict[str, Any]] = {
     models.JSONField: {"form_class": PrettyJSONFormField, "widget": MONOSPACE_TEXTAREA}
 }
 
 
-class VersionedAdmin(SimpleHistoryAdmin):
+ModelT = TypeVar("ModelT", bound=models.Model)
+
+
+def history_of(model: models.Model | type[models.Model]) -> HistoryManager:
+    """The `history` manager of a versioned model, or of one of its objects."""
+    # Every model under VersionedAdmin declares `history = HistoricalRecords()`; the type of a
+    # model in general cannot say so.
+    manager: HistoryManager = model.history  # type: ignore[union-attr]
+    return manager
+
+
+class VersionedAdmin(SimpleHistoryAdmin[ModelT]):
     """SimpleHistoryAdmin with a diff between any two versions (`<pk>/history/compare/`)."""
 
     object_history_list_template = "admin/history/object_history_list.html"
@@ -62,7 +74,7 @@ class VersionedAdmin(SimpleHistoryAdmin):
         # Before simple-history's `<pk>/history/<version>/`, which would take "compare".
         return [compare, *super().get_urls()]
 
-    def revert_disabled(self, request: HttpRequest, obj: Any = None) -> bool:
+    def revert_disabled(self, request: HttpRequest, obj: ModelT | None = None) -> bool:
         """Whether `request.user` may NOT write a version back: hides the Revert button and the
         compare page's revert link, makes the version page read-only and its POST a 403.
 
@@ -100,7 +112,7 @@ class VersionedAdmin(SimpleHistoryAdmin):
         """
         self._pk_or_404(object_id, version_id)
         if request.method not in ("GET", "HEAD"):
-            history_model = self.model.history.model  # type: ignore[attr-defined]
+            history_model = history_of(self.model).model
             version = get_object_or_404(
                 history_model,
                 **{self.model._meta.pk.attname: unquote(object_id), "history_id": version_id},
@@ -119,7 +131,9 @@ class VersionedAdmin(SimpleHistoryAdmin):
             fieldsets = self.get_fieldsets(request, obj)
             context["adminform"] = helpers.AdminForm(
                 adminform.form,
-                fieldsets,
+                # django-stubs declares AdminForm's fieldsets narrower than get_fieldsets' own
+                # return type (labels may be lazy, options are any field options).
+                fieldsets,  # type: ignore[arg-type]
                 {},
                 readonly_fields=flatten_fieldsets(fieldsets),
                 model_admin=self,
@@ -133,7 +147,7 @@ class VersionedAdmin(SimpleHistoryAdmin):
         if not self.has_view_history_or_change_history_permission(request, obj):
             raise PermissionDenied
         versions = list(
-            obj.history.select_related("history_user").order_by("-history_date", "-history_id")
+            history_of(obj).select_related("history_user").order_by("-history_date", "-history_id")
         )
         if not versions:
             raise Http404

@@ -33,7 +33,7 @@ class FieldChange:
     lines: tuple[DiffLine, ...]  # empty for short values, shown as old → new
 
 
-def _display_value(field: models.Field, value: Any) -> str:
+def _display_value(field: models.Field[Any, Any], value: Any) -> str:
     if value is None or isinstance(value, DeletedObject):
         return "—" if value is None else str(value)
     if field.choices:

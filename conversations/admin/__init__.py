@@ -31,7 +31,6 @@ from conversations.admin.sessions import (
 )
 from conversations.admin.transcript import (
     AGENT_LABELS,
-    CUSTOMER_SERVICE_WINDOW,
     DELIVERY_LABELS,
     MAX_TRANSCRIPT_MESSAGES,
     REGISTRATION_LABELS,
@@ -42,6 +41,7 @@ from conversations.admin.transcript import (
     TranscriptEntry,
     session_transcript,
 )
+from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 
 __all__ = [
     "AGENT_LABELS",

@@ -8,7 +8,7 @@ from conversations.models import ProviderCircuit
 
 
 @admin.register(ProviderCircuit)
-class ProviderCircuitAdmin(ReadOnlyAdmin):
+class ProviderCircuitAdmin(ReadOnlyAdmin[ProviderCircuit]):
     list_display = (
         "name",
         "state",

@@ -10,7 +10,7 @@ from django.utils.translation import gettext_lazy as _
 from conversations.models import MAX_ACCESS_TOKEN_CHARS, Instance
 
 
-class InstanceForm(forms.ModelForm):
+class InstanceForm(forms.ModelForm[Instance]):
     """The access token is write-only: a new one can be typed or the stored one removed."""
 
     new_access_token = forms.CharField(
@@ -39,7 +39,8 @@ class InstanceForm(forms.ModelForm):
         ]
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         if cleaned.get("new_access_token") and cleaned.get("clear_access_token"):
             raise forms.ValidationError(_("Either type a new token or remove it, not both."))
         return cleaned
@@ -53,7 +54,7 @@ class InstanceForm(forms.ModelForm):
 
 
 @admin.register(Instance)
-class InstanceAdmin(admin.ModelAdmin):
+class InstanceAdmin(admin.ModelAdmin[Instance]):
     form = InstanceForm
     list_display = (
         "name",

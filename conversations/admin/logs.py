@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.masking import PATTERNS_ONLY, KnownValues, Masker
 from conversations.admin.failed_sends import FailedSendsFilter
-from conversations.admin.masking import PersonalDataMaskingMixin
+from conversations.admin.masking import ModelT, PersonalDataMaskingMixin
 from conversations.models import (
     DeliveryStatusEvent,
     HandoffSummary,
@@ -27,7 +27,7 @@ from conversations.models import (
 from conversations.whatsapp.payload import without_surrogates
 
 
-class ReadOnlyAdmin(PersonalDataMaskingMixin, admin.ModelAdmin):
+class ReadOnlyAdmin(PersonalDataMaskingMixin[ModelT]):
     """A log: nobody adds, changes or deletes rows from the admin, superusers included.
 
     Staff without `conversations.view_personal_data` read it masked (`PersonalDataMaskingMixin`).
@@ -93,7 +93,7 @@ def webhook_masker(body: str) -> Masker:
 
 
 @admin.register(Message)
-class MessageAdmin(ReadOnlyAdmin):
+class MessageAdmin(ReadOnlyAdmin[Message]):
     list_display = (
         "id",
         "session_link",
@@ -125,7 +125,7 @@ class MessageAdmin(ReadOnlyAdmin):
 
 
 @admin.register(LLMCall)
-class LLMCallAdmin(ReadOnlyAdmin):
+class LLMCallAdmin(ReadOnlyAdmin[LLMCall]):
     list_display = (
         "id",
         "session_link",
@@ -153,7 +153,7 @@ class LLMCallAdmin(ReadOnlyAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(ReadOnlyAdmin):
+class WebhookDeliveryAdmin(ReadOnlyAdmin[WebhookDelivery]):
     session_relation = None
     list_display = (
         "id",
@@ -210,7 +210,7 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(DeliveryStatusEvent)
-class DeliveryStatusEventAdmin(ReadOnlyAdmin):
+class DeliveryStatusEventAdmin(ReadOnlyAdmin[DeliveryStatusEvent]):
     session_relation = None
     list_display = ("wa_message_id", "status", "error_code", "error_title", "created_at")
     list_filter = ("status",)
@@ -220,7 +220,7 @@ class DeliveryStatusEventAdmin(ReadOnlyAdmin):
 
 
 @admin.register(HandoffSummary)
-class HandoffSummaryAdmin(ReadOnlyAdmin):
+class HandoffSummaryAdmin(ReadOnlyAdmin[HandoffSummary]):
     list_display = (
         "session_link",
         "closing_reason",
@@ -237,7 +237,7 @@ class HandoffSummaryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Lead)
-class LeadAdmin(ReadOnlyAdmin):
+class LeadAdmin(ReadOnlyAdmin[Lead]):
     list_display = ("session_link", "crm_status", "created_at")
     list_filter = ("crm_status",)
     show_full_result_count = False

@@ -9,29 +9,32 @@ admin otherwise accepts a lookup on any column in the query string (`?customer_p
 which would tell them whether a given person talked to the company.
 """
 
-from typing import Any
+from typing import Any, TypeVar
 
+from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 from agents.masking import Masker
 from compat.django_private import LOOKUP_SEP
 from conversations.personal_data import can_view_personal_data, masked_row
 
+ModelT = TypeVar("ModelT", bound=Model)
+
 
 class MaskingChangeList(ChangeList):
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
-        if self.model_admin.masks_personal_data(request):  # type: ignore[attr-defined]
+        model_admin = self.model_admin
+        # Only PersonalDataMaskingMixin.get_changelist answers this class.
+        assert isinstance(model_admin, PersonalDataMaskingMixin)
+        if model_admin.masks_personal_data(request):
             maskers: dict[int, Masker] = {}
-            self.result_list = [
-                self.model_admin.mask_row(obj, maskers)  # type: ignore[attr-defined]
-                for obj in self.result_list
-            ]
+            self.result_list = [model_admin.mask_row(obj, maskers) for obj in self.result_list]
 
 
-class PersonalDataMaskingMixin:
+class PersonalDataMaskingMixin(admin.ModelAdmin[ModelT]):
     """Rows shown masked to staff who may not read personal data.
 
     `session_relation`: the row's path to its session (joined in masked lists), or None.
@@ -42,23 +45,21 @@ class PersonalDataMaskingMixin:
     def masks_personal_data(self, request: HttpRequest) -> bool:
         return not can_view_personal_data(request.user)
 
-    def mask_row(self, obj: Any, maskers: dict[int, Masker]) -> Any:
+    def mask_row(self, obj: ModelT, maskers: dict[int, Masker]) -> ModelT:
         return masked_row(obj, maskers=maskers)
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
-        queryset = super().get_queryset(request)  # type: ignore[misc]
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ModelT]:
+        queryset = super().get_queryset(request)
         if self.session_relation and self.masks_personal_data(request):
             queryset = queryset.select_related(self.session_relation)
         return queryset
 
-    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
-        if (
-            request is not None
-            and self.masks_personal_data(request)
-            and lookup.split(LOOKUP_SEP, 1)[0] not in self.masked_lookup_fields(request)
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        if self.masks_personal_data(request) and (
+            lookup.split(LOOKUP_SEP, 1)[0] not in self.masked_lookup_fields(request)
         ):
             return False
-        return super().lookup_allowed(lookup, value, request)  # type: ignore[misc]
+        return super().lookup_allowed(lookup, value, request)
 
     def masked_lookup_fields(self, request: HttpRequest) -> set[str]:
         """The columns staff without the permission may filter by: the list filters', the
@@ -67,7 +68,7 @@ class PersonalDataMaskingMixin:
         date_hierarchy = getattr(self, "date_hierarchy", None)
         if date_hierarchy:
             allowed.add(date_hierarchy.split(LOOKUP_SEP, 1)[0])
-        for item in self.get_list_filter(request):  # type: ignore[attr-defined]
+        for item in self.get_list_filter(request):
             if isinstance(item, list | tuple):
                 item = item[0]
             if isinstance(item, str):
@@ -79,8 +80,8 @@ class PersonalDataMaskingMixin:
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
-    ) -> Any:
-        obj = super().get_object(request, object_id, from_field)  # type: ignore[misc]
+    ) -> ModelT | None:
+        obj = super().get_object(request, object_id, from_field)
         if obj is None or not self.masks_personal_data(request):
             return obj
         # A list's deferred columns are shown here: load them now, so they are masked too (a

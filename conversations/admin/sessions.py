@@ -5,6 +5,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models.expressions import Combinable
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
@@ -56,7 +57,7 @@ def sessions_search(
         return queryset.filter(
             Exists(Message.objects.filter(session=OuterRef("pk"), content__icontains=term))
         )
-    condition = Q(customer_name__icontains=term) | Q(customer_user_id=term)
+    condition: Q | Combinable = Q(customer_name__icontains=term) | Q(customer_user_id=term)
     if _NUMBER_PUNCTUATION.sub("", term).isdigit():
         # The term is a number, maybe written with punctuation: "(11) 91234-5678", "123.456.789-09".
         digits = re.sub(r"\D", "", term)
@@ -72,7 +73,9 @@ class SegmentFilter(admin.SimpleListFilter):
     title = _("segment")
     parameter_name = "segment"
 
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Session]
+    ) -> list[tuple[str, str]]:
         return [
             (code, f"{code} — {label}")
             for code, label in Segment.objects.order_by("code").values_list("code", "label")
@@ -88,7 +91,7 @@ class SegmentFilter(admin.SimpleListFilter):
 
 
 @admin.register(Session)
-class SessionAdmin(PersonalDataMaskingMixin, admin.ModelAdmin):
+class SessionAdmin(PersonalDataMaskingMixin[Session]):
     session_relation = None
     list_display = (
         "customer",
@@ -195,7 +198,7 @@ class SessionAdmin(PersonalDataMaskingMixin, admin.ModelAdmin):
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         changelist = super().get_changelist_instance(request)
         if self.masks_personal_data(request):
-            changelist.search_help_text = _("A text from the conversation (3+ characters).")
+            changelist.search_help_text = str(_("A text from the conversation (3+ characters)."))
         return changelist
 
     @admin.display(description=_("customer"))

@@ -201,6 +201,7 @@ def _entry(
             name = masker.field("customer_name", name)
         who = name or str(_("Customer"))
     elif side == "staff":
+        assert message.staff_user is not None  # `_side` says "staff" only with a staff user
         who = str(_("Staff")) + f" · {message.staff_user.get_username()}"
     else:
         agent = AGENT_LABELS.get(message.agent, message.agent)
@@ -274,7 +275,11 @@ def session_transcript(
         _entry(
             m,
             session=session,
-            turn_cost=costs.get(m.turn_id) if last_of_turn.get(m.turn_id) == m.pk else None,
+            turn_cost=(
+                costs.get(m.turn_id)
+                if m.turn_id is not None and last_of_turn.get(m.turn_id) == m.pk
+                else None
+            ),
             masker=masker,
         )
         for m in messages

@@ -50,7 +50,7 @@ def graph_client() -> GraphClient:
     retry_jitter=True,
     max_retries=SEND_MAX_RETRIES,
 )
-def send_message(self: Task, message_id: int) -> str:
+def send_message(self: Task[[int], str], message_id: int) -> str:
     """Send OUTBOUND message `message_id` (and the other parts of its turn, in order)."""
     if self.request.is_eager and self.app.conf.task_eager_propagates:
         return _send_in_process(message_id)

@@ -29,6 +29,7 @@ from agents.sources import (
     StrategicCompanyInfo,
 )
 from agents.states import AGENT_FOR_STATE, AgentName, SessionState
+from agents.templating import ProblemKind
 
 # Tuesday 2026-03-10 10:00 in São Paulo: open with the weekly hours below.
 NOW = datetime(2026, 3, 10, 10, 0, tzinfo=BUSINESS_TZ)
@@ -303,7 +304,7 @@ NESTED_FOR = (
     "{% for d in agent_name %}{% for e in agent_name %}{{ company_name }}"
     "{% endfor %}{% endfor %}{% endfor %}{% endfor %}{% endfor %}"
 )
-TEMPLATE_ATTACKS = {
+TEMPLATE_ATTACKS: dict[str, tuple[str, tuple[ProblemKind, str, int]]] = {
     "lorem": ("Olá!\n{% lorem 2000000 w %}", ("tag_not_allowed", "lorem", 2)),
     "ljust": ('{{ agent_name|ljust:"300000000" }}', ("filter_not_allowed", "ljust", 1)),
     "nested-for": (NESTED_FOR, ("tag_not_allowed", "for", 1)),

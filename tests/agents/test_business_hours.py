@@ -1,4 +1,4 @@
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -20,8 +20,8 @@ WEEKLY = {
 }
 
 
-def sp(*args: int) -> datetime:
-    return datetime(*args, tzinfo=BUSINESS_TZ)
+def sp(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=BUSINESS_TZ)
 
 
 @pytest.mark.parametrize(
@@ -75,11 +75,12 @@ def test_next_opening_is_in_brasilia_time() -> None:
     status = business_hours_status(WEEKLY, datetime(2026, 3, 10, 22, 0, tzinfo=UTC))
 
     assert status.next_opening == sp(2026, 3, 11, 8, 0)
-    assert status.next_opening.utcoffset().total_seconds() == -3 * 3600
+    assert status.next_opening is not None
+    assert status.next_opening.utcoffset() == timedelta(hours=-3)
 
 
 def test_a_week_without_any_span_has_no_next_opening() -> None:
-    closed_week = {day: [] for day in WEEKLY}
+    closed_week: dict[str, list[list[str]]] = {day: [] for day in WEEKLY}
 
     assert business_hours_status(closed_week, sp(2026, 3, 10, 10, 0)) == BusinessHoursStatus(
         False, None, None

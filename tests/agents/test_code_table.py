@@ -70,7 +70,9 @@ def test_is_allowed(value: int, state: SessionState, allowed: bool) -> None:
 
 def test_unknown_code_has_no_spec() -> None:
     assert code_spec(123) is None
-    assert code_spec(Code.HANDOFF.value).name == "HANDOFF"
+    spec = code_spec(Code.HANDOFF.value)
+    assert spec is not None
+    assert spec.name == "HANDOFF"
 
 
 def test_coleta_serves_data_collection_and_confirmation() -> None:

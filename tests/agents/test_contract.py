@@ -124,7 +124,7 @@ def test_edge_cases_invalid(raw: str, error: str | None) -> None:
 
 def test_not_text_is_refused() -> None:
     with pytest.raises(LLMResponseParseError) as excinfo:
-        parse_llm_response(None)  # type: ignore[arg-type]
+        parse_llm_response(None)  # type: ignore[arg-type]  # the wrong type is the case tested
     assert str(excinfo.value) == "the answer is not text but NoneType"
 
 
@@ -161,7 +161,7 @@ tricky_text = st.text(alphabet=st.sampled_from('{}[]"\\ab \n\tçã😀'), max_si
     compact=st.booleans(),
 )
 def test_property_any_object_with_int_s_roundtrips(
-    code: int, extra: dict, message: str, compact: bool
+    code: int, extra: dict[str, object], message: str, compact: bool
 ) -> None:
     obj = {"s": code, **extra}
     separators = (",", ":") if compact else None

@@ -7,12 +7,12 @@ from agents.sources import HistoryEntry
 SID = 7
 
 
-def inbound(text: str, session_id: int = SID, **kwargs: object) -> HistoryEntry:
-    return HistoryEntry(session_id, "INBOUND", text, **kwargs)
+def inbound(text: str, session_id: int = SID, *, error: str = "") -> HistoryEntry:
+    return HistoryEntry(session_id, "INBOUND", text, error=error)
 
 
-def outbound(text: str, session_id: int = SID, **kwargs: object) -> HistoryEntry:
-    return HistoryEntry(session_id, "OUTBOUND", text, **kwargs)
+def outbound(text: str, session_id: int = SID, *, error: str = "") -> HistoryEntry:
+    return HistoryEntry(session_id, "OUTBOUND", text, error=error)
 
 
 def test_inbound_is_user_and_outbound_is_assistant_in_order() -> None:

@@ -10,7 +10,14 @@ import pytest
 
 from agents.guards import GUARDS_HEADING
 from agents.invoker import AgentCall, AgentInvoker, InvokerConfig
-from agents.llm import ChatMessage, LLMCallResult, LLMRateLimitError, LLMTimeoutError, OpenAIClient
+from agents.llm import (
+    ChatMessage,
+    LLMCallResult,
+    LLMError,
+    LLMRateLimitError,
+    LLMTimeoutError,
+    OpenAIClient,
+)
 from agents.prompts.metadata import HEADING as METADATA_HEADING
 from agents.sources import HistoryEntry, OverrideTemplate, StrategicCompanyInfo
 from agents.states import PROMPT_AGENTS, AgentName, SessionState
@@ -157,7 +164,7 @@ def test_an_override_that_fails_to_render_falls_back_to_the_builtin_and_is_logge
     assert call.instructions.startswith("Você é Lia, assistente virtual")
     assert recorder.calls[0]["prompt_version"] == "builtin"
     assert [r.getMessage() for r in caplog.records] == ["prompt_override_render_failed"]
-    assert caplog.records[0].prompt_version == "override:9"
+    assert vars(caplog.records[0])["prompt_version"] == "override:9"
 
 
 SECRET_COMPANY = StrategicCompanyInfo(
@@ -213,7 +220,7 @@ def test_a_saved_override_using_the_removed_strategic_companies_variable_falls_b
     assert call.prompt_version == "builtin"
     assert call.instructions.startswith("Você é Lia, assistente virtual")
     assert [r.getMessage() for r in caplog.records] == ["prompt_override_render_failed"]
-    assert caplog.records[0].error == "unknown_variable: strategic_companies (line 2)"
+    assert vars(caplog.records[0])["error"] == "unknown_variable: strategic_companies (line 2)"
     assert [secret for secret in STRATEGIC_SECRETS if secret in call.instructions] == []
 
 
@@ -250,7 +257,7 @@ def test_a_message_of_another_session_is_dropped_by_the_invokers_own_check(
     assert all("529.982.247-25" not in m.content for m in llm.calls[0]["messages"])
     assert [m.content for m in call.messages][-1] == "Quero analisar a água do poço"
     assert [r.getMessage() for r in caplog.records] == ["history_foreign_entries_dropped"]
-    assert caplog.records[0].count == 1
+    assert vars(caplog.records[0])["count"] == 1
 
 
 def test_the_newest_history_is_kept_within_the_limit() -> None:
@@ -329,7 +336,7 @@ def test_success_is_recorded_with_prompt_version_snapshot_and_raw_answer() -> No
         LLMRateLimitError("HTTP 429", quota_exhausted=True),
     ],
 )
-def test_a_failure_is_recorded_then_raised(error: Exception) -> None:
+def test_a_failure_is_recorded_then_raised(error: LLMError) -> None:
     recorder = RecordingRecorder()
     prompts = FakePromptSource(
         overrides={AgentName.TRIAGEM: OverrideTemplate("Oi {{ agent_name }}", "override:4")}

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django import DjangoAssertNumQueries, Settings
 from simple_history.utils import bulk_create_with_history
 
 from agents.context import InstanceInfo, SessionContext
@@ -32,7 +33,7 @@ STATE_OF = {
 
 
 @pytest.fixture
-def models_per_agent(settings) -> dict[AgentName, str]:
+def models_per_agent(settings: Settings) -> dict[AgentName, str]:
     settings.OPENAI_MODEL_TRIAGE = "gpt-triage-test"
     settings.OPENAI_MODEL_QUALIFICATION = "gpt-qualification-test"
     settings.OPENAI_MODEL_COLLECTION = "gpt-collection-test"
@@ -146,10 +147,10 @@ def test_request_per_agent_and_an_llmcall_row_on_success(
     assert row.prompt_version == "builtin"
     assert row.raw_response == '{"s":1}Certo!'
     package_version = KBPackage.history.filter(package_id="PACOTE_000").get().history_id
-    assert row.context_snapshot["loaded_packages"] == [
-        {"package_id": "PACOTE_000", "version": package_version}
-    ]
-    assert row.context_snapshot["state"] == STATE_OF[agent].value
+    snapshot = row.context_snapshot
+    assert snapshot is not None
+    assert snapshot["loaded_packages"] == [{"package_id": "PACOTE_000", "version": package_version}]
+    assert snapshot["state"] == STATE_OF[agent].value
 
 
 def test_an_active_override_is_used_and_its_history_id_recorded(
@@ -189,6 +190,7 @@ def test_a_failed_call_is_recorded_with_its_prompt_version_then_raised(
     assert row.error.startswith("HTTP 503")
     assert row.prompt_version == f"override:{override.history.get().history_id}"
     assert (row.raw_response, row.tokens_input) == ("", 0)
+    assert row.context_snapshot is not None
     assert row.context_snapshot["session_id"] == session.pk
     assert fake_openai.request_count == 2
 
@@ -213,10 +215,12 @@ def test_an_attack_stored_around_the_form_falls_back_to_the_builtin_quickly(
     assert call.prompt_version == "builtin"
     assert call.instructions.startswith("Você é Lia, assistente virtual")
     assert LLMCall.objects.get().prompt_version == "builtin"
-    assert [(r.getMessage(), r.error) for r in caplog.records] == [
+    assert [(r.getMessage(), vars(r)["error"]) for r in caplog.records] == [
         ("prompt_override_render_failed", f"{kind}: {name} (line {line})")
     ]
-    assert caplog.records[0].prompt_version == f"override:{override.history.get().history_id}"
+    assert (
+        vars(caplog.records[0])["prompt_version"] == f"override:{override.history.get().history_id}"
+    )
     assert len(llm.calls[0]["instructions"]) < 100_000
     assert elapsed < 0.5
 
@@ -236,7 +240,7 @@ def test_an_override_rendering_past_the_cap_with_real_values_falls_back(
         )
 
     assert call.prompt_version == "builtin"
-    assert [(r.getMessage(), r.error) for r in caplog.records] == [
+    assert [(r.getMessage(), vars(r)["error"]) for r in caplog.records] == [
         ("prompt_override_render_failed", "rendered_too_long: over 60000 characters")
     ]
     # The package is still given to the model once, in the metadata block.
@@ -252,7 +256,7 @@ QUERIES_PER_INVOCATION = 10
     ("messages", "packages", "loaded"), [(2, 1, 1), (50, 100, 3), (120, 100, 10)]
 )
 def test_one_invocation_makes_a_fixed_number_of_queries(
-    django_assert_num_queries,
+    django_assert_num_queries: DjangoAssertNumQueries,
     models_per_agent: dict[AgentName, str],
     messages: int,
     packages: int,

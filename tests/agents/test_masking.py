@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from agents.masking import (
     PATTERNS_ONLY,
+    Kind,
     KnownValues,
     Masker,
     contains_personal_data,
@@ -132,7 +133,7 @@ def test_known_only_leaves_pattern_shaped_company_data() -> None:
         ("number", "+*************", "+*************"),
     ],
 )
-def test_a_value_of_a_known_kind_is_masked_whole(kind, value: str, masked: str) -> None:
+def test_a_value_of_a_known_kind_is_masked_whole(kind: Kind, value: str, masked: str) -> None:
     assert mask_as(kind, value) == masked
 
 

@@ -26,9 +26,9 @@ MESSAGES = (
 TIMEOUT = 0.3
 
 
-def make_client(fake: FakeOpenAIServer, *, retry_max: int = 1, **kwargs: object) -> OpenAIClient:
+def make_client(fake: FakeOpenAIServer, *, retry_max: int = 1) -> OpenAIClient:
     return OpenAIClient(
-        api_key="sk-test", base_url=fake.base_url, timeout=TIMEOUT, retry_max=retry_max, **kwargs
+        api_key="sk-test", base_url=fake.base_url, timeout=TIMEOUT, retry_max=retry_max
     )
 
 
@@ -145,7 +145,8 @@ def test_retry_max_two_makes_three_requests(fake_openai: FakeOpenAIServer) -> No
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def test_connection_refused_is_retried_once_then_fails_as_provider_error() -> None:

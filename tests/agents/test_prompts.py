@@ -173,8 +173,10 @@ def test_format_answer_refuses_an_example_the_code_table_forbids(
 
 
 def test_examples_section_refuses_a_missing_or_a_forbidden_code() -> None:
-    complete = dict(triagem.EXAMPLES)
-    missing = {k: v for k, v in complete.items() if k is not Code.END}
+    complete: dict[Code, tuple[Example, ...]] = dict(triagem.EXAMPLES)
+    missing: dict[Code, tuple[Example, ...]] = {
+        k: v for k, v in complete.items() if k is not Code.END
+    }
     forbidden = {**complete, Code.TO_COLLECTION: (Example("x", {"servico": "X"}),)}
 
     with pytest.raises(ValueError, match="no example for code 8"):

@@ -1,11 +1,13 @@
 """The Django implementations of the invoker's sources: KB, prompts/runtime, history, recorder."""
 
 from datetime import timedelta
+from typing import Any
 from uuid import UUID
 
 import pytest
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django import DjangoAssertNumQueries, Settings
 
 from agents.context import IntentInfo, PackageInfo, SegmentInfo
 from agents.llm import LLMCallResult, LLMRateLimitError
@@ -80,7 +82,7 @@ def test_catalog_lists_only_active_rows_without_package_content() -> None:
     }
 
 
-def test_catalog_is_one_query_per_table(django_assert_num_queries) -> None:
+def test_catalog_is_one_query_per_table(django_assert_num_queries: DjangoAssertNumQueries) -> None:
     make_catalog()
 
     with django_assert_num_queries(4):
@@ -97,13 +99,13 @@ def test_a_service_with_a_broken_stored_schema_is_offered_without_parameters() -
 
 
 def test_load_packages_returns_active_ones_with_content_and_latest_history_id(
-    django_assert_num_queries,
+    django_assert_num_queries: DjangoAssertNumQueries,
 ) -> None:
     make_catalog()
     package = KBPackage.objects.get(package_id="ENDERECOS")
     package.content = "Rua B, 2"
     package.save()
-    latest = package.history.order_by("-history_id").first().history_id
+    latest = package.history.latest("history_id").history_id
 
     with django_assert_num_queries(1):
         loaded = DatabaseKBSource().load_packages(["ENDERECOS", "RETIRADO", "NAO_EXISTE"])
@@ -115,17 +117,21 @@ def test_load_packages_returns_active_ones_with_content_and_latest_history_id(
     }
 
 
-def test_load_packages_with_no_ids_makes_no_query(django_assert_num_queries) -> None:
+def test_load_packages_with_no_ids_makes_no_query(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
     with django_assert_num_queries(0):
         assert DatabaseKBSource().load_packages([]) == {}
 
 
-def test_active_override_with_its_latest_history_id(django_assert_num_queries) -> None:
+def test_active_override_with_its_latest_history_id(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
     PromptOverride.objects.create(agent="triagem", content="velho", is_active=False)
     override = PromptOverride.objects.create(agent="triagem", content="v1", is_active=True)
     override.content = "v2 {{ agent_name }}"
     override.save()
-    latest = override.history.order_by("-history_id").first().history_id
+    latest = override.history.latest("history_id").history_id
 
     with django_assert_num_queries(1):
         found = DatabasePromptSource().active_override(AgentName.TRIAGEM)
@@ -135,7 +141,7 @@ def test_active_override_with_its_latest_history_id(django_assert_num_queries) -
 
 
 def test_runtime_settings_from_config_and_active_strategic_companies(
-    django_assert_num_queries,
+    django_assert_num_queries: DjangoAssertNumQueries,
 ) -> None:
     config = RuntimeConfig.load()
     config.agent_name = "Bia"
@@ -161,7 +167,7 @@ def test_runtime_settings_from_config_and_active_strategic_companies(
     assert runtime.invalid_format_message == config.invalid_format_message
 
 
-def test_runtime_creates_the_config_row_with_defaults_on_first_use(settings) -> None:
+def test_runtime_creates_the_config_row_with_defaults_on_first_use(settings: Settings) -> None:
     settings.AGENT_NAME = "Lia"
 
     runtime = DatabasePromptSource().runtime()
@@ -171,8 +177,10 @@ def test_runtime_creates_the_config_row_with_defaults_on_first_use(settings) -> 
     assert runtime.business_hours["mon"] == [["08:00", "18:00"]]
 
 
-def make_message(session: Session, direction: str, content: str, minutes: int, **kw) -> Message:
-    return baker.make(
+def make_message(
+    session: Session, direction: str, content: str, minutes: int, **kw: Any
+) -> Message:
+    message: Message = baker.make(
         Message,
         session=session,
         direction=direction,
@@ -180,10 +188,11 @@ def make_message(session: Session, direction: str, content: str, minutes: int, *
         created_at=timezone.now() - timedelta(minutes=100 - minutes),
         **kw,
     )
+    return message
 
 
 def test_history_source_returns_the_sessions_conversation_newest_limited_oldest_first(
-    django_assert_num_queries,
+    django_assert_num_queries: DjangoAssertNumQueries,
 ) -> None:
     session, other = baker.make(Session, _quantity=2)
     m1 = make_message(session, Direction.INBOUND, "Oi", 1)

@@ -20,6 +20,7 @@ from agents.templating import (
     ALLOWED_TAGS,
     MAX_IF_DEPTH,
     PROMPT_TEMPLATE_MAX_CHARS,
+    ProblemKind,
     PromptTemplateError,
     TemplateProblem,
     empty_values,
@@ -250,7 +251,7 @@ FAST_SECONDS = 0.25
 
 @pytest.mark.parametrize(("text", "problem"), TEMPLATE_ATTACKS.values(), ids=TEMPLATE_ATTACKS)
 def test_each_attack_is_refused_when_validated_quickly(
-    text: str, problem: tuple[str, str, int]
+    text: str, problem: tuple[ProblemKind, str, int]
 ) -> None:
     started = time.perf_counter()
     problems = check(text)

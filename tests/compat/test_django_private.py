@@ -52,7 +52,7 @@ def test_freeze_makes_a_mutable_query_dict_immutable_and_keeps_its_values() -> N
 
     assert frozen is query
     with pytest.raises(AttributeError, match="This QueryDict instance is immutable"):
-        frozen["other"] = "x"
+        frozen["other"] = "x"  # type: ignore[misc]  # the write the types refuse too
     assert list(frozen.lists()) == [("q", ["a", "b"])]
 
 
@@ -147,10 +147,12 @@ def test_the_reexported_internal_names_exist_and_behave_as_the_project_uses_them
         "{% if a == 1 %}{{ b|upper }}{% endif %}{% comment %}note{% endcomment %}"
     )
     if_node, comment_node = template.nodelist
+    assert isinstance(if_node, IfNode)
     [(condition, branch)] = if_node.conditions_nodelists
     [variable_node] = branch
 
     assert (type(if_node), type(comment_node)) == (IfNode, CommentNode)
+    assert condition is not None
     assert isinstance(condition.first, TemplateLiteral)
     assert type(variable_node) is VariableNode
     assert isinstance(variable_node.filter_expression, FilterExpression)

@@ -16,6 +16,7 @@ from conversations.models import Direction, HandoffSummary, Message, Session
 from knowledge_base.models import KBPackage
 from prompts_admin.models import PromptOverride
 from tests import baker_recipes as recipes
+from versioning.admin import history_of
 
 pytestmark = pytest.mark.django_db
 
@@ -179,7 +180,7 @@ def test_the_session_transcript_works_under_the_policy(
 
 
 def test_the_prompt_preview_works_under_the_policy(
-    admin_client: Client, session: Session, versioned: tuple
+    admin_client: Client, session: Session, versioned: tuple[PromptOverride, KBPackage]
 ) -> None:
     override, _package = versioned
     page = check_page(
@@ -191,14 +192,14 @@ def test_the_prompt_preview_works_under_the_policy(
 
 
 def test_the_versioned_change_forms_and_history_work_under_the_policy(
-    admin_client: Client, versioned: tuple
+    admin_client: Client, versioned: tuple[PromptOverride, KBPackage]
 ) -> None:
     override, package = versioned
     for obj, base in [
         (override, "/admin/prompts_admin/promptoverride/"),
         (package, "/admin/knowledge_base/kbpackage/"),
     ]:
-        version = obj.history.earliest().history_id
+        version = history_of(obj).earliest().history_id
         for url in [
             f"{base}{obj.pk}/change/",
             f"{base}{obj.pk}/history/",
@@ -210,7 +211,7 @@ def test_the_versioned_change_forms_and_history_work_under_the_policy(
 
 
 def test_the_monospace_text_areas_take_their_font_from_a_class(
-    admin_client: Client, versioned: tuple
+    admin_client: Client, versioned: tuple[PromptOverride, KBPackage]
 ) -> None:
     override, _package = versioned
     page = admin_client.get(f"/admin/prompts_admin/promptoverride/{override.pk}/change/")

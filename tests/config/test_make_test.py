@@ -223,7 +223,7 @@ def _publish(broker: IsolatedBroker, body: str) -> None:
 
 def _drain(broker: IsolatedBroker) -> list[str]:
     with broker.connection() as connection, connection.SimpleQueue("celery") as queue:
-        received = []
+        received: list[str] = []
         while True:
             try:
                 message = queue.get(timeout=0.2)

@@ -20,13 +20,15 @@ def test_publishing_reuses_one_client_and_every_message_arrives_in_order(
     queue = Queue("transport-test", Exchange("", type="direct"), routing_key="transport-test")
     with isolated_broker.connection(transport=Transport) as connection:
         channel = connection.default_channel
+        assert isinstance(channel, Channel)
         producer = Producer(channel)
         for n in range(3):
             producer.publish({"n": n}, routing_key="transport-test", declare=[queue])
         first, second = channel._create_client(), channel._create_client()
         pool = channel.pool
 
-        with connection.SimpleQueue(queue) as simple:
+        # kombu takes a Queue or a name; celery-types declares a name only.
+        with connection.SimpleQueue(queue) as simple:  # type: ignore[arg-type]
             received = [simple.get(timeout=5) for _ in range(3)]
             payloads = [message.payload for message in received]
             for message in received:
@@ -44,8 +46,10 @@ def test_a_new_pool_after_a_fork_gets_a_new_client_that_still_publishes(
 ) -> None:
     with isolated_broker.connection(transport=Transport) as connection:
         channel = connection.default_channel
+        assert isinstance(channel, Channel)
         before = channel._create_client()
-        channel._disconnect_pools()  # what kombu does in a forked child
+        # What kombu does in a forked child (a private method, absent from celery-types).
+        channel._disconnect_pools()  # type: ignore[attr-defined]
         after = channel._create_client()
         Producer(channel).publish({"after": "fork"}, routing_key="after-fork")
 

@@ -50,7 +50,9 @@ class _Scripted:
     delay: float = 0.0
 
 
-def graph_error(code: int, title: str, details: str = "", *, type_: str = "OAuthException") -> dict:
+def graph_error(
+    code: int, title: str, details: str = "", *, type_: str = "OAuthException"
+) -> dict[str, Any]:
     """A Graph API error body as the Cloud API sends it."""
     error: dict[str, Any] = {
         "message": title,
@@ -116,7 +118,7 @@ class FakeGraphAPI:
             return _json_response(scripted.status, scripted.body)
         return _json_response(200, self._success(body))
 
-    def _success(self, body: Any) -> dict:
+    def _success(self, body: Any) -> dict[str, Any]:
         if isinstance(body, dict) and body.get("status") == "read":
             return {"success": True}
         recipient = body.get("to") or body.get("recipient") if isinstance(body, dict) else ""

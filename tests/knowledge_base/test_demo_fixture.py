@@ -5,7 +5,9 @@ from collections import Counter
 
 import pytest
 from django.core.management import call_command
+from django.db.models import Model
 from django.test import Client
+from pytest_django import Settings
 
 from conversations.models import Instance
 from knowledge_base.models import Intent, KBPackage, Segment, Service
@@ -74,8 +76,8 @@ def test_demo_packages_and_which_is_health_sensitive(demo: None) -> None:
 @pytest.mark.parametrize(
     "model", [Instance, Segment, Intent, Service, KBPackage, RuntimeConfig], ids=str
 )
-def test_every_demo_row_passes_the_admin_validations(demo: None, model: type) -> None:
-    rows = list(model.objects.all())
+def test_every_demo_row_passes_the_admin_validations(demo: None, model: type[Model]) -> None:
+    rows = list(model._default_manager.all())
     for row in rows:
         row.full_clean()
     assert len(rows) >= 1
@@ -87,7 +89,7 @@ def test_demo_catalog_is_visible_in_the_admin(demo: None, admin_client: Client) 
     assert "Potabilidade da água" in page
 
 
-def test_bootstrap_writes_a_history_baseline_for_the_demo_catalog(settings) -> None:
+def test_bootstrap_writes_a_history_baseline_for_the_demo_catalog(settings: Settings) -> None:
     settings.DEBUG = True
     out = io.StringIO()
     call_command("bootstrap_dev", stdout=out)

@@ -19,8 +19,8 @@ DIFF_ROW_RE = re.compile(
 FIELD_RE = re.compile(r'<tr class="diff-field" data-field="(\w+)">')
 
 
-def form(**fields: str) -> dict[str, str]:
-    data = {
+def form(**fields: str | None) -> dict[str, str]:
+    data: dict[str, str | None] = {
         "agent": "triagem",
         "content": "Linha 1\nLinha 2\nLinha 3",
         "note": "",
@@ -52,7 +52,7 @@ def compare(client: Client, override: PromptOverride, query: str = "") -> str:
 
 
 def test_every_admin_save_is_a_version_with_its_author(
-    admin_user: User, three_versions: tuple
+    admin_user: User, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, _versions = three_versions
     records = override.history.order_by("history_date")
@@ -64,7 +64,7 @@ def test_every_admin_save_is_a_version_with_its_author(
 
 
 def test_compare_defaults_to_the_previous_version_against_the_latest(
-    admin_client: Client, three_versions: tuple
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, (_v1, v2, v3) = three_versions
     page = compare(admin_client, override)
@@ -78,7 +78,7 @@ def test_compare_defaults_to_the_previous_version_against_the_latest(
 
 
 def test_compare_shows_a_line_diff_of_the_prompt(
-    admin_client: Client, three_versions: tuple
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, (v1, v2, _v3) = three_versions
     page = compare(admin_client, override, f"?old={v1}&new={v2}")
@@ -92,7 +92,7 @@ def test_compare_shows_a_line_diff_of_the_prompt(
 
 
 def test_compare_any_two_versions_not_only_neighbours(
-    admin_client: Client, three_versions: tuple
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, (v1, _v2, v3) = three_versions
     page = compare(admin_client, override, f"?old={v1}&new={v3}")
@@ -100,7 +100,7 @@ def test_compare_any_two_versions_not_only_neighbours(
 
 
 def test_comparing_a_version_with_itself_says_they_are_identical(
-    admin_client: Client, three_versions: tuple
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, (v1, _v2, _v3) = three_versions
     page = compare(admin_client, override, f"?old={v1}&new={v1}")
@@ -110,14 +110,14 @@ def test_comparing_a_version_with_itself_says_they_are_identical(
 
 @pytest.mark.parametrize("query", ["?old=999999", "?new=abc"])
 def test_compare_refuses_unknown_versions(
-    admin_client: Client, three_versions: tuple, query: str
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]], query: str
 ) -> None:
     override, _versions = three_versions
     assert admin_client.get(f"{BASE}{override.pk}/history/compare/{query}").status_code == 404
 
 
 def test_compare_refuses_a_version_of_another_object(
-    admin_client: Client, three_versions: tuple
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, _versions = three_versions
     other = PromptOverride.objects.create(agent="coleta", content="x")
@@ -127,7 +127,7 @@ def test_compare_refuses_a_version_of_another_object(
 
 
 def test_history_page_offers_the_compare_form_with_two_versions_preselected(
-    admin_client: Client, three_versions: tuple
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, (_v1, v2, v3) = three_versions
     page = admin_client.get(f"{BASE}{override.pk}/history/").content.decode()
@@ -138,7 +138,7 @@ def test_history_page_offers_the_compare_form_with_two_versions_preselected(
 
 
 def test_revert_restores_an_old_version_as_a_new_one(
-    admin_client: Client, admin_user: User, three_versions: tuple
+    admin_client: Client, admin_user: User, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, (v1, _v2, _v3) = three_versions
     revert_url = f"{BASE}{override.pk}/history/{v1}/"
@@ -157,7 +157,7 @@ def test_revert_restores_an_old_version_as_a_new_one(
 
 
 def test_compare_page_links_to_revert_the_older_version(
-    admin_client: Client, three_versions: tuple
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, (v1, v2, _v3) = three_versions
     page = compare(admin_client, override, f"?old={v1}&new={v2}")
@@ -165,7 +165,7 @@ def test_compare_page_links_to_revert_the_older_version(
 
 
 def test_support_cannot_compare_prompt_versions(
-    support_client: Client, three_versions: tuple
+    support_client: Client, three_versions: tuple[PromptOverride, list[int]]
 ) -> None:
     override, _versions = three_versions
     assert support_client.get(f"{BASE}{override.pk}/history/compare/").status_code == 403

@@ -3,6 +3,7 @@
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Model
 from django.test import Client
 from model_bakery import baker
 
@@ -17,7 +18,7 @@ from prompts_admin.models import (
 pytestmark = pytest.mark.django_db
 
 
-def validation_messages(obj: object) -> dict[str, list[str]]:
+def validation_messages(obj: Model) -> dict[str, list[str]]:
     with pytest.raises(ValidationError) as excinfo:
         obj.full_clean()
     return excinfo.value.message_dict

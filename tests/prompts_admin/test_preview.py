@@ -4,10 +4,13 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.http.response import HttpResponseBase
+from django.template.response import TemplateResponse
 from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
 
+from agents.invoker import PreparedCall
 from agents.prompts import builtin_template
 from agents.states import AgentName, SessionState
 from conversations.models import Direction, Instance, LLMCall, Message, Session
@@ -38,8 +41,11 @@ def catalog() -> None:
     )
 
 
-def final_prompt(response) -> str:
-    return response.context["prepared"].instructions
+def final_prompt(response: HttpResponseBase) -> str:
+    assert isinstance(response, TemplateResponse)
+    assert response.context_data is not None
+    prepared: PreparedCall = response.context_data["prepared"]
+    return prepared.instructions
 
 
 def test_preview_of_an_override_shows_it_rendered_with_metadata_and_guards_appended(

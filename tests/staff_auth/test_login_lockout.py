@@ -35,7 +35,8 @@ def bob() -> User:
 def attempt(
     username: str, password: str, address: str = OFFICE, **extra: str
 ) -> tuple[int, Client]:
-    client = Client(REMOTE_ADDR=address, **extra)
+    client = Client()
+    client.defaults.update(REMOTE_ADDR=address, **extra)  # the WSGI environ of every request
     response = client.post(LOGIN, {"username": username, "password": password, "next": "/admin/"})
     return response.status_code, client
 

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -31,10 +32,10 @@ def _answers(port: int) -> bool:
         return False
 
 
-def _wait(condition: object, *, timeout: float, what: str) -> None:
+def _wait(condition: Callable[[], object], *, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
+        if condition():
             return
         time.sleep(0.05)
     raise RuntimeError(f"timed out waiting for {what}")
