@@ -830,6 +830,15 @@ def test_support_sees_take_over_on_a_bot_conversation(session: Session, support:
     assert 'id="reply-form"' not in page
 
 
+def test_the_action_forms_are_not_nested_in_the_admins_form(session: Session, support: User):
+    # A browser drops a <form> nested in another: its button would submit the admin's form.
+    page = client_of(support).get(page_url(session)).content.decode()
+
+    before = page[: page.index('<form method="post" action="' + url(session, "take-over"))]
+    assert before.count("<form") == before.count("</form>")
+    assert 'form="staff-take-over"' in page
+
+
 def test_support_sees_the_reply_box_and_templates_with_the_team(
     session: Session, support: User, template: MessageTemplate
 ):
@@ -859,8 +868,9 @@ def test_the_reply_box_is_disabled_when_the_window_is_closed(session: Session, s
     page = client_of(support).get(page_url(session)).content.decode()
 
     assert "janela fechada: use um modelo" in text_of(page)
-    assert re.search(
-        r'<button type="submit" class="button default" id="action-reply" disabled>', page
+    assert (
+        '<button type="submit" form="staff-reply" class="button default" id="action-reply" '
+        "disabled>" in page
     )
 
 

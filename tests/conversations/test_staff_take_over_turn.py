@@ -23,6 +23,7 @@ from conversations.pipeline import ProcessOutcome, ProcessReport, session_proces
 from conversations.pipeline_tasks import build_pipeline_deps
 from conversations.staff_actions import session_take_over
 from tests.agents.support import FakeLLM
+from tests.conversations.support import ensure_staff_groups
 from tests.conversations.test_pipeline import (  # noqa: F401 - fixtures
     Pipeline,
     catalog,
@@ -46,6 +47,7 @@ def fake_graph(httpserver: Any, settings: Any) -> FakeGraphAPI:
 
 
 def support_user() -> User:
+    ensure_staff_groups()
     user = baker.make(User, username="ana", is_staff=True)
     user.groups.add(Group.objects.get(name="Support"))
     return user
