@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from django.contrib.auth.models import Group, User
+from django.db import connections
 from django.utils import timezone
 
 from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
@@ -64,6 +65,10 @@ def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+            # The ORM calls made while Playwright runs used a connection of their own (Django's
+            # connections are context-local, and Playwright switches greenlets): close it here,
+            # or PostgreSQL refuses to drop the test database at the end.
+            connections.close_all()
 
 
 @pytest.fixture
