@@ -11,7 +11,9 @@ import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import Group, User
 from django.contrib.messages import get_messages
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from model_bakery import baker
 
@@ -959,3 +961,23 @@ def test_a_template_whose_labels_do_not_match_its_body_is_refused(admin_user: Us
         response.content.decode()
     )
     assert MessageTemplate.objects.count() == 0
+
+
+def test_the_panel_costs_the_same_queries_whatever_the_templates_and_colleagues(
+    session: Session, support: User
+):
+    with_team(session, support)
+    client = client_of(support)
+
+    def page_queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(page_url(session)).status_code == 200
+        return len(captured)
+
+    client.get(page_url(session))  # warm the per-process caches (content types)
+    few = page_queries()
+    for n in range(5):
+        MessageTemplate.objects.create(name=f"modelo_{n}", body="Olá, {{1}}!", parameters=["Nome"])
+        staff("Support", f"colega{n}")
+
+    assert page_queries() == few
