@@ -52,7 +52,7 @@ from uuid import UUID
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import AbstractUser, AnonymousUser, Permission
 from django.db import transaction
 from django.db.models import Q
 from django.utils.translation import gettext as _
@@ -127,8 +127,8 @@ def window_is_open(session: Session, now: datetime) -> bool:
     return closes_at is not None and now < closes_at
 
 
-def can_attend(user: AbstractBaseUser) -> bool:
-    return bool(user.is_active and user.has_perm(ATTEND_PERMISSION))  # type: ignore[attr-defined]
+def can_attend(user: AbstractUser | AnonymousUser) -> bool:
+    return bool(user.is_active and user.has_perm(ATTEND_PERMISSION))
 
 
 def attending_users() -> Any:

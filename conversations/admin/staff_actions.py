@@ -63,7 +63,7 @@ Run = Callable[[HttpRequest, int, datetime], ActionOutcome]
 
 
 def _take_over(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
-    return session_take_over(session_id=session_id, user=request.user, now=now)  # type: ignore[arg-type]
+    return session_take_over(session_id=session_id, user=request.user, now=now)
 
 
 def _assign(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
@@ -76,7 +76,7 @@ def _assign(request: HttpRequest, session_id: int, now: datetime) -> ActionOutco
         raise StaffActionRefused(_("Choose a member of the team who attends conversations."))
     return session_assign(
         session_id=session_id,
-        user=request.user,  # type: ignore[arg-type]
+        user=request.user,
         assignee_id=assignee_id,
         now=now,
     )
@@ -85,7 +85,7 @@ def _assign(request: HttpRequest, session_id: int, now: datetime) -> ActionOutco
 def _reply(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
     return session_reply(
         session_id=session_id,
-        user=request.user,  # type: ignore[arg-type]
+        user=request.user,
         text=request.POST.get("text", ""),
         form_token=parse_form_token(request.POST.get("form_token", "")),
         now=now,
@@ -98,7 +98,7 @@ def _send_template(request: HttpRequest, session_id: int, now: datetime) -> Acti
         raise StaffActionRefused(_("Choose one of the active templates."))
     return session_send_template(
         session_id=session_id,
-        user=request.user,  # type: ignore[arg-type]
+        user=request.user,
         template_id=int(raw),
         values=request.POST.getlist("parameter"),
         form_token=parse_form_token(request.POST.get("form_token", "")),
@@ -109,20 +109,20 @@ def _send_template(request: HttpRequest, session_id: int, now: datetime) -> Acti
 def _give_back(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
     return session_give_back(
         session_id=session_id,
-        user=request.user,  # type: ignore[arg-type]
+        user=request.user,
         state=request.POST.get("state", "").strip(),
         now=now,
     )
 
 
 def _close(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
-    return session_close(session_id=session_id, user=request.user, now=now)  # type: ignore[arg-type]
+    return session_close(session_id=session_id, user=request.user, now=now)
 
 
 def _regenerate_summary(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
     return session_summary_regenerate(
         session_id=session_id,
-        user=request.user,  # type: ignore[arg-type]
+        user=request.user,
         form_token=parse_form_token(request.POST.get("form_token", "")),
         now=now,
     )
@@ -142,7 +142,7 @@ RUNS: dict[str, Run] = {
 def action_view(run: Run) -> Callable[..., HttpResponse]:
     @require_POST
     def view(request: HttpRequest, session_id: int) -> HttpResponse:
-        if not can_attend(request.user):  # type: ignore[arg-type]
+        if not can_attend(request.user):
             raise PermissionDenied
         try:
             outcome = run(request, session_id, timezone.now())
