@@ -5,6 +5,11 @@ history source returned); INBOUND → ``user``, OUTBOUND → ``assistant``; SYST
 drafts stored with ``error="superseded"`` are left out; the newest `limit` are kept, oldest
 first; the current message is appended unless it already is the last user entry. Entries with
 blank content (nothing the model could read) are left out too. Pure module.
+
+What the team wrote to the customer (a staff reply or template while the session was with a
+human, issue 13) stays in the history once the conversation is given back to the bot, as an
+``assistant`` turn marked with `STAFF_MARK`: the customer read it from this number, so the model
+must know it was said, and that a person of the team said it, not the model itself.
 """
 
 from collections.abc import Sequence
@@ -16,6 +21,8 @@ from agents.sources import HistoryEntry
 # The value of conversations.models.SUPERSEDED (agents never imports conversations).
 SUPERSEDED = "superseded"
 ROLE_FOR_DIRECTION: dict[str, Role] = {"INBOUND": "user", "OUTBOUND": "assistant"}
+# Prefix of an assistant turn the team wrote (the model reads Portuguese prompts).
+STAFF_MARK = "[Mensagem da equipe humana] "
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +49,12 @@ def select_history(
         and entry.content.strip()
     ]
     kept = kept[-limit:] if limit > 0 else []
-    messages = [ChatMessage(ROLE_FOR_DIRECTION[e.direction], e.content) for e in kept]
+    messages = [
+        ChatMessage(
+            ROLE_FOR_DIRECTION[e.direction], STAFF_MARK + e.content if e.staff else e.content
+        )
+        for e in kept
+    ]
     if current_message is not None and current_message.strip():
         last = messages[-1] if messages else None
         already_last = (

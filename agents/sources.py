@@ -61,6 +61,8 @@ class HistoryEntry:
     content: str
     error: str = ""
     message_id: int | None = None
+    # OUTBOUND written by a member of the team (a staff reply or template), not by the model.
+    staff: bool = False
 
 
 class PromptSource(Protocol):

@@ -20,7 +20,7 @@ from agents.llm import CallPurpose, LLMCallResult, LLMClient, LLMError, OpenAICl
 from agents.sources import HistoryDirection, HistoryEntry, KBSource, PromptSource
 from agents.states import AgentName
 from conversations.message_order import newest_in_conversation_order
-from conversations.models import DeliveryStatus, LLMCall, Message
+from conversations.models import DeliveryStatus, Direction, LLMCall, Message
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.selectors import DatabasePromptSource
 
@@ -40,7 +40,9 @@ class DatabaseHistorySource:
             # window): the model must not believe it was said.
             .exclude(delivery_status=DeliveryStatus.FAILED)
             .exclude(content="")
-            .only("id", "session_id", "direction", "content", "error", "wa_timestamp"),
+            .only(
+                "id", "session_id", "direction", "content", "error", "wa_timestamp", "staff_user_id"
+            ),
             limit,
         )
         return [
@@ -51,6 +53,7 @@ class DatabaseHistorySource:
                 content=m.content,
                 error=m.error,
                 message_id=m.pk,
+                staff=m.direction == Direction.OUTBOUND and m.staff_user_id is not None,
             )
             for m in messages
         ]

@@ -21,8 +21,10 @@ carries on with the rest. A part refused for good fails the parts after it, unse
 """
 
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -57,6 +59,30 @@ class SendOutcome(StrEnum):
     # the unsent-messages sweep's next round (conversations.sweeps), until the 24-hour window.
     DEFERRED = "deferred"
     SKIPPED = "skipped"  # no such OUTBOUND message, or a superseded draft
+
+
+TEMPLATE_MESSAGE_TYPE = "template"
+
+
+@dataclass(frozen=True, slots=True)
+class TemplatePayload:
+    """What an OUTBOUND ``template`` message sends, kept in its `json_part` under "template"."""
+
+    name: str
+    language: str
+    parameters: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "language": self.language, "parameters": list(self.parameters)}
+
+
+def template_of(message: Message) -> TemplatePayload:
+    data = (message.json_part or {}).get("template") or {}
+    return TemplatePayload(
+        name=str(data.get("name", "")),
+        language=str(data.get("language", "")),
+        parameters=tuple(str(value) for value in data.get("parameters", ())),
+    )
 
 
 class RetryableSendError(Exception):
@@ -174,15 +200,26 @@ def _send_part(
         _store_failure(message, code=None, title=NO_RECIPIENT)
         logger.error("whatsapp_send_failed", extra={**log, "title": NO_RECIPIENT})
         return SendOutcome.FAILED
+    address = {
+        "phone_number_id": instance.phone_number_id,
+        "access_token": instance.access_token or settings.WHATSAPP_ACCESS_TOKEN,
+        "to_phone": session.customer_phone,
+        "to_user_id": session.customer_user_id,
+        "callback_data": send_callback_data(message.pk),
+    }
     try:
-        sent = client.send_text(
-            phone_number_id=instance.phone_number_id,
-            access_token=instance.access_token or settings.WHATSAPP_ACCESS_TOKEN,
-            body=message.content,
-            to_phone=session.customer_phone,
-            to_user_id=session.customer_user_id,
-            callback_data=send_callback_data(message.pk),
-        )
+        if message.message_type == TEMPLATE_MESSAGE_TYPE:
+            # A staff template (conversations.staff_actions): what to send is in `json_part`;
+            # `content` is the text staff read in the transcript.
+            template = template_of(message)
+            sent = client.send_template(
+                name=template.name,
+                language=template.language,
+                parameters=template.parameters,
+                **address,
+            )
+        else:
+            sent = client.send_text(body=message.content, **address)
     except GraphAPIError as exc:
         log |= {"code": exc.code, "title": exc.title, "http_status": exc.http_status}
         if exc.retryable and not last_attempt:

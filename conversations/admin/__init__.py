@@ -1,8 +1,10 @@
 """Admin of the conversation store: instances, sessions (read as a chat) and the read-only logs.
 
-Sessions are read-only here for now; the staff actions (take over, reply, give back, close,
-regenerate the summary) come with a later issue. The message log, model calls, webhook
-deliveries, status events, summaries and leads are read-only for everyone, superusers included.
+Session fields are never edited here; staff act on a conversation through the staff actions
+(`staff_actions`: take over, assign, reply, send a template, give back, close, regenerate the
+summary), and superusers keep the approved templates (`message_templates`). The message log,
+model calls, webhook deliveries, status events, summaries and leads are read-only for everyone,
+superusers included.
 
 One module per responsibility: `instances` (the Instance admin and its write-only token form),
 `sessions` (the Session admin, its filters and search), `transcript` (the session page read as a
@@ -22,6 +24,7 @@ from conversations.admin.logs import (
     ReadOnlyAdmin,
     WebhookDeliveryAdmin,
 )
+from conversations.admin.message_templates import MessageTemplateAdmin
 from conversations.admin.sessions import (
     MAX_SEARCH_CHARS,
     MIN_MESSAGE_SEARCH_CHARS,
@@ -60,6 +63,7 @@ __all__ = [
     "LLMCost",
     "LeadAdmin",
     "MessageAdmin",
+    "MessageTemplateAdmin",
     "ProviderCircuitAdmin",
     "ReadOnlyAdmin",
     "SegmentFilter",

@@ -14,6 +14,7 @@ from django.utils.translation import gettext_lazy as _
 from agents.masking import contains_personal_data
 from conversations.admin.failed_sends import SessionFailedSendsFilter
 from conversations.admin.masking import PersonalDataMaskingMixin
+from conversations.admin.staff_actions import staff_action_urls, staff_actions_panel
 from conversations.admin.transcript import session_transcript
 from conversations.models import Message, Session
 from conversations.personal_data import masker_of
@@ -217,8 +218,12 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Session | None = None) -> bool:
-        # Read-only until the staff actions arrive; they are use cases, not field edits.
+        # Fields are never edited here: staff act through the staff actions (use cases with
+        # their own permission, conversations.admin.staff_actions).
         return False
+
+    def get_urls(self) -> list[Any]:
+        return staff_action_urls(self) + super().get_urls()
 
     def has_delete_permission(self, request: HttpRequest, obj: Session | None = None) -> bool:
         # Deleting a session would delete its message log.
@@ -234,9 +239,9 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
         obj: Session | None = None,
     ) -> Any:
         if obj is not None:
-            context["transcript"] = session_transcript(
-                session=obj, now=timezone.now(), masker=masker_of(obj)
-            )
+            now = timezone.now()
+            context["transcript"] = session_transcript(session=obj, now=now, masker=masker_of(obj))
+            context["staff_actions"] = staff_actions_panel(session=obj, user=request.user, now=now)
             context["message_log_url"] = (
                 reverse("admin:conversations_message_changelist") + f"?session__id__exact={obj.pk}"
             )

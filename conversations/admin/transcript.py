@@ -30,6 +30,7 @@ from conversations.models import (
     Session,
 )
 from conversations.personal_data import masked_copy
+from conversations.staff_actions import STAFF_EVENTS, staff_event_text
 from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 from knowledge_base.models import Service
 
@@ -231,9 +232,13 @@ def _entry(
     if message.error and not superseded:
         delivery.append(mask(message.error))
         failed = True
+    text = mask(message.content)
+    if side == "system" and message.message_type in STAFF_EVENTS:
+        by = message.staff_user.get_username() if message.staff_user else "?"
+        text = staff_event_text(message.message_type, message.json_part, by)
     return TranscriptEntry(
         message=message,
-        text=mask(message.content),
+        text=text,
         side=side,
         superseded=superseded,
         turn_cost=turn_cost.turn_text() if turn_cost else "",

@@ -13,11 +13,15 @@ Request shapes (Meta's documentation):
 ``POST {base}/{phone_number_id}/messages`` with ``{"messaging_product": "whatsapp",
 "recipient_type": "individual", "to": <phone>, "type": "text", "text": {"body": ...}}`` — or
 ``"recipient": <business-scoped user id>`` instead of ``"to"`` when the phone is unknown — answers
-``{"messages": [{"id": <wamid>}]}``; marking a message read with a typing indicator is a POST to
+``{"messages": [{"id": <wamid>}]}``; an approved template (`send_template`, allowed outside the
+24-hour window) is ``"type": "template", "template": {"name": ..., "language": {"code": ...},
+"components": [{"type": "body", "parameters": [{"type": "text", "text": ...}, ...]}]}``;
+marking a message read with a typing indicator is a POST to
 the same URL with ``{"messaging_product": "whatsapp", "status": "read", "message_id": <wamid>,
 "typing_indicator": {"type": "text"}}``.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, Self
@@ -76,6 +80,19 @@ class WhatsAppSender(Protocol):
         callback_data: str = "",
     ) -> SentMessage: ...
 
+    def send_template(
+        self,
+        *,
+        phone_number_id: str,
+        access_token: str,
+        name: str,
+        language: str,
+        parameters: Sequence[str] = (),
+        to_phone: str = "",
+        to_user_id: str = "",
+        callback_data: str = "",
+    ) -> SentMessage: ...
+
     def mark_read(
         self, *, phone_number_id: str, access_token: str, wamid: str, typing_indicator: bool = True
     ) -> None: ...
@@ -120,18 +137,66 @@ class GraphClient:
 
         `callback_data` goes out as ``biz_opaque_callback_data``: Meta echoes it in the
         message's status callbacks (see `conversations.whatsapp.statuses`)."""
+        return self._send(
+            phone_number_id,
+            access_token,
+            {"type": "text", "text": {"body": body}},
+            to_phone=to_phone,
+            to_user_id=to_user_id,
+            callback_data=callback_data,
+        )
+
+    def send_template(
+        self,
+        *,
+        phone_number_id: str,
+        access_token: str,
+        name: str,
+        language: str,
+        parameters: Sequence[str] = (),
+        to_phone: str = "",
+        to_user_id: str = "",
+        callback_data: str = "",
+    ) -> SentMessage:
+        """Send an approved template with its body parameters ({{1}}, {{2}}, … in order)."""
+        template: dict[str, Any] = {"name": name, "language": {"code": language}}
+        if parameters:
+            template["components"] = [
+                {
+                    "type": "body",
+                    "parameters": [{"type": "text", "text": value} for value in parameters],
+                }
+            ]
+        return self._send(
+            phone_number_id,
+            access_token,
+            {"type": "template", "template": template},
+            to_phone=to_phone,
+            to_user_id=to_user_id,
+            callback_data=callback_data,
+        )
+
+    def _send(
+        self,
+        phone_number_id: str,
+        access_token: str,
+        content: dict[str, Any],
+        *,
+        to_phone: str,
+        to_user_id: str,
+        callback_data: str,
+    ) -> SentMessage:
         if to_phone:
             recipient = {"to": to_phone}
         elif to_user_id:
             recipient = {"recipient": to_user_id}
         else:
-            raise ValueError("send_text needs to_phone or to_user_id")
+            raise ValueError("a send needs to_phone or to_user_id")
         request: dict[str, Any] = {
             "messaging_product": "whatsapp",
             "recipient_type": "individual",
             **recipient,
-            "type": "text",
-            "text": {"body": body},
+            **content,
         }
         if callback_data:
             request["biz_opaque_callback_data"] = callback_data

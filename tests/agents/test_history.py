@@ -11,8 +11,10 @@ def inbound(text: str, session_id: int = SID, *, error: str = "") -> HistoryEntr
     return HistoryEntry(session_id, "INBOUND", text, error=error)
 
 
-def outbound(text: str, session_id: int = SID, *, error: str = "") -> HistoryEntry:
-    return HistoryEntry(session_id, "OUTBOUND", text, error=error)
+def outbound(
+    text: str, session_id: int = SID, *, error: str = "", staff: bool = False
+) -> HistoryEntry:
+    return HistoryEntry(session_id, "OUTBOUND", text, error=error, staff=staff)
 
 
 def test_inbound_is_user_and_outbound_is_assistant_in_order() -> None:
@@ -131,4 +133,22 @@ def test_blank_entries_are_left_out() -> None:
 
     assert select_history(entries, session_id=SID, limit=50).messages == (
         ChatMessage("user", "Oi"),
+    )
+
+
+def test_the_teams_messages_are_assistant_turns_marked_as_the_teams() -> None:
+    entries = [
+        inbound("Quero falar com alguém"),
+        outbound("Olá, sou a Ana, da equipe. Posso ajudar?", staff=True),
+        inbound("Pode voltar para o robô"),
+    ]
+
+    selection = select_history(entries, session_id=SID, limit=50)
+
+    assert selection.messages == (
+        ChatMessage("user", "Quero falar com alguém"),
+        ChatMessage(
+            "assistant", "[Mensagem da equipe humana] Olá, sou a Ana, da equipe. Posso ajudar?"
+        ),
+        ChatMessage("user", "Pode voltar para o robô"),
     )

@@ -5,6 +5,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from django.contrib.auth.models import User
 from django.utils import timezone
 from model_bakery import baker
 from pytest_django import DjangoAssertNumQueries, Settings
@@ -326,3 +327,22 @@ def test_recorder_refuses_a_call_with_neither_result_nor_error() -> None:
         )
 
     assert LLMCall.objects.count() == 0
+
+
+def test_history_marks_what_the_team_wrote(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
+    session = baker.make(Session)
+    user = baker.make(User, username="ana")
+    asked = make_message(session, Direction.INBOUND, "Quero falar com alguém", 1)
+    reply = make_message(session, Direction.OUTBOUND, "Sou a Ana.", 2, staff_user=user)
+    event = make_message(session, Direction.SYSTEM, "", 3, staff_user=user)
+
+    with django_assert_num_queries(1):
+        entries = DatabaseHistorySource().history(session.pk, 50)
+
+    assert entries == [
+        HistoryEntry(session.pk, "INBOUND", "Quero falar com alguém", "", asked.pk),
+        HistoryEntry(session.pk, "OUTBOUND", "Sou a Ana.", "", reply.pk, staff=True),
+    ]
+    assert event.pk not in [e.message_id for e in entries]

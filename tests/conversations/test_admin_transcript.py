@@ -26,8 +26,9 @@ from tests import baker_recipes as recipes
 pytestmark = pytest.mark.django_db
 
 # Login session and user; the session; RuntimeConfig's "can add" for the sidebar; messages,
-# LLM costs grouped by turn, the latest summary and the service's schema.
-TRANSCRIPT_QUERIES = 8
+# LLM costs grouped by turn, the latest summary and the service's schema; the staff actions'
+# list of colleagues to assign to.
+TRANSCRIPT_QUERIES = 9
 BUBBLE_RE = re.compile(r'<li class="([^"]+)" data-message-id="(\d+)"')
 
 

@@ -176,3 +176,51 @@ def test_a_graph_error_echoing_the_token_or_personal_data_is_raised_without_them
         "Malformed access token EAA[redacted]",
         "Recipient [phone] ([email])",
     )
+
+
+def test_send_template_posts_the_template_with_its_body_parameters(graph, client):
+    sent = client.send_template(
+        phone_number_id=PNID,
+        access_token="t",
+        name="retomar_contato",
+        language="pt_BR",
+        parameters=["Maria", "água"],
+        to_phone="5511987654321",
+        callback_data="m:42",
+    )
+
+    assert sent == SentMessage(wamid="wamid.FAKE0001")
+    assert graph.requests[0].json == {
+        "messaging_product": "whatsapp",
+        "recipient_type": "individual",
+        "to": "5511987654321",
+        "type": "template",
+        "template": {
+            "name": "retomar_contato",
+            "language": {"code": "pt_BR"},
+            "components": [
+                {
+                    "type": "body",
+                    "parameters": [
+                        {"type": "text", "text": "Maria"},
+                        {"type": "text", "text": "água"},
+                    ],
+                }
+            ],
+        },
+        "biz_opaque_callback_data": "m:42",
+    }
+
+
+def test_a_template_without_parameters_has_no_components(graph, client):
+    client.send_template(
+        phone_number_id=PNID, access_token="t", name="ola", language="pt_BR", to_user_id="BR.1"
+    )
+
+    assert graph.requests[0].json == {
+        "messaging_product": "whatsapp",
+        "recipient_type": "individual",
+        "recipient": "BR.1",
+        "type": "template",
+        "template": {"name": "ola", "language": {"code": "pt_BR"}},
+    }

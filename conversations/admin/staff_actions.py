@@ -1,0 +1,256 @@
+"""The staff actions on the session page: thin POST views over `conversations.staff_actions`,
+their URLs, and the panel of buttons and forms the page shows.
+
+Every view is POST-only (a GET answers 405), CSRF-checked and behind the admin login
+(`AdminSite.admin_view`), and refuses users without ``conversations.attend_session`` with a 403
+before doing anything. It parses the form, calls one use case, puts the outcome (or the refusal,
+in pt-BR) in the messages framework and redirects back to the page (post/redirect/get: a reload
+does not repost).
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import uuid4
+
+from django.contrib import admin, messages
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import URLPattern, path, reverse
+from django.utils import dateformat, timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from agents.states import BOT_STATES, SessionState
+from conversations.models import STATE_CHOICES, MessageTemplate, Session
+from conversations.staff_actions import (
+    ActionOutcome,
+    StaffActionRefused,
+    attending_users,
+    can_attend,
+    parse_form_token,
+    session_assign,
+    session_close,
+    session_give_back,
+    session_reply,
+    session_send_template,
+    session_summary_regenerate,
+    session_take_over,
+    window_closes_at,
+    window_is_open,
+)
+
+ACTION_NAMES = (
+    "take_over",
+    "assign",
+    "reply",
+    "send_template",
+    "give_back",
+    "close",
+    "regenerate_summary",
+)
+BOT_STATE_CHOICES = [(value, label) for value, label in STATE_CHOICES if value in BOT_STATES]
+
+
+def action_url_name(action: str) -> str:
+    return f"conversations_session_{action}"
+
+
+# --- Views -----------------------------------------------------------------------------------
+
+Run = Callable[[HttpRequest, int, datetime], ActionOutcome]
+
+
+def _staff(request: HttpRequest) -> User:
+    """The logged-in staff member (`action_view` lets no one else through)."""
+    assert isinstance(request.user, User)
+    return request.user
+
+
+def _take_over(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
+    return session_take_over(session_id=session_id, user=_staff(request), now=now)
+
+
+def _assign(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
+    raw = request.POST.get("user", "").strip()
+    if raw == "me":
+        assignee_id = _staff(request).pk
+    elif raw.isdigit():
+        assignee_id = int(raw)
+    else:
+        raise StaffActionRefused(_("Choose a member of the team who attends conversations."))
+    return session_assign(
+        session_id=session_id,
+        user=_staff(request),
+        assignee_id=assignee_id,
+        now=now,
+    )
+
+
+def _reply(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
+    return session_reply(
+        session_id=session_id,
+        user=_staff(request),
+        text=request.POST.get("text", ""),
+        form_token=parse_form_token(request.POST.get("form_token", "")),
+        now=now,
+    )
+
+
+def _send_template(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
+    raw = request.POST.get("template", "")
+    if not raw.isdigit():
+        raise StaffActionRefused(_("Choose one of the active templates."))
+    return session_send_template(
+        session_id=session_id,
+        user=_staff(request),
+        template_id=int(raw),
+        values=request.POST.getlist("parameter"),
+        form_token=parse_form_token(request.POST.get("form_token", "")),
+        now=now,
+    )
+
+
+def _give_back(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
+    return session_give_back(
+        session_id=session_id,
+        user=_staff(request),
+        state=request.POST.get("state", "").strip(),
+        now=now,
+    )
+
+
+def _close(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
+    return session_close(session_id=session_id, user=_staff(request), now=now)
+
+
+def _regenerate_summary(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
+    return session_summary_regenerate(
+        session_id=session_id,
+        user=_staff(request),
+        form_token=parse_form_token(request.POST.get("form_token", "")),
+        now=now,
+    )
+
+
+RUNS: dict[str, Run] = {
+    "take_over": _take_over,
+    "assign": _assign,
+    "reply": _reply,
+    "send_template": _send_template,
+    "give_back": _give_back,
+    "close": _close,
+    "regenerate_summary": _regenerate_summary,
+}
+
+
+def action_view(run: Run) -> Callable[..., HttpResponse]:
+    @require_POST
+    def view(request: HttpRequest, session_id: int) -> HttpResponse:
+        if not can_attend(request.user):
+            raise PermissionDenied
+        try:
+            outcome = run(request, session_id, timezone.now())
+        except Session.DoesNotExist:
+            raise Http404 from None
+        except StaffActionRefused as refused:
+            messages.error(request, refused.message)
+        else:
+            level = messages.SUCCESS if outcome.changed else messages.INFO
+            messages.add_message(request, level, outcome.message)
+        page = reverse("admin:conversations_session_change", args=[session_id])
+        return HttpResponseRedirect(page + "#staff-actions")
+
+    return view
+
+
+def staff_action_urls(model_admin: admin.ModelAdmin[Session]) -> list[URLPattern]:
+    """``<id>/take-over/``, ``<id>/assign/``, … for `SessionAdmin.get_urls` (before its own)."""
+    return [
+        path(
+            f"<int:session_id>/{action.replace('_', '-')}/",
+            model_admin.admin_site.admin_view(action_view(RUNS[action])),
+            name=action_url_name(action),
+        )
+        for action in ACTION_NAMES
+    ]
+
+
+# --- The panel on the page -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateChoice:
+    template: MessageTemplate
+    parameters: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class StaffActionsPanel:
+    """What `admin/conversations/session/staff_actions.html` shows (users who may attend)."""
+
+    urls: dict[str, str]
+    state: str
+    can_take_over: bool
+    with_team: bool  # HUMAN: reply, templates, give back, new summary
+    is_open: bool  # not CLOSED: assign, close
+    window_open: bool
+    window_text: str
+    assigned_to: str
+    assignees: list[Any]
+    bot_states: list[tuple[str, Any]]
+    default_state: str
+    templates: list[TemplateChoice]
+    form_token: str
+
+
+def staff_actions_panel(*, session: Session, user: Any, now: datetime) -> StaffActionsPanel | None:
+    """The panel for `user`, or None when they may not attend conversations (no buttons)."""
+    if not can_attend(user):
+        return None
+    state = session.state
+    with_team = state == SessionState.HUMAN
+    closes_at = window_closes_at(session)
+    open_ = window_is_open(session, now)
+    if open_:
+        assert closes_at is not None
+        local = timezone.localtime(closes_at)
+        same_day = local.date() == timezone.localtime(now).date()
+        when = dateformat.format(local, "H:i" if same_day else "d/m H:i")
+        window_text = _("window open until %(time)s") % {"time": when}
+    else:
+        window_text = _("window closed: use a template")
+    assigned = session.assigned_to
+    default_state = (
+        session.state_before_handoff
+        if session.state_before_handoff in {s.value for s in BOT_STATES}
+        else SessionState.TRIAGE.value
+    )
+    templates = (
+        [
+            TemplateChoice(t, [str(label) for label in t.parameters or []])
+            for t in MessageTemplate.objects.filter(is_active=True)
+        ]
+        if with_team
+        else []
+    )
+    return StaffActionsPanel(
+        urls={
+            action: reverse(f"admin:{action_url_name(action)}", args=[session.pk])
+            for action in ACTION_NAMES
+        },
+        state=state,
+        can_take_over=state in BOT_STATES,
+        with_team=with_team,
+        is_open=state != SessionState.CLOSED,
+        window_open=open_,
+        window_text=window_text,
+        assigned_to=assigned.get_username() if assigned is not None else "",
+        assignees=list(attending_users()) if state != SessionState.CLOSED else [],
+        bot_states=BOT_STATE_CHOICES,
+        default_state=default_state,
+        templates=templates,
+        form_token=str(uuid4()),
+    )

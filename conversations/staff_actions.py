@@ -1,0 +1,528 @@
+"""What staff do on a conversation from the admin (issue 13): take over, assign, reply, send a
+template, give back, close, regenerate the summary.
+
+One use case per action; the admin views (`conversations.admin.staff_actions`) check the
+``conversations.attend_session`` permission, parse the form and call one of them. Each use case:
+
+- runs in one transaction that first locks the session row (``SELECT ... FOR UPDATE``), so two
+  clicks, two colleagues, a running turn's commit or a webhook never interleave with it;
+- checks the session's state under that lock and refuses what does not fit it with a pt-BR
+  message (`StaffActionRefused`), writing nothing;
+- is safe against a double submit: a second identical POST changes nothing. The state guards do
+  that for take over, assign, give back and close (the second finds the work done); a reply, a
+  template and a summary request carry the form's one-time token (`form_token`, a UUID rendered
+  with the page), kept in the row they write (``json_part["form_token"]``): a token seen before
+  is a no-op;
+- records who did it and when: a SYSTEM event in the transcript (``message_type`` one of
+  `StaffEvent`, ``staff_user``, its parameters in ``json_part``; a take-over's is the handoff
+  event `session_handoff` writes; a reply and a template are their own OUTBOUND row, with the
+  author and the time) and an admin log entry (`LogEntry`, the session's history page).
+
+Rules chosen here:
+
+- Reply and template only while the session is HUMAN (take it over first): the bot and a person
+  never answer the same customer at the same time.
+- A free-text reply only inside WhatsApp's 24-hour window (24 h after the customer's last
+  message, `Session.last_inbound_at`); outside it the refusal names the active templates, which
+  are allowed at any time. Replies and templates are OUTBOUND rows sent after commit by the same
+  task as the bot's answers (``conversations.send_message`` → `conversations.sending`).
+- Take over: any bot state → HUMAN through `conversations.handoff.session_handoff` (reason
+  ``staff_takeover``, no fixed text, no summary), assigned to whoever clicked. The customer's
+  pending messages are marked processed, as the Business-app echo does: staff read them on the
+  page. A turn already running when staff takes over does not send its answer: its commit
+  re-reads the session under the row lock, sees the state changed and stores the draft as
+  ``superseded`` (never sent); with nothing left pending, the worker releases the lease.
+- Give back: HUMAN → the chosen bot state (default: the state before the handoff, else TRIAGE);
+  the assignment and the handoff fields are cleared. The bot answers the customer's next
+  message; the team's messages stay in the model's history as assistant turns marked as the
+  team's (`agents.history.STAFF_MARK`).
+- Close: any open state → CLOSED with ``closed_at``; the customer's next message opens a new
+  session (`conversations.inbound.sessions`).
+"""
+
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+from uuid import UUID
+
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractUser, AnonymousUser, Permission, User
+from django.db import transaction
+from django.db.models import Q
+from django.utils.translation import gettext as _
+
+from agents.states import BOT_STATES, HandoffReason, SessionState
+from conversations.commit_hooks import on_commit_call
+from conversations.handoff import session_handoff
+from conversations.models import (
+    DeliveryStatus,
+    Direction,
+    Message,
+    MessageTemplate,
+    Session,
+)
+from conversations.pipeline_tasks import generate_handoff_summary
+from conversations.sending import TEMPLATE_MESSAGE_TYPE, TemplatePayload
+from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
+from conversations.whatsapp.tasks import send_message
+
+logger = logging.getLogger(__name__)
+
+ATTEND_PERMISSION = "conversations.attend_session"
+# WhatsApp's limit for a text message's body.
+MAX_REPLY_CHARS = 4096
+# WhatsApp refuses longer template parameters, and any with a line break or a tab.
+MAX_TEMPLATE_PARAMETER_CHARS = 1024
+_FORBIDDEN_IN_PARAMETER = re.compile(r"[\n\r\t]")
+_PLACEHOLDER = re.compile(r"\{\{(\d+)\}\}")
+
+
+class StaffEvent(StrEnum):
+    """The SYSTEM events of the staff actions (``Message.message_type``).
+
+    A take-over is the handoff's own event (``handoff``, action ``staff_takeover``).
+    """
+
+    ASSIGNED = "staff_assigned"  # json_part: {"assignee_id", "assignee"}
+    GIVEN_BACK = "staff_given_back"  # json_part: {"state"}
+    CLOSED = "staff_closed"  # json_part: {"from_state"}
+    SUMMARY_REQUESTED = "staff_summary_requested"  # json_part: {"form_token"}
+
+
+class StaffActionRefused(Exception):
+    """The action does not fit the session or the form; `message` is for staff (pt-BR)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class ActionOutcome:
+    """What the action did: `changed` is False for a repeated submit (nothing written)."""
+
+    changed: bool
+    message: str
+    message_id: int | None = None
+
+
+# --- Shared rules ----------------------------------------------------------------------------
+
+
+def window_closes_at(session: Session) -> datetime | None:
+    """When WhatsApp's 24-hour customer-service window closes (None: the customer never wrote)."""
+    if session.last_inbound_at is None:
+        return None
+    return session.last_inbound_at + CUSTOMER_SERVICE_WINDOW
+
+
+def window_is_open(session: Session, now: datetime) -> bool:
+    closes_at = window_closes_at(session)
+    return closes_at is not None and now < closes_at
+
+
+def can_attend(user: AbstractUser | AnonymousUser) -> bool:
+    return bool(user.is_active and user.has_perm(ATTEND_PERMISSION))
+
+
+def attending_users() -> Any:
+    """Active staff who may attend conversations: whom a conversation can be assigned to."""
+    user_model = get_user_model()
+    app_label, codename = ATTEND_PERMISSION.split(".")
+    permission = Q(content_type__app_label=app_label, codename=codename)
+    permissions = Permission.objects.filter(permission)
+    return (
+        user_model.objects.filter(is_active=True, is_staff=True)
+        .filter(
+            Q(is_superuser=True)
+            | Q(groups__permissions__in=permissions)
+            | Q(user_permissions__in=permissions)
+        )
+        .distinct()
+        .order_by(user_model.USERNAME_FIELD)
+    )
+
+
+def render_template_body(body: str, values: Sequence[str]) -> str:
+    """The template's text as the customer reads it: {{1}}, {{2}}, … replaced by `values`."""
+
+    def value(match: re.Match[str]) -> str:
+        index = int(match.group(1)) - 1
+        return values[index] if 0 <= index < len(values) else match.group(0)
+
+    return _PLACEHOLDER.sub(value, body)
+
+
+def template_placeholders(body: str) -> int:
+    """How many body parameters a template's text uses: the highest {{n}} in it."""
+    return max((int(n) for n in _PLACEHOLDER.findall(body)), default=0)
+
+
+def parse_form_token(raw: str) -> UUID:
+    try:
+        return UUID(raw)
+    except (ValueError, TypeError):
+        raise StaffActionRefused(
+            _("This form has expired. Reload the page and try again.")
+        ) from None
+
+
+def _locked_session(session_id: int) -> Session:
+    """The session under a row lock, for the rest of the caller's transaction."""
+    return Session.objects.select_for_update(of=("self",)).get(pk=session_id)
+
+
+def _token_used(session_id: int, token: UUID) -> bool:
+    return (
+        Message.objects.filter(session_id=session_id, staff_user__isnull=False)
+        .filter(json_part__form_token=str(token))
+        .exists()
+    )
+
+
+def _event(
+    *, session_id: int, event: StaffEvent, user: User, now: datetime, **params: Any
+) -> Message:
+    return Message.objects.create(
+        session_id=session_id,
+        direction=Direction.SYSTEM,
+        message_type=event.value,
+        staff_user=user,
+        json_part=params or None,
+        created_at=now,
+    )
+
+
+def _admin_log(*, user: User, session: Session, text: str) -> None:
+    LogEntry.objects.log_actions(
+        user_id=user.pk,
+        queryset=[session],
+        action_flag=CHANGE,
+        change_message=text,
+        single_object=True,
+    )
+
+
+def _mark_pending_processed(session_id: int, now: datetime) -> None:
+    # Staff read them on the page; no turn will answer them.
+    Message.objects.pending_inbound().filter(session_id=session_id).update(processed_at=now)
+
+
+def _require_human(session: Session) -> None:
+    if session.state != SessionState.HUMAN:
+        raise StaffActionRefused(
+            _("Take the conversation over first: it is not with the team now.")
+        )
+
+
+def _send_later(message_id: int) -> None:
+    # The same task as the bot's answers (retries, order, delivery statuses).
+    send_message.delay(message_id)
+
+
+def _summary_later(session_id: int) -> None:
+    generate_handoff_summary.delay(session_id)
+
+
+# --- The actions -----------------------------------------------------------------------------
+
+
+def session_take_over(*, session_id: int, user: User, now: datetime) -> ActionOutcome:
+    """A bot state → HUMAN, assigned to `user` (see the module docstring)."""
+    with transaction.atomic():
+        session = _locked_session(session_id)
+        if session.state == SessionState.HUMAN and session.assigned_to_id == user.pk:
+            return ActionOutcome(False, _("You are already attending this conversation."))
+        if session.state not in BOT_STATES:
+            raise StaffActionRefused(
+                _("Only a conversation with the bot can be taken over; this one is %(state)s.")
+                % {"state": session.get_state_display()}
+            )
+        written = session_handoff(
+            session_id=session_id,
+            reason=HandoffReason.STAFF_TAKEOVER,
+            now=now,
+            fixed_text=False,
+            by_user=user,
+            fields={"assigned_to": user},
+        )
+        assert written is not None, "the state was checked under the row lock"
+        _mark_pending_processed(session_id, now)
+        _admin_log(user=user, session=session, text=_("Took the conversation over."))
+    logger.info("staff_take_over", extra={"session_id": session_id, "user_id": user.pk})
+    return ActionOutcome(True, _("You took the conversation over."), written.event_id)
+
+
+def session_assign(
+    *, session_id: int, user: User, assignee_id: int, now: datetime
+) -> ActionOutcome:
+    """Assign an open session to a colleague who may attend conversations (or to oneself)."""
+    assignee = attending_users().filter(pk=assignee_id).first()
+    if assignee is None:
+        raise StaffActionRefused(_("Choose a member of the team who attends conversations."))
+    with transaction.atomic():
+        session = _locked_session(session_id)
+        if session.state == SessionState.CLOSED:
+            raise StaffActionRefused(_("This conversation is closed."))
+        if session.assigned_to_id == assignee.pk:
+            return ActionOutcome(
+                False,
+                _("The conversation is already assigned to %(user)s.")
+                % {"user": assignee.get_username()},
+            )
+        Session.objects.filter(pk=session_id).update(assigned_to=assignee)
+        event = _event(
+            session_id=session_id,
+            event=StaffEvent.ASSIGNED,
+            user=user,
+            now=now,
+            assignee_id=assignee.pk,
+            assignee=assignee.get_username(),
+        )
+        text = _("Assigned the conversation to %(user)s.") % {"user": assignee.get_username()}
+        _admin_log(user=user, session=session, text=text)
+    logger.info(
+        "staff_assign",
+        extra={"session_id": session_id, "user_id": user.pk, "assignee_id": assignee.pk},
+    )
+    return ActionOutcome(True, text, event.pk)
+
+
+def session_reply(
+    *,
+    session_id: int,
+    user: User,
+    text: str,
+    form_token: UUID,
+    now: datetime,
+    send: Callable[[int], None] = _send_later,
+) -> ActionOutcome:
+    """Send `text` to the customer as `user`, inside the 24-hour window, while HUMAN."""
+    text = text.strip()
+    if not text:
+        raise StaffActionRefused(_("Write the reply before sending it."))
+    if len(text) > MAX_REPLY_CHARS:
+        raise StaffActionRefused(
+            _("The reply has %(count)d characters; WhatsApp accepts at most %(limit)d.")
+            % {"count": len(text), "limit": MAX_REPLY_CHARS}
+        )
+    with transaction.atomic():
+        session = _locked_session(session_id)
+        if _token_used(session_id, form_token):
+            return ActionOutcome(False, _("This reply was sent already."))
+        _require_human(session)
+        if not window_is_open(session, now):
+            names = ", ".join(
+                MessageTemplate.objects.filter(is_active=True).values_list("name", flat=True)
+            )
+            raise StaffActionRefused(
+                _(
+                    "WhatsApp's 24-hour window is closed: the customer last wrote more than 24 "
+                    "hours ago. Send an approved template instead: %(templates)s."
+                )
+                % {"templates": names or _("none registered yet")}
+            )
+        message = _outbound(
+            session_id=session_id,
+            user=user,
+            content=text,
+            json_part={"form_token": str(form_token)},
+            now=now,
+        )
+        on_commit_call(send, message.pk)
+        _admin_log(user=user, session=session, text=_("Replied to the customer."))
+    logger.info(
+        "staff_reply",
+        extra={"session_id": session_id, "user_id": user.pk, "message_id": message.pk},
+    )
+    return ActionOutcome(True, _("Reply sent to WhatsApp."), message.pk)
+
+
+def session_send_template(
+    *,
+    session_id: int,
+    user: User,
+    template_id: int,
+    values: Sequence[str],
+    form_token: UUID,
+    now: datetime,
+    send: Callable[[int], None] = _send_later,
+) -> ActionOutcome:
+    """Send an approved template with its parameters filled in; allowed outside the window."""
+    template = MessageTemplate.objects.filter(pk=template_id, is_active=True).first()
+    if template is None:
+        raise StaffActionRefused(_("Choose one of the active templates."))
+    values = [value.strip() for value in values]
+    labels = [str(label) for label in template.parameters or []]
+    if len(values) != len(labels) or not all(values):
+        raise StaffActionRefused(
+            _("Fill in every parameter of the template: %(labels)s.")
+            % {"labels": ", ".join(labels)}
+        )
+    for label, value in zip(labels, values, strict=True):
+        if len(value) > MAX_TEMPLATE_PARAMETER_CHARS or _FORBIDDEN_IN_PARAMETER.search(value):
+            raise StaffActionRefused(
+                _("The parameter %(label)s must be one line of at most %(limit)d characters.")
+                % {"label": label, "limit": MAX_TEMPLATE_PARAMETER_CHARS}
+            )
+    payload = TemplatePayload(template.name, template.language, tuple(values))
+    with transaction.atomic():
+        session = _locked_session(session_id)
+        if _token_used(session_id, form_token):
+            return ActionOutcome(False, _("This template was sent already."))
+        _require_human(session)
+        message = _outbound(
+            session_id=session_id,
+            user=user,
+            content=render_template_body(template.body, values) or template.name,
+            json_part={"template": payload.as_json(), "form_token": str(form_token)},
+            message_type=TEMPLATE_MESSAGE_TYPE,
+            now=now,
+        )
+        on_commit_call(send, message.pk)
+        _admin_log(
+            user=user,
+            session=session,
+            text=_("Sent the template %(name)s.") % {"name": template.name},
+        )
+    logger.info(
+        "staff_template",
+        extra={"session_id": session_id, "user_id": user.pk, "message_id": message.pk},
+    )
+    return ActionOutcome(True, _("Template sent to WhatsApp."), message.pk)
+
+
+def _outbound(
+    *,
+    session_id: int,
+    user: User,
+    content: str,
+    json_part: Mapping[str, Any],
+    now: datetime,
+    message_type: str = "text",
+) -> Message:
+    message = Message.objects.create(
+        session_id=session_id,
+        direction=Direction.OUTBOUND,
+        message_type=message_type,
+        content=content,
+        json_part=dict(json_part),
+        staff_user=user,
+        delivery_status=DeliveryStatus.PENDING,
+        created_at=now,
+    )
+    Session.objects.filter(pk=session_id).update(last_staff_reply_at=now, last_message_at=now)
+    return message
+
+
+def session_give_back(*, session_id: int, user: User, state: str, now: datetime) -> ActionOutcome:
+    """HUMAN → a bot state: `state`, or by default the state before the handoff (else TRIAGE)."""
+    if state and state not in {s.value for s in BOT_STATES}:
+        raise StaffActionRefused(_("Choose one of the bot's states."))
+    with transaction.atomic():
+        session = _locked_session(session_id)
+        if session.state != SessionState.HUMAN:
+            raise StaffActionRefused(_("This conversation is not with the team now."))
+        target = state or (
+            session.state_before_handoff
+            if session.state_before_handoff in {s.value for s in BOT_STATES}
+            else SessionState.TRIAGE.value
+        )
+        Session.objects.filter(pk=session_id).update(
+            state=target,
+            assigned_to=None,
+            state_before_handoff="",
+            handoff_reason="",
+            handoff_detail="",
+            handed_off_at=None,
+        )
+        event = _event(
+            session_id=session_id, event=StaffEvent.GIVEN_BACK, user=user, now=now, state=target
+        )
+        label = dict(Session._meta.get_field("state").flatchoices)[target]
+        text = _("Gave the conversation back to the bot (%(state)s).") % {"state": label}
+        _admin_log(user=user, session=session, text=text)
+    logger.info(
+        "staff_give_back", extra={"session_id": session_id, "user_id": user.pk, "state": target}
+    )
+    return ActionOutcome(True, text, event.pk)
+
+
+def session_close(*, session_id: int, user: User, now: datetime) -> ActionOutcome:
+    """Any open state → CLOSED; the customer's next message opens a new session."""
+    with transaction.atomic():
+        session = _locked_session(session_id)
+        if session.state == SessionState.CLOSED:
+            return ActionOutcome(False, _("This conversation is closed already."))
+        Session.objects.filter(pk=session_id).update(state=SessionState.CLOSED.value, closed_at=now)
+        _mark_pending_processed(session_id, now)
+        event = _event(
+            session_id=session_id,
+            event=StaffEvent.CLOSED,
+            user=user,
+            now=now,
+            from_state=session.state,
+        )
+        _admin_log(user=user, session=session, text=_("Closed the conversation."))
+    logger.info("staff_close", extra={"session_id": session_id, "user_id": user.pk})
+    return ActionOutcome(True, _("Conversation closed."), event.pk)
+
+
+def session_summary_regenerate(
+    *,
+    session_id: int,
+    user: User,
+    form_token: UUID,
+    now: datetime,
+    enqueue: Callable[[int], None] = _summary_later,
+) -> ActionOutcome:
+    """Enqueue the handoff summary again (the newest summary is the one shown)."""
+    with transaction.atomic():
+        session = _locked_session(session_id)
+        if _token_used(session_id, form_token):
+            return ActionOutcome(False, _("A new summary was requested already."))
+        _require_human(session)
+        event = _event(
+            session_id=session_id,
+            event=StaffEvent.SUMMARY_REQUESTED,
+            user=user,
+            now=now,
+            form_token=str(form_token),
+        )
+        on_commit_call(enqueue, session_id)
+        _admin_log(user=user, session=session, text=_("Requested a new summary."))
+    logger.info("staff_summary_requested", extra={"session_id": session_id, "user_id": user.pk})
+    return ActionOutcome(True, _("A new summary was requested; reload in a moment."), event.pk)
+
+
+# --- Display ---------------------------------------------------------------------------------
+
+
+def staff_event_text(event: str, params: Mapping[str, Any] | None, who: str) -> str:
+    """The pt-BR line of a staff SYSTEM event in the transcript (rendered when shown)."""
+    params = params or {}
+    if event == StaffEvent.ASSIGNED:
+        return _("%(who)s assigned the conversation to %(user)s.") % {
+            "who": who,
+            "user": params.get("assignee", "?"),
+        }
+    if event == StaffEvent.GIVEN_BACK:
+        choices = dict(Session._meta.get_field("state").flatchoices)
+        state = params.get("state", "")
+        return _("%(who)s gave the conversation back to the bot (%(state)s).") % {
+            "who": who,
+            "state": choices.get(state, state),
+        }
+    if event == StaffEvent.CLOSED:
+        return _("%(who)s closed the conversation.") % {"who": who}
+    if event == StaffEvent.SUMMARY_REQUESTED:
+        return _("%(who)s requested a new summary.") % {"who": who}
+    return ""
+
+
+STAFF_EVENTS = frozenset(StaffEvent)
