@@ -45,12 +45,11 @@ from uuid import UUID, uuid4
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from agents.actions import ContractError, map_action
 from agents.codes import code_spec
-from agents.context import InstanceInfo, SessionContext
+from agents.context import SessionContext
 from agents.contract import LLMResponseParseError, ParsedLLMResponse, parse_llm_response
 from agents.invoker import AgentCall
 from agents.llm import LLMClient, LLMError, LLMRateLimitError, LLMTimeoutError
@@ -82,6 +81,11 @@ from conversations.models import (
     Lead,
     Message,
     Session,
+)
+from conversations.turns.selectors import (
+    session_context,
+    session_has_pending,
+    session_pending_inbound,
 )
 from conversations.whatsapp.formatting import format_ai_message_for_whatsapp, split_for_whatsapp
 
@@ -229,13 +233,13 @@ def session_process(
     turns = superseded = 0
     try:
         while True:
-            pending = _pending_inbound(session_id)
+            pending = session_pending_inbound(session_id=session_id)
             if not pending:
                 lease_release(session_id=session_id, token=token)
                 token = None
                 # A message stored while we released found the lease taken and its task left:
                 # look once more, and take the lease back if it is still free.
-                if not _has_pending(session_id):
+                if not session_has_pending(session_id=session_id):
                     return ProcessReport(ProcessOutcome.DRAINED, turns, superseded)
                 token = lease_claim(session_id=session_id, now=deps.clock(), ttl=config.lease_ttl)
                 if token is None:
@@ -259,19 +263,6 @@ def session_process(
     finally:
         if token is not None:
             lease_release(session_id=session_id, token=token)
-
-
-def _pending_inbound(session_id: int) -> list[Message]:
-    return list(
-        Message.objects.pending_inbound()
-        .filter(session_id=session_id)
-        .order_by(F("wa_timestamp").asc(nulls_last=True), "id")
-        .only("id", "content", "wa_timestamp")
-    )
-
-
-def _has_pending(session_id: int) -> bool:
-    return Message.objects.pending_inbound().filter(session_id=session_id).exists()
 
 
 def _process_turn(
@@ -335,34 +326,6 @@ def _process_turn(
         },
     )
     return outcome
-
-
-def session_context(session: Session) -> SessionContext:
-    """The session as the agents see it (a plain snapshot; the instance must be loaded)."""
-    instance = session.instance
-    return SessionContext(
-        session_id=session.pk,
-        state=SessionState(session.state),
-        instance=InstanceInfo(
-            name=instance.name,
-            display_phone=instance.display_phone,
-            brand_context=instance.brand_context,
-            health_sensitive=instance.health_sensitive,
-        ),
-        customer_phone=session.customer_phone,
-        customer_name=session.customer_name,
-        segment=session.segment,
-        intent=session.intent,
-        service=session.service,
-        technical_data=dict(session.technical_data or {}),
-        registration_data=dict(session.registration_data or {}),
-        loaded_packages=tuple(session.loaded_packages or ()),
-        technical_extras=dict(session.technical_extras or {}),
-        registration_extras=dict(session.registration_extras or {}),
-        confirmation_data=(
-            dict(session.confirmation_data) if session.confirmation_data is not None else None
-        ),
-    )
 
 
 # --- Think: agents, parse, repair, validate, dispatch (no writes but LLMCall rows) -------------
