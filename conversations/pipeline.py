@@ -36,42 +36,27 @@ superseded.
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID, uuid4
 
-from django.conf import settings
 from django.db import connection, transaction
-from django.utils import timezone
 
-from agents.actions import ContractError, map_action
 from agents.codes import code_spec
 from agents.context import SessionContext
-from agents.contract import LLMResponseParseError, ParsedLLMResponse, parse_llm_response
-from agents.invoker import AgentCall
-from agents.llm import LLMClient, LLMError, LLMRateLimitError, LLMTimeoutError
-from agents.repair import repair_llm_response
 from agents.sources import (
-    BUILTIN_PROMPT_VERSION,
-    CallRecorder,
-    KBSource,
-    PromptSource,
     RuntimeSettings,
 )
-from agents.states import AGENT_FOR_STATE, BOT_STATES, AgentName, HandoffReason, SessionState
+from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.commit_hooks import on_commit_call
 from conversations.dispatcher import (
-    Handoff,
-    Next,
-    Step,
     SystemEvent,
     action_name,
-    dispatch,
 )
-from conversations.handoff import session_handoff, strategic_company_for
+from conversations.handoff import session_handoff
 from conversations.lease import lease_claim, lease_release
 from conversations.models import (
     SUPERSEDED,
@@ -82,71 +67,17 @@ from conversations.models import (
     Message,
     Session,
 )
+from conversations.turns.deps import PipelineConfig, PipelineDeps
+from conversations.turns.result import Reply, Turn, TurnResult, turn_failure
 from conversations.turns.selectors import (
     session_context,
     session_has_pending,
     session_pending_inbound,
 )
+from conversations.turns.think import turn_think
 from conversations.whatsapp.formatting import format_ai_message_for_whatsapp, split_for_whatsapp
 
 logger = logging.getLogger(__name__)
-
-_DETAIL_CHARS = 255
-
-
-class Invoker(Protocol):
-    """`agents.invoker.AgentInvoker.invoke`, the one method the pipeline needs."""
-
-    def invoke(
-        self,
-        *,
-        session: SessionContext,
-        agent: AgentName,
-        turn_id: UUID | None = None,
-        message_id: int | None = None,
-        current_message: str | None = None,
-    ) -> AgentCall: ...
-
-
-def _noop(_message_id: int) -> None:
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class PipelineConfig:
-    max_agent_hops: int = 3
-    max_enrichments: int = 2
-    repair_model: str = "gpt-4o-mini"
-    # Longer than the task's hard time limit: a live holder never sees its lease expire.
-    lease_ttl: timedelta = timedelta(seconds=180)
-
-    @classmethod
-    def from_settings(cls) -> "PipelineConfig":
-        return cls(
-            max_agent_hops=settings.MAX_AGENT_HOPS_PER_MESSAGE,
-            max_enrichments=settings.MAX_CONTEXT_ENRICHMENTS_PER_MESSAGE,
-            repair_model=settings.OPENAI_MODEL_SUMMARY,
-            lease_ttl=timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class PipelineDeps:
-    """The collaborators of a turn; the task layer wires the real ones, tests pass fakes."""
-
-    invoker: Invoker
-    # The client of the format-repair call (the invoker has its own for the agents).
-    llm: LLMClient
-    prompts: PromptSource
-    kb: KBSource
-    recorder: CallRecorder
-    # Enqueue the sending of one OUTBOUND message id (called after commit, parts in order).
-    send: Callable[[int], None]
-    # Enqueue the operational summary of a handed-off session (called after commit).
-    enqueue_summary: Callable[[int], None]
-    # Mark one INBOUND message read with a typing indicator when its turn starts.
-    mark_read: Callable[[int], None] = _noop
-    clock: Callable[[], datetime] = timezone.now
 
 
 class ProcessOutcome(StrEnum):
@@ -166,49 +97,6 @@ class CommitOutcome(StrEnum):
     COMMITTED = "committed"
     SUPERSEDED = "superseded"
     LEASE_LOST = "lease_lost"
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """The model's customer text and the answer it came from."""
-
-    text: str
-    agent: AgentName
-    parsed: ParsedLLMResponse
-    raw_response: str
-
-
-@dataclass(slots=True)
-class TurnResult:
-    """A turn thought through in memory, ready to commit."""
-
-    context: SessionContext
-    # The agent whose answer decided the outcome (None: decided before any model call).
-    agent: AgentName | None = None
-    events: list[SystemEvent] = field(default_factory=list)
-    reply: Reply | None = None  # the model's text to send (1, 4, 6, 8, 5)
-    handoff: Handoff | None = None
-    create_lead: bool = False
-    close: bool = False
-    # The offending raw answer of a failure, kept on the handoff event.
-    failure_raw: str = ""
-
-    @property
-    def supersedable(self) -> bool:
-        """Only a draft the model wrote for the customer gives way to a newer message."""
-        return self.reply is not None
-
-
-@dataclass(frozen=True, slots=True)
-class _Turn:
-    session_id: int
-    turn_id: UUID
-    token: UUID
-    state: SessionState
-    inbound_ids: tuple[int, ...]
-    last_inbound_id: int
-    # What the customer wrote this turn (searched for a strategic company's name or CNPJ).
-    texts: tuple[str, ...] = ()
 
 
 # --- The use case -------------------------------------------------------------------------------
@@ -276,7 +164,7 @@ def _process_turn(
 ) -> CommitOutcome:
     session = Session.objects.select_related("instance").get(pk=session_id)
     last = pending[-1]
-    turn = _Turn(
+    turn = Turn(
         session_id=session_id,
         turn_id=uuid4(),
         token=token,
@@ -301,7 +189,7 @@ def _process_turn(
     context = session_context(session)
     runtime = deps.prompts.runtime()
     try:
-        result = _think(
+        result = turn_think(
             turn=turn,
             context=context,
             customer_document=session.customer_document,
@@ -309,11 +197,10 @@ def _process_turn(
             deps=deps,
             config=config,
         )
-        result = _apply_strategic_rule(result, before=context, runtime=runtime)
         outcome = _commit(turn=turn, result=result, deps=deps, runtime=runtime)
     except deadline_errors:
         logger.warning("turn_deadline_exceeded", extra=log)
-        result = _failure(context, HandoffReason.LLM_TIMEOUT, "task time limit exceeded")
+        result = turn_failure(context, HandoffReason.LLM_TIMEOUT, "task time limit exceeded")
         outcome = _commit(turn=turn, result=result, deps=deps, runtime=runtime)
     logger.info(
         "turn_finished",
@@ -328,234 +215,11 @@ def _process_turn(
     return outcome
 
 
-# --- Think: agents, parse, repair, validate, dispatch (no writes but LLMCall rows) -------------
-
-
-_REASON_FOR_ERROR: tuple[tuple[type[LLMError], HandoffReason], ...] = (
-    (LLMTimeoutError, HandoffReason.LLM_TIMEOUT),
-    (LLMRateLimitError, HandoffReason.LLM_RATE_LIMITED),
-)
-
-
-def handoff_reason_for(error: LLMError) -> HandoffReason:
-    for kind, reason in _REASON_FOR_ERROR:
-        if isinstance(error, kind):
-            return reason
-    return HandoffReason.LLM_PROVIDER_ERROR
-
-
-def _failure(
-    context: SessionContext,
-    reason: HandoffReason,
-    detail: str,
-    *,
-    agent: AgentName | None = None,
-    events: Sequence[SystemEvent] = (),
-    raw: str = "",
-) -> TurnResult:
-    return TurnResult(
-        context=context,
-        agent=agent,
-        events=list(events),
-        handoff=Handoff(reason, detail=detail[:_DETAIL_CHARS]),
-        failure_raw=raw,
-    )
-
-
-def _think(
-    *,
-    turn: _Turn,
-    context: SessionContext,
-    customer_document: str,
-    runtime: RuntimeSettings,
-    deps: PipelineDeps,
-    config: PipelineConfig,
-) -> TurnResult:
-    company = strategic_company_for(
-        runtime,
-        phone=context.customer_phone,
-        document=customer_document,
-        texts=(*turn.texts, str(context.registration_data.get("empresa", ""))),
-    )
-    if company is not None:
-        # Before any model call: a strategic company's contact always goes to a human.
-        return TurnResult(
-            context=context, handoff=Handoff(HandoffReason.STRATEGIC_COMPANY, company.name)
-        )
-    catalog = deps.kb.catalog()
-    agent = AGENT_FOR_STATE[context.state]
-    events: list[SystemEvent] = []
-    hops = enrichments = 0
-    while True:
-        log = {"session_id": turn.session_id, "turn_id": str(turn.turn_id), "agent": agent.value}
-        try:
-            # The turn's messages are stored already: the history carries them all, so no
-            # `current_message` is appended (it would repeat one when arrival and WhatsApp
-            # timestamps disagree).
-            call = deps.invoker.invoke(
-                session=context, agent=agent, turn_id=turn.turn_id, message_id=turn.last_inbound_id
-            )
-        except LLMError as exc:
-            reason = handoff_reason_for(exc)
-            logger.warning(
-                "llm_failure_handoff", extra={**log, "reason": reason.value, "error": str(exc)}
-            )
-            return _failure(context, reason, f"{agent}: {exc}", agent=agent, events=events)
-        raw = call.result.raw_response
-        read = _parse_or_repair(raw, agent=agent, turn=turn, deps=deps, config=config, log=log)
-        if isinstance(read, str):
-            logger.warning(
-                "llm_failure_handoff",
-                extra={**log, "reason": HandoffReason.LLM_INVALID_JSON.value, "error": read},
-            )
-            return _failure(
-                context,
-                HandoffReason.LLM_INVALID_JSON,
-                f"{agent}: {read}",
-                agent=agent,
-                events=events,
-                raw=raw,
-            )
-        # From here on `raw` is the text that parsed: the repaired one after a repair.
-        parsed, raw = read
-        try:
-            action = map_action(parsed, agent=agent, context=context, catalog=catalog)
-        except ContractError as exc:
-            logger.warning(
-                "llm_failure_handoff",
-                extra={
-                    **log,
-                    "reason": exc.reason.value,
-                    "problem": exc.problem,
-                    "error": str(exc),
-                },
-            )
-            return _failure(
-                context, exc.reason, f"{agent}: {exc}", agent=agent, events=events, raw=raw
-            )
-        if action.ignored_keys:
-            logger.info("llm_response_ignored_keys", extra={**log, "keys": action.ignored_keys})
-        step = dispatch(action, context=context, raw_response=raw)
-        if step.next is Next.INVOKE:
-            if hops >= config.max_agent_hops:
-                logger.warning("llm_failure_handoff", extra={**log, "reason": "routing_loop"})
-                return _failure(
-                    context,
-                    HandoffReason.ROUTING_LOOP,
-                    f"{agent}: code {action.code.value} after {hops} agent changes in one turn",
-                    agent=agent,
-                    events=events,
-                    raw=raw,
-                )
-            hops += 1
-        elif step.next is Next.ENRICH:
-            if enrichments >= config.max_enrichments:
-                logger.warning("llm_failure_handoff", extra={**log, "reason": "enrichment_limit"})
-                return _failure(
-                    context,
-                    HandoffReason.ENRICHMENT_LIMIT,
-                    f"{agent}: code 99 after {enrichments} package loads in one turn",
-                    agent=agent,
-                    events=events,
-                    raw=raw,
-                )
-            enrichments += 1
-        events.extend(step.events)
-        context = step.context
-        if step.next in (Next.INVOKE, Next.ENRICH):
-            assert step.agent is not None
-            agent = step.agent
-            continue
-        return _finish(step, events, Reply(step.reply, agent, parsed, raw))
-
-
-def _finish(step: Step, events: list[SystemEvent], reply: Reply) -> TurnResult:
-    return TurnResult(
-        context=step.context,
-        agent=reply.agent,
-        events=events,
-        reply=reply if step.reply else None,
-        handoff=step.handoff,
-        create_lead=step.create_lead,
-        close=step.next is Next.CLOSE,
-    )
-
-
-def _parse_or_repair(
-    raw: str,
-    *,
-    agent: AgentName,
-    turn: _Turn,
-    deps: PipelineDeps,
-    config: PipelineConfig,
-    log: Mapping[str, Any],
-) -> tuple[ParsedLLMResponse, str] | str:
-    """The parsed answer and the text it came from, after at most one repair call; or why it
-    could not be read."""
-    try:
-        return parse_llm_response(raw), raw
-    except LLMResponseParseError as exc:
-        logger.warning("llm_response_parse_retry", extra={**log, "error": str(exc)})
-        parse_error = str(exc)
-    record: dict[str, Any] = {
-        "session_id": turn.session_id,
-        "agent": agent,
-        "purpose": "repair",
-        "prompt_version": BUILTIN_PROMPT_VERSION,
-        "context_snapshot": None,
-        "turn_id": turn.turn_id,
-        "message_id": turn.last_inbound_id,
-    }
-    try:
-        repair = repair_llm_response(llm=deps.llm, model=config.repair_model, raw_response=raw)
-    except LLMError as exc:
-        deps.recorder.record(
-            model=config.repair_model, result=None, error=exc, raw_response="", **record
-        )
-        logger.warning("llm_response_repair_unavailable", extra={**log, "error": str(exc)})
-        return f"{parse_error}; repair unavailable: {exc}"
-    deps.recorder.record(
-        model=repair.call.model,
-        result=repair.call,
-        error=None,
-        raw_response=repair.call.raw_response,
-        **record,
-    )
-    if repair.parsed is None:
-        logger.warning("llm_response_repair_failed", extra={**log, "error": repair.error})
-        return f"{parse_error}; {repair.error}"
-    logger.info("llm_response_repair_success", extra=dict(log))
-    return repair.parsed, repair.call.raw_response
-
-
-def _apply_strategic_rule(
-    result: TurnResult, *, before: SessionContext, runtime: RuntimeSettings
-) -> TurnResult:
-    """A CNPJ or company name given in this turn that is a strategic company's hands off."""
-    data, old = result.context.registration_data, before.registration_data
-    document, name = (
-        str(data.get(key, "")) if data.get(key, "") != old.get(key, "") else ""
-        for key in ("documento", "empresa")
-    )
-    if result.handoff is not None or not (document or name):
-        return result
-    company = strategic_company_for(runtime, phone="", document=document, texts=(name,))
-    if company is None:
-        return result
-    return replace(
-        result,
-        reply=None,
-        close=False,
-        create_lead=False,
-        handoff=Handoff(HandoffReason.STRATEGIC_COMPANY, company.name),
-    )
-
-
 # --- Commit ---------------------------------------------------------------------------------------
 
 
 def _commit(
-    *, turn: _Turn, result: TurnResult, deps: PipelineDeps, runtime: RuntimeSettings
+    *, turn: Turn, result: TurnResult, deps: PipelineDeps, runtime: RuntimeSettings
 ) -> CommitOutcome:
     now = deps.clock()
     log = {"session_id": turn.session_id, "turn_id": str(turn.turn_id)}
@@ -601,13 +265,13 @@ def _no_key_lock() -> bool:
     return bool(connection.features.has_select_for_no_key_update)
 
 
-def _mark_processed(turn: _Turn, now: datetime) -> None:
+def _mark_processed(turn: Turn, now: datetime) -> None:
     Message.objects.pending_inbound().filter(pk__in=turn.inbound_ids).update(
         processed_at=now, turn_id=turn.turn_id
     )
 
 
-def _store_draft(turn: _Turn, reply: Reply, now: datetime) -> None:
+def _store_draft(turn: Turn, reply: Reply, now: datetime) -> None:
     Message.objects.create(
         session_id=turn.session_id,
         direction=Direction.OUTBOUND,
@@ -675,7 +339,7 @@ def failure_handoff_write(
     marked processed; the text is sent and the summary enqueued after commit. Returns the
     OUTBOUND part ids, in sending order.
     """
-    turn = _Turn(
+    turn = Turn(
         session_id=session.pk,
         turn_id=uuid4(),
         token=token,
@@ -683,12 +347,12 @@ def failure_handoff_write(
         inbound_ids=tuple(inbound_ids),
         last_inbound_id=max(inbound_ids),
     )
-    result = _failure(session_context(session), reason, detail)
+    result = turn_failure(session_context(session), reason, detail)
     return _write_turn(turn, result, now, runtime, send=send, enqueue_summary=enqueue_summary)
 
 
 def _write_turn(
-    turn: _Turn,
+    turn: Turn,
     result: TurnResult,
     now: datetime,
     runtime: RuntimeSettings,
@@ -743,7 +407,7 @@ def _write_turn(
     return part_ids
 
 
-def _event_rows(turn: _Turn, events: Sequence[SystemEvent], now: datetime) -> list[Message]:
+def _event_rows(turn: Turn, events: Sequence[SystemEvent], now: datetime) -> list[Message]:
     return [
         Message(
             session_id=turn.session_id,
@@ -762,7 +426,7 @@ def _event_rows(turn: _Turn, events: Sequence[SystemEvent], now: datetime) -> li
     ]
 
 
-def _reply_rows(turn: _Turn, reply: Reply, now: datetime) -> list[Message]:
+def _reply_rows(turn: Turn, reply: Reply, now: datetime) -> list[Message]:
     """The model's message as OUTBOUND parts (a handoff's fixed text is `session_handoff`'s)."""
     parts = split_for_whatsapp(format_ai_message_for_whatsapp(reply.text))
     return [

@@ -311,7 +311,7 @@ def test_text_before_json_gets_one_format_repair(
         ("repair", "triagem", SUMMARY_MODEL, "ok"),
     ]
     assert LLMCall.objects.get(purpose="repair").raw_response == '{"s":1}Olá! Como posso ajudar?'
-    logged = [r.getMessage() for r in caplog.records if r.name == "conversations.pipeline"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "conversations.turns.think"]
     assert "llm_response_parse_retry" in logged
     assert "llm_response_repair_success" in logged
     assert "llm_failure_handoff" not in logged
@@ -358,7 +358,7 @@ def test_invalid_json_triggers_handoff_with_fixed_message(
         ("agent", "triagem", "gpt-4o-mini", "ok"),
         ("repair", "triagem", SUMMARY_MODEL, "ok"),
     ]
-    logged = [r.getMessage() for r in caplog.records if r.name == "conversations.pipeline"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "conversations.turns.think"]
     assert [e for e in logged if e.startswith("llm_")] == [
         "llm_response_parse_retry",
         "llm_response_repair_failed",
@@ -415,7 +415,7 @@ def test_an_unavailable_repair_hands_off_and_records_the_failed_call(
         ("repair", "triagem", SUMMARY_MODEL, "provider_error"),
     ]
     assert LLMCall.objects.get(purpose="repair").attempts == 2
-    logged = [r.getMessage() for r in caplog.records if r.name == "conversations.pipeline"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "conversations.turns.think"]
     assert "llm_response_repair_unavailable" in logged
     assert "llm_failure_handoff" in logged
 

@@ -27,6 +27,7 @@ from conversations.sweeps import (
     turn_failure_handle,
     unsent_messages_requeue,
 )
+from conversations.turns import think
 from conversations.whatsapp.client import SentMessage
 from conversations.whatsapp.tasks import requeue_unsent_messages
 from prompts_admin.models import RuntimeConfig
@@ -198,7 +199,7 @@ def buggy_dispatch(monkeypatch: Any) -> None:
     def dispatch(*args: Any, **kwargs: Any) -> Any:
         raise Bug("dispatcher bug")
 
-    monkeypatch.setattr(pipeline, "dispatch", dispatch)
+    monkeypatch.setattr(think, "dispatch", dispatch)
 
 
 def failures(session: Session) -> int:
