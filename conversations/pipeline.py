@@ -36,46 +36,26 @@ superseded.
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from enum import StrEnum
-from typing import Any
 from uuid import UUID, uuid4
 
-from django.db import connection, transaction
-
-from agents.codes import code_spec
-from agents.context import SessionContext
-from agents.sources import (
-    RuntimeSettings,
-)
 from agents.states import BOT_STATES, HandoffReason, SessionState
-from conversations.commit_hooks import on_commit_call
-from conversations.dispatcher import (
-    SystemEvent,
-    action_name,
-)
-from conversations.handoff import session_handoff
 from conversations.lease import lease_claim, lease_release
 from conversations.models import (
-    SUPERSEDED,
-    CrmStatus,
-    DeliveryStatus,
-    Direction,
-    Lead,
     Message,
     Session,
 )
+from conversations.turns.commit import CommitOutcome, turn_commit, turn_skip
 from conversations.turns.deps import PipelineConfig, PipelineDeps
-from conversations.turns.result import Reply, Turn, TurnResult, turn_failure
+from conversations.turns.result import Turn, turn_failure
 from conversations.turns.selectors import (
     session_context,
     session_has_pending,
     session_pending_inbound,
 )
 from conversations.turns.think import turn_think
-from conversations.whatsapp.formatting import format_ai_message_for_whatsapp, split_for_whatsapp
 
 logger = logging.getLogger(__name__)
 
@@ -91,12 +71,6 @@ class ProcessReport:
     outcome: ProcessOutcome
     turns: int = 0  # committed turns (a superseded run is not counted)
     superseded: int = 0
-
-
-class CommitOutcome(StrEnum):
-    COMMITTED = "committed"
-    SUPERSEDED = "superseded"
-    LEASE_LOST = "lease_lost"
 
 
 # --- The use case -------------------------------------------------------------------------------
@@ -175,11 +149,7 @@ def _process_turn(
     )
     log = {"session_id": session_id, "turn_id": str(turn.turn_id), "messages": len(pending)}
     if turn.state not in BOT_STATES:
-        # HUMAN: staff read them in admin; CLOSED: a message that raced the close. Nothing is
-        # called or sent, but they must not stay pending forever.
-        Message.objects.pending_inbound().filter(pk__in=turn.inbound_ids).update(
-            processed_at=deps.clock()
-        )
+        turn_skip(turn=turn, now=deps.clock())
         logger.info("turn_skipped", extra={**log, "state": turn.state.value})
         return CommitOutcome.COMMITTED
 
@@ -197,11 +167,11 @@ def _process_turn(
             deps=deps,
             config=config,
         )
-        outcome = _commit(turn=turn, result=result, deps=deps, runtime=runtime)
+        outcome = turn_commit(turn=turn, result=result, deps=deps, runtime=runtime)
     except deadline_errors:
         logger.warning("turn_deadline_exceeded", extra=log)
         result = turn_failure(context, HandoffReason.LLM_TIMEOUT, "task time limit exceeded")
-        outcome = _commit(turn=turn, result=result, deps=deps, runtime=runtime)
+        outcome = turn_commit(turn=turn, result=result, deps=deps, runtime=runtime)
     logger.info(
         "turn_finished",
         extra={
@@ -213,258 +183,3 @@ def _process_turn(
         },
     )
     return outcome
-
-
-# --- Commit ---------------------------------------------------------------------------------------
-
-
-def _commit(
-    *, turn: Turn, result: TurnResult, deps: PipelineDeps, runtime: RuntimeSettings
-) -> CommitOutcome:
-    now = deps.clock()
-    log = {"session_id": turn.session_id, "turn_id": str(turn.turn_id)}
-    with transaction.atomic():
-        session = (
-            Session.objects.select_for_update(no_key=_no_key_lock())
-            .only("id", "state", "lease_token")
-            .get(pk=turn.session_id)
-        )
-        if session.lease_token != turn.token:
-            logger.warning("session_lease_lost", extra=log)
-            return CommitOutcome.LEASE_LOST
-        newer = (
-            Message.objects.pending_inbound()
-            .filter(session_id=turn.session_id)
-            .exclude(pk__in=turn.inbound_ids)
-            .exists()
-        )
-        state_changed = session.state != turn.state.value
-        if result.supersedable and (newer or state_changed):
-            assert result.reply is not None
-            _store_draft(turn, result.reply, now)
-            logger.info(
-                "turn_superseded",
-                extra={**log, "newer_inbound": newer, "state_changed": state_changed},
-            )
-            return CommitOutcome.SUPERSEDED
-        if state_changed:
-            # Staff took the session (or it was closed) while a failure was being handled: the
-            # session is theirs now; the messages were answered by them.
-            _mark_processed(turn, now)
-            logger.info("turn_discarded", extra={**log, "state": session.state})
-            return CommitOutcome.COMMITTED
-        _write_turn(
-            turn, result, now, runtime, send=deps.send, enqueue_summary=deps.enqueue_summary
-        )
-    return CommitOutcome.COMMITTED
-
-
-def _no_key_lock() -> bool:
-    # FOR NO KEY UPDATE does not block the webhook inserting messages of this session (their
-    # foreign key takes FOR KEY SHARE on the row); only PostgreSQL has it.
-    return bool(connection.features.has_select_for_no_key_update)
-
-
-def _mark_processed(turn: Turn, now: datetime) -> None:
-    Message.objects.pending_inbound().filter(pk__in=turn.inbound_ids).update(
-        processed_at=now, turn_id=turn.turn_id
-    )
-
-
-def _store_draft(turn: Turn, reply: Reply, now: datetime) -> None:
-    Message.objects.create(
-        session_id=turn.session_id,
-        direction=Direction.OUTBOUND,
-        message_type="text",
-        agent=reply.agent.value,
-        content=format_ai_message_for_whatsapp(reply.text),
-        raw_response=reply.raw_response,
-        json_part=reply.parsed.json_part,
-        code=reply.parsed.s,
-        action=action_name_of(reply.parsed.s),
-        error=SUPERSEDED,
-        turn_id=turn.turn_id,
-        created_at=now,
-    )
-
-
-def action_name_of(code: int) -> str:
-    spec = code_spec(code)
-    return action_name(spec.code) if spec else ""
-
-
-def _session_fields(result: TurnResult, now: datetime) -> dict[str, Any]:
-    """The session as the turn left it (a handoff's fields are `session_handoff`'s)."""
-    context = result.context
-    fields: dict[str, Any] = {
-        "state": context.state.value,
-        "segment": context.segment,
-        "intent": context.intent,
-        "service": context.service,
-        "technical_data": dict(context.technical_data),
-        "technical_extras": dict(context.technical_extras),
-        "registration_data": dict(context.registration_data),
-        "registration_extras": dict(context.registration_extras),
-        "confirmation_data": (
-            dict(context.confirmation_data) if context.confirmation_data is not None else None
-        ),
-        "loaded_packages": list(context.loaded_packages),
-        "customer_name": context.customer_name[:200],
-        "last_message_at": now,
-    }
-    document = str(context.registration_data.get("documento", ""))
-    if document:
-        fields["customer_document"] = document
-    if result.close:
-        fields["closed_at"] = now
-    return fields
-
-
-def failure_handoff_write(
-    *,
-    session: Session,
-    token: UUID,
-    inbound_ids: Sequence[int],
-    reason: HandoffReason,
-    detail: str,
-    now: datetime,
-    runtime: RuntimeSettings,
-    send: Callable[[int], None],
-    enqueue_summary: Callable[[int], None],
-) -> list[int]:
-    """Write a handoff decided outside a model turn exactly as a failed turn writes it.
-
-    For callers that hold the session's lease and its row lock (the repeated-failure sweep):
-    `session_handoff` with the session's fields as a turn writes them, the inbound messages
-    marked processed; the text is sent and the summary enqueued after commit. Returns the
-    OUTBOUND part ids, in sending order.
-    """
-    turn = Turn(
-        session_id=session.pk,
-        turn_id=uuid4(),
-        token=token,
-        state=SessionState(session.state),
-        inbound_ids=tuple(inbound_ids),
-        last_inbound_id=max(inbound_ids),
-    )
-    result = turn_failure(session_context(session), reason, detail)
-    return _write_turn(turn, result, now, runtime, send=send, enqueue_summary=enqueue_summary)
-
-
-def _write_turn(
-    turn: Turn,
-    result: TurnResult,
-    now: datetime,
-    runtime: RuntimeSettings,
-    *,
-    send: Callable[[int], None],
-    enqueue_summary: Callable[[int], None],
-) -> list[int]:
-    """Write everything the turn decided, send its parts after commit; their ids, in order.
-
-    One UPDATE of the session and one INSERT of its rows either way: a handoff's go through
-    `session_handoff` with the turn's own (which also registers the sends and the summary).
-    """
-    fields = _session_fields(result, now)
-    events = _event_rows(turn, result.events, now)
-    replies = _reply_rows(turn, result.reply, now) if result.reply is not None else []
-    if result.handoff is not None:
-        written = session_handoff(
-            session_id=turn.session_id,
-            reason=result.handoff.reason,
-            detail=result.handoff.detail,
-            motive=result.handoff.motive,
-            now=now,
-            # The fixed text unless the model wrote this handoff's message (code 5).
-            fixed_text=result.reply is None,
-            runtime=runtime,
-            send=send,
-            enqueue_summary=enqueue_summary,
-            agent=result.agent.value if result.agent else "",
-            raw_response=result.failure_raw,
-            turn_id=turn.turn_id,
-            fields=fields,
-            rows_before=events,
-            rows_after=replies,
-        )
-        # The turn runs in a bot state and its commit checked that under the row lock.
-        assert written is not None, "a turn hands off a session in a bot state"
-        part_ids = list(written.part_ids)
-    else:
-        assert result.reply is not None, "a turn without a reply is a handoff"
-        Session.objects.filter(pk=turn.session_id).update(**fields)
-        created = Message.objects.bulk_create([*events, *replies])
-        part_ids = [m.pk for m in created if m.direction == Direction.OUTBOUND]
-        # One hook each, every one attempted whatever the others do (conversations.commit_hooks).
-        for part_id in part_ids:
-            on_commit_call(send, part_id)
-    if result.create_lead:
-        Lead.objects.update_or_create(
-            session_id=turn.session_id,
-            defaults={"data": lead_data(result.context), "crm_status": CrmStatus.PENDING},
-        )
-    _mark_processed(turn, now)
-    return part_ids
-
-
-def _event_rows(turn: Turn, events: Sequence[SystemEvent], now: datetime) -> list[Message]:
-    return [
-        Message(
-            session_id=turn.session_id,
-            direction=Direction.SYSTEM,
-            message_type=event.event,
-            agent=event.agent,
-            content=event.content,
-            code=event.code,
-            action=event.action,
-            json_part=dict(event.details) or None,
-            raw_response=event.raw_response,
-            turn_id=turn.turn_id,
-            created_at=now,
-        )
-        for event in events
-    ]
-
-
-def _reply_rows(turn: Turn, reply: Reply, now: datetime) -> list[Message]:
-    """The model's message as OUTBOUND parts (a handoff's fixed text is `session_handoff`'s)."""
-    parts = split_for_whatsapp(format_ai_message_for_whatsapp(reply.text))
-    return [
-        Message(
-            session_id=turn.session_id,
-            direction=Direction.OUTBOUND,
-            message_type="text",
-            content=part,
-            part_index=index,
-            turn_id=turn.turn_id,
-            delivery_status=DeliveryStatus.PENDING,
-            created_at=now,
-            agent=reply.agent.value,
-            code=reply.parsed.s,
-            action=action_name_of(reply.parsed.s),
-            **(
-                {"raw_response": reply.raw_response, "json_part": reply.parsed.json_part}
-                if index == 0
-                else {}
-            ),
-        )
-        for index, part in enumerate(parts)
-    ]
-
-
-def lead_data(context: SessionContext) -> dict[str, Any]:
-    """The snapshot of a confirmed request, in the contract's field names.
-
-    The registration is the one the code-4 message showed (the dispatcher accepts a code 5 only
-    when the session's data still equals it).
-    """
-    confirmed = context.confirmation_data
-    return {
-        "nome_cliente": context.customer_name,
-        "telefone": context.customer_phone,
-        "segmento": context.segment,
-        "intencao": context.intent,
-        "servico": context.service,
-        "qualification_data": dict(context.technical_data),
-        "cadastro": dict(confirmed if confirmed is not None else context.registration_data),
-    }
