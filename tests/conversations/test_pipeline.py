@@ -28,13 +28,8 @@ from conversations.models import (
     Message,
     Session,
 )
-from conversations.pipeline import (
-    PipelineConfig,
-    PipelineDeps,
-    ProcessOutcome,
-    ProcessReport,
-    session_process,
-)
+from conversations.turns.deps import PipelineConfig, PipelineDeps
+from conversations.turns.run import ProcessOutcome, ProcessReport, session_process
 from tests.agents.support import NOW, FakeLLM
 
 S = SessionState
@@ -89,7 +84,7 @@ class Pipeline:
 
 
 def build_test_deps(pipeline: Pipeline) -> PipelineDeps:
-    from conversations.pipeline_tasks import build_pipeline_deps
+    from conversations.turns.tasks import build_pipeline_deps
 
     deps = build_pipeline_deps(llm=pipeline.llm)
     return replace(

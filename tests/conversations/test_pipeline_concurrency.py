@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from conversations.lease import STALLED_PENDING_GRACE, lease_claim, stalled_sessions_requeue
 from conversations.models import SUPERSEDED, Session
-from conversations.pipeline import ProcessOutcome, ProcessReport, session_process
+from conversations.turns.run import ProcessOutcome, ProcessReport, session_process
 from tests.agents.support import FakeLLM
 from tests.conversations.test_pipeline import (  # noqa: F401 - fixtures
     Pipeline,

@@ -24,8 +24,8 @@ from agents.circuit import (
     circuit_admit,
 )
 from conversations.models import Direction, Instance, LLMCall, Message, ProviderCircuit, Session
-from conversations.pipeline_tasks import process_session
 from conversations.provider_circuit import PROVIDER, DatabaseCircuitStore
+from conversations.turns.tasks import process_session
 from prompts_admin.models import RuntimeConfig
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -15,10 +15,8 @@ from django.db import connection
 from django.utils import timezone
 from model_bakery import baker
 
-from conversations import pipeline
 from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions, stalled_sessions_requeue
 from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
-from conversations.pipeline_tasks import process_session, requeue_expired_leases
 from conversations.sending import outbound_message_send
 from conversations.sweeps import (
     MAX_TURN_FAILURES,
@@ -28,6 +26,8 @@ from conversations.sweeps import (
     unsent_messages_requeue,
 )
 from conversations.turns import think
+from conversations.turns.run import session_process
+from conversations.turns.tasks import process_session, requeue_expired_leases
 from conversations.whatsapp.client import SentMessage
 from conversations.whatsapp.tasks import requeue_unsent_messages
 from prompts_admin.models import RuntimeConfig
@@ -569,7 +569,7 @@ def test_overlapping_stalled_session_sweeps_answer_a_lost_turn_once(
         stalled_sessions_requeue(
             now=timezone.now(),
             grace=STALLED_PENDING_GRACE,
-            enqueue=lambda session_id: pipeline.session_process(
+            enqueue=lambda session_id: session_process(
                 session_id=session_id, deps=deps, config=run.config
             ),
         )
