@@ -558,7 +558,7 @@ def test_overlapping_stalled_session_sweeps_answer_a_lost_turn_once(
     instance: Instance, handoff_text: str
 ) -> None:
     from tests.agents.support import FakeLLM
-    from tests.conversations.test_pipeline import Pipeline
+    from tests.conversations.turns.support import Pipeline
 
     session = make_session(instance, customer_phone=CUSTOMER_PHONE)
     inbound(session, "Oi, alguém aí?", age=90)
