@@ -109,6 +109,7 @@ def _process_turn(
     config: PipelineConfig,
     deadline_errors: tuple[type[BaseException], ...],
 ) -> CommitOutcome:
+    """One turn: read it, think it through, commit it; a HUMAN or CLOSED session's is skipped."""
     session = Session.objects.select_related("instance").get(pk=session_id)
     last = pending[-1]
     turn = Turn(
