@@ -167,8 +167,9 @@ def main() -> None:
     from django.db import connection
 
     from conversations.models import Instance, Message
-    from conversations.pipeline import PipelineConfig, session_process
-    from conversations.pipeline_tasks import build_pipeline_deps
+    from conversations.turns.deps import PipelineConfig
+    from conversations.turns.run import session_process
+    from conversations.turns.tasks import build_pipeline_deps
 
     def nothing(_id: int) -> None:
         return None

@@ -1,8 +1,8 @@
 """Handoff to the human team: the action, the fixed text, the strategic-company rule, the summary.
 
 - `session_handoff`: the one writer of a session's move to HUMAN (see its docstring). The turn's
-  commit (`conversations.pipeline`), the repeated-failure sweep (`conversations.sweeps`, through
-  `pipeline.failure_handoff_write`) and the Business-app echo (`conversations.inbound.events`)
+  commit (`conversations.turns.commit`), the repeated-failure sweep (`conversations.sweeps`,
+  through `failure_handoff_write` there) and the Business-app echo (`conversations.inbound.events`)
   call it; so will the staff actions (``by_user``). Callers say why (reason, detail) and whether
   the fixed text is due; the action writes the fields, the SYSTEM event and the text, and
   registers the sends and the summary after commit.

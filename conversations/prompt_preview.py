@@ -14,6 +14,7 @@ from agents.masking import mask_as
 from conversations.agent_sources import build_agent_invoker
 from conversations.models import Instance, Session
 from conversations.personal_data import can_view_personal_data, session_masker
+from conversations.turns.selectors import session_context
 from prompts_admin.preview import PreviewSession
 
 
@@ -36,10 +37,6 @@ class DatabasePreviewSessionSource:
         )
 
     def session(self, session_id: int, *, mask_personal_data: bool) -> PreviewSession | None:
-        # The pipeline (markdown-it and the dispatcher with it) is loaded when a preview first
-        # reads a session, not by every process when this app is ready.
-        from conversations.pipeline import session_context
-
         session = Session.objects.select_related("instance").filter(pk=session_id).first()
         if session is None:
             return None

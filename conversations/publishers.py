@@ -15,7 +15,7 @@ from conversations.whatsapp.tasks import send_message
 
 def enqueue_turn(session_id: int) -> None:
     """Enqueue the session's turn (the pipeline's task, imported when first needed)."""
-    from conversations.pipeline_tasks import process_session
+    from conversations.turns.tasks import process_session
 
     _publish(process_session, session_id)
 

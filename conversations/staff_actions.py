@@ -66,8 +66,8 @@ from conversations.models import (
     MessageTemplate,
     Session,
 )
-from conversations.pipeline_tasks import generate_handoff_summary
 from conversations.sending import TEMPLATE_MESSAGE_TYPE, TemplatePayload
+from conversations.turns.tasks import generate_handoff_summary
 from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 from conversations.whatsapp.tasks import send_message
 

@@ -44,8 +44,8 @@ from conversations.models import (
     WebhookDelivery,
     WebhookOutcome,
 )
-from conversations.pipeline import failure_handoff_write
 from conversations.sending import SEND_CLAIM_SECONDS
+from conversations.turns.commit import failure_handoff_write
 from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 
 logger = logging.getLogger(__name__)
@@ -225,7 +225,7 @@ def session_failure_handoff(
 ) -> bool:
     """Hand a bot-state session with pending messages to a human (``llm_provider_error``).
 
-    What a failed turn commits in the pipeline (`failure_handoff_write`, which calls
+    What a failed turn commits (`conversations.turns.commit.failure_handoff_write`, which calls
     `conversations.handoff.session_handoff`): HUMAN with the reason, the SYSTEM handoff event,
     the fixed handoff text (never any model text), the pending messages marked processed, the
     text sent and the summary enqueued after commit. Under the session's lease, so it cannot

@@ -76,8 +76,8 @@ TYPE_CHECKING = "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    {s
         pytest.param(
             "prompts_admin/preview.py",
             FUNCTION_LEVEL,
-            "from conversations.pipeline import session_context",
-            "prompts_admin.preview -> conversations.pipeline",
+            "from conversations.turns.selectors import session_context",
+            "prompts_admin.preview -> conversations.turns.selectors",
             id="preview-builds-the-context",
         ),
         # The catalog's admin took VersionedAdmin from prompts_admin.

@@ -19,7 +19,7 @@ from conversations.agent_sources import DatabaseHistorySource
 from conversations.handoff import summary_facts
 from conversations.message_order import conversation_order
 from conversations.models import Direction, Message, Session
-from conversations.pipeline_tasks import process_session
+from conversations.turns.tasks import process_session
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 

@@ -20,8 +20,8 @@ from agents.circuit import (
     circuit_admit,
 )
 from conversations.models import Direction, Instance, LLMCall, ProviderCircuit, Session
-from conversations.pipeline_tasks import process_session
 from conversations.provider_circuit import PROVIDER, DatabaseCircuitStore
+from conversations.turns.tasks import process_session
 from prompts_admin.models import RuntimeConfig
 from tests import baker_recipes as recipes
 from tests.conversations.support import inbound

@@ -23,7 +23,7 @@ from conversations.models import (
     Message,
     Session,
 )
-from conversations.pipeline_tasks import process_session
+from conversations.turns.tasks import process_session
 from conversations.whatsapp.tasks import send_message
 from tests.conversations.support import inbound
 from tests.fakes.graph_server import FakeGraphAPI

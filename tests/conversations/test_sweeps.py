@@ -14,10 +14,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from conversations import pipeline
 from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions, stalled_sessions_requeue
 from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
-from conversations.pipeline_tasks import process_session, requeue_expired_leases
 from conversations.sending import outbound_message_send
 from conversations.sweeps import (
     MAX_TURN_FAILURES,
@@ -26,6 +24,9 @@ from conversations.sweeps import (
     turn_failure_handle,
     unsent_messages_requeue,
 )
+from conversations.turns import think
+from conversations.turns.run import session_process
+from conversations.turns.tasks import process_session, requeue_expired_leases
 from conversations.whatsapp.client import SentMessage
 from conversations.whatsapp.tasks import requeue_unsent_messages
 from prompts_admin.models import RuntimeConfig
@@ -160,7 +161,7 @@ def buggy_dispatch(monkeypatch: Any) -> None:
     def dispatch(*args: Any, **kwargs: Any) -> Any:
         raise Bug("dispatcher bug")
 
-    monkeypatch.setattr(pipeline, "dispatch", dispatch)
+    monkeypatch.setattr(think, "dispatch", dispatch)
 
 
 def failures(session: Session) -> int:
@@ -549,7 +550,7 @@ def test_overlapping_stalled_session_sweeps_answer_a_lost_turn_once(
     instance: Instance, handoff_text: str
 ) -> None:
     from tests.agents.support import FakeLLM
-    from tests.conversations.test_pipeline import Pipeline
+    from tests.conversations.turns.support import Pipeline
 
     session = recipes.session.make(instance=instance, customer_phone=CUSTOMER_PHONE)
     inbound(session, "Oi, alguém aí?", age=timedelta(seconds=90))
@@ -560,7 +561,7 @@ def test_overlapping_stalled_session_sweeps_answer_a_lost_turn_once(
         stalled_sessions_requeue(
             now=timezone.now(),
             grace=STALLED_PENDING_GRACE,
-            enqueue=lambda session_id: pipeline.session_process(
+            enqueue=lambda session_id: session_process(
                 session_id=session_id, deps=deps, config=run.config
             ),
         )

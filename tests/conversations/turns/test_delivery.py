@@ -24,8 +24,8 @@ from pytest_httpserver import HTTPServer
 
 from config.celery import app as celery_app
 from conversations.models import Direction, Instance, Lead, Session
-from conversations.pipeline_tasks import process_session
 from conversations.sweeps import UNSENT_GRACE, unsent_messages_requeue
+from conversations.turns.tasks import process_session
 from conversations.whatsapp.tasks import EAGER_SEND_BACKOFF, send_message
 from tests.conversations.support import inbound
 from tests.conversations.whatsapp.conftest import CUSTOMER_PHONE as WEBHOOK_CUSTOMER

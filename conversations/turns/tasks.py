@@ -1,9 +1,9 @@
-"""Celery tasks of the pipeline: thin — each wires its collaborators and calls one use case.
+"""Celery tasks of the turns: thin — each wires its collaborators and calls one use case.
 
-- ``conversations.process_session(session_id)``: `session_process`. Its soft time limit (the
-  model's read timeout bounds each read, not a whole call) ends the current turn in an
-  ``llm_timeout`` handoff and releases the lease; the hard limit, 30 s later, stays below the
-  lease TTL and the broker's visibility timeout (config/settings.py).
+- ``conversations.process_session(session_id)``: `conversations.turns.run.session_process`.
+  Its soft time limit (the model's read timeout bounds each read, not a whole call) ends the
+  current turn in an ``llm_timeout`` handoff and releases the lease; the hard limit, 30 s later,
+  stays below the lease TTL and the broker's visibility timeout (config/settings.py).
 - ``conversations.generate_handoff_summary(session_id)``: `handoff_summary_generate`, enqueued
   after the commit of every handoff.
 - ``conversations.requeue_expired_leases()``: every minute (Celery beat), re-enqueues the
@@ -29,9 +29,10 @@ from agents.sources import TaskScopedKBSource, TaskScopedPromptSource
 from conversations.agent_sources import DatabaseCallRecorder, build_agent_invoker
 from conversations.handoff import handoff_summary_generate
 from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions_requeue
-from conversations.pipeline import PipelineConfig, PipelineDeps, session_process
 from conversations.provider_circuit import task_llm_client
 from conversations.sweeps import turn_failure_handle
+from conversations.turns.deps import PipelineConfig, PipelineDeps
+from conversations.turns.run import session_process
 from conversations.whatsapp.tasks import mark_read, send_message
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.selectors import DatabasePromptSource

@@ -14,7 +14,7 @@ from pytest_httpserver import HTTPServer
 
 from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions_requeue
 from conversations.models import Direction, HandoffSummary, Instance, LLMCall, Session
-from conversations.pipeline_tasks import (
+from conversations.turns.tasks import (
     generate_handoff_summary,
     process_session,
     requeue_expired_leases,

@@ -14,11 +14,10 @@ from django.utils import timezone
 
 from conversations.lease import STALLED_PENDING_GRACE, lease_claim, stalled_sessions_requeue
 from conversations.models import SUPERSEDED, Session
-from conversations.pipeline import ProcessOutcome, ProcessReport, session_process
+from conversations.turns.run import ProcessOutcome, ProcessReport, session_process
 from tests.agents.support import FakeLLM
-from tests.conversations.test_pipeline import (  # noqa: F401 - fixtures
+from tests.conversations.turns.support import (
     Pipeline,
-    catalog,
     inbound,
     make_instance,
     make_session,
@@ -26,7 +25,11 @@ from tests.conversations.test_pipeline import (  # noqa: F401 - fixtures
     pending,
 )
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("catalog"),
+]
 
 
 def in_thread(work: Callable[[], Any]) -> Callable[[], Any]:

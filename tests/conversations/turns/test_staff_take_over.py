@@ -19,21 +19,17 @@ from model_bakery import baker
 
 from agents.llm import OpenAIClient
 from conversations.models import SUPERSEDED, Direction, LLMCall, Message
-from conversations.pipeline import ProcessOutcome, ProcessReport, session_process
-from conversations.pipeline_tasks import build_pipeline_deps
 from conversations.staff_actions import session_take_over
+from conversations.turns.run import ProcessOutcome, ProcessReport, session_process
+from conversations.turns.tasks import build_pipeline_deps
 from tests.agents.support import FakeLLM
 from tests.conversations.support import ensure_staff_groups
-from tests.conversations.test_pipeline import (  # noqa: F401 - fixtures
-    Pipeline,
-    catalog,
-    inbound,
-    make_instance,
-    make_session,
-)
+from tests.conversations.turns.support import Pipeline, inbound, make_instance, make_session
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.support.processes import wait_for
+
+pytestmark = pytest.mark.usefixtures("catalog")
 
 ANSWER = '{"s":1}Olá! Qual análise você precisa?'
 

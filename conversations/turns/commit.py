@@ -1,0 +1,214 @@
+"""Commit a turn, in one short transaction that re-reads the session under a row lock.
+
+If the lease is no longer ours, nothing is written. If a newer inbound message arrived meanwhile
+(or staff took the session), the model's draft is stored with ``error="superseded"``, not sent,
+and the turn runs again with every pending message. Otherwise the session fields, the SYSTEM
+events, the lead (code 5), the OUTBOUND parts and ``processed_at`` of the turn's messages are
+written together, and the parts are sent — and the summary enqueued on a handoff — after commit.
+A handoff is written by `conversations.handoff.session_handoff`, in the same statements.
+
+A handoff or a failure is committed even when a newer message arrived (the newer message then
+finds the session in HUMAN); only a draft the model wrote for the customer is superseded.
+`failure_handoff_write` writes a handoff decided outside a model turn (the repeated-failure
+sweep, `conversations.sweeps`) exactly as a failed turn's commit does.
+"""
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from enum import StrEnum
+from uuid import UUID, uuid4
+
+from django.db import connection, transaction
+
+from agents.sources import RuntimeSettings
+from agents.states import HandoffReason, SessionState
+from conversations.commit_hooks import on_commit_call
+from conversations.handoff import session_handoff
+from conversations.models import SUPERSEDED, CrmStatus, Direction, Lead, Message, Session
+from conversations.turns.deps import PipelineDeps
+from conversations.turns.result import Reply, Turn, TurnResult, turn_failure
+from conversations.turns.rows import (
+    action_name_of,
+    event_rows,
+    lead_data,
+    reply_rows,
+    session_fields,
+)
+from conversations.turns.selectors import session_context
+from conversations.whatsapp.formatting import format_ai_message_for_whatsapp
+
+logger = logging.getLogger(__name__)
+
+
+class CommitOutcome(StrEnum):
+    COMMITTED = "committed"
+    SUPERSEDED = "superseded"
+    LEASE_LOST = "lease_lost"
+
+
+def turn_commit(
+    *, turn: Turn, result: TurnResult, deps: PipelineDeps, runtime: RuntimeSettings
+) -> CommitOutcome:
+    """Write what the turn decided, unless the lease was lost or the draft is superseded."""
+    now = deps.clock()
+    log = {"session_id": turn.session_id, "turn_id": str(turn.turn_id)}
+    with transaction.atomic():
+        session = (
+            Session.objects.select_for_update(no_key=_no_key_lock())
+            .only("id", "state", "lease_token")
+            .get(pk=turn.session_id)
+        )
+        if session.lease_token != turn.token:
+            logger.warning("session_lease_lost", extra=log)
+            return CommitOutcome.LEASE_LOST
+        newer = (
+            Message.objects.pending_inbound()
+            .filter(session_id=turn.session_id)
+            .exclude(pk__in=turn.inbound_ids)
+            .exists()
+        )
+        state_changed = session.state != turn.state.value
+        if result.supersedable and (newer or state_changed):
+            assert result.reply is not None
+            _store_draft(turn, result.reply, now)
+            logger.info(
+                "turn_superseded",
+                extra={**log, "newer_inbound": newer, "state_changed": state_changed},
+            )
+            return CommitOutcome.SUPERSEDED
+        if state_changed:
+            # Staff took the session (or it was closed) while a failure was being handled: the
+            # session is theirs now; the messages were answered by them.
+            _mark_processed(turn, now)
+            logger.info("turn_discarded", extra={**log, "state": session.state})
+            return CommitOutcome.COMMITTED
+        _write_turn(
+            turn, result, now, runtime, send=deps.send, enqueue_summary=deps.enqueue_summary
+        )
+    return CommitOutcome.COMMITTED
+
+
+def turn_skip(*, turn: Turn, now: datetime) -> None:
+    """The turn of a session the bot does not answer: its messages marked processed, no more.
+
+    HUMAN: staff read them in admin; CLOSED: a message that raced the close. Nothing is called
+    or sent, but they must not stay pending forever.
+    """
+    Message.objects.pending_inbound().filter(pk__in=turn.inbound_ids).update(processed_at=now)
+
+
+def _no_key_lock() -> bool:
+    # FOR NO KEY UPDATE does not block the webhook inserting messages of this session (their
+    # foreign key takes FOR KEY SHARE on the row); only PostgreSQL has it.
+    return bool(connection.features.has_select_for_no_key_update)
+
+
+def _mark_processed(turn: Turn, now: datetime) -> None:
+    Message.objects.pending_inbound().filter(pk__in=turn.inbound_ids).update(
+        processed_at=now, turn_id=turn.turn_id
+    )
+
+
+def _store_draft(turn: Turn, reply: Reply, now: datetime) -> None:
+    Message.objects.create(
+        session_id=turn.session_id,
+        direction=Direction.OUTBOUND,
+        message_type="text",
+        agent=reply.agent.value,
+        content=format_ai_message_for_whatsapp(reply.text),
+        raw_response=reply.raw_response,
+        json_part=reply.parsed.json_part,
+        code=reply.parsed.s,
+        action=action_name_of(reply.parsed.s),
+        error=SUPERSEDED,
+        turn_id=turn.turn_id,
+        created_at=now,
+    )
+
+
+def failure_handoff_write(
+    *,
+    session: Session,
+    token: UUID,
+    inbound_ids: Sequence[int],
+    reason: HandoffReason,
+    detail: str,
+    now: datetime,
+    runtime: RuntimeSettings,
+    send: Callable[[int], None],
+    enqueue_summary: Callable[[int], None],
+) -> list[int]:
+    """Write a handoff decided outside a model turn exactly as a failed turn writes it.
+
+    For callers that hold the session's lease and its row lock (the repeated-failure sweep):
+    `session_handoff` with the session's fields as a turn writes them, the inbound messages
+    marked processed; the text is sent and the summary enqueued after commit. Returns the
+    OUTBOUND part ids, in sending order.
+    """
+    turn = Turn(
+        session_id=session.pk,
+        turn_id=uuid4(),
+        token=token,
+        state=SessionState(session.state),
+        inbound_ids=tuple(inbound_ids),
+        last_inbound_id=max(inbound_ids),
+    )
+    result = turn_failure(session_context(session), reason, detail)
+    return _write_turn(turn, result, now, runtime, send=send, enqueue_summary=enqueue_summary)
+
+
+def _write_turn(
+    turn: Turn,
+    result: TurnResult,
+    now: datetime,
+    runtime: RuntimeSettings,
+    *,
+    send: Callable[[int], None],
+    enqueue_summary: Callable[[int], None],
+) -> list[int]:
+    """Write everything the turn decided, send its parts after commit; their ids, in order.
+
+    One UPDATE of the session and one INSERT of its rows either way: a handoff's go through
+    `session_handoff` with the turn's own (which also registers the sends and the summary).
+    """
+    fields = session_fields(result, now)
+    events = event_rows(turn, result.events, now)
+    replies = reply_rows(turn, result.reply, now) if result.reply is not None else []
+    if result.handoff is not None:
+        written = session_handoff(
+            session_id=turn.session_id,
+            reason=result.handoff.reason,
+            detail=result.handoff.detail,
+            motive=result.handoff.motive,
+            now=now,
+            # The fixed text unless the model wrote this handoff's message (code 5).
+            fixed_text=result.reply is None,
+            runtime=runtime,
+            send=send,
+            enqueue_summary=enqueue_summary,
+            agent=result.agent.value if result.agent else "",
+            raw_response=result.failure_raw,
+            turn_id=turn.turn_id,
+            fields=fields,
+            rows_before=events,
+            rows_after=replies,
+        )
+        # The turn runs in a bot state and its commit checked that under the row lock.
+        assert written is not None, "a turn hands off a session in a bot state"
+        part_ids = list(written.part_ids)
+    else:
+        assert result.reply is not None, "a turn without a reply is a handoff"
+        Session.objects.filter(pk=turn.session_id).update(**fields)
+        created = Message.objects.bulk_create([*events, *replies])
+        part_ids = [m.pk for m in created if m.direction == Direction.OUTBOUND]
+        # One hook each, every one attempted whatever the others do (conversations.commit_hooks).
+        for part_id in part_ids:
+            on_commit_call(send, part_id)
+    if result.create_lead:
+        Lead.objects.update_or_create(
+            session_id=turn.session_id,
+            defaults={"data": lead_data(result.context), "crm_status": CrmStatus.PENDING},
+        )
+    _mark_processed(turn, now)
+    return part_ids

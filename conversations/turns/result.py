@@ -1,0 +1,82 @@
+"""What a turn is and what it decided, in memory: `Turn` (which messages, under which lease),
+`TurnResult` (the session as the turn leaves it, its events, its reply or its handoff) and
+`turn_failure` (the result of every failure: a handoff with the fixed text, never the model's).
+
+Thinking (`conversations.turns.think`) builds a `TurnResult`; the commit
+(`conversations.turns.commit`) writes it.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from agents.context import SessionContext
+from agents.contract import ParsedLLMResponse
+from agents.states import AgentName, HandoffReason, SessionState
+from conversations.dispatcher import Handoff, SystemEvent
+
+_DETAIL_CHARS = 255
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One turn of a session: its pending inbound messages, answered under the lease `token`."""
+
+    session_id: int
+    turn_id: UUID
+    token: UUID
+    state: SessionState
+    inbound_ids: tuple[int, ...]
+    last_inbound_id: int
+    # What the customer wrote this turn (searched for a strategic company's name or CNPJ).
+    texts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The model's customer text and the answer it came from."""
+
+    text: str
+    agent: AgentName
+    parsed: ParsedLLMResponse
+    raw_response: str
+
+
+@dataclass(slots=True)
+class TurnResult:
+    """A turn thought through in memory, ready to commit."""
+
+    context: SessionContext
+    # The agent whose answer decided the outcome (None: decided before any model call).
+    agent: AgentName | None = None
+    events: list[SystemEvent] = field(default_factory=list)
+    reply: Reply | None = None  # the model's text to send (1, 4, 6, 8, 5)
+    handoff: Handoff | None = None
+    create_lead: bool = False
+    close: bool = False
+    # The offending raw answer of a failure, kept on the handoff event.
+    failure_raw: str = ""
+
+    @property
+    def supersedable(self) -> bool:
+        """Only a draft the model wrote for the customer gives way to a newer message."""
+        return self.reply is not None
+
+
+def turn_failure(
+    context: SessionContext,
+    reason: HandoffReason,
+    detail: str,
+    *,
+    agent: AgentName | None = None,
+    events: Sequence[SystemEvent] = (),
+    raw: str = "",
+) -> TurnResult:
+    """A failure's result: a handoff for `reason`, with what the turn had found so far."""
+    return TurnResult(
+        context=context,
+        agent=agent,
+        events=list(events),
+        handoff=Handoff(reason, detail=detail[:_DETAIL_CHARS]),
+        failure_raw=raw,
+    )

@@ -1,0 +1,159 @@
+"""The use case of a session's turn: claim the lease, think, commit, until nothing is pending.
+
+`session_process` (task ``conversations.process_session``) takes the session's lease
+(`conversations.lease`); a worker that finds it taken exits — the holder drains every pending
+inbound message before it releases, then looks once more, so a message that arrived while it
+released is not stranded. Each turn is read (`conversations.turns.selectors`), thought through
+with no DB transaction open (`conversations.turns.think`) and committed
+(`conversations.turns.commit`); a HUMAN or CLOSED session's messages are only marked processed.
+The task's soft time limit (`deadline_errors`) ends the current turn in an ``llm_timeout``
+handoff. The phases and every failure's outcome: `conversations.turns`.
+"""
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from uuid import UUID, uuid4
+
+from agents.states import BOT_STATES, HandoffReason, SessionState
+from conversations.lease import lease_claim, lease_release
+from conversations.models import Message, Session
+from conversations.turns.commit import CommitOutcome, turn_commit, turn_skip
+from conversations.turns.deps import PipelineConfig, PipelineDeps
+from conversations.turns.result import Turn, turn_failure
+from conversations.turns.selectors import (
+    session_context,
+    session_has_pending,
+    session_pending_inbound,
+)
+from conversations.turns.think import turn_think
+
+logger = logging.getLogger(__name__)
+
+
+class ProcessOutcome(StrEnum):
+    BUSY = "busy"  # another worker holds the lease: it will drain this session
+    DRAINED = "drained"  # no pending inbound message is left
+    LEASE_LOST = "lease_lost"  # the lease expired and another worker took it over
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessReport:
+    outcome: ProcessOutcome
+    turns: int = 0  # committed turns (a superseded run is not counted)
+    superseded: int = 0
+
+
+# --- The use case -------------------------------------------------------------------------------
+
+
+def session_process(
+    *,
+    session_id: int,
+    deps: PipelineDeps,
+    config: PipelineConfig,
+    deadline_errors: tuple[type[BaseException], ...] = (),
+) -> ProcessReport:
+    """Answer every pending inbound message of the session (see the module docstring).
+
+    `deadline_errors`: exceptions that mean "out of time" (Celery's `SoftTimeLimitExceeded`):
+    the current turn ends in an ``llm_timeout`` handoff and the lease is released.
+    """
+    token = lease_claim(session_id=session_id, now=deps.clock(), ttl=config.lease_ttl)
+    if token is None:
+        logger.info("session_lease_busy", extra={"session_id": session_id})
+        return ProcessReport(ProcessOutcome.BUSY)
+    turns = superseded = 0
+    try:
+        while True:
+            pending = session_pending_inbound(session_id=session_id)
+            if not pending:
+                lease_release(session_id=session_id, token=token)
+                token = None
+                # A message stored while we released found the lease taken and its task left:
+                # look once more, and take the lease back if it is still free.
+                if not session_has_pending(session_id=session_id):
+                    return ProcessReport(ProcessOutcome.DRAINED, turns, superseded)
+                token = lease_claim(session_id=session_id, now=deps.clock(), ttl=config.lease_ttl)
+                if token is None:
+                    return ProcessReport(ProcessOutcome.DRAINED, turns, superseded)
+                continue
+            outcome = _process_turn(
+                session_id=session_id,
+                token=token,
+                pending=pending,
+                deps=deps,
+                config=config,
+                deadline_errors=deadline_errors,
+            )
+            if outcome is CommitOutcome.LEASE_LOST:
+                token = None
+                return ProcessReport(ProcessOutcome.LEASE_LOST, turns, superseded)
+            if outcome is CommitOutcome.SUPERSEDED:
+                superseded += 1
+            else:
+                turns += 1
+    finally:
+        if token is not None:
+            lease_release(session_id=session_id, token=token)
+
+
+def _process_turn(
+    *,
+    session_id: int,
+    token: UUID,
+    pending: Sequence[Message],
+    deps: PipelineDeps,
+    config: PipelineConfig,
+    deadline_errors: tuple[type[BaseException], ...],
+) -> CommitOutcome:
+    """One turn: read it, think it through, commit it; a HUMAN or CLOSED session's is skipped."""
+    session = Session.objects.select_related("instance").get(pk=session_id)
+    last = pending[-1]
+    turn = Turn(
+        session_id=session_id,
+        turn_id=uuid4(),
+        token=token,
+        state=SessionState(session.state),
+        inbound_ids=tuple(m.pk for m in pending),
+        last_inbound_id=last.pk,
+        texts=tuple(m.content for m in pending),
+    )
+    log = {"session_id": session_id, "turn_id": str(turn.turn_id), "messages": len(pending)}
+    if turn.state not in BOT_STATES:
+        turn_skip(turn=turn, now=deps.clock())
+        logger.info("turn_skipped", extra={**log, "state": turn.state.value})
+        return CommitOutcome.COMMITTED
+
+    started = time.monotonic()
+    logger.info("turn_started", extra={**log, "state": turn.state.value})
+    deps.mark_read(turn.last_inbound_id)
+    context = session_context(session)
+    runtime = deps.prompts.runtime()
+    try:
+        result = turn_think(
+            turn=turn,
+            context=context,
+            customer_document=session.customer_document,
+            runtime=runtime,
+            deps=deps,
+            config=config,
+        )
+        outcome = turn_commit(turn=turn, result=result, deps=deps, runtime=runtime)
+    except deadline_errors:
+        logger.warning("turn_deadline_exceeded", extra=log)
+        result = turn_failure(context, HandoffReason.LLM_TIMEOUT, "task time limit exceeded")
+        outcome = turn_commit(turn=turn, result=result, deps=deps, runtime=runtime)
+    logger.info(
+        "turn_finished",
+        extra={
+            **log,
+            "outcome": outcome.value,
+            "state": result.context.state.value,
+            "handoff_reason": result.handoff.reason.value if result.handoff else "",
+            "duration_ms": int((time.monotonic() - started) * 1000),
+        },
+    )
+    return outcome

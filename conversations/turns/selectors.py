@@ -1,0 +1,54 @@
+"""The reads of a turn: the session as the agents see it, and its pending inbound messages.
+
+`session_context` is also the prompt preview's reading of a real session
+(`conversations.prompt_preview`); this module imports only the models and the pure core, so the
+preview does not load the rest of the turn with it.
+"""
+
+from django.db.models import F
+
+from agents.context import InstanceInfo, SessionContext
+from agents.states import SessionState
+from conversations.models import Message, Session
+
+
+def session_context(session: Session) -> SessionContext:
+    """The session as the agents see it (a plain snapshot; the instance must be loaded)."""
+    instance = session.instance
+    return SessionContext(
+        session_id=session.pk,
+        state=SessionState(session.state),
+        instance=InstanceInfo(
+            name=instance.name,
+            display_phone=instance.display_phone,
+            brand_context=instance.brand_context,
+            health_sensitive=instance.health_sensitive,
+        ),
+        customer_phone=session.customer_phone,
+        customer_name=session.customer_name,
+        segment=session.segment,
+        intent=session.intent,
+        service=session.service,
+        technical_data=dict(session.technical_data or {}),
+        registration_data=dict(session.registration_data or {}),
+        loaded_packages=tuple(session.loaded_packages or ()),
+        technical_extras=dict(session.technical_extras or {}),
+        registration_extras=dict(session.registration_extras or {}),
+        confirmation_data=(
+            dict(session.confirmation_data) if session.confirmation_data is not None else None
+        ),
+    )
+
+
+def session_pending_inbound(*, session_id: int) -> list[Message]:
+    """The session's pending inbound messages, one turn, in WhatsApp's order (then arrival)."""
+    return list(
+        Message.objects.pending_inbound()
+        .filter(session_id=session_id)
+        .order_by(F("wa_timestamp").asc(nulls_last=True), "id")
+        .only("id", "content", "wa_timestamp")
+    )
+
+
+def session_has_pending(*, session_id: int) -> bool:
+    return Message.objects.pending_inbound().filter(session_id=session_id).exists()
