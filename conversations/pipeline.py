@@ -64,6 +64,7 @@ from agents.sources import (
 )
 from agents.states import AGENT_FOR_STATE, BOT_STATES, AgentName, HandoffReason, SessionState
 from conversations.commit_hooks import on_commit_call
+from conversations.delivery_tasks import enqueue_lead_delivery
 from conversations.dispatcher import (
     Handoff,
     Next,
@@ -73,13 +74,12 @@ from conversations.dispatcher import (
     dispatch,
 )
 from conversations.handoff import session_handoff, strategic_company_for
+from conversations.leads import lead_create
 from conversations.lease import lease_claim, lease_release
 from conversations.models import (
     SUPERSEDED,
-    CrmStatus,
     DeliveryStatus,
     Direction,
-    Lead,
     Message,
     Session,
 )
@@ -772,9 +772,10 @@ def _write_turn(
         for part_id in part_ids:
             on_commit_call(send, part_id)
     if result.create_lead:
-        Lead.objects.update_or_create(
+        lead_create(
             session_id=turn.session_id,
-            defaults={"data": lead_data(result.context), "crm_status": CrmStatus.PENDING},
+            data=lead_data(result.context),
+            deliver=enqueue_lead_delivery,
         )
     _mark_processed(turn, now)
     return part_ids

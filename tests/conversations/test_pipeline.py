@@ -629,7 +629,7 @@ def test_code_5_creates_the_lead_and_hands_off_with_the_model_message(
         "",
     )
     lead = Lead.objects.get(session=session)
-    assert lead.crm_status == CrmStatus.PENDING
+    assert lead.crm_status == CrmStatus.NOT_CONFIGURED
     assert lead.data == {
         "nome_cliente": "Ana Lima",
         "telefone": CUSTOMER_PHONE,
