@@ -315,6 +315,8 @@ LOGGING = {
         "staff_auth": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
         "axes": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "celery": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # httpx logs every request's full URL at INFO; a receiver's URL may carry a token.
+        "httpx": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
 

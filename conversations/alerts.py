@@ -135,7 +135,7 @@ class HandoffAlert:
                 _("Reason: %(label)s (%(code)s)")
                 % {"label": self.reason_label, "code": self.reason},
                 _("Next action: %(action)s")
-                % {"action": self.next_action or _("summary being prepared")},
+                % {"action": self.next_action or _("summary still being prepared")},
                 _("Handed off at: %(when)s") % {"when": when},
                 "",
                 _("Open: %(url)s") % {"url": self.url},

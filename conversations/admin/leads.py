@@ -171,8 +171,8 @@ def csv_headers() -> list[str]:
         _("Intention"),
         _("Service"),
         _("Technical data"),
-        _("CRM status"),
-        _("CRM delivery attempts"),
+        _("Status in the CRM"),
+        _("Delivery attempts"),
     ]
 
 
