@@ -34,9 +34,7 @@ logger = logging.getLogger(__name__)
 _ERROR_CHARS = 500
 
 
-def lead_create(
-    *, session_id: int, data: dict[str, Any], deliver: Callable[[int], None]
-) -> Lead:
+def lead_create(*, session_id: int, data: dict[str, Any], deliver: Callable[[int], None]) -> Lead:
     """Write the session's lead (once per session) and, when the CRM is configured, register
     its delivery — ``deliver(lead_id)`` — after the caller's transaction commits."""
     status = CrmStatus.PENDING if settings.CRM_WEBHOOK_URL else CrmStatus.NOT_CONFIGURED
