@@ -121,9 +121,9 @@ def display_value(value: Any) -> str:
 
 def registration_rows(lead: Lead) -> list[tuple[str, str]]:
     data = registration(lead)
-    keys = [k for k in _REGISTRATION_ORDER if k in data] + [
+    keys = [k for k in _REGISTRATION_ORDER if k in data] + sorted(
         k for k in data if k not in _REGISTRATION_ORDER
-    ]
+    )
     return [
         (
             str(REGISTRATION_LABELS.get(key, key)),
@@ -151,10 +151,10 @@ def request_rows(lead: Lead, names: CatalogNames) -> list[tuple[str, str]]:
 def technical_rows(lead: Lead, names: CatalogNames) -> list[tuple[str, str]]:
     data = _dict(lead.data)
     labels = names.parameters.get(_text(data.get("servico")), {})
-    return [
-        (labels.get(key, key), display_value(value))
-        for key, value in _dict(data.get("qualification_data")).items()
-    ]
+    values = _dict(data.get("qualification_data"))
+    # The schema's order (PostgreSQL's jsonb keeps keys in its own order), then the rest.
+    keys = [k for k in labels if k in values] + sorted(k for k in values if k not in labels)
+    return [(labels.get(key, key), display_value(values[key])) for key in keys]
 
 
 # --- CSV export -------------------------------------------------------------------------------
