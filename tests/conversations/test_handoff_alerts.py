@@ -4,6 +4,7 @@ refusals, out-of-hours marking, the summary's next action, first name only."""
 
 import hashlib
 import hmac
+import json
 import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -13,14 +14,18 @@ import pytest
 from django.core import mail
 from django.db import transaction
 from model_bakery import baker
+from pytest_httpserver import HTTPServer
 
 from agents.states import HandoffMotive, HandoffReason
 from conversations.alerts import SUMMARY_WAIT, summary_awaited
 from conversations.delivery_tasks import DELIVERY_MAX_RETRIES, notify_handoff, post_handoff_alert
 from conversations.handoff import FIXED_TEXT_REQUIRED, session_handoff
-from conversations.models import HandoffSummary, Instance, Message, Session
+from conversations.models import Direction, HandoffSummary, Instance, Message, Session
+from conversations.pipeline_tasks import process_session
 from prompts_admin.models import RuntimeConfig
 from prompts_admin.selectors import DatabasePromptSource
+from tests.fakes.graph_server import FakeGraphAPI
+from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.webhook_receiver import WebhookReceiver, receiver  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -409,3 +414,42 @@ def test_a_receiver_that_is_down_is_a_connection_error_retried_then_failed(
         "(6 tentativa(s))."
     )
     assert details["attempts"] == 6
+
+
+# --- Through a real turn ----------------------------------------------------------------------
+
+
+def test_a_turn_s_handoff_alerts_with_the_summary_s_next_action(
+    configured: WebhookReceiver,
+    session: Session,
+    openai_settings: FakeOpenAIServer,
+    httpserver: HTTPServer,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """process_session → code 98 → handoff → the summary task (fake model) → the alert."""
+    graph = FakeGraphAPI(httpserver)
+    settings.WHATSAPP_API_BASE_URL = graph.base_url
+    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
+    Message.objects.create(
+        session=session,
+        direction=Direction.INBOUND,
+        content="Quero falar com uma pessoa",
+        wa_message_id="wamid.IN1",
+        wa_timestamp=datetime.now(UTC),
+    )
+    openai_settings.queue_text('{"s":98,"motivo":"pedido_cliente"}')
+    openai_settings.queue_text(json.dumps({"proxima_acao": "Ligar para a cliente"}))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        process_session.delay(session.pk)
+
+    [post] = configured.received
+    assert (
+        post.json["reason"],
+        post.json["customer_first_name"],
+        post.json["summary_ready"],
+        post.json["next_action"],
+    ) == ("model_requested", "Maria", True, "Ligar para a cliente")
+    [email] = mail.outbox
+    assert "Próxima ação: Ligar para a cliente\n" in email.body

@@ -36,6 +36,7 @@ from conversations.pipeline import (
     session_process,
 )
 from tests.agents.support import NOW, FakeLLM
+from tests.fakes.webhook_receiver import WebhookReceiver, receiver  # noqa: F401
 
 S = SessionState
 CUSTOMER_PHONE = "5511988887777"
@@ -644,6 +645,25 @@ def test_code_5_creates_the_lead_and_hands_off_with_the_model_message(
     ]
     assert events(session) == [("lead_created", "confirmed"), ("handoff", "qualified_lead")]
     assert run.summaries == [session.pk]
+
+
+def test_code_5_with_the_crm_configured_posts_the_lead_after_the_commit(
+    instance: Instance,
+    capture: Any,
+    settings: Any,
+    receiver: WebhookReceiver,  # noqa: F811
+) -> None:
+    settings.CRM_WEBHOOK_URL, settings.CRM_WEBHOOK_SECRET = receiver.url, "crm-secret"
+    session = confirming(instance)
+    inbound(session, "Sim, está tudo certo")
+
+    pipeline('{"s":5}Perfeito, Ana! Sua solicitação foi registrada.').run(session, capture=capture)
+
+    lead = Lead.objects.get(session=session)
+    assert (lead.crm_status, lead.crm_attempts) == (CrmStatus.SENT, 1)
+    assert [(r.json["lead_id"], r.json["cadastro"]) for r in receiver.received] == [
+        (lead.pk, REGISTRATION)
+    ]
 
 
 def confirming(instance: Instance) -> Session:
