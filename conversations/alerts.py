@@ -79,9 +79,13 @@ def first_name(session: Session) -> str:
 
 
 def reason_label(reason: str) -> str:
-    """The handoff reason as staff read it (the admin's label, pt-BR)."""
+    """The handoff reason as staff read it (the admin's label, in the site's language even when
+    a staff member's request with another language runs the task eagerly)."""
     label = _REASON_LABELS.get(reason)
-    return str(label) if label is not None else reason
+    if label is None:
+        return reason
+    with translation.override(settings.LANGUAGE_CODE):
+        return str(label)
 
 
 @dataclass(frozen=True, slots=True)
