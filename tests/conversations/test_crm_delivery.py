@@ -158,7 +158,7 @@ def test_a_timeout_is_retried_then_the_lead_is_sent(
 
 
 def test_a_4xx_fails_at_once_with_the_answer(
-    crm: WebhookReceiver, session: Session, worker_retries: None
+    crm: WebhookReceiver, session: Session, worker_retries: None, caplog: Any
 ) -> None:
     lead = pending_lead(session)
     crm.respond(422, body='{"erro": "campo cnpj obrigatório"}')
@@ -168,6 +168,11 @@ def test_a_4xx_fails_at_once_with_the_answer(
     assert len(crm.received) == 1
     assert state(lead) == ("failed", 1, 'HTTP 422: {"erro": "campo cnpj obrigatório"}')
     assert lead.crm_sent_at is None
+    [record] = [r for r in caplog.records if r.message == "crm_lead_failed"]
+    assert (record.lead_id, record.session_id, record.host) == (lead.pk, session.pk, "127.0.0.1")
+    logged = " ".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
+    assert SECRET not in logged
+    assert crm.url not in logged
 
 
 def test_retries_are_bounded_and_the_last_failure_is_recorded_with_the_attempts(
