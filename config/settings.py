@@ -249,6 +249,61 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = WEBHOOK_MAX_BODY_BYTES + 1024 * 1024
 WEBHOOK_INLINE_MAX_EVENTS = env.int("WEBHOOK_INLINE_MAX_EVENTS", default=50)
 WEBHOOK_INLINE_MAX_BYTES = env.int("WEBHOOK_INLINE_MAX_BYTES", default=256 * 1024)
 
+# --- Alerts on handoff and leads to the CRM (README, Support workflow / Leads and the CRM) ---
+# Public base URL of this deployment: the alerts and the CRM payload link to the admin with it.
+SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000" if DEBUG else "").rstrip("/")
+# Mail: a django-environ URL (smtp+tls://user:password@host:587, consolemail://, ...); unset is
+# the console backend, which only a developer wants.
+EMAIL_URL = env.str("EMAIL_URL", default="")
+vars().update(
+    {
+        key: value
+        for key, value in environ.Env.email_url_config(EMAIL_URL or "consolemail://").items()
+        if value is not None
+    }
+)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="atendimento@localhost")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+HANDOFF_NOTIFY_EMAILS = env.list("HANDOFF_NOTIFY_EMAILS", default=[])
+HANDOFF_WEBHOOK_URL = env.str("HANDOFF_WEBHOOK_URL", default="")
+HANDOFF_WEBHOOK_SECRET = env.str("HANDOFF_WEBHOOK_SECRET", default="")
+CRM_WEBHOOK_URL = env.str("CRM_WEBHOOK_URL", default="")
+CRM_WEBHOOK_SECRET = env.str("CRM_WEBHOOK_SECRET", default="")
+# Seconds per read (and connect) of one signed POST; a task retries timeouts with backoff.
+OUTBOUND_WEBHOOK_TIMEOUT_SECONDS = 10.0
+
+
+def _check_outbound_webhooks() -> None:
+    """Refuse, at startup, a signed webhook that could not be signed or linked, and e-mail
+    alerts that would only reach the console. In DEBUG a URL without its secret is allowed
+    (its POSTs go unsigned, for trying a receiver locally)."""
+    for url_name, secret_name in (
+        ("HANDOFF_WEBHOOK_URL", "HANDOFF_WEBHOOK_SECRET"),
+        ("CRM_WEBHOOK_URL", "CRM_WEBHOOK_SECRET"),
+    ):
+        url = globals()[url_name]
+        if url and not re.match(r"^https?://[^/\s]+", url):
+            raise ImproperlyConfigured(f"{url_name} must be an http:// or https:// URL.")
+        if url and not globals()[secret_name] and not DEBUG:
+            raise ImproperlyConfigured(
+                f"{url_name} is set but {secret_name} is not: the POSTs are signed with it. "
+                "It is required when DEBUG=False; set it in the environment or .env."
+            )
+    alerts = bool(HANDOFF_NOTIFY_EMAILS or HANDOFF_WEBHOOK_URL or CRM_WEBHOOK_URL)
+    if alerts and not SITE_URL:
+        raise ImproperlyConfigured(
+            "SITE_URL is not set: the alerts and the CRM payload link to the admin with it "
+            "(e.g. https://atendimento.example.com.br). It is required when DEBUG=False."
+        )
+    if HANDOFF_NOTIFY_EMAILS and not EMAIL_URL and not DEBUG:
+        raise ImproperlyConfigured(
+            "HANDOFF_NOTIFY_EMAILS is set but EMAIL_URL is not: the alerts would only reach the "
+            "console. Set EMAIL_URL (e.g. smtp+tls://user:password@host:587)."
+        )
+
+
+_check_outbound_webhooks()
+
 # --- Logging: one line per event, `event key=value ...`, secrets redacted ---
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {
@@ -266,6 +321,8 @@ LOGGING = {
         "staff_auth": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
         "axes": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "celery": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # httpx logs every request's full URL at INFO; a receiver's URL may carry a token.
+        "httpx": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
 

@@ -46,7 +46,9 @@ from agents.summary import (
     TranscriptLine,
     generate_operational_summary,
 )
+from conversations.alerts import alert_due, alerts_configured
 from conversations.commit_hooks import on_commit_call
+from conversations.delivery_tasks import enqueue_handoff_alert
 from conversations.dispatcher import EVENT_HANDOFF, Handoff, handoff_event
 from conversations.message_order import newest_in_conversation_order
 from conversations.models import (
@@ -191,6 +193,8 @@ def session_handoff(
     if summary_due(reason):
         assert enqueue_summary is not None
         on_commit_call(enqueue_summary, session_id)
+    if alert_due(reason) and alerts_configured():  # after the summary's: the alert waits for it
+        on_commit_call(enqueue_handoff_alert, session_id)
     return HandoffWritten(session_id=session_id, event_id=event.pk, part_ids=part_ids)
 
 

@@ -15,10 +15,10 @@ working.
 
 from conversations.admin.circuit import ProviderCircuitAdmin
 from conversations.admin.instances import InstanceAdmin, InstanceForm
+from conversations.admin.leads import LeadAdmin
 from conversations.admin.logs import (
     DeliveryStatusEventAdmin,
     HandoffSummaryAdmin,
-    LeadAdmin,
     LLMCallAdmin,
     MessageAdmin,
     ReadOnlyAdmin,

@@ -1,5 +1,5 @@
-"""Read-only admins of the logs: messages, model calls, webhook deliveries, status events,
-summaries and leads. Nobody changes them from the admin, superusers included.
+"""Read-only admins of the logs: messages, model calls, webhook deliveries, status events and
+summaries. Nobody changes them from the admin, superusers included. (Leads: `admin.leads`.)
 """
 
 import contextlib
@@ -19,7 +19,6 @@ from conversations.admin.masking import ModelT, PersonalDataMaskingMixin
 from conversations.models import (
     DeliveryStatusEvent,
     HandoffSummary,
-    Lead,
     LLMCall,
     Message,
     WebhookDelivery,
@@ -233,15 +232,4 @@ class HandoffSummaryAdmin(ReadOnlyAdmin[HandoffSummary]):
 
     @admin.display(description=_("conversation"), ordering="session_id")
     def session_link(self, obj: HandoffSummary) -> str:
-        return _session_link(obj.session_id)
-
-
-@admin.register(Lead)
-class LeadAdmin(ReadOnlyAdmin[Lead]):
-    list_display = ("session_link", "crm_status", "created_at")
-    list_filter = ("crm_status",)
-    show_full_result_count = False
-
-    @admin.display(description=_("conversation"), ordering="session_id")
-    def session_link(self, obj: Lead) -> str:
         return _session_link(obj.session_id)

@@ -24,8 +24,10 @@ from django.db import connection, transaction
 from agents.sources import RuntimeSettings
 from agents.states import HandoffReason, SessionState
 from conversations.commit_hooks import on_commit_call
+from conversations.delivery_tasks import enqueue_lead_delivery
 from conversations.handoff import session_handoff
-from conversations.models import SUPERSEDED, CrmStatus, Direction, Lead, Message, Session
+from conversations.leads import lead_create
+from conversations.models import SUPERSEDED, Direction, Message, Session
 from conversations.turns.deps import PipelineDeps
 from conversations.turns.result import Reply, Turn, TurnResult, turn_failure
 from conversations.turns.rows import (
@@ -206,9 +208,10 @@ def _write_turn(
         for part_id in part_ids:
             on_commit_call(send, part_id)
     if result.create_lead:
-        Lead.objects.update_or_create(
+        lead_create(
             session_id=turn.session_id,
-            defaults={"data": lead_data(result.context), "crm_status": CrmStatus.PENDING},
+            data=lead_data(result.context),
+            deliver=enqueue_lead_delivery,
         )
     _mark_processed(turn, now)
     return part_ids

@@ -156,6 +156,82 @@ def test_every_variable_settings_reads_is_documented() -> None:
     readme = (ROOT / "README.md").read_text()
     example = (ROOT / ".env.example").read_text()
 
-    assert len(variables) == 43
+    assert len(variables) == 51
     assert [v for v in variables if f"`{v}`" not in readme] == []
     assert [v for v in variables if v not in example] == []
+
+
+@pytest.mark.parametrize(
+    ("url", "secret"),
+    [("HANDOFF_WEBHOOK_URL", "HANDOFF_WEBHOOK_SECRET"), ("CRM_WEBHOOK_URL", "CRM_WEBHOOK_SECRET")],
+)
+def test_production_refuses_a_webhook_url_without_its_secret(url: str, secret: str) -> None:
+    env = PRODUCTION_ENV | {url: "https://hooks.example.com/x", "SITE_URL": "https://a.example"}
+
+    result = run_python("import django; django.setup()", env)
+
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"django.core.exceptions.ImproperlyConfigured: {url} is set but {secret} is not: the "
+        "POSTs are signed with it. It is required when DEBUG=False; set it in the environment "
+        "or .env."
+    )
+
+
+def test_production_refuses_alerts_without_a_site_url_and_e_mails_without_a_mail_server() -> None:
+    hook = {"CRM_WEBHOOK_URL": "https://crm.example.com/leads", "CRM_WEBHOOK_SECRET": "s"}
+    no_site = run_python("import django; django.setup()", PRODUCTION_ENV | hook)
+    emails = {"HANDOFF_NOTIFY_EMAILS": "equipe@lab.example", "SITE_URL": "https://a.example"}
+    no_mail = run_python("import django; django.setup()", PRODUCTION_ENV | emails)
+
+    assert no_site.stderr.strip().splitlines()[-1] == (
+        "django.core.exceptions.ImproperlyConfigured: SITE_URL is not set: the alerts and the CRM "
+        "payload link to the admin with it (e.g. https://atendimento.example.com.br). It is "
+        "required when DEBUG=False."
+    )
+    assert no_mail.stderr.strip().splitlines()[-1] == (
+        "django.core.exceptions.ImproperlyConfigured: HANDOFF_NOTIFY_EMAILS is set but EMAIL_URL "
+        "is not: the alerts would only reach the console. Set EMAIL_URL (e.g. "
+        "smtp+tls://user:password@host:587)."
+    )
+
+
+def test_a_webhook_url_must_be_http() -> None:
+    result = run_python(
+        "import django; django.setup()", {"DEBUG": "True", "CRM_WEBHOOK_URL": "ftp://crm/x"}
+    )
+    assert result.stderr.strip().splitlines()[-1] == (
+        "django.core.exceptions.ImproperlyConfigured: CRM_WEBHOOK_URL must be an http:// or "
+        "https:// URL."
+    )
+
+
+def test_alert_and_mail_settings_are_read_and_debug_allows_an_unsigned_webhook() -> None:
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.HANDOFF_NOTIFY_EMAILS, s.SITE_URL, s.EMAIL_BACKEND, s.EMAIL_HOST, s.EMAIL_PORT, "
+        "s.EMAIL_USE_TLS, s.DEFAULT_FROM_EMAIL, repr(s.HANDOFF_WEBHOOK_SECRET))"
+    )
+    production = run_python(
+        code,
+        PRODUCTION_ENV
+        | {
+            "HANDOFF_NOTIFY_EMAILS": "equipe@lab.example,plantao@lab.example",
+            "EMAIL_URL": "smtp+tls://alerts:pw@mail.example.com:587",
+            "DEFAULT_FROM_EMAIL": "atendimento@lab.example",
+            "SITE_URL": "https://atendimento.example.com.br/",
+            "HANDOFF_WEBHOOK_URL": "https://hooks.example.com/x",
+            "HANDOFF_WEBHOOK_SECRET": "s3",
+        },
+    )
+    debug = run_python(code, {"DEBUG": "True", "HANDOFF_WEBHOOK_URL": "http://127.0.0.1:9/x"})
+
+    assert production.stdout.strip() == (
+        "['equipe@lab.example', 'plantao@lab.example'] https://atendimento.example.com.br "
+        "django.core.mail.backends.smtp.EmailBackend mail.example.com 587 True "
+        "atendimento@lab.example 's3'"
+    )
+    assert debug.stdout.strip() == (
+        "[] http://127.0.0.1:8000 django.core.mail.backends.console.EmailBackend localhost 25 "
+        "False atendimento@localhost ''"
+    )

@@ -129,7 +129,11 @@ def conversation() -> dict:
     lead = baker.make(
         Lead,
         session=session,
-        data={"nome": NAME, "email": EMAIL, "documento": CPF, "telefone": f"+{PHONE}"},
+        data={
+            "nome_cliente": NAME,
+            "telefone": PHONE,
+            "cadastro": {"nome": NAME, "email": EMAIL, "documento": CPF, "telefone": f"+{PHONE}"},
+        },
     )
     event = baker.make(
         DeliveryStatusEvent,
@@ -270,15 +274,18 @@ MASKED_PAGES: dict[str, Callable[[dict], tuple[str, list[str]]]] = {
             '{"nome": "M*** S***", "telefone": "*************"}',  # raw JSON: text
         ],
     ),
-    "lead list": lambda c: ("/admin/conversations/lead/", [f"#{c['session'].pk}"]),
+    "lead list": lambda c: (
+        "/admin/conversations/lead/",
+        [f'/admin/conversations/lead/{c["lead"].pk}/change/">M*** S***</a></th>'],
+    ),
     "lead page": lambda c: (
         change(c["lead"]),
         [
-            '"nome": "M*** S***"',
-            '"email": "***@***"',
-            '"documento": "***********"',
-            '"telefone": "+*************"',
-            f"#{c['session'].pk} M*** S***",
+            '<th scope="row">Nome</th><td>M*** S***</td>',
+            '<th scope="row">E-mail</th><td>***@***</td>',
+            '<th scope="row">Documento (CPF/CNPJ)</th><td>***********</td>',
+            '<th scope="row">Telefone alternativo</th><td>+*************</td>',
+            f'<a href="/admin/conversations/session/{c["session"].pk}/change/">',
         ],
     ),
     "status event list": lambda c: ("/admin/conversations/deliverystatusevent/", ["wamid.OUT1"]),
@@ -312,8 +319,8 @@ RAW_ON_PAGE = {
     "model call page": f'"customer_phone": "{PHONE}"',
     "summary list": f"Cliente {NAME} confirmou o pedido",
     "summary page": "Ligar para (11) 91234-5678",
-    "lead list": None,
-    "lead page": f'"email": "{EMAIL}"',
+    "lead list": f">{NAME}</a></th>",
+    "lead page": f'<th scope="row">E-mail</th><td>{EMAIL}</td>',
     "status event list": None,
     "status event page": "Recipient +55 11 91234-5678 is not a WhatsApp user",
     "prompt preview": "- Telefone do WhatsApp: +55 11 91234-5678.",

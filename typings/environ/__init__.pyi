@@ -20,6 +20,10 @@ class Env:
         cls, url: builtins.str, engine: builtins.str | None = None
     ) -> builtins.dict[builtins.str, Any]: ...
     @classmethod
+    def email_url_config(
+        cls, url: builtins.str, backend: builtins.str | None = None
+    ) -> builtins.dict[builtins.str, Any]: ...
+    @classmethod
     def read_env(
         cls,
         env_file: builtins.str | PathLike[builtins.str] | None = None,

@@ -23,6 +23,7 @@ from tests.conversations.turns.support import (
     outbound,
     pipeline,
 )
+from tests.fakes.webhook_receiver import WebhookReceiver, receiver  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("catalog")]
 
@@ -130,7 +131,7 @@ def test_code_5_creates_the_lead_and_hands_off_with_the_model_message(
         "",
     )
     lead = Lead.objects.get(session=session)
-    assert lead.crm_status == CrmStatus.PENDING
+    assert lead.crm_status == CrmStatus.NOT_CONFIGURED
     assert lead.data == {
         "nome_cliente": "Ana Lima",
         "telefone": CUSTOMER_PHONE,
@@ -145,6 +146,25 @@ def test_code_5_creates_the_lead_and_hands_off_with_the_model_message(
     ]
     assert events(session) == [("lead_created", "confirmed"), ("handoff", "qualified_lead")]
     assert run.summaries == [session.pk]
+
+
+def test_code_5_with_the_crm_configured_posts_the_lead_after_the_commit(
+    instance: Instance,
+    capture: Any,
+    settings: Any,
+    receiver: WebhookReceiver,  # noqa: F811
+) -> None:
+    settings.CRM_WEBHOOK_URL, settings.CRM_WEBHOOK_SECRET = receiver.url, "crm-secret"
+    session = confirming(instance)
+    inbound(session, "Sim, está tudo certo")
+
+    pipeline('{"s":5}Perfeito, Ana! Sua solicitação foi registrada.').run(session, capture=capture)
+
+    lead = Lead.objects.get(session=session)
+    assert (lead.crm_status, lead.crm_attempts) == (CrmStatus.SENT, 1)
+    assert [(r.json["lead_id"], r.json["cadastro"]) for r in receiver.received] == [
+        (lead.pk, REGISTRATION)
+    ]
 
 
 def test_code_5_with_the_confirmed_data_repeated_creates_the_lead_with_it(

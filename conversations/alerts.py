@@ -1,0 +1,284 @@
+"""Alerts on handoff: the team hears that a customer waits for a human, by e-mail and webhook.
+
+`conversations.handoff.session_handoff` registers, after commit, `enqueue_handoff_alert`
+(`conversations.delivery_tasks`) for every handoff `alert_due` — every reason but a staff
+takeover, whose staff member is in the conversation already (the summary's rule too) — when an
+alert is configured (`alerts_configured`). The task then:
+
+1. **waits briefly for the summary**, whose next action the alert carries: the summary is another
+   task, enqueued just before this one, and is a model call. While no summary exists and the
+   handoff is younger than `SUMMARY_WAIT`, the task retries itself every few seconds; after that
+   the alert goes without it, saying "resumo em preparo" (``next_action: null,
+   summary_ready: false``) — a slow model must not keep the team from hearing about the
+   customer. Run eagerly (no broker) the summary's hook has run already, so there is no wait.
+2. **e-mails** `HANDOFF_NOTIFY_EMAILS` (`handoff_alert_email_send`), once;
+3. **POSTs the signed JSON** to `HANDOFF_WEBHOOK_URL` (`handoff_alert_webhook_post`, its own task,
+   retried with backoff on timeouts, connection errors and 5xx; a 4xx is not retried).
+
+Out of business hours (RuntimeConfig's hours and the national holidays at the handoff's time)
+the alert is sent all the same, marked: ``"out_of_hours": true`` and the subject says so. Both
+carry the customer's **first name only** — no phone, no document, no e-mail (LGPD: the alert
+reaches inboxes and chat tools that keep it), the reason (code and pt-BR label), the summary's
+next action and the absolute link to the conversation's admin page (`SITE_URL`).
+
+Each channel's outcome is recorded where staff and operators look: a SYSTEM ``handoff_alert``
+event in the conversation's transcript (sent, or not sent and why) and a log line
+(``handoff_alert_email_sent`` / ``_failed``, ``handoff_alert_webhook_sent`` / ``_retry`` /
+``_failed``) with the session id; neither carries the receiver's URL or secret.
+"""
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from smtplib import SMTPException
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.urls import reverse
+from django.utils import dateformat, timezone, translation
+from django.utils.translation import gettext as _
+
+from agents.business_hours import business_hours_status
+from agents.sources import RuntimeSettings
+from agents.states import HandoffReason
+from conversations.models import HANDOFF_REASON_CHOICES, Direction, HandoffSummary, Message, Session
+from conversations.signed_post import RetryableDeliveryError, host_of, signed_post
+
+logger = logging.getLogger(__name__)
+
+EVENT_HANDOFF_ALERT = "handoff_alert"
+# How long the alert waits for the operational summary, and how often it looks.
+SUMMARY_WAIT = timedelta(seconds=30)
+SUMMARY_POLL_SECONDS = 5
+_REASON_LABELS = dict(HANDOFF_REASON_CHOICES)
+
+
+def alert_due(reason: HandoffReason) -> bool:
+    """Every handoff alerts the team but a staff takeover: someone is attending already."""
+    return reason is not HandoffReason.STAFF_TAKEOVER
+
+
+def alerts_configured() -> bool:
+    return bool(settings.HANDOFF_NOTIFY_EMAILS or settings.HANDOFF_WEBHOOK_URL)
+
+
+def session_admin_url(session_id: int) -> str:
+    """The absolute link to the conversation's admin page (`SITE_URL` + the admin's path)."""
+    return settings.SITE_URL + reverse("admin:conversations_session_change", args=[session_id])
+
+
+def first_name(session: Session) -> str:
+    """The customer's first name: the first word of the name we know, else of the collected one."""
+    registered = session.registration_data if isinstance(session.registration_data, dict) else {}
+    for name in (session.customer_name, str(registered.get("nome") or "")):
+        words = name.split()
+        if words:
+            return words[0]
+    return ""
+
+
+def reason_label(reason: str) -> str:
+    """The handoff reason as staff read it (the admin's label, in the site's language even when
+    a staff member's request with another language runs the task eagerly)."""
+    label = _REASON_LABELS.get(reason)
+    if label is None:
+        return reason
+    with translation.override(settings.LANGUAGE_CODE):
+        return str(label)
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffAlert:
+    """What both channels say about one handoff."""
+
+    session_id: int
+    url: str
+    instance: str
+    reason: str
+    reason_label: str
+    first_name: str
+    handed_off_at: datetime
+    out_of_hours: bool
+    summary_ready: bool
+    next_action: str | None
+
+    def payload(self) -> dict[str, Any]:
+        """The webhook's JSON document (schema in the README, Support workflow → Alerts)."""
+        return {
+            "event": "session.handoff",
+            "session_id": self.session_id,
+            "url": self.url,
+            "instance": self.instance,
+            "reason": self.reason,
+            "reason_label": self.reason_label,
+            "customer_first_name": self.first_name,
+            "handed_off_at": self.handed_off_at.isoformat(),
+            "out_of_hours": self.out_of_hours,
+            "summary_ready": self.summary_ready,
+            "next_action": self.next_action,
+        }
+
+    def email(self) -> tuple[str, str]:
+        """The e-mail's subject and body, in pt-BR."""
+        with translation.override(settings.LANGUAGE_CODE):
+            marker = _("[out of hours] ") if self.out_of_hours else ""
+            subject = _("%(marker)sCustomer waiting for the team: conversation #%(id)s") % {
+                "marker": marker,
+                "id": self.session_id,
+            }
+            when = dateformat.format(timezone.localtime(self.handed_off_at), "d/m/Y H:i")
+            if self.out_of_hours:
+                when += " " + _("(out of business hours)")
+            lines = [
+                _("A conversation was handed to the team."),
+                "",
+                _("Conversation: #%(id)s (%(instance)s)")
+                % {"id": self.session_id, "instance": self.instance},
+                _("Customer: %(name)s") % {"name": self.first_name or "—"},
+                _("Reason: %(label)s (%(code)s)")
+                % {"label": self.reason_label, "code": self.reason},
+                _("Next action: %(action)s")
+                % {"action": self.next_action or _("summary still being prepared")},
+                _("Handed off at: %(when)s") % {"when": when},
+                "",
+                _("Open: %(url)s") % {"url": self.url},
+            ]
+        return subject, "\n".join(lines) + "\n"
+
+
+def latest_summary(session_id: int) -> HandoffSummary | None:
+    return (
+        HandoffSummary.objects.filter(session_id=session_id)
+        .order_by("-created_at", "-id")
+        .only("id", "next_action", "created_at")
+        .first()
+    )
+
+
+def summary_awaited(*, session_id: int, now: datetime) -> bool:
+    """True while the alert should still wait for the summary (none yet, handoff recent)."""
+    session = Session.objects.only("handed_off_at").get(pk=session_id)
+    recent = session.handed_off_at is not None and now - session.handed_off_at < SUMMARY_WAIT
+    return recent and not HandoffSummary.objects.filter(session_id=session_id).exists()
+
+
+def handoff_alert_build(*, session_id: int, runtime: RuntimeSettings) -> HandoffAlert:
+    session = Session.objects.select_related("instance").get(pk=session_id)
+    handed_off_at = session.handed_off_at or timezone.now()
+    summary = latest_summary(session_id)
+    return HandoffAlert(
+        session_id=session_id,
+        url=session_admin_url(session_id),
+        instance=session.instance.name,
+        reason=session.handoff_reason,
+        reason_label=reason_label(session.handoff_reason),
+        first_name=first_name(session),
+        handed_off_at=handed_off_at,
+        out_of_hours=not business_hours_status(runtime.business_hours, handed_off_at).is_open,
+        summary_ready=summary is not None,
+        next_action=(summary.next_action or None) if summary is not None else None,
+    )
+
+
+def _record(session_id: int, *, channel: str, outcome: str, content: str, **details: Any) -> None:
+    """The outcome as a SYSTEM event of the conversation (staff read it in the transcript)."""
+    Message.objects.create(
+        session_id=session_id,
+        direction=Direction.SYSTEM,
+        message_type=EVENT_HANDOFF_ALERT,
+        action=f"{channel}_{outcome}",
+        content=content,
+        json_part={"channel": channel, "outcome": outcome, **details},
+    )
+
+
+def handoff_alert_email_send(*, session_id: int, runtime: RuntimeSettings) -> str:
+    """E-mail the alert to `HANDOFF_NOTIFY_EMAILS`; returns ``sent``, ``failed`` or ``skipped``.
+
+    Not retried: a mail server that refuses is a configuration to fix, and the failure is
+    recorded on the conversation and logged with its class (never the server's credentials).
+    """
+    recipients = list(settings.HANDOFF_NOTIFY_EMAILS)
+    if not recipients:
+        return "skipped"
+    alert = handoff_alert_build(session_id=session_id, runtime=runtime)
+    subject, body = alert.email()
+    log = {"session_id": session_id, "recipients": len(recipients)}
+    try:
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
+    except (SMTPException, OSError) as exc:
+        error = type(exc).__name__
+        logger.error("handoff_alert_email_failed", extra={**log, "error": error})
+        _record(
+            session_id,
+            channel="email",
+            outcome="failed",
+            content=f"Alerta de transferência por e-mail não enviado: {error}.",
+            error=error,
+        )
+        return "failed"
+    logger.info("handoff_alert_email_sent", extra={**log, "out_of_hours": alert.out_of_hours})
+    _record(
+        session_id,
+        channel="email",
+        outcome="sent",
+        content=f"Alerta de transferência enviado por e-mail a {len(recipients)} destinatário(s).",
+        recipients=len(recipients),
+        out_of_hours=alert.out_of_hours,
+    )
+    return "sent"
+
+
+def handoff_alert_webhook_post(
+    *, session_id: int, runtime: RuntimeSettings, attempt: int, last_attempt: bool
+) -> str:
+    """POST the signed alert to `HANDOFF_WEBHOOK_URL`; returns ``sent``, ``failed`` or
+    ``skipped``. Raises `RetryableDeliveryError` (timeout, connection error, 5xx) unless this is
+    the `last_attempt`, which records the failure instead."""
+    url = settings.HANDOFF_WEBHOOK_URL
+    if not url:
+        return "skipped"
+    alert = handoff_alert_build(session_id=session_id, runtime=runtime)
+    log = {"session_id": session_id, "host": host_of(url), "attempt": attempt}
+    try:
+        answer = signed_post(
+            url=url,
+            secret=settings.HANDOFF_WEBHOOK_SECRET,
+            document=alert.payload(),
+            timeout=settings.OUTBOUND_WEBHOOK_TIMEOUT_SECONDS,
+        )
+    except RetryableDeliveryError as exc:
+        if not last_attempt:
+            logger.warning("handoff_alert_webhook_retry", extra={**log, "error": exc.error})
+            raise
+        error = exc.error
+    else:
+        if answer.accepted:
+            logger.info("handoff_alert_webhook_sent", extra={**log, "status": answer.status})
+            _record(
+                session_id,
+                channel="webhook",
+                outcome="sent",
+                content=(
+                    f"Alerta de transferência entregue ao webhook (HTTP {answer.status}, "
+                    f"{attempt} tentativa(s))."
+                ),
+                status=answer.status,
+                attempts=attempt,
+                out_of_hours=alert.out_of_hours,
+            )
+            return "sent"
+        error = answer.error
+    logger.error("handoff_alert_webhook_failed", extra={**log, "error": error})
+    _record(
+        session_id,
+        channel="webhook",
+        outcome="failed",
+        content=(
+            f"Alerta de transferência não entregue ao webhook: {error} ({attempt} tentativa(s))."
+        ),
+        error=error,
+        attempts=attempt,
+    )
+    return "failed"

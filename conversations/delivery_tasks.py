@@ -1,0 +1,124 @@
+"""Celery tasks that tell the outside about a conversation: the handoff alert and the CRM's lead.
+
+Thin: each calls a use case of `conversations.alerts` or `conversations.leads`; the retry policy
+is here, in the decorators. A `RetryableDeliveryError` (timeout, connection error, 5xx) is
+retried with exponential backoff and jitter — 10 s, 20 s, 40 s ... capped at 10 min, at most
+`DELIVERY_MAX_RETRIES` times (so 1 + 5 POSTs over about five minutes); the last attempt records
+the failure instead of raising. A 4xx is never retried.
+
+Run eagerly with propagation (no broker: the embedded default), Celery's retry cannot run (its
+`Retry` would raise out of the commit hook), so the POST is retried in-process
+`EAGER_BACKOFF` seconds apart, as `conversations.whatsapp.tasks.send_message` does.
+
+- ``conversations.notify_handoff(session_id)``: enqueued after a handoff's commit
+  (`enqueue_handoff_alert`); waits for the summary (`conversations.alerts.SUMMARY_WAIT`), e-mails
+  the team and enqueues the webhook's POST.
+- ``conversations.post_handoff_alert(session_id)``: the signed POST to `HANDOFF_WEBHOOK_URL`.
+- ``conversations.deliver_lead(lead_id)``: the signed POST of a new lead to `CRM_WEBHOOK_URL`,
+  enqueued after the commit of the turn that created it (`enqueue_lead_delivery`) or by the
+  admin's "resend" action.
+"""
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from celery import Task, shared_task
+from django.conf import settings
+from django.utils import timezone
+
+from conversations.alerts import (
+    SUMMARY_POLL_SECONDS,
+    handoff_alert_email_send,
+    handoff_alert_webhook_post,
+    summary_awaited,
+)
+from conversations.leads import lead_deliver
+from conversations.signed_post import RetryableDeliveryError
+from prompts_admin.selectors import DatabasePromptSource
+
+DELIVERY_MAX_RETRIES = 5
+# Eager mode only: the waits between the in-process attempts (so 1 + len() attempts).
+EAGER_BACKOFF: tuple[float, ...] = (0.5, 1.0)
+# The summary wait's polls (SUMMARY_WAIT bounds it in time; this bounds it in count too).
+SUMMARY_MAX_POLLS = 12
+
+
+def _eager_in_process(task: Task[..., Any]) -> bool:
+    return bool(task.request.is_eager and task.app.conf.task_eager_propagates)
+
+
+def _attempts_in_process(attempt: Callable[[int, bool], str]) -> str:
+    """Call ``attempt(number, last)`` until it does not raise `RetryableDeliveryError`."""
+    for number, wait in enumerate(EAGER_BACKOFF, start=1):
+        try:
+            return attempt(number, False)
+        except RetryableDeliveryError:
+            time.sleep(wait)
+    return attempt(len(EAGER_BACKOFF) + 1, True)
+
+
+def enqueue_handoff_alert(session_id: int) -> None:
+    """After the commit of a handoff that alerts (`conversations.handoff`)."""
+    notify_handoff.delay(session_id)
+
+
+def enqueue_lead_delivery(lead_id: int) -> None:
+    deliver_lead.delay(lead_id)
+
+
+@shared_task(name="conversations.notify_handoff", bind=True, max_retries=SUMMARY_MAX_POLLS)
+def notify_handoff(self: Task[[int], str], session_id: int) -> str:
+    """Alert the team of a handoff: e-mail now (after the summary's brief wait), webhook next."""
+    waiting = not _eager_in_process(self) and self.request.retries < SUMMARY_MAX_POLLS
+    if waiting and summary_awaited(session_id=session_id, now=timezone.now()):
+        raise self.retry(countdown=SUMMARY_POLL_SECONDS)
+    outcome = handoff_alert_email_send(
+        session_id=session_id, runtime=DatabasePromptSource().runtime()
+    )
+    if settings.HANDOFF_WEBHOOK_URL:
+        post_handoff_alert.delay(session_id)
+    return outcome
+
+
+@shared_task(
+    name="conversations.post_handoff_alert",
+    bind=True,
+    autoretry_for=(RetryableDeliveryError,),
+    retry_backoff=10,
+    retry_backoff_max=600,
+    retry_jitter=True,
+    max_retries=DELIVERY_MAX_RETRIES,
+)
+def post_handoff_alert(self: Task[[int], str], session_id: int) -> str:
+    """POST the signed handoff alert; returns ``sent``, ``failed`` or ``skipped``."""
+    runtime = DatabasePromptSource().runtime()
+
+    def attempt(number: int, last: bool) -> str:
+        return handoff_alert_webhook_post(
+            session_id=session_id, runtime=runtime, attempt=number, last_attempt=last
+        )
+
+    if _eager_in_process(self):
+        return _attempts_in_process(attempt)
+    return attempt(self.request.retries + 1, self.request.retries >= DELIVERY_MAX_RETRIES)
+
+
+@shared_task(
+    name="conversations.deliver_lead",
+    bind=True,
+    autoretry_for=(RetryableDeliveryError,),
+    retry_backoff=10,
+    retry_backoff_max=600,
+    retry_jitter=True,
+    max_retries=DELIVERY_MAX_RETRIES,
+)
+def deliver_lead(self: Task[[int], str], lead_id: int) -> str:
+    """POST the signed lead to the CRM; returns its status after the attempt."""
+
+    def attempt(_number: int, last: bool) -> str:
+        return lead_deliver(lead_id=lead_id, last_attempt=last)
+
+    if _eager_in_process(self):
+        return _attempts_in_process(attempt)
+    return attempt(self.request.retries + 1, self.request.retries >= DELIVERY_MAX_RETRIES)

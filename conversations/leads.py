@@ -1,0 +1,132 @@
+"""Leads that reach the CRM: created with the confirmed data, POSTed signed to `CRM_WEBHOOK_URL`.
+
+- `lead_create`: the turn of a code 5 writes the lead (in its transaction) with
+  ``crm_status`` ``pending`` when `CRM_WEBHOOK_URL` is set — and registers its delivery after
+  commit — or ``not_configured`` when it is not (nothing will send it; the status says so).
+- `lead_deliver`: the use case behind the ``conversations.deliver_lead`` task. Each attempt is
+  counted (``crm_attempts``) before the POST, so a worker that dies mid-call still shows it; a
+  2xx marks the lead ``sent`` (``crm_sent_at``); a 4xx ``failed`` at once with the answer in
+  ``crm_error``; a timeout, a connection error or a 5xx keeps it ``pending`` with the error and
+  raises for the task to retry with backoff — its last attempt marks it ``failed``. A lead
+  already ``sent`` is not sent again (a redelivered task).
+- `leads_resend`: the admin's "resend" action: every chosen lead not ``sent`` goes back to
+  ``pending`` and is enqueued again after commit.
+- `lead_document`: the JSON document posted (schema in the README, "Leads and the CRM").
+"""
+
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from conversations.alerts import session_admin_url
+from conversations.commit_hooks import on_commit_call
+from conversations.models import CrmStatus, Lead
+from conversations.signed_post import RetryableDeliveryError, host_of, signed_post
+
+logger = logging.getLogger(__name__)
+
+_ERROR_CHARS = 500
+
+
+def lead_create(*, session_id: int, data: dict[str, Any], deliver: Callable[[int], None]) -> Lead:
+    """Write the session's lead (once per session) and, when the CRM is configured, register
+    its delivery — ``deliver(lead_id)`` — after the caller's transaction commits."""
+    status = CrmStatus.PENDING if settings.CRM_WEBHOOK_URL else CrmStatus.NOT_CONFIGURED
+    lead, _created = Lead.objects.update_or_create(
+        session_id=session_id, defaults={"data": data, "crm_status": status}
+    )
+    if status == CrmStatus.PENDING:
+        on_commit_call(deliver, lead.pk)
+    return lead
+
+
+def lead_document(lead: Lead) -> dict[str, Any]:
+    """What the CRM receives: the lead's ids and link, its instance, and the confirmed data in
+    the contract's field names (`conversations.pipeline.lead_data`)."""
+    data = lead.data if isinstance(lead.data, dict) else {}
+    session = lead.session
+    return {
+        "event": "lead.created",
+        "lead_id": lead.pk,
+        "session_id": lead.session_id,
+        "created_at": lead.created_at.isoformat(),
+        "conversation_url": session_admin_url(lead.session_id),
+        "instance": {
+            "name": session.instance.name,
+            "phone_number_id": session.instance.phone_number_id,
+        },
+        "nome_cliente": data.get("nome_cliente", ""),
+        "telefone": data.get("telefone", ""),
+        "segmento": data.get("segmento", ""),
+        "intencao": data.get("intencao", ""),
+        "servico": data.get("servico", ""),
+        "qualification_data": data.get("qualification_data") or {},
+        "cadastro": data.get("cadastro") or {},
+    }
+
+
+def _failed(lead_id: int, error: str) -> None:
+    Lead.objects.filter(pk=lead_id).update(
+        crm_status=CrmStatus.FAILED, crm_error=error[:_ERROR_CHARS]
+    )
+
+
+def lead_deliver(*, lead_id: int, last_attempt: bool, now: datetime | None = None) -> str:
+    """One delivery attempt of the lead (see the module docstring); returns the lead's status
+    after it (``sent``, ``failed``, ``not_configured``), or raises `RetryableDeliveryError`."""
+    url = settings.CRM_WEBHOOK_URL
+    lead = Lead.objects.select_related("session__instance").get(pk=lead_id)
+    if lead.crm_status == CrmStatus.SENT:
+        return CrmStatus.SENT.value
+    if not url:
+        Lead.objects.filter(pk=lead_id).update(crm_status=CrmStatus.NOT_CONFIGURED)
+        return CrmStatus.NOT_CONFIGURED.value
+    Lead.objects.filter(pk=lead_id).update(crm_attempts=F("crm_attempts") + 1)
+    log = {"lead_id": lead_id, "session_id": lead.session_id, "host": host_of(url)}
+    try:
+        answer = signed_post(
+            url=url,
+            secret=settings.CRM_WEBHOOK_SECRET,
+            document=lead_document(lead),
+            timeout=settings.OUTBOUND_WEBHOOK_TIMEOUT_SECONDS,
+        )
+    except RetryableDeliveryError as exc:
+        if not last_attempt:
+            Lead.objects.filter(pk=lead_id).update(crm_error=exc.error[:_ERROR_CHARS])
+            logger.warning("crm_lead_retry", extra={**log, "error": exc.error})
+            raise
+        _failed(lead_id, exc.error)
+        logger.error("crm_lead_failed", extra={**log, "error": exc.error})
+        return CrmStatus.FAILED.value
+    if not answer.accepted:
+        _failed(lead_id, answer.error)
+        logger.error("crm_lead_failed", extra={**log, "error": answer.error})
+        return CrmStatus.FAILED.value
+    Lead.objects.filter(pk=lead_id).update(
+        crm_status=CrmStatus.SENT, crm_sent_at=now or timezone.now(), crm_error=""
+    )
+    logger.info("crm_lead_sent", extra={**log, "status": answer.status})
+    return CrmStatus.SENT.value
+
+
+def leads_resend(*, lead_ids: Iterable[int], deliver: Callable[[int], None]) -> list[int]:
+    """Put the chosen leads not yet sent back to ``pending`` and enqueue each after commit;
+    returns their ids. Needs `CRM_WEBHOOK_URL` (the caller checks)."""
+    with transaction.atomic():
+        ids = list(
+            Lead.objects.filter(pk__in=list(lead_ids))
+            .exclude(crm_status=CrmStatus.SENT)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        Lead.objects.filter(pk__in=ids).update(crm_status=CrmStatus.PENDING, crm_error="")
+        for lead_id in ids:
+            on_commit_call(deliver, lead_id)
+    logger.info("crm_leads_resent", extra={"count": len(ids)})
+    return ids

@@ -1,0 +1,114 @@
+"""The alert and the CRM delivery with a REAL Celery worker on Redis and PostgreSQL: the signed
+alert carries the summary's next action, and a lead refused with a 503 is delivered by the
+worker's retry (its countdown, not an eager re-run)."""
+
+import hashlib
+import hmac
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import pytest
+from celery import Celery
+from django.utils import timezone
+from kombu import Exchange, Queue
+from model_bakery import baker
+
+from conversations.models import CrmStatus, HandoffSummary, Instance, Lead, Session
+from tests.fakes.webhook_receiver import WebhookReceiver, receiver  # noqa: F401
+from tests.support.broker import IsolatedBroker
+from tests.support.processes import celery_worker_command, project_env, start, stop, wait_for
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+]
+SECRET = "worker-secret"
+
+
+class BrokerClient:
+    def __init__(self, broker: IsolatedBroker) -> None:
+        self.broker = broker
+        self.app = Celery(set_as_current=False)
+
+    def send(self, task: str, *args: Any) -> None:
+        with self.broker.connection() as connection:
+            Queue("celery", Exchange("celery", type="direct"), routing_key="celery").bind(
+                connection
+            ).declare()
+            self.app.send_task(task, args=list(args), connection=connection)
+
+
+@pytest.fixture
+def worker(
+    receiver: WebhookReceiver,  # noqa: F811
+    tmp_path: Path,
+    isolated_broker: IsolatedBroker,
+) -> Iterator[BrokerClient]:
+    env = project_env(
+        broker=isolated_broker,
+        SITE_URL="https://atendimento.example.com.br",
+        HANDOFF_WEBHOOK_URL=receiver.url,
+        HANDOFF_WEBHOOK_SECRET=SECRET,
+        CRM_WEBHOOK_URL=receiver.url,
+        CRM_WEBHOOK_SECRET=SECRET,
+    )
+    process = start(
+        celery_worker_command(f"delivery-test-{uuid4().hex[:8]}@localhost"),
+        env=env,
+        log=tmp_path / "worker.log",
+    )
+    try:
+        yield BrokerClient(isolated_broker)
+    finally:
+        stop(process)
+
+
+def make_session() -> Session:
+    instance = baker.make(Instance, phone_number_id="100000000000001", name="Lab Central")
+    return Session.objects.create(
+        instance=instance,
+        state="HUMAN",
+        handoff_reason="llm_timeout",
+        handed_off_at=timezone.now(),
+        customer_name="Maria Souza",
+        customer_phone="5511988887777",
+    )
+
+
+def test_a_real_worker_sends_the_signed_alert_with_the_summary_s_next_action(
+    worker: BrokerClient,
+    receiver: WebhookReceiver,  # noqa: F811
+) -> None:
+    session = make_session()
+
+    worker.send("conversations.notify_handoff", session.pk)
+    HandoffSummary.objects.create(session=session, next_action="Ligar para a cliente")
+
+    [post] = wait_for(lambda: receiver.received, timeout=60, what="the alert")
+    assert (post.json["summary_ready"], post.json["next_action"]) == (
+        True,
+        "Ligar para a cliente",
+    )
+    digest = hmac.new(SECRET.encode(), post.body, hashlib.sha256).hexdigest()
+    assert post.headers["X-Signature-256"] == f"sha256={digest}"
+
+
+def test_a_lead_refused_with_a_503_is_delivered_by_the_worker_s_retry(
+    worker: BrokerClient,
+    receiver: WebhookReceiver,  # noqa: F811
+) -> None:
+    lead = Lead.objects.create(session=make_session(), data={"servico": "X"})
+    receiver.respond(503)
+
+    worker.send("conversations.deliver_lead", lead.pk)
+
+    def sent() -> bool:
+        lead.refresh_from_db()
+        return lead.crm_status == CrmStatus.SENT
+
+    wait_for(sent, timeout=60, what="the lead sent")
+    assert (lead.crm_attempts, lead.crm_error, len(receiver.received)) == (2, "", 2)
