@@ -48,7 +48,7 @@ def lead_create(*, session_id: int, data: dict[str, Any], deliver: Callable[[int
 
 def lead_document(lead: Lead) -> dict[str, Any]:
     """What the CRM receives: the lead's ids and link, its instance, and the confirmed data in
-    the contract's field names (`conversations.pipeline.lead_data`)."""
+    the contract's field names (`conversations.turns.rows.lead_data`)."""
     data = lead.data if isinstance(lead.data, dict) else {}
     session = lead.session
     return {

@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from conversations.pipeline_tasks import process_session
 from django.core import mail
 from django.db import transaction
 from model_bakery import baker
@@ -22,6 +21,7 @@ from conversations.alerts import SUMMARY_WAIT, summary_awaited
 from conversations.delivery_tasks import DELIVERY_MAX_RETRIES, notify_handoff, post_handoff_alert
 from conversations.handoff import FIXED_TEXT_REQUIRED, session_handoff
 from conversations.models import Direction, HandoffSummary, Instance, Message, Session
+from conversations.turns.tasks import process_session
 from prompts_admin.models import RuntimeConfig
 from prompts_admin.selectors import DatabasePromptSource
 from tests.fakes.graph_server import FakeGraphAPI
