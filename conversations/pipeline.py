@@ -787,7 +787,6 @@ def _event_rows(turn: _Turn, events: Sequence[SystemEvent], now: datetime) -> li
             direction=Direction.SYSTEM,
             message_type=event.event,
             agent=event.agent,
-            content=event.content,
             code=event.code,
             action=event.action,
             json_part=dict(event.details) or None,

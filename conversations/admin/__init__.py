@@ -30,7 +30,6 @@ from conversations.admin.sessions import (
     sessions_search,
 )
 from conversations.admin.transcript import (
-    AGENT_LABELS,
     CUSTOMER_SERVICE_WINDOW,
     DELIVERY_LABELS,
     MAX_TRANSCRIPT_MESSAGES,
@@ -44,7 +43,6 @@ from conversations.admin.transcript import (
 )
 
 __all__ = [
-    "AGENT_LABELS",
     "CUSTOMER_SERVICE_WINDOW",
     "DELIVERY_LABELS",
     "MAX_SEARCH_CHARS",

@@ -18,9 +18,9 @@ from django.utils.translation import ngettext
 
 from agents.masking import Masker
 from agents.parameters import ParameterSchemaError, parse_parameter_schema
+from conversations.labels import agent_label, event_text
 from conversations.message_order import newest_in_conversation_order
 from conversations.models import (
-    AGENT_CHOICES,
     SUPERSEDED,
     DeliveryStatus,
     Direction,
@@ -35,8 +35,7 @@ from knowledge_base.models import Service
 
 # The transcript shows the newest messages of a session; older ones are in the message log.
 MAX_TRANSCRIPT_MESSAGES = 500
-# Plain dicts: Model.get_FOO_display() rebuilds its lookup on every call, 300 times a page.
-AGENT_LABELS = dict(AGENT_CHOICES)
+# A plain dict: Model.get_FOO_display() rebuilds its lookup on every call, 300 times a page.
 DELIVERY_LABELS = dict(DeliveryStatus.choices)
 
 _DATA_FIELDS = ("technical_data", "technical_extras", "registration_data", "registration_extras")
@@ -203,10 +202,22 @@ def _entry(
     elif side == "staff":
         who = str(_("Staff")) + f" · {message.staff_user.get_username()}"
     else:
-        agent = AGENT_LABELS.get(message.agent, message.agent)
-        who = str(_("Bot")) + (f" · {agent}" if message.agent else "")
+        who = str(_("Bot")) + (f" · {agent_label(message.agent)}" if message.agent else "")
     when = dateformat.format(timezone.localtime(message.created_at), "d/m H:i:s")
     meta = [when]
+    if side == "system":
+        # The event's sentence says what the codes say ("Mudou para Qualificação (código 2)").
+        return TranscriptEntry(
+            message=message,
+            text=mask(event_text(message)),
+            side=side,
+            superseded=False,
+            turn_cost=turn_cost.turn_text() if turn_cost else "",
+            who="",
+            meta=when,
+            delivery="",
+            delivery_failed=False,
+        )
     if message.message_type != "text":
         meta.append(message.message_type)
     if message.code is not None:

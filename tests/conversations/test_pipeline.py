@@ -17,6 +17,7 @@ from model_bakery import baker
 
 from agents.llm import LLMError, LLMProviderError, LLMRateLimitError, LLMTimeoutError
 from agents.states import SessionState
+from conversations.labels import event_text
 from conversations.models import (
     SUPERSEDED,
     CrmStatus,
@@ -452,11 +453,21 @@ def test_invalid_model_contract_fails_into_visible_handoff(
     )
     assert session.service == ""
     handoff = session.messages.get(direction=Direction.SYSTEM)
-    assert (handoff.message_type, handoff.action, handoff.content) == (
+    assert (handoff.message_type, handoff.action, handoff.content, handoff.json_part) == (
         "handoff",
         "llm_invalid_contract",
-        "Transferido para atendimento humano: resposta do modelo fora do contrato "
-        "(triagem: code 3 (TO_COLLECTION) is not allowed for triagem in state TRIAGE).",
+        "",
+        {
+            "reason": "llm_invalid_contract",
+            "detail": "triagem: code 3 (TO_COLLECTION) is not allowed for triagem in state TRIAGE",
+            "motive": "",
+        },
+    )
+    # Staff read a pt-BR sentence, the machine detail stays in the row's parameters.
+    assert event_text(handoff) == (
+        "Transferido para atendimento humano: resposta do modelo fora do contrato. "
+        "A resposta do modelo não seguiu as regras do atendimento (código ou campo não "
+        "permitido)."
     )
     assert handoff.raw_response == raw
     # The fixed text, never the model's.
@@ -558,8 +569,8 @@ def test_routing_2_invokes_qualificacao_in_the_same_turn_with_one_reply(
         "ORCAMENTO",
     )
     assert events(session) == [("state_changed", "to_qualification")]
-    assert session.messages.get(direction=Direction.SYSTEM).content == (
-        "Triagem → Qualificação (código 2)"
+    assert event_text(session.messages.get(direction=Direction.SYSTEM)) == (
+        "Mudou para Qualificação (código 2)."
     )
     assert llm_calls(session) == [
         ("agent", "triagem", "gpt-4o-mini", "ok"),
@@ -830,11 +841,14 @@ def test_rejected_values_are_logged_and_not_merged(instance: Instance, capture: 
     assert session.registration_data == {"nome": "Ana"}
     assert events(session) == [("data_rejected", "respond")]
     event = session.messages.get(direction=Direction.SYSTEM)
-    # The field and the rule, not the value: the event's text and details are shown and logged.
+    # The field and the rule, not the value: the event's details are shown and logged.
     assert (event.content, event.json_part) == (
-        "Valores recusados (não gravados): cadastro.email "
-        "(email inválido: não tem a forma nome@domínio)",
+        "",
         {"cadastro.email": {"error": "email inválido: não tem a forma nome@domínio"}},
+    )
+    assert event_text(event) == (
+        "Valores recusados (não gravados): cadastro.email "
+        "(email inválido: não tem a forma nome@domínio)."
     )
     assert [m.content for m in outbound(session)] == ["Pode confirmar o e-mail?"]
 
