@@ -8,12 +8,15 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.text import capfirst
 from django.utils.translation import gettext_lazy as _
 
 from agents.masking import contains_personal_data
+from conversations.admin.display import format_document
 from conversations.admin.failed_sends import SessionFailedSendsFilter
 from conversations.admin.masking import PersonalDataMaskingMixin
 from conversations.admin.transcript import session_transcript
+from conversations.labels import handoff_explanation, handoff_label
 from conversations.models import Message, Session
 from conversations.personal_data import masker_of
 from knowledge_base.models import Segment
@@ -97,7 +100,7 @@ class SessionAdmin(PersonalDataMaskingMixin, admin.ModelAdmin):
         "segment",
         "service",
         "last_inbound_at",
-        "handoff_reason",
+        "handoff",
     )
     list_filter = (
         "state",
@@ -124,7 +127,7 @@ class SessionAdmin(PersonalDataMaskingMixin, admin.ModelAdmin):
                     "customer_name",
                     "customer_phone",
                     "customer_user_id",
-                    "customer_document",
+                    "document",
                 )
             },
         ),
@@ -137,8 +140,8 @@ class SessionAdmin(PersonalDataMaskingMixin, admin.ModelAdmin):
                     "intent",
                     "service",
                     "loaded_packages",
-                    "handoff_reason",
-                    "handoff_detail",
+                    "handoff",
+                    "handoff_explanation",
                 )
             },
         ),
@@ -158,10 +161,32 @@ class SessionAdmin(PersonalDataMaskingMixin, admin.ModelAdmin):
             _("Processing"),
             {
                 "classes": ("collapse",),
-                "fields": ("lease_token", "lease_expires_at", "turn_queued_at", "updated_at"),
+                # The handoff's machine detail (a parser error, an HTTP status), for engineers.
+                "fields": (
+                    "handoff_detail",
+                    "lease_token",
+                    "lease_expires_at",
+                    "turn_queued_at",
+                    "updated_at",
+                ),
             },
         ),
     )
+
+    readonly_fields = ("document", "handoff", "handoff_explanation")
+
+    @admin.display(description=_("document (CPF/CNPJ)"))
+    def document(self, obj: Session) -> str:
+        return format_document(obj.customer_document) if obj.customer_document else "—"
+
+    @admin.display(description=_("handoff reason"), ordering="handoff_reason")
+    def handoff(self, obj: Session) -> str:
+        """The reason's label; a model handoff by its motive ("cliente pediu um atendente")."""
+        return capfirst(handoff_label(obj.handoff_reason, obj.handoff_detail)) or "—"
+
+    @admin.display(description=_("handoff detail"))
+    def handoff_explanation(self, obj: Session) -> str:
+        return handoff_explanation(obj.handoff_reason, obj.handoff_detail) or "—"
 
     @admin.display(description=_("customer"), ordering="customer_name")
     def customer(self, obj: Session) -> str:

@@ -5,7 +5,6 @@ session's messages, model calls and latest summary in a fixed number of queries.
 (staff without `conversations.view_personal_data`), every text it returns is masked.
 """
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,12 +12,20 @@ from typing import Any
 from django.db.models import Count, Sum
 from django.utils import dateformat, timezone
 from django.utils.formats import number_format
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from agents.masking import Masker
 from agents.parameters import ParameterSchemaError, parse_parameter_schema
-from conversations.labels import agent_label, event_text
+from conversations.admin.display import format_data_value, whatsapp_html
+from conversations.labels import (
+    agent_label,
+    event_text,
+    handoff_explanation,
+    handoff_label,
+    summary_error_text,
+)
 from conversations.message_order import newest_in_conversation_order
 from conversations.models import (
     SUPERSEDED,
@@ -97,6 +104,7 @@ class TranscriptEntry:
 
     message: Message
     text: str  # the message's content, masked for staff who may not read personal data
+    html: SafeString  # `text` escaped, WhatsApp's *bold* in bold (`whatsapp_html`)
     side: str  # "customer", "bot", "staff" or "system"
     superseded: bool
     turn_cost: str  # on the last message of a turn that called the model; else ""
@@ -144,23 +152,17 @@ class SessionTranscript:
     technical_extras: list[DataRow]
     registration: list[DataRow]
     registration_extras: list[DataRow]
-
-
-def _format_value(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return str(_("yes") if value else _("no"))
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
+    summary_data: list[DataRow]  # the summary's collected data, with the same labels
+    summary_error: str  # the summary's error as a pt-BR sentence
+    handoff_label: str  # why the session went to a human ("cliente pediu um atendente")
+    handoff_explanation: str  # the handoff's detail as a pt-BR sentence
 
 
 def _data_rows(data: Any, labels: dict[str, Any]) -> list[DataRow]:
     if not isinstance(data, dict):
-        return [DataRow("", "", _format_value(data))] if data else []
+        return [DataRow("", "", format_data_value(data))] if data else []
     return [
-        DataRow(str(key), str(labels.get(key, key)), _format_value(value))
+        DataRow(str(key), str(labels.get(key, key)), format_data_value(value, str(key)))
         for key, value in data.items()
     ]
 
@@ -207,9 +209,11 @@ def _entry(
     meta = [when]
     if side == "system":
         # The event's sentence says what the codes say ("Mudou para Qualificação (código 2)").
+        text = mask(event_text(message))
         return TranscriptEntry(
             message=message,
-            text=mask(event_text(message)),
+            text=text,
+            html=whatsapp_html(text),
             side=side,
             superseded=False,
             turn_cost=turn_cost.turn_text() if turn_cost else "",
@@ -241,9 +245,11 @@ def _entry(
     if message.error and not superseded:
         delivery.append(mask(message.error))
         failed = True
+    text = mask(message.content)
     return TranscriptEntry(
         message=message,
-        text=mask(message.content),
+        text=text,
+        html=whatsapp_html(text),
         side=side,
         superseded=superseded,
         turn_cost=turn_cost.turn_text() if turn_cost else "",
@@ -319,4 +325,11 @@ def session_transcript(
         technical_extras=_data_rows(data["technical_extras"], {}),
         registration=_data_rows(data["registration_data"], REGISTRATION_LABELS),
         registration_extras=_data_rows(data["registration_extras"], {}),
+        summary_data=_data_rows(
+            summary.collected_data if summary is not None else {},
+            {**REGISTRATION_LABELS, **parameter_labels},
+        ),
+        summary_error=summary_error_text(summary.error) if summary is not None else "",
+        handoff_label=handoff_label(session.handoff_reason, session.handoff_detail),
+        handoff_explanation=handoff_explanation(session.handoff_reason, session.handoff_detail),
     )

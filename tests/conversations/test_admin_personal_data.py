@@ -231,7 +231,8 @@ MASKED_PAGES: dict[str, Callable[[dict], tuple[str, list[str]]]] = {
             "<dd>Ligar para (**) *****-****</dd>",
             "<dd>M*** S*** (***@***) pediu orçamento.</dd>",
             '<div class="readonly">*************</div>',  # customer phone
-            '<div class="readonly">***********</div>',  # document
+            # The document keeps a CPF's punctuation, masked.
+            '<div class="readonly">***.***.***-**</div>',
         ],
     ),
     "session history": lambda c: (

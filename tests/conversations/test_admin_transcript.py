@@ -271,7 +271,8 @@ def test_latest_summary_is_a_card_above_the_transcript(
     assert "Motivo do encerramento Cliente pediu orçamento" in text
     assert "Serviço identificado AGUA_POTABILIDADE" in text
     assert "Pontos-chave Água de poço 3 amostras" in text
-    assert "Dados coletados cidade Campinas" in text
+    # Labelled like the data panels (the registration's labels, the service schema's).
+    assert "Dados coletados Cidade Campinas" in text
     assert "Próxima ação Enviar orçamento por e-mail" in text
     assert "Resumo antigo" not in page
 
