@@ -163,3 +163,13 @@ def test_the_list_names_the_handoff_by_its_motive(admin_client: Client, session:
     page = admin_client.get("/admin/conversations/session/").content.decode()
 
     assert '<td class="field-handoff">Cliente pediu um atendente</td>' in page
+
+
+def test_the_message_log_shows_an_event_as_its_sentence(
+    admin_client: Client, session: Session
+) -> None:
+    page = admin_client.get(
+        f"/admin/conversations/message/?session__id__exact={session.pk}"
+    ).content.decode()
+
+    assert '<td class="field-short_content">Mudou para Qualificação (código 2).</td>' in page
