@@ -1,0 +1,56 @@
+"""The admin of users and groups, with the staff groups' display names (`staff_auth.groups`):
+in the group list, the user list's filter and the user form's group picker. Otherwise Django's
+own `UserAdmin` and `GroupAdmin`."""
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, User
+from django.db.models import Field, QuerySet
+from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
+
+from staff_auth.groups import group_display_name, group_label
+
+
+class GroupFilter(admin.SimpleListFilter):
+    """The user list's "by group" filter, each group by its display name."""
+
+    title = _("groups")
+    parameter_name = "groups__id__exact"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [
+            (str(pk), group_display_name(name))
+            for pk, name in Group.objects.order_by("name").values_list("pk", "name")
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[User]) -> QuerySet[User]:
+        if self.value():
+            return queryset.filter(groups__id=self.value())
+        return queryset
+
+
+admin.site.unregister(Group)
+admin.site.unregister(User)
+
+
+@admin.register(Group)
+class StaffGroupAdmin(GroupAdmin):
+    list_display = ("display_name",)
+
+    @admin.display(description=_("name"), ordering="name")
+    def display_name(self, obj: Group) -> str:
+        return group_display_name(obj.name)
+
+
+@admin.register(User)
+class StaffUserAdmin(UserAdmin):
+    list_filter = ("is_staff", "is_superuser", "is_active", GroupFilter)
+
+    def formfield_for_manytomany(self, db_field: Field, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_manytomany(db_field, request, **kwargs)  # type: ignore[arg-type]
+        if db_field.name == "groups" and field is not None:
+            field.label_from_instance = group_label  # type: ignore[attr-defined]
+        return field
