@@ -18,9 +18,11 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils.translation import gettext
 from simple_history.admin import SimpleHistoryAdmin
+from simple_history.models import ModelChange
+from simple_history.template_utils import HistoricalRecordContextHelper
 
 from compat.django_private import flatten_fieldsets, unquote
-from versioning.diff import diff_versions
+from versioning.diff import diff_versions, display_value
 
 
 class PrettyJSONFormField(forms.JSONField):
@@ -37,6 +39,22 @@ MONOSPACE_TEXTAREA = forms.Textarea(attrs={"rows": 16, "class": "vLargeTextField
 JSON_FIELD_OVERRIDES = {
     models.JSONField: {"form_class": PrettyJSONFormField, "widget": MONOSPACE_TEXTAREA}
 }
+
+
+class VersionHistoryContextHelper(HistoricalRecordContextHelper):
+    """The history list's "changes" column: booleans as Sim/Não and choices by their label, as
+    the compare page shows them (`versioning.diff.display_value`); other values as
+    simple-history shows them."""
+
+    def prepare_delta_change_value(self, change: ModelChange, value: Any) -> Any:
+        field = self.model._meta.get_field(change.field)
+        if (
+            isinstance(field, models.Field)
+            and not field.many_to_many
+            and (isinstance(value, bool) or (field.choices and value is not None))
+        ):
+            return display_value(field, value)
+        return super().prepare_delta_change_value(change, value)
 
 
 class VersionedAdmin(SimpleHistoryAdmin):
@@ -61,6 +79,11 @@ class VersionedAdmin(SimpleHistoryAdmin):
         )
         # Before simple-history's `<pk>/history/<version>/`, which would take "compare".
         return [compare, *super().get_urls()]
+
+    def get_historical_record_context_helper(
+        self, request: HttpRequest, historical_record: Any
+    ) -> HistoricalRecordContextHelper:
+        return VersionHistoryContextHelper(self.model, historical_record)
 
     def revert_disabled(self, request: HttpRequest, obj: Any = None) -> bool:
         """Whether `request.user` may NOT write a version back: hides the Revert button and the
