@@ -38,3 +38,15 @@ def phone_digits(text: str) -> str | None:
         return parse_phone(text).lstrip("+")
     except PhoneError:
         return None
+
+
+def format_phone(digits: str) -> str:
+    """E.164 digits (``5511912345678``) as people read them (``+55 11 91234-5678``); anything
+    that is not a valid number — a masked one (``*************``) — as ``+`` and the value."""
+    try:
+        number = phonenumbers.parse(f"+{digits}")
+    except phonenumbers.NumberParseException:
+        return f"+{digits}"
+    if not phonenumbers.is_valid_number(number):
+        return f"+{digits}"
+    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.INTERNATIONAL)

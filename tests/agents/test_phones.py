@@ -2,7 +2,7 @@
 
 import pytest
 
-from agents.phones import PhoneError, parse_phone, phone_digits
+from agents.phones import PhoneError, format_phone, parse_phone, phone_digits
 
 
 @pytest.mark.parametrize(
@@ -26,3 +26,18 @@ def test_not_a_phone_says_whether_it_looked_like_one(text: str, parsed: bool) ->
         parse_phone(text)
     assert excinfo.value.parsed is parsed
     assert phone_digits(text) is None
+
+
+@pytest.mark.parametrize(
+    ("digits", "expected"),
+    [
+        ("5511912345678", "+55 11 91234-5678"),
+        ("552134567890", "+55 21 3456-7890"),
+        ("*************", "+*************"),
+        ("123", "+123"),
+    ],
+)
+def test_a_stored_phone_reads_with_its_spaces_and_a_masked_one_as_it_is(
+    digits: str, expected: str
+) -> None:
+    assert format_phone(digits) == expected

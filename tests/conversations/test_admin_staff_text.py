@@ -173,3 +173,22 @@ def test_the_message_log_shows_an_event_as_its_sentence(
     ).content.decode()
 
     assert '<td class="field-short_content">Mudou para Qualificação (código 2).</td>' in page
+
+
+def test_the_list_columns_are_narrow_enough_for_1366_pixels(
+    admin_client: Client, session: Session
+) -> None:
+    session.instance.name = "Vale"
+    session.instance.save()
+    Session.objects.filter(pk=session.pk).update(
+        segment="AMBIENTAL_E_SANEAMENTO", last_inbound_at="2026-03-11T15:04:00Z"
+    )
+    page = admin_client.get("/admin/conversations/session/").content.decode()
+
+    assert '<td class="field-instance_name">Vale</td>' in page
+    assert '<td class="field-segment_code">AMBIENTAL_<wbr>E_<wbr>SANEAMENTO</td>' in page
+    assert '<td class="field-service_code">AGUA_<wbr>POTABILIDADE</td>' in page
+    # Brasília time, short.
+    assert '<td class="field-last_inbound">11/03/2026 12:04</td>' in page
+    assert "Ana Lima (+55 11 91234-5678)" in page
+    assert "conversations/admin/session_list.css" in page
