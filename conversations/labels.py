@@ -105,6 +105,18 @@ def summary_error_text(error: str) -> str:
     return str(text) if text is not None else error
 
 
+def summary_closing_reason_text(closing_reason: str) -> str:
+    """A summary's closing reason; the minimal summary's (`agents.summary.SummaryFacts.fallback`:
+    the handoff reason's code, then its machine detail after " — ") as the handoff's label and
+    explanation."""
+    reason, _sep, detail = closing_reason.partition(" — ")
+    if not _known(reason):
+        return closing_reason
+    explanation = handoff_explanation(reason, detail)
+    label = capfirst(handoff_label(reason, detail))
+    return f"{label}. {explanation}" if explanation else label
+
+
 # --- SYSTEM events ---------------------------------------------------------------------------
 
 

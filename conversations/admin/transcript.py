@@ -24,6 +24,7 @@ from conversations.labels import (
     event_text,
     handoff_explanation,
     handoff_label,
+    summary_closing_reason_text,
     summary_error_text,
 )
 from conversations.message_order import newest_in_conversation_order
@@ -154,6 +155,7 @@ class SessionTranscript:
     registration_extras: list[DataRow]
     summary_data: list[DataRow]  # the summary's collected data, with the same labels
     summary_error: str  # the summary's error as a pt-BR sentence
+    summary_closing_reason: str  # the minimal summary's machine reason as a pt-BR sentence
     handoff_label: str  # why the session went to a human ("cliente pediu um atendente")
     handoff_explanation: str  # the handoff's detail as a pt-BR sentence
 
@@ -330,6 +332,9 @@ def session_transcript(
             {**REGISTRATION_LABELS, **parameter_labels},
         ),
         summary_error=summary_error_text(summary.error) if summary is not None else "",
+        summary_closing_reason=(
+            summary_closing_reason_text(summary.closing_reason) if summary is not None else ""
+        ),
         handoff_label=handoff_label(session.handoff_reason, session.handoff_detail),
         handoff_explanation=handoff_explanation(session.handoff_reason, session.handoff_detail),
     )

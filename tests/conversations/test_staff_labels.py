@@ -12,6 +12,7 @@ from conversations.labels import (
     handoff_explanation,
     handoff_label,
     state_label,
+    summary_closing_reason_text,
     summary_error_text,
 )
 from conversations.models import Direction, Message
@@ -250,3 +251,21 @@ def test_a_collected_value_reads_as_staff_expect(value: Any, key: str, expected:
 )
 def test_whatsapp_bold_is_bold_and_everything_else_escaped(text: str, expected: str) -> None:
     assert whatsapp_html(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("closing_reason", "expected"),
+    [
+        (
+            "llm_timeout — triagem: read timed out",
+            "Tempo esgotado no modelo. O modelo não respondeu a tempo.",
+        ),
+        ("model_requested — pedido_cliente", "Cliente pediu um atendente"),
+        ("qualified_lead", "Lead qualificado"),
+        ("Cliente pediu orçamento", "Cliente pediu orçamento"),
+    ],
+)
+def test_the_minimal_summarys_closing_reason_reads_as_the_handoff(
+    closing_reason: str, expected: str
+) -> None:
+    assert summary_closing_reason_text(closing_reason) == expected
