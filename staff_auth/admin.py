@@ -5,6 +5,7 @@ own `UserAdmin` and `GroupAdmin`."""
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
 from django.db.models import Field, QuerySet
@@ -27,9 +28,12 @@ class GroupFilter(admin.SimpleListFilter):
         ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[User]) -> QuerySet[User]:
-        if self.value():
-            return queryset.filter(groups__id=self.value())
-        return queryset
+        value = self.value()
+        if not value:
+            return queryset
+        if not value.isascii() or not value.isdigit():
+            raise IncorrectLookupParameters(value)  # the admin answers with its "?e=1" page
+        return queryset.filter(groups__id=int(value))
 
 
 admin.site.unregister(Group)
