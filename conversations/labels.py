@@ -16,7 +16,7 @@ from django.utils.translation import gettext, gettext_lazy
 
 from agents.labels import AGENT_LABELS, STATE_LABELS, handoff_label_msgid
 from agents.states import AgentName, HandoffMotive, HandoffReason, SessionState
-from conversations.events import CLOSED_IDLE, EventCode
+from conversations.events import ACTION_UNSUPPORTED_MEDIA, CLOSED_IDLE, EventCode
 from conversations.models import Message
 
 # Why a session went to a human, explained for staff; the stored detail is for engineers (an
@@ -115,6 +115,18 @@ def summary_closing_reason_text(closing_reason: str) -> str:
     explanation = handoff_explanation(reason, detail)
     label = capfirst(handoff_label(reason, detail))
     return f"{label}. {explanation}" if explanation else label
+
+
+def message_origin(code: int | None, action: str) -> str:
+    """What a bubble's meta says about where an OUTBOUND text came from: the model's code
+    ("código 1"), a handoff's fixed text, the unsupported-media answer; else the stored action."""
+    if code is not None:
+        return gettext("code %(code)s") % {"code": code}
+    if _known(action):
+        return gettext("fixed handoff text")
+    if action == ACTION_UNSUPPORTED_MEDIA:
+        return gettext("unsupported media answer")
+    return action
 
 
 # --- SYSTEM events ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from conversations.labels import (
     event_text,
     handoff_explanation,
     handoff_label,
+    message_origin,
     summary_closing_reason_text,
     summary_error_text,
 )
@@ -226,10 +227,9 @@ def _entry(
         )
     if message.message_type != "text":
         meta.append(message.message_type)
-    if message.code is not None:
-        meta.append(f"s={message.code}")
-    if message.action:
-        meta.append(message.action)
+    origin = message_origin(message.code, message.action)
+    if origin:
+        meta.append(origin)
     delivery: list[str] = []
     failed = False
     if message.direction == Direction.OUTBOUND and not superseded:

@@ -216,7 +216,7 @@ def test_outbound_bubbles_show_delivery_status_and_error(
     admin_client: Client, conversation: dict
 ) -> None:
     page = text_of(admin_client.get(change_url(conversation["session"])).content.decode())
-    assert "s=1 · respond · lida" in page
+    assert "código 1 · lida" in page
     assert "falhou · erro 131047 Re-engagement message" in page
     assert "entregue" in page
 

@@ -11,6 +11,7 @@ from conversations.labels import (
     event_text,
     handoff_explanation,
     handoff_label,
+    message_origin,
     state_label,
     summary_closing_reason_text,
     summary_error_text,
@@ -269,3 +270,19 @@ def test_the_minimal_summarys_closing_reason_reads_as_the_handoff(
     closing_reason: str, expected: str
 ) -> None:
     assert summary_closing_reason_text(closing_reason) == expected
+
+
+@pytest.mark.parametrize(
+    ("code", "action", "expected"),
+    [
+        (1, "respond", "código 1"),
+        (None, "llm_timeout", "texto fixo de transferência"),
+        (None, "unsupported_media", "resposta a mídia não suportada"),
+        (None, "", ""),
+        (None, "other", "other"),
+    ],
+)
+def test_a_bubble_says_where_its_text_came_from(
+    code: int | None, action: str, expected: str
+) -> None:
+    assert message_origin(code, action) == expected
