@@ -12,8 +12,8 @@ Rules:
   accepts; punctuation is tolerated and only the digits are stored. The alphanumeric CNPJ is not
   accepted yet (`Session.customer_document` stores digits).
 - ``uf``: one of the 27 federative units, by abbreviation or by name, stored as the abbreviation.
-- ``telefone``: a valid number for phonenumbers (Brazil when no country code is given), stored
-  in E.164 (``+5511912345678``).
+- ``telefone``: a valid number for `agents.phones.parse_phone` (Brazil when no country code is
+  given), stored in E.164 (``+5511912345678``).
 - An empty value (``None`` or blank text) means "not given" and is skipped, not an error.
 
 Pure module: no Django import.
@@ -25,8 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import phonenumbers
 from validate_docbr import CNPJ, CPF
+
+from agents.phones import PhoneError, parse_phone
 
 REGISTRATION_FIELDS: tuple[str, ...] = (
     "nome",
@@ -184,14 +185,14 @@ def normalise_uf(value: Any) -> str:
 def normalise_phone(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise FieldValueError("telefone deve ser um texto")
-    text = str(value).strip()
     try:
-        number = phonenumbers.parse(text, "BR")
-    except phonenumbers.NumberParseException as exc:
+        return parse_phone(str(value))
+    except PhoneError as exc:
+        if exc.parsed:
+            raise FieldValueError(
+                "telefone inválido: número inexistente no plano de numeração"
+            ) from exc
         raise FieldValueError("telefone inválido: não é um número de telefone") from exc
-    if not phonenumbers.is_valid_number(number):
-        raise FieldValueError("telefone inválido: número inexistente no plano de numeração")
-    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
 
 
 _NORMALISERS = {

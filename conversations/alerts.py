@@ -42,12 +42,12 @@ from django.utils.translation import gettext as _
 from agents.business_hours import business_hours_status
 from agents.sources import RuntimeSettings
 from agents.states import HandoffReason
+from conversations.events import EventCode
 from conversations.models import HANDOFF_REASON_CHOICES, Direction, HandoffSummary, Message, Session
 from conversations.signed_post import RetryableDeliveryError, host_of, signed_post
 
 logger = logging.getLogger(__name__)
 
-EVENT_HANDOFF_ALERT = "handoff_alert"
 # How long the alert waits for the operational summary, and how often it looks.
 SUMMARY_WAIT = timedelta(seconds=30)
 SUMMARY_POLL_SECONDS = 5
@@ -186,7 +186,7 @@ def _record(session_id: int, *, channel: str, outcome: str, content: str, **deta
     Message.objects.create(
         session_id=session_id,
         direction=Direction.SYSTEM,
-        message_type=EVENT_HANDOFF_ALERT,
+        message_type=EventCode.HANDOFF_ALERT,
         action=f"{channel}_{outcome}",
         content=content,
         json_part={"channel": channel, "outcome": outcome, **details},

@@ -23,40 +23,7 @@ from agents.actions import Action
 from agents.codes import Code
 from agents.context import SessionContext
 from agents.states import AgentName, HandoffMotive, HandoffReason, SessionState
-
-# SYSTEM events (Message.message_type) written by the pipeline; "handoff" and "session_closed"
-# are the names the channel uses too (conversations.inbound).
-EVENT_STATE_CHANGED = "state_changed"
-EVENT_CONTEXT_LOADED = "context_loaded"
-EVENT_DATA_REJECTED = "data_rejected"
-EVENT_LEAD_CREATED = "lead_created"
-EVENT_HANDOFF = "handoff"
-EVENT_SESSION_CLOSED = "session_closed"
-EVENT_CONFIRMATION_CHANGED = "confirmation_changed"
-
-STATE_LABELS: dict[SessionState, str] = {
-    SessionState.TRIAGE: "Triagem",
-    SessionState.QUALIFYING: "Qualificação",
-    SessionState.DATA_COLLECT: "Coleta de dados",
-    SessionState.CONFIRM: "Confirmação",
-    SessionState.HUMAN: "Atendimento humano",
-    SessionState.CLOSED: "Encerrada",
-}
-# Why the bot handed off, as staff read it in the transcript.
-HANDOFF_LABELS: dict[HandoffReason, str] = {
-    HandoffReason.MODEL_REQUESTED: "a assistente pediu um atendente",
-    HandoffReason.QUALIFIED_LEAD: "o cliente confirmou a solicitação",
-    HandoffReason.LLM_INVALID_JSON: "resposta do modelo em formato inválido",
-    HandoffReason.LLM_INVALID_CONTRACT: "resposta do modelo fora do contrato",
-    HandoffReason.LLM_TIMEOUT: "o modelo não respondeu a tempo",
-    HandoffReason.LLM_RATE_LIMITED: "limite de uso do modelo atingido",
-    HandoffReason.LLM_PROVIDER_ERROR: "erro do provedor do modelo",
-    HandoffReason.UNKNOWN_PACKAGE: "pacote de conhecimento desconhecido ou inativo",
-    HandoffReason.ENRICHMENT_LIMIT: "limite de consultas à base de conhecimento no turno",
-    HandoffReason.ROUTING_LOOP: "limite de trocas de agente no turno",
-    HandoffReason.STAFF_TAKEOVER: "atendimento assumido pela equipe",
-    HandoffReason.STRATEGIC_COMPANY: "cliente de empresa estratégica",
-}
+from conversations.events import EventCode
 
 
 class Next(StrEnum):
@@ -76,10 +43,10 @@ class Handoff:
 
 @dataclass(frozen=True, slots=True)
 class SystemEvent:
-    """A SYSTEM row of the message log: `event` is its message_type, `content` pt-BR for staff."""
+    """A SYSTEM row of the message log: `event` is its message_type; staff read a sentence
+    rendered from it and its parameters when shown (`conversations.labels.event_text`)."""
 
-    event: str
-    content: str
+    event: EventCode
     agent: str = ""
     code: int | None = None
     action: str = ""
@@ -129,10 +96,7 @@ def _transition(
     action: Action, context: SessionContext, to: SessionState, raw_response: str
 ) -> tuple[SessionContext, SystemEvent]:
     event = SystemEvent(
-        event=EVENT_STATE_CHANGED,
-        content=(
-            f"{STATE_LABELS[context.state]} → {STATE_LABELS[to]} (código {action.code.value})"
-        ),
+        event=EventCode.STATE_CHANGED,
         agent=action.agent.value,
         code=action.code.value,
         action=action_name(action.code),
@@ -144,11 +108,9 @@ def _transition(
 
 def _rejected_event(action: Action, raw_response: str) -> SystemEvent:
     # Each field and the rule it broke, not the value: the value is the customer's data (a CPF,
-    # an e-mail) and the event's text is shown and logged; the raw answer is kept beside it.
-    listed = "; ".join(f"{path} ({invalid.error})" for path, invalid in action.rejected.items())
+    # an e-mail) and the event is shown and logged; the raw answer is kept beside it.
     return SystemEvent(
-        event=EVENT_DATA_REJECTED,
-        content=f"Valores recusados (não gravados): {listed}",
+        event=EventCode.DATA_REJECTED,
         agent=action.agent.value,
         code=action.code.value,
         action=action_name(action.code),
@@ -223,11 +185,7 @@ def _confirmation_changed(
     4). No lead, and the model's closing text is not sent: it announced a registration that did
     not happen."""
     event = SystemEvent(
-        event=EVENT_CONFIRMATION_CHANGED,
-        content=(
-            "Confirmação (código 5) com dados cadastrais diferentes dos mostrados ao cliente "
-            f"({', '.join(changed)}): nada registrado; nova confirmação pedida."
-        ),
+        event=EventCode.CONFIRMATION_CHANGED,
         agent=action.agent.value,
         code=action.code.value,
         action=action_name(action.code),
@@ -254,8 +212,7 @@ def _confirmed(action: Action, context: SessionContext, raw: str) -> Step:
     if changed:
         return _confirmation_changed(action, context, raw, changed)
     event = SystemEvent(
-        event=EVENT_LEAD_CREATED,
-        content="Solicitação confirmada pelo cliente e registrada para a equipe.",
+        event=EventCode.LEAD_CREATED,
         agent=action.agent.value,
         code=action.code.value,
         action=action_name(action.code),
@@ -273,8 +230,7 @@ def _confirmed(action: Action, context: SessionContext, raw: str) -> Step:
 
 def _end(action: Action, context: SessionContext, raw: str) -> Step:
     event = SystemEvent(
-        event=EVENT_SESSION_CLOSED,
-        content=f"Conversa encerrada pela assistente (código {action.code.value}).",
+        event=EventCode.SESSION_CLOSED,
         agent=action.agent.value,
         code=action.code.value,
         action=action_name(action.code),
@@ -303,8 +259,7 @@ def _handoff(action: Action, context: SessionContext, raw: str) -> Step:
 def _context_needed(action: Action, context: SessionContext, raw: str) -> Step:
     loaded = tuple(dict.fromkeys((*context.loaded_packages, *action.packages)))
     event = SystemEvent(
-        event=EVENT_CONTEXT_LOADED,
-        content=f"Base de conhecimento: pacotes carregados {', '.join(action.packages)}.",
+        event=EventCode.CONTEXT_LOADED,
         agent=action.agent.value,
         code=action.code.value,
         action=action_name(action.code),
@@ -335,11 +290,8 @@ _HANDLERS: dict[Code, Callable[[Action, SessionContext, str], Step]] = {
 
 def handoff_event(handoff: Handoff, *, agent: str = "", raw_response: str = "") -> SystemEvent:
     """The SYSTEM event of a handoff, whatever caused it (action, failure, pre-check)."""
-    label = HANDOFF_LABELS[handoff.reason]
-    detail = f" ({handoff.detail})" if handoff.detail else ""
     return SystemEvent(
-        event=EVENT_HANDOFF,
-        content=f"Transferido para atendimento humano: {label}{detail}.",
+        event=EventCode.HANDOFF,
         agent=agent,
         action=handoff.reason.value,
         details={

@@ -49,7 +49,8 @@ from agents.summary import (
 from conversations.alerts import alert_due, alerts_configured
 from conversations.commit_hooks import on_commit_call
 from conversations.delivery_tasks import enqueue_handoff_alert
-from conversations.dispatcher import EVENT_HANDOFF, Handoff, handoff_event
+from conversations.dispatcher import Handoff, handoff_event
+from conversations.events import EventCode
 from conversations.message_order import newest_in_conversation_order
 from conversations.models import (
     DeliveryStatus,
@@ -67,8 +68,6 @@ SUMMARY_TRANSCRIPT_MESSAGES = 60
 _AUTHOR = {Direction.INBOUND: "cliente", Direction.OUTBOUND: "assistente"}
 _ERROR_CHARS = 255
 _DETAIL_CHARS = 255  # Session.handoff_detail
-# The SYSTEM event of a takeover by staff in the WhatsApp Business app (coexistence echo).
-STAFF_TAKEOVER_TEXT = "Atendimento assumido pela equipe pelo app WhatsApp Business."
 # Handoffs whose customer must read the fixed text: the model wrote nothing for the customer
 # (98: its message is ignored by the code table; a failure; the strategic-company rule).
 # Code 5 sends the model's own closing message instead, a staff takeover sends nothing.
@@ -123,8 +122,9 @@ def session_handoff(
       ``handed_off_at=now`` — in one UPDATE with the caller's other session `fields` (a turn's
       collected data), which the handoff's fields override;
     - the SYSTEM ``handoff`` event (`conversations.dispatcher.handoff_event`: reason, detail,
-      motive, the answering `agent` and the offending `raw_response` of a failure); a staff
-      takeover's says who took it (the Business app, or `by_user`) and carries no details;
+      motive, the answering `agent` and the offending `raw_response` of a failure; its text is
+      rendered when shown, `conversations.labels`); a staff takeover's names `by_user` as its
+      `staff_user` (none: the Business app) and carries no details;
     - when `fixed_text`, the fixed text (`handoff_text`) as OUTBOUND parts, pending;
     - in one INSERT with the caller's rows: `rows_before` (the turn's events), the event, the
       fixed text's parts, `rows_after` (code 5's closing message);
@@ -209,17 +209,12 @@ def _event_row(
     now: datetime,
 ) -> Message:
     if handoff.reason is HandoffReason.STAFF_TAKEOVER:
-        content = (
-            STAFF_TAKEOVER_TEXT
-            if by_user is None
-            else f"Atendimento assumido por {by_user.get_username()}."
-        )
+        # Who took it over is the row's `staff_user` (none: the WhatsApp Business app).
         return Message(
             session_id=session_id,
             direction=Direction.SYSTEM,
-            message_type=EVENT_HANDOFF,
+            message_type=EventCode.HANDOFF,
             action=handoff.reason.value,
-            content=content,
             staff_user=by_user,
             turn_id=turn_id,
             created_at=now,
@@ -230,7 +225,6 @@ def _event_row(
         direction=Direction.SYSTEM,
         message_type=event.event,
         agent=event.agent,
-        content=event.content,
         code=event.code,
         action=event.action,
         json_part=dict(event.details) or None,

@@ -6,38 +6,14 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from agents.circuit import CircuitState
-from agents.states import AgentName, HandoffReason, SessionState
+from agents.labels import AGENT_LABELS, HANDOFF_REASON_LABELS, STATE_LABELS, choices
+from agents.states import SessionState
 from conversations.encryption import EncryptedTextField
 
-STATE_CHOICES = [
-    (SessionState.TRIAGE.value, _("Triage")),
-    (SessionState.QUALIFYING.value, _("Qualifying")),
-    (SessionState.DATA_COLLECT.value, _("Data collection")),
-    (SessionState.CONFIRM.value, _("Confirmation")),
-    (SessionState.HUMAN.value, _("With a human")),
-    (SessionState.CLOSED.value, _("Closed")),
-]
-AGENT_CHOICES = [
-    (AgentName.TRIAGEM.value, _("triage")),
-    (AgentName.QUALIFICACAO.value, _("qualification")),
-    (AgentName.COLETA.value, _("collection")),
-    (AgentName.ORCHESTRATOR.value, _("orchestrator")),
-    (AgentName.SUMMARY.value, _("summary")),
-]
-HANDOFF_REASON_CHOICES = [
-    (HandoffReason.MODEL_REQUESTED.value, _("requested by the model")),
-    (HandoffReason.QUALIFIED_LEAD.value, _("qualified lead")),
-    (HandoffReason.LLM_INVALID_JSON.value, _("model answer in an invalid format")),
-    (HandoffReason.LLM_INVALID_CONTRACT.value, _("model answer outside the contract")),
-    (HandoffReason.LLM_TIMEOUT.value, _("model timed out")),
-    (HandoffReason.LLM_RATE_LIMITED.value, _("model rate limited")),
-    (HandoffReason.LLM_PROVIDER_ERROR.value, _("model provider error")),
-    (HandoffReason.UNKNOWN_PACKAGE.value, _("unknown knowledge package")),
-    (HandoffReason.ENRICHMENT_LIMIT.value, _("enrichment limit")),
-    (HandoffReason.ROUTING_LOOP.value, _("routing loop")),
-    (HandoffReason.STAFF_TAKEOVER.value, _("taken over by staff")),
-    (HandoffReason.STRATEGIC_COMPANY.value, _("strategic company")),
-]
+# Derived from the one label table (agents.labels), translated when shown.
+STATE_CHOICES = choices(STATE_LABELS, translate=_)
+AGENT_CHOICES = choices(AGENT_LABELS, translate=_)
+HANDOFF_REASON_CHOICES = choices(HANDOFF_REASON_LABELS, translate=_)
 
 MAX_BRAND_CONTEXT_CHARS = 2_000
 MAX_ACCESS_TOKEN_CHARS = 512

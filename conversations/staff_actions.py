@@ -14,9 +14,10 @@ One use case per action; the admin views (`conversations.admin.staff_actions`) c
   with the page), kept in the row they write (``json_part["form_token"]``): a token seen before
   is a no-op;
 - records who did it and when: a SYSTEM event in the transcript (``message_type`` one of
-  `StaffEvent`, ``staff_user``, its parameters in ``json_part``; a take-over's is the handoff
-  event `session_handoff` writes; a reply and a template are their own OUTBOUND row, with the
-  author and the time) and an admin log entry (`LogEntry`, the session's history page).
+  `conversations.events.EventCode`, ``staff_user``, its parameters in ``json_part``; a
+  take-over's is the handoff event `session_handoff` writes; a reply and a template are their
+  own OUTBOUND row, with the author and the time) and an admin log entry (`LogEntry`, the
+  session's history page).
 
 Rules chosen here:
 
@@ -45,7 +46,6 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
@@ -58,6 +58,7 @@ from django.utils.translation import gettext as _
 
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.commit_hooks import on_commit_call
+from conversations.events import EventCode
 from conversations.handoff import session_handoff
 from conversations.models import (
     DeliveryStatus,
@@ -80,18 +81,6 @@ MAX_REPLY_CHARS = 4096
 MAX_TEMPLATE_PARAMETER_CHARS = 1024
 _FORBIDDEN_IN_PARAMETER = re.compile(r"[\n\r\t]")
 _PLACEHOLDER = re.compile(r"\{\{(\d+)\}\}")
-
-
-class StaffEvent(StrEnum):
-    """The SYSTEM events of the staff actions (``Message.message_type``).
-
-    A take-over is the handoff's own event (``handoff``, action ``staff_takeover``).
-    """
-
-    ASSIGNED = "staff_assigned"  # json_part: {"assignee_id", "assignee"}
-    GIVEN_BACK = "staff_given_back"  # json_part: {"state"}
-    CLOSED = "staff_closed"  # json_part: {"from_state"}
-    SUMMARY_REQUESTED = "staff_summary_requested"  # json_part: {"form_token"}
 
 
 class StaffActionRefused(Exception):
@@ -186,7 +175,7 @@ def _token_used(session_id: int, token: UUID) -> bool:
 
 
 def _event(
-    *, session_id: int, event: StaffEvent, user: User, now: datetime, **params: Any
+    *, session_id: int, event: EventCode, user: User, now: datetime, **params: Any
 ) -> Message:
     return Message.objects.create(
         session_id=session_id,
@@ -278,7 +267,7 @@ def session_assign(
         Session.objects.filter(pk=session_id).update(assigned_to=assignee)
         event = _event(
             session_id=session_id,
-            event=StaffEvent.ASSIGNED,
+            event=EventCode.STAFF_ASSIGNED,
             user=user,
             now=now,
             assignee_id=assignee.pk,
@@ -442,7 +431,11 @@ def session_give_back(*, session_id: int, user: User, state: str, now: datetime)
             handed_off_at=None,
         )
         event = _event(
-            session_id=session_id, event=StaffEvent.GIVEN_BACK, user=user, now=now, state=target
+            session_id=session_id,
+            event=EventCode.STAFF_GIVEN_BACK,
+            user=user,
+            now=now,
+            state=target,
         )
         label = dict(Session._meta.get_field("state").flatchoices)[target]
         text = _("Gave the conversation back to the bot (%(state)s).") % {"state": label}
@@ -463,7 +456,7 @@ def session_close(*, session_id: int, user: User, now: datetime) -> ActionOutcom
         _mark_pending_processed(session_id, now)
         event = _event(
             session_id=session_id,
-            event=StaffEvent.CLOSED,
+            event=EventCode.STAFF_CLOSED,
             user=user,
             now=now,
             from_state=session.state,
@@ -489,7 +482,7 @@ def session_summary_regenerate(
         _require_human(session)
         event = _event(
             session_id=session_id,
-            event=StaffEvent.SUMMARY_REQUESTED,
+            event=EventCode.STAFF_SUMMARY_REQUESTED,
             user=user,
             now=now,
             form_token=str(form_token),
@@ -498,31 +491,3 @@ def session_summary_regenerate(
         _admin_log(user=user, session=session, text=_("Requested a new summary."))
     logger.info("staff_summary_requested", extra={"session_id": session_id, "user_id": user.pk})
     return ActionOutcome(True, _("A new summary was requested; reload in a moment."), event.pk)
-
-
-# --- Display ---------------------------------------------------------------------------------
-
-
-def staff_event_text(event: str, params: Mapping[str, Any] | None, who: str) -> str:
-    """The pt-BR line of a staff SYSTEM event in the transcript (rendered when shown)."""
-    params = params or {}
-    if event == StaffEvent.ASSIGNED:
-        return _("%(who)s assigned the conversation to %(user)s.") % {
-            "who": who,
-            "user": params.get("assignee", "?"),
-        }
-    if event == StaffEvent.GIVEN_BACK:
-        choices = dict(Session._meta.get_field("state").flatchoices)
-        state = params.get("state", "")
-        return _("%(who)s gave the conversation back to the bot (%(state)s).") % {
-            "who": who,
-            "state": choices.get(state, state),
-        }
-    if event == StaffEvent.CLOSED:
-        return _("%(who)s closed the conversation.") % {"who": who}
-    if event == StaffEvent.SUMMARY_REQUESTED:
-        return _("%(who)s requested a new summary.") % {"who": who}
-    return ""
-
-
-STAFF_EVENTS = frozenset(StaffEvent)

@@ -35,6 +35,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from agents.redaction import redact
 from agents.sources import RuntimeSettings
 from agents.states import BOT_STATES, HandoffReason, SessionState
+from conversations.events import EventCode
 from conversations.lease import lease_claim, lease_release
 from conversations.models import (
     DeliveryStatus,
@@ -61,7 +62,6 @@ SEND_RETRY_WINDOW = timedelta(minutes=15)
 WINDOW_EXPIRED = "Não enviada: passou o prazo de 24 horas para responder ao cliente"
 SWEEP_LIMIT = 500
 
-TURN_FAILED = "turn_failed"
 # Failures of the turn of the same pending messages before the session goes to a human: the first
 # is the webhook's task, the others the sweep's retries a minute apart (a transient error — a
 # database restart — gets two more chances).
@@ -190,11 +190,12 @@ def _record_failure(session_id: int, error: BaseException, now: datetime) -> int
     Message.objects.create(
         session_id=session_id,
         direction=Direction.SYSTEM,
-        message_type=TURN_FAILED,
-        content=f"Erro inesperado ao responder o cliente ({type(error).__name__}); "
-        "a mensagem será processada de novo.",
+        message_type=EventCode.TURN_FAILED,
         # Any exception's text: masked like a provider's (it may hold a token, a CPF, a phone).
-        json_part={"error": redact(repr(error))[:_ERROR_CHARS]},
+        json_part={
+            "error": redact(repr(error))[:_ERROR_CHARS],
+            "error_type": type(error).__name__,
+        },
         created_at=now,
     )
     oldest = (
@@ -205,7 +206,7 @@ def _record_failure(session_id: int, error: BaseException, now: datetime) -> int
     return Message.objects.filter(
         session_id=session_id,
         direction=Direction.SYSTEM,
-        message_type=TURN_FAILED,
+        message_type=EventCode.TURN_FAILED,
         created_at__gte=oldest,
     ).count()
 

@@ -5,20 +5,16 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
-from phonenumbers import NumberParseException, is_valid_number
-from phonenumbers import parse as parse_phone_number
 from simple_history.models import HistoricalRecords
 from validate_docbr import CNPJ
 
-from agents.states import PROMPT_AGENTS, AgentName
+from agents.labels import AGENT_LABELS, choices
+from agents.phones import phone_digits
+from agents.states import PROMPT_AGENTS
 from agents.templating import PROMPT_TEMPLATE_MAX_CHARS
 
-_AGENT_LABELS = {
-    AgentName.TRIAGEM: _("triage"),
-    AgentName.QUALIFICACAO: _("qualification"),
-    AgentName.COLETA: _("collection"),
-}
-AGENT_CHOICES = [(agent.value, _AGENT_LABELS[agent]) for agent in PROMPT_AGENTS]
+# The prompt agents' labels: the one label table (agents.labels), translated when shown.
+AGENT_CHOICES = choices(AGENT_LABELS, translate=_, members=PROMPT_AGENTS)
 MAX_PROMPT_CHARS = PROMPT_TEMPLATE_MAX_CHARS
 MAX_FIXED_TEXT_CHARS = 1_000
 MAX_NOTES_CHARS = 2_000
@@ -193,17 +189,8 @@ def validate_cnpj(value: str) -> None:
 
 def validate_phone_lines(value: str) -> None:
     """Every non-empty line must be a valid phone number (Brazil when no country code is given)."""
-    invalid: list[str] = []
-    for line in value.splitlines():
-        text = line.strip()
-        if not text:
-            continue
-        try:
-            valid = is_valid_number(parse_phone_number(text, "BR"))
-        except NumberParseException:
-            valid = False
-        if not valid:
-            invalid.append(text)
+    lines = (line.strip() for line in value.splitlines())
+    invalid = [text for text in lines if text and phone_digits(text) is None]
     if invalid:
         raise ValidationError(
             _("Invalid phone numbers: %(numbers)s. Write one per line, e.g. +55 11 91234-5678."),

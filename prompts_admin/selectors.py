@@ -11,9 +11,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import OuterRef, Subquery
-from phonenumbers import NumberParseException, PhoneNumberFormat, format_number, is_valid_number
-from phonenumbers import parse as parse_phone_number
 
+from agents.phones import phone_digits as phone_digits_of
 from agents.sources import OverrideTemplate, RuntimeSettings, StrategicCompanyInfo
 from agents.states import AgentName
 from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
@@ -28,18 +27,8 @@ def override_version(history_id: int | None, override_id: int) -> str:
 
 def phone_digits(lines: str) -> tuple[str, ...]:
     """E.164 digits (no +) of every valid phone line; Brazil when no country code is given."""
-    numbers: list[str] = []
-    for line in lines.splitlines():
-        text = line.strip()
-        if not text:
-            continue
-        try:
-            number = parse_phone_number(text, "BR")
-        except NumberParseException:
-            continue
-        if is_valid_number(number):
-            numbers.append(format_number(number, PhoneNumberFormat.E164).lstrip("+"))
-    return tuple(numbers)
+    parsed = (phone_digits_of(line) for line in lines.splitlines() if line.strip())
+    return tuple(number for number in parsed if number is not None)
 
 
 @cache

@@ -19,9 +19,11 @@ from django.urls import URLPattern, path
 from django.utils.translation import gettext
 from simple_history.admin import SimpleHistoryAdmin
 from simple_history.manager import HistoryManager
+from simple_history.models import ModelChange
+from simple_history.template_utils import HistoricalRecordContextHelper
 
 from compat.django_private import flatten_fieldsets, unquote
-from versioning.diff import diff_versions
+from versioning.diff import diff_versions, display_value
 
 
 class PrettyJSONFormField(forms.JSONField):
@@ -51,6 +53,22 @@ def history_of(model: models.Model | type[models.Model]) -> HistoryManager:
     return manager
 
 
+class VersionHistoryContextHelper(HistoricalRecordContextHelper):
+    """The history list's "changes" column: booleans as Sim/Não and choices by their label, as
+    the compare page shows them (`versioning.diff.display_value`); other values as
+    simple-history shows them."""
+
+    def prepare_delta_change_value(self, change: ModelChange, value: Any) -> Any:
+        field = self.model._meta.get_field(change.field)
+        if (
+            isinstance(field, models.Field)
+            and not field.many_to_many
+            and (isinstance(value, bool) or (field.choices and value is not None))
+        ):
+            return display_value(field, value)
+        return super().prepare_delta_change_value(change, value)
+
+
 class VersionedAdmin(SimpleHistoryAdmin[ModelT]):
     """SimpleHistoryAdmin with a diff between any two versions (`<pk>/history/compare/`)."""
 
@@ -73,6 +91,11 @@ class VersionedAdmin(SimpleHistoryAdmin[ModelT]):
         )
         # Before simple-history's `<pk>/history/<version>/`, which would take "compare".
         return [compare, *super().get_urls()]
+
+    def get_historical_record_context_helper(
+        self, request: HttpRequest, historical_record: Any
+    ) -> HistoricalRecordContextHelper:
+        return VersionHistoryContextHelper(self.model, historical_record)
 
     def revert_disabled(self, request: HttpRequest, obj: ModelT | None = None) -> bool:
         """Whether `request.user` may NOT write a version back: hides the Revert button and the

@@ -33,7 +33,8 @@ class FieldChange:
     lines: tuple[DiffLine, ...]  # empty for short values, shown as old → new
 
 
-def _display_value(field: models.Field[Any, Any], value: Any) -> str:
+def display_value(field: models.Field[Any, Any], value: Any) -> str:
+    """A stored value as staff read it: a choice's label, Sim/Não, "—" for nothing."""
     if value is None or isinstance(value, DeletedObject):
         return "—" if value is None else str(value)
     if field.choices:
@@ -76,8 +77,8 @@ def diff_versions(*, model: type[Model], old: Any, new: Any) -> list[FieldChange
         change = by_name.get(field.name)
         if change is None:
             continue
-        old_text = _display_value(field, change.old)
-        new_text = _display_value(field, change.new)
+        old_text = display_value(field, change.old)
+        new_text = display_value(field, change.new)
         long_value = max(len(old_text), len(new_text)) > INLINE_DIFF_MAX_CHARS
         multiline = "\n" in old_text or "\n" in new_text
         changes.append(

@@ -33,7 +33,6 @@ from conversations.admin.sessions import (
     sessions_search,
 )
 from conversations.admin.transcript import (
-    AGENT_LABELS,
     DELIVERY_LABELS,
     MAX_TRANSCRIPT_MESSAGES,
     REGISTRATION_LABELS,
@@ -47,7 +46,6 @@ from conversations.admin.transcript import (
 from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 
 __all__ = [
-    "AGENT_LABELS",
     "CUSTOMER_SERVICE_WINDOW",
     "DELIVERY_LABELS",
     "MAX_SEARCH_CHARS",

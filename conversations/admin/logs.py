@@ -16,8 +16,10 @@ from django.utils.translation import gettext_lazy as _
 from agents.masking import PATTERNS_ONLY, KnownValues, Masker
 from conversations.admin.failed_sends import FailedSendsFilter
 from conversations.admin.masking import ModelT, PersonalDataMaskingMixin
+from conversations.labels import event_text
 from conversations.models import (
     DeliveryStatusEvent,
+    Direction,
     HandoffSummary,
     LLMCall,
     Message,
@@ -105,6 +107,8 @@ class MessageAdmin(ReadOnlyAdmin[Message]):
         "created_at",
     )
     list_filter = ("direction", "agent", "delivery_status", FailedSendsFilter)
+    # Who took a conversation over names its handoff event (`event_text`).
+    list_select_related = ("staff_user",)
     search_fields = ("=wa_message_id",)
     search_help_text = _("Exact WhatsApp message id (wamid).")
     show_full_result_count = False
@@ -117,7 +121,9 @@ class MessageAdmin(ReadOnlyAdmin[Message]):
 
     @admin.display(description=_("content"))
     def short_content(self, obj: Message) -> str:
-        return obj.content if len(obj.content) <= 80 else obj.content[:79] + "…"
+        # A SYSTEM row's sentence is rendered from its code and parameters (conversations.labels).
+        text = event_text(obj) if obj.direction == Direction.SYSTEM else obj.content
+        return text if len(text) <= 80 else text[:79] + "…"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
         return super().get_queryset(request).defer("raw_response")

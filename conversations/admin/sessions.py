@@ -9,13 +9,20 @@ from django.db.models.expressions import Combinable
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import capfirst
 from django.utils.translation import gettext_lazy as _
 
 from agents.masking import contains_personal_data
+from agents.phones import format_phone
+from conversations.admin.display import format_document
 from conversations.admin.failed_sends import SessionFailedSendsFilter
 from conversations.admin.masking import PersonalDataMaskingMixin
 from conversations.admin.staff_actions import staff_action_urls, staff_actions_panel
 from conversations.admin.transcript import session_transcript
+from conversations.labels import handoff_explanation, handoff_label
 from conversations.models import Message, Session
 from conversations.personal_data import masker_of
 from knowledge_base.models import Segment
@@ -88,20 +95,28 @@ class SegmentFilter(admin.SimpleListFilter):
         return queryset
 
 
+def breakable_code(code: str) -> SafeString:
+    """A catalog code (``ANALISE_AGUA_POTABILIDADE``), escaped, that may wrap after its
+    underscores in a narrow column, and nowhere else."""
+    return mark_safe("_<wbr>".join(escape(part) for part in code.split("_")))
+
+
 # --- Sessions: admin -----------------------------------------------------------------------
 
 
 @admin.register(Session)
 class SessionAdmin(PersonalDataMaskingMixin[Session]):
     session_relation = None
+    # Fits a 1,366-pixel screen with the sidebar open: the instance by its name, times short,
+    # long catalog codes wrapped (conversations/admin/session_list.css).
     list_display = (
         "customer",
-        "instance",
+        "instance_name",
         "state",
-        "segment",
-        "service",
-        "last_inbound_at",
-        "handoff_reason",
+        "segment_code",
+        "service_code",
+        "last_inbound",
+        "handoff",
     )
     list_filter = (
         "state",
@@ -128,7 +143,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
                     "customer_name",
                     "customer_phone",
                     "customer_user_id",
-                    "customer_document",
+                    "document",
                 )
             },
         ),
@@ -141,8 +156,8 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
                     "intent",
                     "service",
                     "loaded_packages",
-                    "handoff_reason",
-                    "handoff_detail",
+                    "handoff",
+                    "handoff_explanation",
                 )
             },
         ),
@@ -162,14 +177,57 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
             _("Processing"),
             {
                 "classes": ("collapse",),
-                "fields": ("lease_token", "lease_expires_at", "turn_queued_at", "updated_at"),
+                # The handoff's machine detail (a parser error, an HTTP status), for engineers.
+                "fields": (
+                    "handoff_detail",
+                    "lease_token",
+                    "lease_expires_at",
+                    "turn_queued_at",
+                    "updated_at",
+                ),
             },
         ),
     )
 
+    readonly_fields = ("document", "handoff", "handoff_explanation")
+
+    class Media:
+        css = {"all": ("conversations/admin/session_list.css",)}
+
+    @admin.display(description=_("segment"), ordering="segment")
+    def segment_code(self, obj: Session) -> SafeString:
+        return breakable_code(obj.segment)
+
+    @admin.display(description=_("service"), ordering="service")
+    def service_code(self, obj: Session) -> SafeString:
+        return breakable_code(obj.service)
+
+    @admin.display(description=_("instance"), ordering="instance__name")
+    def instance_name(self, obj: Session) -> str:
+        return obj.instance.name
+
+    @admin.display(description=_("customer's last message"), ordering="last_inbound_at")
+    def last_inbound(self, obj: Session) -> str:
+        if obj.last_inbound_at is None:
+            return "—"
+        return date_format(timezone.localtime(obj.last_inbound_at), "SHORT_DATETIME_FORMAT")
+
+    @admin.display(description=_("document (CPF/CNPJ)"))
+    def document(self, obj: Session) -> str:
+        return format_document(obj.customer_document) if obj.customer_document else "—"
+
+    @admin.display(description=_("handoff reason"), ordering="handoff_reason")
+    def handoff(self, obj: Session) -> str:
+        """The reason's label; a model handoff by its motive ("cliente pediu um atendente")."""
+        return capfirst(handoff_label(obj.handoff_reason, obj.handoff_detail)) or "—"
+
+    @admin.display(description=_("handoff detail"))
+    def handoff_explanation(self, obj: Session) -> str:
+        return handoff_explanation(obj.handoff_reason, obj.handoff_detail) or "—"
+
     @admin.display(description=_("customer"), ordering="customer_name")
     def customer(self, obj: Session) -> str:
-        phone = f"+{obj.customer_phone}" if obj.customer_phone else obj.customer_user_id
+        phone = format_phone(obj.customer_phone) if obj.customer_phone else obj.customer_user_id
         if obj.customer_name and phone:
             return f"{obj.customer_name} ({phone})"
         return obj.customer_name or phone or "?"

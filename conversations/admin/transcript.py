@@ -5,7 +5,6 @@ session's messages, model calls and latest summary in a fixed number of queries.
 (staff without `conversations.view_personal_data`), every text it returns is masked.
 """
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,14 +12,24 @@ from typing import Any
 from django.db.models import Count, Sum
 from django.utils import dateformat, timezone
 from django.utils.formats import number_format
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from agents.masking import Masker
 from agents.parameters import ParameterSchemaError, parse_parameter_schema
+from conversations.admin.display import format_data_value, whatsapp_html
+from conversations.labels import (
+    agent_label,
+    event_text,
+    handoff_explanation,
+    handoff_label,
+    message_origin,
+    summary_closing_reason_text,
+    summary_error_text,
+)
 from conversations.message_order import newest_in_conversation_order
 from conversations.models import (
-    AGENT_CHOICES,
     SUPERSEDED,
     DeliveryStatus,
     Direction,
@@ -30,14 +39,12 @@ from conversations.models import (
     Session,
 )
 from conversations.personal_data import masked_copy
-from conversations.staff_actions import STAFF_EVENTS, staff_event_text
 from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 from knowledge_base.models import Service
 
 # The transcript shows the newest messages of a session; older ones are in the message log.
 MAX_TRANSCRIPT_MESSAGES = 500
-# Plain dicts: Model.get_FOO_display() rebuilds its lookup on every call, 300 times a page.
-AGENT_LABELS = dict(AGENT_CHOICES)
+# A plain dict: Model.get_FOO_display() rebuilds its lookup on every call, 300 times a page.
 DELIVERY_LABELS = dict(DeliveryStatus.choices)
 
 _DATA_FIELDS = ("technical_data", "technical_extras", "registration_data", "registration_extras")
@@ -99,6 +106,7 @@ class TranscriptEntry:
 
     message: Message
     text: str  # the message's content, masked for staff who may not read personal data
+    html: SafeString  # `text` escaped, WhatsApp's *bold* in bold (`whatsapp_html`)
     side: str  # "customer", "bot", "staff" or "system"
     superseded: bool
     turn_cost: str  # on the last message of a turn that called the model; else ""
@@ -146,23 +154,18 @@ class SessionTranscript:
     technical_extras: list[DataRow]
     registration: list[DataRow]
     registration_extras: list[DataRow]
-
-
-def _format_value(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return str(_("yes") if value else _("no"))
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
+    summary_data: list[DataRow]  # the summary's collected data, with the same labels
+    summary_error: str  # the summary's error as a pt-BR sentence
+    summary_closing_reason: str  # the minimal summary's machine reason as a pt-BR sentence
+    handoff_label: str  # why the session went to a human ("cliente pediu um atendente")
+    handoff_explanation: str  # the handoff's detail as a pt-BR sentence
 
 
 def _data_rows(data: Any, labels: dict[str, Any]) -> list[DataRow]:
     if not isinstance(data, dict):
-        return [DataRow("", "", _format_value(data))] if data else []
+        return [DataRow("", "", format_data_value(data))] if data else []
     return [
-        DataRow(str(key), str(labels.get(key, key)), _format_value(value))
+        DataRow(str(key), str(labels.get(key, key)), format_data_value(value, str(key)))
         for key, value in data.items()
     ]
 
@@ -205,16 +208,29 @@ def _entry(
         assert message.staff_user is not None  # `_side` says "staff" only with a staff user
         who = str(_("Staff")) + f" · {message.staff_user.get_username()}"
     else:
-        agent = AGENT_LABELS.get(message.agent, message.agent)
-        who = str(_("Bot")) + (f" · {agent}" if message.agent else "")
+        who = str(_("Bot")) + (f" · {agent_label(message.agent)}" if message.agent else "")
     when = dateformat.format(timezone.localtime(message.created_at), "d/m H:i:s")
     meta = [when]
+    if side == "system":
+        # The event's sentence says what the codes say ("Mudou para Qualificação (código 2)").
+        text = mask(event_text(message))
+        return TranscriptEntry(
+            message=message,
+            text=text,
+            html=whatsapp_html(text),
+            side=side,
+            superseded=False,
+            turn_cost=turn_cost.turn_text() if turn_cost else "",
+            who="",
+            meta=when,
+            delivery="",
+            delivery_failed=False,
+        )
     if message.message_type != "text":
         meta.append(message.message_type)
-    if message.code is not None:
-        meta.append(f"s={message.code}")
-    if message.action:
-        meta.append(message.action)
+    origin = message_origin(message.code, message.action)
+    if origin:
+        meta.append(origin)
     delivery: list[str] = []
     failed = False
     if message.direction == Direction.OUTBOUND and not superseded:
@@ -233,12 +249,10 @@ def _entry(
         delivery.append(mask(message.error))
         failed = True
     text = mask(message.content)
-    if side == "system" and message.message_type in STAFF_EVENTS:
-        by = message.staff_user.get_username() if message.staff_user else "?"
-        text = staff_event_text(message.message_type, message.json_part, by)
     return TranscriptEntry(
         message=message,
         text=text,
+        html=whatsapp_html(text),
         side=side,
         superseded=superseded,
         turn_cost=turn_cost.turn_text() if turn_cost else "",
@@ -318,4 +332,14 @@ def session_transcript(
         technical_extras=_data_rows(data["technical_extras"], {}),
         registration=_data_rows(data["registration_data"], REGISTRATION_LABELS),
         registration_extras=_data_rows(data["registration_extras"], {}),
+        summary_data=_data_rows(
+            summary.collected_data if summary is not None else {},
+            {**REGISTRATION_LABELS, **parameter_labels},
+        ),
+        summary_error=summary_error_text(summary.error) if summary is not None else "",
+        summary_closing_reason=(
+            summary_closing_reason_text(summary.closing_reason) if summary is not None else ""
+        ),
+        handoff_label=handoff_label(session.handoff_reason, session.handoff_detail),
+        handoff_explanation=handoff_explanation(session.handoff_reason, session.handoff_detail),
     )

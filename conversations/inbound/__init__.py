@@ -9,7 +9,6 @@ The use case of the WhatsApp webhook, by responsibility:
 - `hot_path`: the compiled and prepared statements of the common case.
 """
 
-from conversations.handoff import STAFF_TAKEOVER_TEXT
 from conversations.inbound.deliveries import (
     DeliveryNotStored,
     DeliveryReceipt,
@@ -18,22 +17,11 @@ from conversations.inbound.deliveries import (
     webhook_delivery_reprocess,
 )
 from conversations.inbound.events import (
-    ACTION_UNSUPPORTED_MEDIA,
-    EVENT_HANDOFF,
-    EVENT_IDENTITY_CHANGED,
-    EVENT_SESSION_CLOSED,
-    IDLE_CLOSED_TEXT,
     EnqueueFn,
     _Applier,
 )
 
 __all__ = [
-    "ACTION_UNSUPPORTED_MEDIA",
-    "EVENT_HANDOFF",
-    "EVENT_IDENTITY_CHANGED",
-    "EVENT_SESSION_CLOSED",
-    "IDLE_CLOSED_TEXT",
-    "STAFF_TAKEOVER_TEXT",
     "DeliveryNotStored",
     "DeliveryReceipt",
     "EnqueueFn",

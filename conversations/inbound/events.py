@@ -46,6 +46,7 @@ from django.utils import timezone
 
 from agents.redaction import redact
 from agents.states import BOT_STATES, HandoffReason, SessionState
+from conversations.events import ACTION_UNSUPPORTED_MEDIA, CLOSED_IDLE, EventCode
 from conversations.handoff import session_handoff
 from conversations.inbound.hot_path import _insert_once
 from conversations.inbound.sessions import (
@@ -89,17 +90,6 @@ logger = logging.getLogger("conversations.inbound")
 
 EnqueueFn = Callable[[int], None]
 
-# SYSTEM events written by the channel (message_type), read by the transcript.
-EVENT_SESSION_CLOSED = "session_closed"
-EVENT_HANDOFF = "handoff"
-EVENT_IDENTITY_CHANGED = "identity_changed"
-EVENT_TIMESTAMP_REPLACED = "timestamp_replaced"
-TIMESTAMP_REPLACED_TEXT = (
-    "Horário informado pelo WhatsApp ({value}) fora do intervalo aceito: "
-    "usado o horário de recebimento."
-)
-ACTION_UNSUPPORTED_MEDIA = "unsupported_media"
-IDLE_CLOSED_TEXT = "Conversa encerrada por inatividade: o cliente voltou depois de {hours} h."
 _NEVER = datetime.min.replace(tzinfo=UTC)
 _TITLE_CHARS = 255
 _ERROR_CHARS = 2_000
@@ -282,8 +272,8 @@ class _Applier:
         Message.objects.create(
             session=session,
             direction=Direction.SYSTEM,
-            message_type=EVENT_TIMESTAMP_REPLACED,
-            content=TIMESTAMP_REPLACED_TEXT.format(value=_clean_text(value)),
+            message_type=EventCode.TIMESTAMP_REPLACED,
+            json_part={"value": _clean_text(value)},
             created_at=self.now,
         )
         logger.warning(
@@ -322,7 +312,7 @@ class _Applier:
             Message,
             session=session,
             direction=Direction.SYSTEM,
-            message_type=EVENT_IDENTITY_CHANGED,
+            message_type=EventCode.IDENTITY_CHANGED,
             action=change.change[:32],
             content=message.text,
             wa_message_id=message.wamid,
@@ -513,9 +503,9 @@ class _Applier:
             Message.objects.create(
                 session=session,
                 direction=Direction.SYSTEM,
-                message_type=EVENT_SESSION_CLOSED,
-                action="idle",
-                content=IDLE_CLOSED_TEXT.format(hours=settings.SESSION_IDLE_HOURS),
+                message_type=EventCode.SESSION_CLOSED,
+                action=CLOSED_IDLE,
+                json_part={"idle_hours": settings.SESSION_IDLE_HOURS},
                 created_at=self.now,
             )
             logger.info("whatsapp_session_closed_idle", extra={"session_id": session.pk})

@@ -47,7 +47,6 @@ def event_rows(turn: Turn, events: Sequence[SystemEvent], now: datetime) -> list
             direction=Direction.SYSTEM,
             message_type=event.event,
             agent=event.agent,
-            content=event.content,
             code=event.code,
             action=event.action,
             json_part=dict(event.details) or None,

@@ -220,7 +220,8 @@ MASKED_PAGES: dict[str, Callable[[dict], tuple[str, list[str]]]] = {
             "<dd>Ligar para (**) *****-****</dd>",
             "<dd>M*** S*** (***@***) pediu orçamento.</dd>",
             '<div class="readonly">*************</div>',  # customer phone
-            '<div class="readonly">***********</div>',  # document
+            # The document keeps a CPF's punctuation, masked.
+            '<div class="readonly">***.***.***-**</div>',
         ],
     ),
     "session history": lambda c: (
@@ -308,8 +309,8 @@ SUPPORT_PAGES = [page for page in MASKED_PAGES if page != "prompt preview"]
 # page -> a stored value staff allowed to read personal data see there as stored (the lists of
 # model calls, leads and status events show no personal data at all).
 RAW_ON_PAGE = {
-    "session list": f"{NAME} (+{PHONE})",
-    "session search by text": f"{NAME} (+{PHONE})",
+    "session list": f"{NAME} (+55 11 91234-5678)",
+    "session search by text": f"{NAME} (+55 11 91234-5678)",
     "session page": f'<div class="text">{INBOUND_TEXT}</div>',
     "session history": NAME,
     "message list": f"Oi, sou a {NAME}, CPF 529.982.247-25, e-mail {EMAIL}",

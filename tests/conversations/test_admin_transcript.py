@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
-from django.utils import timezone
+from django.utils import dateformat, timezone
 from model_bakery import baker
 
 from conversations.admin import MAX_TRANSCRIPT_MESSAGES
@@ -198,8 +198,12 @@ def test_superseded_draft_is_marked_as_not_sent(admin_client: Client, conversati
 
 
 def test_system_event_is_a_small_centred_line(admin_client: Client, conversation: dict) -> None:
-    page = text_of(admin_client.get(change_url(conversation["session"])).content.decode())
-    assert "agent_routed: triagem → qualificacao" in page
+    page = admin_client.get(change_url(conversation["session"])).content.decode()
+    routed = conversation["messages"]["routed"]
+    when = dateformat.format(timezone.localtime(routed.created_at), "d/m H:i:s")
+    # A row written before events carried their parameters: its stored text, as it is.
+    assert f'data-message-id="{routed.pk}">{when}: triagem → qualificacao</li>' in page
+    assert "agent_routed" not in page
 
 
 def test_bubbles_name_who_wrote(admin_client: Client, conversation: dict) -> None:
@@ -213,7 +217,7 @@ def test_outbound_bubbles_show_delivery_status_and_error(
     admin_client: Client, conversation: dict
 ) -> None:
     page = text_of(admin_client.get(change_url(conversation["session"])).content.decode())
-    assert "s=1 · respond · lida" in page
+    assert "código 1 · lida" in page
     assert "falhou · erro 131047 Re-engagement message" in page
     assert "entregue" in page
 
@@ -268,7 +272,8 @@ def test_latest_summary_is_a_card_above_the_transcript(
     assert "Motivo do encerramento Cliente pediu orçamento" in text
     assert "Serviço identificado AGUA_POTABILIDADE" in text
     assert "Pontos-chave Água de poço 3 amostras" in text
-    assert "Dados coletados cidade Campinas" in text
+    # Labelled like the data panels (the registration's labels, the service schema's).
+    assert "Dados coletados Cidade Campinas" in text
     assert "Próxima ação Enviar orçamento por e-mail" in text
     assert "Resumo antigo" not in page
 

@@ -17,10 +17,10 @@ from agents.sources import RuntimeSettings
 from agents.states import HandoffMotive, HandoffReason
 from conversations.handoff import (
     FIXED_TEXT_REQUIRED,
-    STAFF_TAKEOVER_TEXT,
     HandoffWritten,
     session_handoff,
 )
+from conversations.labels import event_text
 from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
 from tests import baker_recipes as recipes
 
@@ -122,13 +122,14 @@ def test_code_98_writes_human_the_event_and_the_fixed_text_then_sends_and_enqueu
             "handoff",
             "model_requested",
             "triagem",
-            "Transferido para atendimento humano: a assistente pediu um atendente "
-            "(pedido_cliente).",
+            "",
             {"reason": "model_requested", "detail": "pedido_cliente", "motive": "pedido_cliente"},
             "",
         ),
         ("OUTBOUND", "text", "model_requested", "", OPEN_TEXT, None, ""),
     ]
+    # Rendered when shown: a customer asking for a person reads as such.
+    assert event_text(event) == "Transferido para atendimento humano: cliente pediu um atendente."
     assert (text.delivery_status, text.part_index, text.turn_id, event.turn_id) == (
         DeliveryStatus.PENDING,
         0,
@@ -241,11 +242,7 @@ def test_code_5_sends_the_caller_s_closing_message_after_the_event_and_no_fixed_
     assert (session.state, session.service) == ("HUMAN", "ANALISE_AGUA")
     assert [(d, t, c) for d, t, _a, _g, c, _j, _r in rows(session)] == [
         ("SYSTEM", "lead_created", ""),
-        (
-            "SYSTEM",
-            "handoff",
-            "Transferido para atendimento humano: o cliente confirmou a solicitação.",
-        ),
+        ("SYSTEM", "handoff", ""),
         ("OUTBOUND", "text", "Obrigada!"),
         ("OUTBOUND", "text", "Até logo."),
     ]
@@ -269,9 +266,10 @@ def test_a_staff_takeover_in_the_business_app_sends_nothing_and_enqueues_no_summ
         )
 
     assert fields(session) == ("HUMAN", "staff_takeover", "", NOW)
-    assert rows(session) == [
-        ("SYSTEM", "handoff", "staff_takeover", "", STAFF_TAKEOVER_TEXT, None, "")
-    ]
+    assert rows(session) == [("SYSTEM", "handoff", "staff_takeover", "", "", None, "")]
+    assert event_text(Message.objects.get(session=session)) == (
+        "Atendimento assumido pela equipe pelo app WhatsApp Business."
+    )
     assert written is not None
     assert written.part_ids == ()
     assert callbacks == []
@@ -292,11 +290,8 @@ def test_a_staff_takeover_by_a_user_names_the_user_on_the_event(
         )
 
     event = Message.objects.get(session=session)
-    assert (event.content, event.staff_user_id, event.action) == (
-        "Atendimento assumido por marina.",
-        user.pk,
-        "staff_takeover",
-    )
+    assert (event.content, event.staff_user_id, event.action) == ("", user.pk, "staff_takeover")
+    assert event_text(event) == "Atendimento assumido por marina."
     assert callbacks == []
 
 

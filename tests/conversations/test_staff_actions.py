@@ -18,6 +18,7 @@ from django.utils import timezone
 from model_bakery import baker
 
 from agents.states import SessionState
+from conversations.events import EventCode
 from conversations.models import (
     DeliveryStatus,
     Direction,
@@ -26,7 +27,7 @@ from conversations.models import (
     MessageTemplate,
     Session,
 )
-from conversations.staff_actions import MAX_REPLY_CHARS, StaffEvent
+from conversations.staff_actions import MAX_REPLY_CHARS
 from tests.conversations.support import inbound
 from tests.conversations.whatsapp.conftest import signed_post
 from tests.fakes.graph_server import FakeGraphAPI
@@ -297,7 +298,7 @@ def test_assign_to_a_colleague(session: Session, support: User, colleague: User)
     assert flash(response) == [("success", "Atribuiu a conversa a bruno.")]
     session.refresh_from_db()
     assert session.assigned_to == colleague
-    event = Message.objects.get(session=session, message_type=StaffEvent.ASSIGNED)
+    event = Message.objects.get(session=session, message_type=EventCode.STAFF_ASSIGNED)
     assert (event.direction, event.staff_user, event.json_part) == (
         Direction.SYSTEM,
         support,
@@ -325,7 +326,9 @@ def test_assign_twice_changes_nothing_the_second_time(
     second = post(client, session, "assign", user=colleague.pk)
 
     assert flash(second)[-1:] == [("info", "A conversa já está atribuída a bruno.")]
-    assert Message.objects.filter(session=session, message_type=StaffEvent.ASSIGNED).count() == 1
+    assert (
+        Message.objects.filter(session=session, message_type=EventCode.STAFF_ASSIGNED).count() == 1
+    )
     assert len(log_entries(session)) == 1
 
 
@@ -673,7 +676,7 @@ def test_give_back_returns_to_the_state_before_the_handoff_by_default(
         session.handoff_detail,
         session.handed_off_at,
     ) == ("QUALIFYING", None, "", "", "", None)
-    event = Message.objects.get(session=session, message_type=StaffEvent.GIVEN_BACK)
+    event = Message.objects.get(session=session, message_type=EventCode.STAFF_GIVEN_BACK)
     assert (event.direction, event.staff_user, event.json_part) == (
         Direction.SYSTEM,
         support,
@@ -724,7 +727,10 @@ def test_give_back_twice_changes_nothing_the_second_time(session: Session, suppo
     assert flash(second)[-1:] == [("error", "Esta conversa não está com a equipe agora.")]
     session.refresh_from_db()
     assert session.state == "QUALIFYING"
-    assert Message.objects.filter(session=session, message_type=StaffEvent.GIVEN_BACK).count() == 1
+    assert (
+        Message.objects.filter(session=session, message_type=EventCode.STAFF_GIVEN_BACK).count()
+        == 1
+    )
 
 
 # --- Close -----------------------------------------------------------------------------------
@@ -742,8 +748,10 @@ def test_close_and_the_next_customer_message_opens_a_new_session(session: Sessio
     assert session.closed_at is not None
     pending.refresh_from_db()
     assert pending.processed_at is not None
-    assert events(session) == [(StaffEvent.CLOSED.value, "", "ana")]
-    assert Message.objects.get(message_type=StaffEvent.CLOSED).json_part == {"from_state": "HUMAN"}
+    assert events(session) == [(EventCode.STAFF_CLOSED.value, "", "ana")]
+    assert Message.objects.get(message_type=EventCode.STAFF_CLOSED).json_part == {
+        "from_state": "HUMAN"
+    }
     assert log_entries(session) == [("ana", CHANGE, "Encerrou a conversa.")]
 
     from tests.conversations.whatsapp.conftest import fixture_bytes
@@ -767,7 +775,7 @@ def test_close_twice_changes_nothing_the_second_time(session: Session, support: 
 
     assert flash(second)[-1:] == [("info", "Esta conversa já está encerrada.")]
     assert Session.objects.get(pk=session.pk).closed_at == closed_at
-    assert Message.objects.filter(session=session, message_type=StaffEvent.CLOSED).count() == 1
+    assert Message.objects.filter(session=session, message_type=EventCode.STAFF_CLOSED).count() == 1
 
 
 # --- Regenerate the summary ------------------------------------------------------------------
@@ -784,7 +792,7 @@ def test_regenerate_summary_enqueues_the_summary_task_after_commit(
 
     assert flash(response) == [("success", "Novo resumo pedido; recarregue a página em instantes.")]
     assert [c.__qualname__ for c in callbacks] == [f"_summary_later({session.pk})"]
-    event = Message.objects.get(session=session, message_type=StaffEvent.SUMMARY_REQUESTED)
+    event = Message.objects.get(session=session, message_type=EventCode.STAFF_SUMMARY_REQUESTED)
     assert (event.staff_user, event.json_part) == (support, {"form_token": form_token})
 
 

@@ -14,12 +14,13 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from conversations.events import EventCode
+from conversations.labels import event_text
 from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions, stalled_sessions_requeue
 from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
 from conversations.sending import outbound_message_send
 from conversations.sweeps import (
     MAX_TURN_FAILURES,
-    TURN_FAILED,
     WINDOW_EXPIRED,
     turn_failure_handle,
     unsent_messages_requeue,
@@ -165,7 +166,9 @@ def buggy_dispatch(monkeypatch: Any) -> None:
 
 
 def failures(session: Session) -> int:
-    return session.messages.filter(direction=Direction.SYSTEM, message_type=TURN_FAILED).count()
+    return session.messages.filter(
+        direction=Direction.SYSTEM, message_type=EventCode.TURN_FAILED
+    ).count()
 
 
 def test_a_turn_that_always_raises_is_retried_by_the_sweep_then_handed_off(
@@ -223,17 +226,15 @@ def test_a_turn_that_always_raises_is_retried_by_the_sweep_then_handed_off(
         "llm_provider_error",
         "sent",
     )
-    assert list(
-        session.messages.filter(direction=Direction.SYSTEM, message_type="handoff").values_list(
-            "action", "content"
-        )
-    ) == [
-        (
-            "llm_provider_error",
-            "Transferido para atendimento humano: erro do provedor do modelo "
-            "(o turno falhou 3 vezes seguidas (Bug)).",
-        )
-    ]
+    [handoff] = session.messages.filter(direction=Direction.SYSTEM, message_type="handoff")
+    assert (handoff.action, handoff.json_part["detail"]) == (
+        "llm_provider_error",
+        "o turno falhou 3 vezes seguidas (Bug)",
+    )
+    assert event_text(handoff) == (
+        "Transferido para atendimento humano: erro do provedor do modelo. O provedor do modelo "
+        "respondeu com erro, ou o turno falhou várias vezes seguidas."
+    )
     assert session.summaries.count() == 1
     assert openai_settings.request_count == MAX_TURN_FAILURES + 1
     # Nothing is left for the sweep.
@@ -250,7 +251,7 @@ def test_failures_count_from_the_oldest_pending_message(
         Message.objects.create(
             session=session,
             direction=Direction.SYSTEM,
-            message_type=TURN_FAILED,
+            message_type=EventCode.TURN_FAILED,
             created_at=old.created_at,
         )
     inbound(session, age=timedelta(seconds=30))
@@ -285,8 +286,14 @@ def test_a_turn_failure_is_recorded_without_credentials_or_personal_data(
         enqueue_summary=lambda session_id: None,
     )
 
-    event = session.messages.get(direction=Direction.SYSTEM, message_type=TURN_FAILED)
-    assert event.json_part == {"error": "Bug('token EAA[redacted] refused for [cpf]')"}
+    event = session.messages.get(direction=Direction.SYSTEM, message_type=EventCode.TURN_FAILED)
+    assert event.json_part == {
+        "error": "Bug('token EAA[redacted] refused for [cpf]')",
+        "error_type": "Bug",
+    }
+    assert event_text(event) == (
+        "Erro inesperado ao responder o cliente (Bug); a mensagem será processada de novo."
+    )
 
 
 def test_no_handoff_while_another_worker_holds_the_lease(
@@ -301,7 +308,7 @@ def test_no_handoff_while_another_worker_holds_the_lease(
     inbound(session, age=timedelta(seconds=30))
     for _ in range(MAX_TURN_FAILURES - 1):
         Message.objects.create(
-            session=session, direction=Direction.SYSTEM, message_type=TURN_FAILED
+            session=session, direction=Direction.SYSTEM, message_type=EventCode.TURN_FAILED
         )
     sent: list[int] = []
 

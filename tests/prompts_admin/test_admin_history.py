@@ -185,3 +185,14 @@ def test_support_compares_package_versions_without_a_revert_link(support_client:
         in page
     )
     assert "/history/" + str(package.history.earliest().history_id) + "/" not in page
+
+
+def test_the_history_list_shows_booleans_as_sim_nao(
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
+) -> None:
+    override, _versions = three_versions
+    page = admin_client.get(f"{BASE}{override.pk}/history/").content.decode()
+
+    assert "<li><strong>Ativo:</strong> Sim&nbsp;&rarr;&nbsp;Não</li>" in page
+    assert "True" not in page
+    assert "False" not in page

@@ -14,3 +14,8 @@ class HistoricalRecords:
 class DeletedObject:
     model: type[models.Model]
     pk: Any
+
+class ModelChange:
+    field: str
+    old: Any
+    new: Any

@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from conversations.labels import event_text
 from conversations.models import CrmStatus, Direction, Instance, Lead, LLMCall
 from tests.agents.support import NOW
 from tests.conversations.turns.support import (
@@ -60,8 +61,8 @@ def test_routing_2_invokes_qualificacao_in_the_same_turn_with_one_reply(
         "ORCAMENTO",
     )
     assert events(session) == [("state_changed", "to_qualification")]
-    assert session.messages.get(direction=Direction.SYSTEM).content == (
-        "Triagem → Qualificação (código 2)"
+    assert event_text(session.messages.get(direction=Direction.SYSTEM)) == (
+        "Mudou para Qualificação (código 2)."
     )
     assert llm_calls(session) == [
         ("agent", "triagem", "gpt-4o-mini", "ok"),
@@ -339,10 +340,13 @@ def test_rejected_values_are_logged_and_not_merged(instance: Instance, capture: 
     assert session.registration_data == {"nome": "Ana"}
     assert events(session) == [("data_rejected", "respond")]
     event = session.messages.get(direction=Direction.SYSTEM)
-    # The field and the rule, not the value: the event's text and details are shown and logged.
+    # The field and the rule, not the value: the event's details are shown and logged.
     assert (event.content, event.json_part) == (
-        "Valores recusados (não gravados): cadastro.email "
-        "(email inválido: não tem a forma nome@domínio)",
+        "",
         {"cadastro.email": {"error": "email inválido: não tem a forma nome@domínio"}},
+    )
+    assert event_text(event) == (
+        "Valores recusados (não gravados): cadastro.email "
+        "(email inválido: não tem a forma nome@domínio)."
     )
     assert [m.content for m in outbound(session)] == ["Pode confirmar o e-mail?"]

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agents.llm import LLMError, LLMProviderError, LLMRateLimitError, LLMTimeoutError
+from conversations.labels import event_text
 from conversations.models import Direction, Instance, Lead, LLMCall
 from tests.agents.support import NOW
 from tests.conversations.turns.support import (
@@ -197,11 +198,21 @@ def test_invalid_model_contract_fails_into_visible_handoff(
     )
     assert session.service == ""
     handoff = session.messages.get(direction=Direction.SYSTEM)
-    assert (handoff.message_type, handoff.action, handoff.content) == (
+    assert (handoff.message_type, handoff.action, handoff.content, handoff.json_part) == (
         "handoff",
         "llm_invalid_contract",
-        "Transferido para atendimento humano: resposta do modelo fora do contrato "
-        "(triagem: code 3 (TO_COLLECTION) is not allowed for triagem in state TRIAGE).",
+        "",
+        {
+            "reason": "llm_invalid_contract",
+            "detail": "triagem: code 3 (TO_COLLECTION) is not allowed for triagem in state TRIAGE",
+            "motive": "",
+        },
+    )
+    # Staff read a pt-BR sentence, the machine detail stays in the row's parameters.
+    assert event_text(handoff) == (
+        "Transferido para atendimento humano: resposta do modelo fora do contrato. "
+        "A resposta do modelo não seguiu as regras do atendimento (código ou campo não "
+        "permitido)."
     )
     assert handoff.raw_response == raw
     # The fixed text, never the model's.

@@ -8,12 +8,12 @@ from model_bakery import baker
 
 from agents.states import HandoffReason, SessionState
 from conversations import inbound
+from conversations.events import ACTION_UNSUPPORTED_MEDIA
 from conversations.inbound import (
-    ACTION_UNSUPPORTED_MEDIA,
-    STAFF_TAKEOVER_TEXT,
     webhook_delivery_receive,
     webhook_delivery_reprocess,
 )
+from conversations.labels import event_text
 from conversations.models import (
     DeliveryStatusEvent,
     Direction,
@@ -318,11 +318,14 @@ def test_a_session_idle_longer_than_session_idle_hours_is_closed_and_a_new_one_o
     new = Session.objects.exclude(pk=old.pk).get()
     assert (old.state, old.closed_at is not None) == (SessionState.CLOSED, True)
     [event] = old.messages.all()
-    assert (event.direction, event.message_type, event.action, event.content) == (
+    assert (event.direction, event.message_type, event.action, event.json_part) == (
         Direction.SYSTEM,
         "session_closed",
         "idle",
-        "Conversa encerrada por inatividade: o cliente voltou depois de 24 h.",
+        {"idle_hours": 24},
+    )
+    assert event_text(event) == (
+        "Conversa encerrada por inatividade: o cliente voltou depois de 24 h."
     )
     assert (new.state, new.customer_phone) == (SessionState.TRIAGE, CUSTOMER_PHONE)
     assert receive.turns.calls == [new.pk]
@@ -435,11 +438,8 @@ def test_a_staff_echo_is_a_staff_message_and_silences_the_bot(instance, receive)
         T,
     )
     event = session.messages.get(direction=Direction.SYSTEM)
-    assert (event.message_type, event.action, event.content) == (
-        "handoff",
-        "staff_takeover",
-        STAFF_TAKEOVER_TEXT,
-    )
+    assert (event.message_type, event.action, event.content) == ("handoff", "staff_takeover", "")
+    assert event_text(event) == "Atendimento assumido pela equipe pelo app WhatsApp Business."
     pending.refresh_from_db()
     assert pending.processed_at is not None
     assert (receive.turns.calls, receive.sends.calls) == ([], [])

@@ -16,14 +16,14 @@ from django.utils import timezone
 from model_bakery import baker
 
 from conversations import publishers
+from conversations.events import ACTION_UNSUPPORTED_MEDIA, EventCode
+from conversations.inbound import events as inbound_events
 from conversations.inbound import (
-    ACTION_UNSUPPORTED_MEDIA,
     one_statement,
     webhook_delivery_receive,
 )
-from conversations.inbound import events as inbound_events
-from conversations.inbound.events import EVENT_TIMESTAMP_REPLACED
 from conversations.inbound.tasks import apply_webhook_delivery
+from conversations.labels import event_text
 from conversations.models import Direction, Message, Session, WebhookDelivery
 from conversations.sweeps import RECEIVED_GRACE, received_deliveries_requeue
 from conversations.whatsapp.payload import (
@@ -242,10 +242,14 @@ def test_a_year_9999_timestamp_neither_closes_the_open_session_nor_pins_it_to_th
     inbound_message = Message.objects.get(direction=Direction.INBOUND)
     assert inbound_message.wa_timestamp == session.last_message_at
     event = Message.objects.get(direction=Direction.SYSTEM)
-    assert (event.message_type, event.content) == (
-        EVENT_TIMESTAMP_REPLACED,
+    assert (event.message_type, event.content, event.json_part) == (
+        EventCode.TIMESTAMP_REPLACED,
+        "",
+        {"value": "'253402300799'"},
+    )
+    assert event_text(event) == (
         "Horário informado pelo WhatsApp ('253402300799') fora do intervalo aceito: "
-        "usado o horário de recebimento.",
+        "usado o horário de recebimento."
     )
     # The next message, stamped normally, lands in the same session.
     document = load_fixture("text")
