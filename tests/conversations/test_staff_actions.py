@@ -912,8 +912,8 @@ def test_staff_events_read_in_portuguese_in_the_transcript(
 
     page = text_of(client.get(page_url(session)).content.decode())
 
-    assert "ana atribuiu a conversa a bruno." in page
-    assert "ana devolveu a conversa ao robô (Qualificação)." in page
+    assert "Ana atribuiu a conversa a bruno." in page
+    assert "Ana devolveu a conversa ao robô (Qualificação)." in page
 
 
 # --- The template admin ----------------------------------------------------------------------
