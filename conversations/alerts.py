@@ -43,7 +43,8 @@ from agents.business_hours import business_hours_status
 from agents.sources import RuntimeSettings
 from agents.states import HandoffReason
 from conversations.events import EventCode
-from conversations.models import HANDOFF_REASON_CHOICES, Direction, HandoffSummary, Message, Session
+from conversations.labels import handoff_label
+from conversations.models import Direction, HandoffSummary, Message, Session
 from conversations.signed_post import RetryableDeliveryError, host_of, signed_post
 
 logger = logging.getLogger(__name__)
@@ -51,7 +52,6 @@ logger = logging.getLogger(__name__)
 # How long the alert waits for the operational summary, and how often it looks.
 SUMMARY_WAIT = timedelta(seconds=30)
 SUMMARY_POLL_SECONDS = 5
-_REASON_LABELS = dict(HANDOFF_REASON_CHOICES)
 
 
 def alert_due(reason: HandoffReason) -> bool:
@@ -78,14 +78,12 @@ def first_name(session: Session) -> str:
     return ""
 
 
-def reason_label(reason: str) -> str:
-    """The handoff reason as staff read it (the admin's label, in the site's language even when
-    a staff member's request with another language runs the task eagerly)."""
-    label = _REASON_LABELS.get(reason)
-    if label is None:
-        return reason
+def reason_label(reason: str, detail: str = "") -> str:
+    """The handoff reason as staff read it (`conversations.labels.handoff_label`: a customer who
+    asked for a person reads as such), in the site's language even when a staff member's request
+    with another language runs the task eagerly."""
     with translation.override(settings.LANGUAGE_CODE):
-        return str(label)
+        return handoff_label(reason, detail) or reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +170,7 @@ def handoff_alert_build(*, session_id: int, runtime: RuntimeSettings) -> Handoff
         url=session_admin_url(session_id),
         instance=session.instance.name,
         reason=session.handoff_reason,
-        reason_label=reason_label(session.handoff_reason),
+        reason_label=reason_label(session.handoff_reason, session.handoff_detail),
         first_name=first_name(session),
         handed_off_at=handed_off_at,
         out_of_hours=not business_hours_status(runtime.business_hours, handed_off_at).is_open,

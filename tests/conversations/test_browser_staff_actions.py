@@ -209,7 +209,7 @@ def test_support_takes_over_replies_gives_back_and_closes(
         == "Devolveu a conversa ao robô (Qualificação)."
     )
     assert (
-        "ana devolveu a conversa ao robô (Qualificação)."
+        "Ana devolveu a conversa ao robô (Qualificação)."
         in page.locator("#transcript").inner_text()
     )
 
