@@ -132,7 +132,7 @@ def expected_payload(session: Session, **changes: Any) -> dict[str, Any]:
         "url": f"{SITE}/admin/conversations/session/{session.pk}/change/",
         "instance": "Lab Central",
         "reason": "model_requested",
-        "reason_label": "transferida pela assistente",
+        "reason_label": "cliente pediu um atendente",
         "customer_first_name": "Maria",
         "handed_off_at": "2026-03-11T15:00:00+00:00",
         "out_of_hours": False,
@@ -161,7 +161,7 @@ def test_a_handoff_e_mails_the_team_and_posts_the_signed_alert(
         "\n"
         f"Conversa: #{session.pk} (Lab Central)\n"
         "Cliente: Maria\n"
-        "Motivo: transferida pela assistente (model_requested)\n"
+        "Motivo: cliente pediu um atendente (model_requested)\n"
         f"Próxima ação: {NEXT_ACTION}\n"
         "Transferida em: 11/03/2026 12:00\n"
         "\n"
