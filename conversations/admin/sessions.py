@@ -6,13 +6,14 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest
-from django.urls import reverse
+from django.urls import URLPattern, URLResolver, reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents.masking import contains_personal_data
 from conversations.admin.failed_sends import SessionFailedSendsFilter
 from conversations.admin.masking import PersonalDataMaskingMixin
+from conversations.admin.queue import queue_urls
 from conversations.admin.transcript import session_transcript
 from conversations.models import Message, Session
 from conversations.personal_data import masker_of
@@ -172,6 +173,9 @@ class SessionAdmin(PersonalDataMaskingMixin, admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:
         return super().get_queryset(request).select_related("instance")
+
+    def get_urls(self) -> list[URLPattern | URLResolver]:
+        return [*queue_urls(self), *super().get_urls()]
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Session], search_term: str
