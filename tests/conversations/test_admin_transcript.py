@@ -26,8 +26,9 @@ from knowledge_base.models import Segment, Service
 pytestmark = pytest.mark.django_db
 
 # Login session and user; the session; RuntimeConfig's "can add" for the sidebar; messages,
-# LLM costs grouped by turn, the latest summary and the service's schema.
-TRANSCRIPT_QUERIES = 8
+# LLM costs grouped by turn, the latest summary and the service's schema; the header's waiting
+# count.
+TRANSCRIPT_QUERIES = 9
 BUBBLE_RE = re.compile(r'<li class="([^"]+)" data-message-id="(\d+)"')
 
 
