@@ -15,9 +15,9 @@ A session without `handed_off_at` (written by `conversations.handoff.session_han
 column exists) waits since it was created. The oldest wait comes first (ties by id).
 
 Everything the page shows is read in one query, whatever the number of rows: the session, its
-instance and its assignee joined, the wait and the latest handoff summary's next action as
-annotations. The display values (age, SLA colour, WhatsApp window, reason label) are computed
-from the row by `queue_entry`, which queries nothing.
+instance and its assignee joined (`QUEUE_COLUMNS` only), the wait and the latest handoff
+summary's next action as annotations. The display values (age, SLA colour, WhatsApp window,
+reason label) are computed from the row by `queue_entry`, which queries nothing.
 """
 
 from dataclasses import dataclass
@@ -34,6 +34,32 @@ from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 
 # From this share of SUPPORT_SLA_MINUTES on a wait is shown "near" (amber); from 100 %, "late".
 SLA_NEAR_FRACTION = 0.75
+# The columns a row reads: what the page shows and what masking needs (the customer's known
+# values); the large JSON columns of the collected technical data are left in the database.
+QUEUE_COLUMNS = (
+    "id",
+    "state",
+    "customer_name",
+    "customer_phone",
+    "customer_user_id",
+    "customer_document",
+    "registration_data",
+    "registration_extras",
+    "handoff_reason",
+    "handoff_detail",
+    "handed_off_at",
+    "last_inbound_at",
+    "last_staff_reply_at",
+    "created_at",
+    "instance__id",
+    "instance__display_phone",
+    "assigned_to__id",
+    "assigned_to__username",
+    "assigned_to__first_name",
+    "assigned_to__last_name",
+)
+# Plain dict: the field's choices (lazy labels, translated when shown), built once.
+HANDOFF_REASON_LABELS = dict(Session._meta.get_field("handoff_reason").choices or [])
 
 
 class SlaStatus(StrEnum):
@@ -89,6 +115,7 @@ def waiting_sessions(*, assigned_to_id: int | None = None) -> QuerySet[Session]:
         queryset = queryset.filter(assigned_to_id=assigned_to_id)
     return (
         queryset.select_related("instance", "assigned_to")
+        .only(*QUEUE_COLUMNS)
         .annotate(
             waiting_since=Case(
                 When(_no_reply_since_handoff(), then=Coalesce("handed_off_at", "created_at")),
@@ -148,8 +175,7 @@ def handoff_reason_label(reason: str, detail: str) -> str:
     request."""
     if reason == HandoffReason.MODEL_REQUESTED and detail == HandoffMotive.PEDIDO_CLIENTE:
         return gettext("Customer asked for an agent")
-    labels = dict(Session._meta.get_field("handoff_reason").choices or [])
-    return str(labels.get(reason, reason)) if reason else "—"
+    return str(HANDOFF_REASON_LABELS.get(reason, reason)) if reason else "—"
 
 
 def queue_entry(session: Session, *, now: datetime, sla_minutes: int) -> QueueEntry:

@@ -60,7 +60,7 @@ def customer_text(session: Session) -> str:
     return session.customer_name or phone or "?"
 
 
-def _row(session: Session, *, now: Any, mask: bool) -> QueueRow:
+def _row(session: Session, *, now: Any, mask: bool, changelist_url: str) -> QueueRow:
     entry = queue_entry(session, now=now, sla_minutes=settings.SUPPORT_SLA_MINUTES)
     shown = session
     if mask:
@@ -70,7 +70,8 @@ def _row(session: Session, *, now: Any, mask: bool) -> QueueRow:
     return QueueRow(
         entry=entry,
         customer=customer_text(shown),
-        url=reverse("admin:conversations_session_change", args=[session.pk]),
+        # The admin's change URL, `<changelist>/<pk>/change/`, without a reverse per row.
+        url=f"{changelist_url}{session.pk}/change/",
     )
 
 
@@ -94,7 +95,11 @@ def session_queue(request: HttpRequest, *, model_admin: admin.ModelAdmin) -> Htt
     page = Paginator(queryset, QUEUE_PER_PAGE).get_page(request.GET.get("page"))
     now = timezone.now()
     mask = not can_view_personal_data(request.user)
-    rows = [_row(session, now=now, mask=mask) for session in page.object_list]
+    changelist_url = reverse("admin:conversations_session_changelist")
+    rows = [
+        _row(session, now=now, mask=mask, changelist_url=changelist_url)
+        for session in page.object_list
+    ]
     params = request.GET
     context = {
         **model_admin.admin_site.each_context(request),
