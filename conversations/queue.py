@@ -84,7 +84,8 @@ def _no_reply_since_handoff() -> Q:
 def waiting_queryset() -> QuerySet[Session]:
     """Sessions with a human whose customer waits, unordered and without annotations: what the
     header counts."""
-    return Session.objects.filter(waiting_condition(), state=SessionState.HUMAN.value)
+    # `state__exact`: a read (the one writer of HUMAN is conversations.handoff).
+    return Session.objects.filter(waiting_condition(), state__exact=SessionState.HUMAN.value)
 
 
 def waiting_count() -> int:

@@ -15,14 +15,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from django.db import connections
 from django.utils import timezone
 from model_bakery import baker
 
 from conversations.models import Direction, HandoffSummary, Instance, Message, Session
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 PASSWORD = "Senha-de-teste-2026!"
@@ -64,6 +64,22 @@ def browser_page(monkeypatch: pytest.MonkeyPatch) -> Iterator:
             browser.close()
 
 
+def support_user(username: str, **fields: object) -> User:
+    """A Support member. A transactional test (here or before) empties the tables, and the
+    groups come from data migrations, so the group is made again with what the queue and the
+    conversation page need of Support's permissions."""
+    group, _created = Group.objects.get_or_create(name="Support")
+    group.permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="conversations",
+            codename__in=["view_session", "view_personal_data", "attend_session"],
+        )
+    )
+    user = User.objects.create_user(username, password=PASSWORD, is_staff=True, **fields)
+    user.groups.add(group)
+    return user
+
+
 def waiting_customer(instance: Instance, *, name: str, phone: str, minutes: int) -> Session:
     at = timezone.now() - timedelta(minutes=minutes)
     session = baker.make(
@@ -87,8 +103,7 @@ def waiting_customer(instance: Instance, *, name: str, phone: str, minutes: int)
 def test_support_opens_a_waiting_customer_from_the_queue(
     live_server, browser_page, screenshots_dir: Path
 ) -> None:
-    user = User.objects.create_user("ana", password=PASSWORD, is_staff=True, first_name="Ana")
-    user.groups.add(Group.objects.get(name="Support"))
+    support_user("ana", first_name="Ana")
     instance = baker.make(Instance, name="Vale Analítico", display_phone="551140000000")
     maria = waiting_customer(instance, name="Maria Souza", phone="5511912345678", minutes=40)
     baker.make(HandoffSummary, session=maria, next_action="Enviar orçamento de potabilidade")
@@ -132,8 +147,7 @@ def test_support_opens_a_waiting_customer_from_the_queue(
 
 
 def test_the_mine_filter_survives_the_refresh(live_server, browser_page) -> None:
-    user = User.objects.create_user("ana", password=PASSWORD, is_staff=True)
-    user.groups.add(Group.objects.get(name="Support"))
+    user = support_user("ana")
     instance = baker.make(Instance)
     mine = waiting_customer(instance, name="Maria Souza", phone="5511912345678", minutes=5)
     mine.assigned_to = user
