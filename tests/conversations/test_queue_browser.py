@@ -169,3 +169,23 @@ def test_the_mine_filter_survives_the_refresh(live_server, browser_page) -> None
     names = page.locator("#queue-rows .queue-customer").all_inner_texts()
     assert names == ["Nova Cliente (+5511922222222)", "Maria Souza (+5511912345678)"]
     assert page.url.endswith("/queue/?assigned=me")
+
+
+def test_a_refresh_after_the_login_expired_leaves_the_page_as_it_is(
+    live_server, browser_page
+) -> None:
+    support_user("ana")
+    waiting_customer(baker.make(Instance), name="Maria Souza", phone="5511912345678", minutes=5)
+    page = browser_page
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/conversations/session/queue/")
+    page.fill("#id_username", "ana")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url("**/admin/conversations/session/queue/")
+
+    page.context.clear_cookies()  # the staff login is gone: the fetch lands on the login page
+
+    assert page.evaluate("window.queueRefresh()") is False
+    assert page.locator("#queue-rows .queue-customer").all_inner_texts() == [
+        "Maria Souza (+5511912345678)"
+    ]
