@@ -7,6 +7,12 @@ Creates the database when it is missing, migrates it, seeds 10,000 sessions and 
 (plus model calls and handoff summaries) with COPY once, then requests each page through Django's
 test client as a logged-in superuser and prints, per page, the median and 90th-percentile server
 time and the number of SQL queries. Seeding is skipped when the data are already there.
+
+The queue (issue 13): a sixth of the sessions are with a human (1,667), handed off an hour before
+their last message; of those, a fifth have no staff reply (333 waiting, half of them the bench
+user's: "mine"), a tenth were answered and the customer wrote again (167 waiting: the queue's
+subquery looks for the first message after the reply in each), the rest were answered after the
+customer's last message (not waiting): 500 waiting.
 """
 
 import argparse
@@ -18,7 +24,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from django.db.backends.utils import CursorWrapper
@@ -63,7 +69,23 @@ OUTBOUND_TEXTS = [
 ]
 
 
-def seed(rng: random.Random) -> int:
+def queue_fields(
+    i: int, *, last: datetime, user_id: int
+) -> tuple[datetime | None, datetime | None, int | None, str]:
+    """(handed_off_at, last_staff_reply_at, assigned_to_id, handoff_detail) of session `i`."""
+    if STATES[i % len(STATES)] != "HUMAN":
+        return (None, None, None, "")
+    handed_off_at = last - timedelta(hours=1)
+    detail = "pedido_cliente" if REASONS[i % len(REASONS)] == "model_requested" else ""
+    kind = (i // len(STATES)) % 10
+    if kind in (0, 1):  # never answered: waiting since the handoff
+        return (handed_off_at, None, user_id if kind == 0 else None, detail)
+    if kind == 2:  # answered, then the customer wrote again (`last`): waiting since then
+        return (handed_off_at, last - timedelta(minutes=30), None, detail)
+    return (handed_off_at, last + timedelta(minutes=1), user_id if kind == 3 else None, detail)
+
+
+def seed(rng: random.Random, *, user_id: int) -> int:
     """Seed with COPY; returns the id of the session whose transcript has 300 messages."""
     from django.db import connection
 
@@ -91,15 +113,17 @@ def seed(rng: random.Random) -> int:
                 last - timedelta(hours=2),
                 last,
                 last,
+                *queue_fields(i, last=last, user_id=user_id),
             )
         )
     with connection.cursor() as cursor:
         with cursor.copy(
             "COPY conversations_session (instance_id, customer_phone, customer_name,"
             " customer_document, state, segment, handoff_reason, created_at, last_inbound_at,"
-            " last_message_at, customer_user_id, intent, service, technical_data,"
+            " last_message_at, handed_off_at, last_staff_reply_at, assigned_to_id,"
+            " handoff_detail, customer_user_id, intent, service, technical_data,"
             " technical_extras, registration_data, registration_extras, loaded_packages,"
-            " handoff_detail, updated_at) FROM STDIN"
+            " state_before_handoff, updated_at) FROM STDIN"
         ) as copy:
             for row in session_rows:
                 copy.write_row((*row, "", "", "", "{}", "{}", "{}", "{}", "[]", "", now))
@@ -118,8 +142,8 @@ def seed(rng: random.Random) -> int:
 
         with cursor.copy(
             "COPY conversations_message (session_id, direction, message_type, agent, content,"
-            " raw_response, action, error, turn_id, part_index, created_at, delivery_status,"
-            " delivery_error_title, send_attempts) FROM STDIN"
+            " raw_response, action, error, turn_id, part_index, created_at, wa_timestamp,"
+            " delivery_status, delivery_error_title, send_attempts) FROM STDIN"
         ) as copy:
             for sid, count in per_session.items():
                 start = now - timedelta(days=2)
@@ -146,6 +170,7 @@ def seed(rng: random.Random) -> int:
                             turn,
                             0,
                             start + timedelta(seconds=n * 30),
+                            start + timedelta(seconds=n * 30) if inbound else None,
                             "" if inbound else "read",
                             "",
                             0 if inbound else 1,
@@ -222,14 +247,27 @@ def main() -> None:
 
     from conversations.admin import sessions_search
     from conversations.models import Message, Session
+    from conversations.queue import waiting_count, waiting_sessions
+
+    def bench_user() -> Any:
+        user_model = get_user_model()
+        user = user_model.objects.filter(username="bench-admin").first()
+        if user is None:
+            user = user_model.objects.create_superuser("bench-admin", "bench@localhost", None)
+        return user
 
     call_command("migrate", verbosity=0)
     if args.reseed:
         call_command("flush", interactive=False, verbosity=0)
-    if Session.objects.count() < N_SESSIONS:
+    if (
+        Session.objects.count() < N_SESSIONS
+        # Seeded before the queue's columns: seed again.
+        or not Session.objects.filter(handed_off_at__isnull=False).exists()
+    ):
         call_command("flush", interactive=False, verbosity=0)
         with transaction.atomic():  # an interrupted seed leaves nothing behind
-            transcript_session = seed(random.Random(42))
+            admin_user = bench_user()
+            transcript_session = seed(random.Random(42), user_id=admin_user.pk)
     else:
         transcript_session = Session.objects.order_by("id").values_list("id", flat=True)[0]
     print(
@@ -238,10 +276,8 @@ def main() -> None:
         f"{Message.objects.filter(session_id=transcript_session).count()} messages"
     )
 
-    user_model = get_user_model()
-    admin_user = user_model.objects.filter(username="bench-admin").first()
-    if admin_user is None:
-        admin_user = user_model.objects.create_superuser("bench-admin", "bench@localhost", None)
+    print(f"{waiting_count()} customers waiting in the queue")
+    admin_user = bench_user()
     client = Client()
     client.force_login(admin_user)
 
@@ -253,10 +289,15 @@ def main() -> None:
         ("search, common text", base + "?q=" + COMMON_TERM),
         ("search, phone", base + "?q=(11) 90000-1234"),
         ("transcript, 300 messages", f"{base}{transcript_session}/change/"),
+        ("queue (500 waiting, 100 a page)", base + "queue/"),
+        ("queue, mine", base + "queue/?assigned=me"),
+        ("queue, page 5", base + "queue/?page=5"),
+        ("admin index (header count)", reverse("admin:index")),
     ]
     if args.explain:
         query = sessions_search(queryset=Session.objects.all(), term=RARE_TERM)[:50]
         print(query.explain(analyze=True))
+        print(waiting_sessions()[:100].explain(analyze=True))
 
     print(f"\n{'page':34} {'median ms':>10} {'p90 ms':>8} {'queries':>8}")
     for name, path in pages:

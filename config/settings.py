@@ -126,6 +126,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # The waiting customers' count in the admin's header (Support, superusers).
+                "conversations.admin.queue.waiting_customers",
             ],
         },
     },
@@ -236,6 +238,8 @@ SESSION_IDLE_HOURS = env.int("SESSION_IDLE_HOURS", default=24)
 # A session's turn enqueued this recently and not started yet spares later messages a publish.
 TURN_QUEUED_TTL_SECONDS = env.int("TURN_QUEUED_TTL_SECONDS", default=60)
 AGENT_NAME = env.str("AGENT_NAME", default="Lia")
+# Minutes a customer may wait for a human before the queue shows them late (near at 75 %).
+SUPPORT_SLA_MINUTES = env.int("SUPPORT_SLA_MINUTES", default=15)
 
 # --- WhatsApp Cloud API ---
 WHATSAPP_VERIFY_TOKEN = env.str("WHATSAPP_VERIFY_TOKEN", default="")

@@ -8,7 +8,8 @@ superusers included.
 
 One module per responsibility: `instances` (the Instance admin and its write-only token form),
 `sessions` (the Session admin, its filters and search), `transcript` (the session page read as a
-chat) and `logs` (the read-only admins). Importing them here registers the admins when Django
+chat), `queue` (the customers waiting for a person, and the header's count) and `logs` (the
+read-only admins). Importing them here registers the admins when Django
 autodiscovers `conversations.admin`; the names are re-exported so `conversations.admin.X` keeps
 working.
 """

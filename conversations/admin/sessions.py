@@ -7,7 +7,7 @@ from django.contrib import admin, messages
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.expressions import Combinable
 from django.http import HttpRequest
-from django.urls import reverse
+from django.urls import URLPattern, reverse
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import escape
@@ -20,6 +20,7 @@ from agents.phones import format_phone
 from conversations.admin.display import format_document
 from conversations.admin.failed_sends import SessionFailedSendsFilter
 from conversations.admin.masking import PersonalDataMaskingMixin
+from conversations.admin.queue import queue_urls
 from conversations.admin.staff_actions import staff_action_urls, staff_actions_panel
 from conversations.admin.transcript import session_transcript
 from conversations.labels import handoff_explanation, handoff_label
@@ -235,6 +236,10 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:
         return super().get_queryset(request).select_related("instance")
 
+    def get_urls(self) -> list[URLPattern]:
+        # Before the admin's own `<path:object_id>/`, which would take them.
+        return [*queue_urls(self), *staff_action_urls(self), *super().get_urls()]
+
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Session], search_term: str
     ) -> tuple[QuerySet[Session], bool]:
@@ -279,9 +284,6 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
         # Fields are never edited here: staff act through the staff actions (use cases with
         # their own permission, conversations.admin.staff_actions).
         return False
-
-    def get_urls(self) -> list[Any]:
-        return staff_action_urls(self) + super().get_urls()
 
     def has_delete_permission(self, request: HttpRequest, obj: Session | None = None) -> bool:
         # Deleting a session would delete its message log.

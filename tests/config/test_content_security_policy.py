@@ -179,6 +179,15 @@ def test_the_session_transcript_works_under_the_policy(
     assert page.scripts  # Django's admin scripts, every one a same-origin file
 
 
+def test_the_queue_and_its_refresh_script_work_under_the_policy(
+    superuser_client: Client, session: Session
+) -> None:
+    page = check_page(superuser_client, "/admin/conversations/session/queue/")
+
+    assert "/static/conversations/admin/queue.css" in page.stylesheets
+    assert "/static/conversations/admin/queue.js" in page.scripts
+
+
 def test_the_prompt_preview_works_under_the_policy(
     admin_client: Client, session: Session, versioned: tuple[PromptOverride, KBPackage]
 ) -> None:

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.django_db
 LIST_URL = "/admin/conversations/session/"
 ROW_RE = re.compile(r'<a href="/admin/conversations/session/(\d+)/change/')
 # Login session and user; RuntimeConfig's "can add" (sidebar); the filters' instances and
-# segments; the page's count and its rows (instance joined).
-LIST_QUERIES = 7
+# segments; the page's count and its rows (instance joined); the header's waiting count.
+LIST_QUERIES = 8
 
 
 def listed_ids(client: Client, query: str = "") -> list[int]:
