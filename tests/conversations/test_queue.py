@@ -211,9 +211,10 @@ def test_duration_text(delta: timedelta, expected: str) -> None:
     ("reason", "detail", "expected"),
     [
         ("model_requested", "pedido_cliente", "Cliente pediu um atendente"),
-        ("model_requested", "fora_escopo", "pedido pelo modelo"),
-        ("qualified_lead", "", "lead qualificado"),
-        ("staff_takeover", "", "assumida pela equipe"),
+        ("model_requested", "fora_escopo", "Pedido fora do catálogo"),
+        ("model_requested", "", "Transferida pela assistente"),
+        ("qualified_lead", "", "Lead qualificado"),
+        ("staff_takeover", "", "Assumida pela equipe"),
         ("", "", "—"),
     ],
 )
