@@ -180,9 +180,9 @@ def test_the_session_transcript_works_under_the_policy(
 
 
 def test_the_queue_and_its_refresh_script_work_under_the_policy(
-    superuser_client: Client, session: Session
+    admin_client: Client, session: Session
 ) -> None:
-    page = check_page(superuser_client, "/admin/conversations/session/queue/")
+    page = check_page(admin_client, "/admin/conversations/session/queue/")
 
     assert "/static/conversations/admin/queue.css" in page.stylesheets
     assert "/static/conversations/admin/queue.js" in page.scripts
