@@ -60,13 +60,6 @@ def turn_queue(*, session_id: int, now: datetime) -> bool:
     )
 
 
-def lease_renew(*, session_id: int, token: UUID, now: datetime, ttl: timedelta) -> bool:
-    """Push the expiry of a lease this worker holds; False when it was lost."""
-    return bool(
-        Session.objects.filter(pk=session_id, lease_token=token).update(lease_expires_at=now + ttl)
-    )
-
-
 def lease_release(*, session_id: int, token: UUID) -> bool:
     """Free the lease if this worker still holds it."""
     return bool(

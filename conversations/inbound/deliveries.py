@@ -35,7 +35,7 @@ from django.db import OperationalError, transaction
 from django.utils import timezone
 
 from conversations.inbound.events import EnqueueFn, _Applier, _describe_error, _Result
-from conversations.inbound.hot_path import _insert_row
+from conversations.inbound.hot_path import insert_row
 from conversations.inbound.one_statement import one_statement_receive, single_text_message
 from conversations.models import WebhookDelivery, WebhookOutcome
 from conversations.whatsapp.payload import (
@@ -142,7 +142,7 @@ def _store_for_task(
     that fails (broker down) or a worker that dies leaves it ``received``: the beat sweep
     (`received_deliveries_requeue`) enqueues it again, and the task applies it once."""
     try:
-        delivery_id = _insert_row(
+        delivery_id = insert_row(
             WebhookDelivery,
             upsert_delivery=True,
             **stored.row(outcome=WebhookOutcome.RECEIVED),
@@ -181,7 +181,7 @@ def _apply_and_store(
         with transaction.atomic():
             result = _Applier(enqueue_turn, enqueue_send, now=stored.received_at).apply(payload)
             fields = result.delivery_fields()
-            delivery_id = _insert_row(WebhookDelivery, upsert_delivery=True, **stored.row(**fields))
+            delivery_id = insert_row(WebhookDelivery, upsert_delivery=True, **stored.row(**fields))
     except OperationalError as exc:
         # A deadlock or a lock timeout: the rollback released our locks, so try once more.
         if attempts > 1:
@@ -322,7 +322,7 @@ def _store_failed_body(stored: Stored, exc: BaseException) -> DeliveryReceipt:
     (whatever failed before, this fails only when the database does: then 503)."""
     try:
         with transaction.atomic():
-            delivery_id = _insert_row(
+            delivery_id = insert_row(
                 WebhookDelivery,
                 upsert_delivery=True,
                 **stored.row(

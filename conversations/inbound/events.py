@@ -47,7 +47,7 @@ from django.utils import timezone
 from agents.redaction import redact
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.handoff import session_handoff
-from conversations.inbound.hot_path import _insert_once
+from conversations.inbound.hot_path import insert_once
 from conversations.inbound.sessions import (
     _fill_identity,
     _find_open_session,
@@ -240,7 +240,7 @@ class _Applier:
             return  # not one of our numbers
         in_bot_state = session.state in BOT_STATES
         pending_text = message.kind is InboundKind.TEXT and in_bot_state
-        stored = _insert_once(
+        stored = insert_once(
             Message,
             session=session,
             direction=Direction.INBOUND,
@@ -318,7 +318,7 @@ class _Applier:
                 extra={"wamid": message.wamid, "phone_number_id": message.phone_number_id},
             )
             return
-        stored = _insert_once(
+        stored = insert_once(
             Message,
             session=session,
             direction=Direction.SYSTEM,
@@ -354,7 +354,7 @@ class _Applier:
         session = self._session(echo.phone_number_id, echo.customer, echo.timestamp, inbound=False)
         if session is None:
             return
-        stored = _insert_once(
+        stored = insert_once(
             Message,
             session=session,
             direction=Direction.OUTBOUND,
@@ -424,7 +424,7 @@ class _Applier:
         error = status.errors[0] if status.errors else None
         code = error.code if error else None
         title = error.title[:_TITLE_CHARS] if error else ""
-        event = _insert_once(
+        event = insert_once(
             DeliveryStatusEvent,
             wa_message_id=status.wamid,
             status=status.status,

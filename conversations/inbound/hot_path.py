@@ -4,7 +4,7 @@ The commonest delivery (one text from a known customer) is one statement on Post
 (`conversations.inbound.one_statement`). On the general path a known customer's messages cost
 one ``UPDATE ... RETURNING`` that finds the open session and moves its times, then an insert per
 message and the delivery insert (each compiled once and prepared once per PostgreSQL connection,
-see `_insert_row` and `_hot_cursor`); then one commit and the enqueue.
+see `insert_row` and `hot_cursor`); then one commit and the enqueue.
 """
 
 import functools
@@ -18,7 +18,7 @@ from compat.django_private import compile_insert, logs_queries, mark_saved, prep
 M = TypeVar("M", bound=models.Model)
 
 
-def _insert_once(model: type[M], **values: Any) -> M | None:
+def insert_once(model: type[M], **values: Any) -> M | None:
     """Insert a row unless it conflicts with a unique constraint; None when it did.
 
     ``INSERT ... ON CONFLICT DO NOTHING RETURNING id``: one round trip, no savepoint, and the
@@ -27,7 +27,7 @@ def _insert_once(model: type[M], **values: Any) -> M | None:
     say whether the row was inserted.)
     """
     row = model(**values)
-    pk = _insert_row(model, row=row, ignore_conflicts=True)
+    pk = insert_row(model, row=row, ignore_conflicts=True)
     if pk is None:
         return None
     row.pk = pk
@@ -69,7 +69,7 @@ def delivery_upsert_clause(alias: str) -> str:
     )
 
 
-def _insert_row(
+def insert_row(
     model: type[models.Model],
     *,
     row: models.Model | None = None,
@@ -100,13 +100,13 @@ def _insert_row(
         _INSERT_STATEMENTS[key] = compiled
     statement, fields = compiled
     params = [field.get_db_prep_save(field.pre_save(row, True), connection) for field in fields]
-    with _hot_cursor(connection) as cursor:
+    with hot_cursor(connection) as cursor:
         cursor.execute(statement, params)
         returned = cursor.fetchone()
     return returned[0] if returned else None
 
 
-def _hot_cursor(connection: Any) -> Any:
+def hot_cursor(connection: Any) -> Any:
     """A cursor for the webhook's hot statements (the one-statement path, the session's
     ``UPDATE ... RETURNING``, the message and delivery inserts): on PostgreSQL it binds on the
     server and prepares each statement once per connection, so PostgreSQL parses and plans it

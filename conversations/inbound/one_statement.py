@@ -37,7 +37,7 @@ from django.conf import settings
 from django.db import connections, models, transaction
 
 from agents.states import BOT_STATES, SessionState
-from conversations.inbound.hot_path import _hot_cursor, delivery_upsert_clause
+from conversations.inbound.hot_path import delivery_upsert_clause, hot_cursor
 from conversations.inbound.sessions import _NAME_CHARS
 from conversations.lease import turn_queued_ttl
 from conversations.models import (
@@ -183,7 +183,7 @@ def _run(
         ops.adapt_datetimefield_value(now),  # processed_at, when the session is not a bot's
         *_prepared(connection, WebhookDelivery, delivery_fields, delivery_values),
     ]
-    with _hot_cursor(connection) as cursor:
+    with hot_cursor(connection) as cursor:
         if connection.in_atomic_block:
             # Inside a caller's transaction (tests; never the webhook): a failure must not
             # break it, so the statement gets a savepoint.

@@ -25,7 +25,7 @@ from django.db import IntegrityError, connections, transaction
 from django.db.models import Q
 
 from agents.states import SessionState
-from conversations.inbound.hot_path import _hot_cursor
+from conversations.inbound.hot_path import hot_cursor
 from conversations.models import Instance, Session
 from conversations.whatsapp.payload import Customer
 
@@ -89,7 +89,7 @@ def _touch_open_session(
             SessionState.CLOSED.value,
             idle_since,
         ]
-        with _hot_cursor(connection) as cursor:
+        with hot_cursor(connection) as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()
         if row is not None:

@@ -13,7 +13,7 @@ from django.utils import timezone
 from model_bakery import baker
 
 from agents.states import SessionState
-from conversations.inbound import webhook_delivery_receive
+from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.lease import lease_claim, lease_release, turn_queue, turn_queued_ttl
 from conversations.models import Instance, Message, Session, WebhookDelivery
 from tests.conversations.whatsapp.conftest import (

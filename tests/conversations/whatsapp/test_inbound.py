@@ -7,13 +7,10 @@ from django.db import OperationalError
 from model_bakery import baker
 
 from agents.states import HandoffReason, SessionState
-from conversations import inbound
-from conversations.inbound import (
-    ACTION_UNSUPPORTED_MEDIA,
-    STAFF_TAKEOVER_TEXT,
-    webhook_delivery_receive,
-    webhook_delivery_reprocess,
-)
+from conversations.handoff import STAFF_TAKEOVER_TEXT
+from conversations.inbound import events
+from conversations.inbound.deliveries import webhook_delivery_receive, webhook_delivery_reprocess
+from conversations.inbound.events import ACTION_UNSUPPORTED_MEDIA
 from conversations.models import (
     DeliveryStatusEvent,
     Direction,
@@ -592,7 +589,7 @@ def test_an_unexpected_error_while_applying_rolls_back_every_event_but_keeps_the
     def broken(self, statuses):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(inbound._Applier, "_apply_statuses", broken)
+    monkeypatch.setattr(events._Applier, "_apply_statuses", broken)
 
     delivery = receive("batch")
 
@@ -606,7 +603,7 @@ def test_the_stored_error_of_a_failed_delivery_is_redacted(instance, receive, mo
     def broken(self, statuses):
         raise RuntimeError('duplicate key: Key (customer_phone)=(5511987654321) for "a@b.com"')
 
-    monkeypatch.setattr(inbound._Applier, "_apply_statuses", broken)
+    monkeypatch.setattr(events._Applier, "_apply_statuses", broken)
 
     delivery = receive("batch")
 
@@ -628,7 +625,7 @@ def test_a_body_that_is_not_json_is_refused_and_nothing_is_stored(instance, raw)
 def test_a_failed_delivery_is_applied_again_by_reprocessing(
     instance, receive, monkeypatch, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setattr(inbound._Applier, "_enqueue_after_commit", lambda self: 1 / 0)
+    monkeypatch.setattr(events._Applier, "_enqueue_after_commit", lambda self: 1 / 0)
     failed = receive("text")
     monkeypatch.undo()
     turns = Recorder()
@@ -665,7 +662,7 @@ def test_reprocessing_a_delivery_that_did_not_fail_does_nothing(instance, receiv
 def test_a_lock_conflict_is_retried_once_inside_the_same_transaction(
     instance, receive, monkeypatch
 ):
-    real = inbound._Applier._enqueue_after_commit
+    real = events._Applier._enqueue_after_commit
     calls = []
 
     def deadlock_once(self):
@@ -674,7 +671,7 @@ def test_a_lock_conflict_is_retried_once_inside_the_same_transaction(
             raise OperationalError("deadlock detected")
         real(self)
 
-    monkeypatch.setattr(inbound._Applier, "_enqueue_after_commit", deadlock_once)
+    monkeypatch.setattr(events._Applier, "_enqueue_after_commit", deadlock_once)
 
     delivery = receive("text")
 
@@ -687,7 +684,7 @@ def test_a_lock_conflict_that_persists_marks_the_delivery_failed(instance, recei
     def deadlock(self):
         raise OperationalError("deadlock detected")
 
-    monkeypatch.setattr(inbound._Applier, "_enqueue_after_commit", deadlock)
+    monkeypatch.setattr(events._Applier, "_enqueue_after_commit", deadlock)
 
     delivery = receive("text")
 

@@ -19,7 +19,8 @@ from django.utils import timezone
 from model_bakery import baker
 
 from agents.states import SessionState
-from conversations.inbound import deliveries, webhook_delivery_receive
+from conversations.inbound import deliveries
+from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.inbound.one_statement import (
     OneStatementReceipt,
     one_statement_receive,

@@ -16,13 +16,10 @@ from django.utils import timezone
 from model_bakery import baker
 
 from conversations import publishers
-from conversations.inbound import (
-    ACTION_UNSUPPORTED_MEDIA,
-    one_statement,
-    webhook_delivery_receive,
-)
 from conversations.inbound import events as inbound_events
-from conversations.inbound.events import EVENT_TIMESTAMP_REPLACED
+from conversations.inbound import one_statement
+from conversations.inbound.deliveries import webhook_delivery_receive
+from conversations.inbound.events import ACTION_UNSUPPORTED_MEDIA, EVENT_TIMESTAMP_REPLACED
 from conversations.inbound.tasks import apply_webhook_delivery
 from conversations.models import Direction, Message, Session, WebhookDelivery
 from conversations.sweeps import RECEIVED_GRACE, received_deliveries_requeue
