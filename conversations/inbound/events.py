@@ -40,23 +40,20 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
-from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from agents.redaction import redact
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.handoff import session_handoff
 from conversations.inbound.hot_path import insert_once
+from conversations.inbound.session_rules import forward_only, is_idle, turn_queue, waits_for_turn
 from conversations.inbound.sessions import (
-    _fill_identity,
-    _find_open_session,
-    _is_idle,
-    _open_session,
-    _touch_open_session,
-    _update_identity,
+    open_session_find,
+    open_session_touch,
+    session_identity_fill,
+    session_identity_update,
+    session_open,
 )
-from conversations.lease import turn_queue
 from conversations.models import (
     DeliveryStatus,
     DeliveryStatusEvent,
@@ -239,7 +236,7 @@ class _Applier:
         if session is None:
             return  # not one of our numbers
         in_bot_state = session.state in BOT_STATES
-        pending_text = message.kind is InboundKind.TEXT and in_bot_state
+        pending_text = waits_for_turn(message.kind, session.state)
         stored = insert_once(
             Message,
             session=session,
@@ -307,7 +304,7 @@ class _Applier:
 
     def _change_identity(self, message: InboundMessage) -> None:
         change = message.identity_change
-        session = _find_open_session(message.phone_number_id, message.customer)
+        session = open_session_find(message.phone_number_id, message.customer)
         if session is not None:
             self._known(message.phone_number_id, session)
         elif self._instance_id(message.phone_number_id) is None:
@@ -338,7 +335,7 @@ class _Applier:
             changes["customer_phone"] = change.new_phone
         if change.new_user_id:
             changes["customer_user_id"] = change.new_user_id
-        _update_identity(session, changes)
+        session_identity_update(session, changes)
         self._forget_cached(session)
         logger.info(
             "whatsapp_identity_changed",
@@ -465,28 +462,28 @@ class _Applier:
         if session is not None:
             return session
         moved_to = self.latest.get(key, at) if inbound else at
-        session = _touch_open_session(
+        session = open_session_touch(
             phone_number_id, customer, idle_at=at, moved_to=moved_to, inbound=inbound
         )
         if session is not None:
             # The common case, in one statement: found, not idle, times moved forward.
             self._known(phone_number_id, session)
             self._stored(session, moved_to, inbound=inbound)
-            _fill_identity(session, customer)
+            session_identity_fill(session, customer)
             self.sessions[key] = session
             return session
-        session = _find_open_session(phone_number_id, customer)
+        session = open_session_find(phone_number_id, customer)
         if session is not None:
             self._known(phone_number_id, session)
-            _fill_identity(session, customer)
-            if _is_idle(session, at):
+            session_identity_fill(session, customer)
+            if is_idle(session, at):
                 self._close_idle(session)
                 session = None
         if session is None:
             instance_id = self._instance_id(phone_number_id)
             if instance_id is None:
                 return None
-            session, opened = _open_session(
+            session, opened = session_open(
                 instance_id, phone_number_id, customer, self.now, moved_to, inbound=inbound
             )
             if opened:
@@ -526,9 +523,9 @@ class _Applier:
         """Move the session's times forward to `at` (never backwards) unless they are there."""
         changes = {}
         if at > self.stored_times.get(session.pk, _NEVER):
-            changes["last_message_at"] = Greatest(Coalesce(F("last_message_at"), at), at)
+            changes["last_message_at"] = forward_only("last_message_at", at)
         if inbound and at > self.stored_inbound_times.get(session.pk, _NEVER):
-            changes["last_inbound_at"] = Greatest(Coalesce(F("last_inbound_at"), at), at)
+            changes["last_inbound_at"] = forward_only("last_inbound_at", at)
         if changes:
             Session.objects.filter(pk=session.pk).update(**changes)
             self._stored(session, at, inbound=inbound)

@@ -14,7 +14,8 @@ from model_bakery import baker
 
 from agents.states import SessionState
 from conversations.inbound.deliveries import webhook_delivery_receive
-from conversations.lease import lease_claim, lease_release, turn_queue, turn_queued_ttl
+from conversations.inbound.session_rules import turn_queue, turn_queued_ttl
+from conversations.lease import lease_claim, lease_release
 from conversations.models import Instance, Message, Session, WebhookDelivery
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,

@@ -8,6 +8,7 @@ delivery; whenever it cannot apply, it writes nothing and `webhook_delivery_rece
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -19,14 +20,15 @@ from django.utils import timezone
 from model_bakery import baker
 
 from agents.states import SessionState
-from conversations.inbound import deliveries
+from conversations.inbound import deliveries, one_statement
 from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.inbound.one_statement import (
     OneStatementReceipt,
     one_statement_receive,
     single_text_message,
 )
-from conversations.lease import lease_claim, turn_queued_ttl
+from conversations.inbound.session_rules import turn_queued_ttl
+from conversations.lease import lease_claim
 from conversations.models import Direction, Instance, Message, Session, WebhookDelivery
 from conversations.whatsapp.payload import parse_payload
 from tests.conversations.whatsapp.conftest import (
@@ -330,6 +332,19 @@ def test_the_one_statement_path_stores_exactly_what_the_general_path_stores(monk
     assert one_results == {name: case[-1] for name, case in EQUIVALENT_CASES.items()}
 
 
+def row_without_ids(
+    session: Session, delivery_row: WebhookDelivery
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The session's message and the delivery, every column but ids, bodies and times."""
+    [message] = Message.objects.filter(session=session).values()
+    [delivery] = WebhookDelivery.objects.filter(pk=delivery_row.pk).values()
+    for name in ("id", "session_id", "wa_message_id", "created_at", "processed_at"):
+        del message[name]
+    for name in ("id", "raw_body", "body_sha256", "received_at", "processed_at"):
+        del delivery[name]
+    return message, delivery
+
+
 def both_paths(
     monkeypatch: pytest.MonkeyPatch,
     number: int,
@@ -369,6 +384,10 @@ def both_paths(
         general_session.messages.get().wa_message_id,
         one_session.messages.get().wa_message_id,
     ) == (general_wamid, one_wamid)
+    # Every other column too: the statement's literal defaults are the ORM's.
+    assert row_without_ids(general_session, general_delivery) == row_without_ids(
+        one_session, one_delivery
+    )
     window = (before, after)
     return (
         stored(
@@ -380,6 +399,23 @@ def both_paths(
         ),
         stored(one_session, one_delivery, one_turns, window=window, queued_before=queued_before),
     )
+
+
+def test_the_statement_names_every_column_of_the_message_and_the_delivery():
+    # Its values are literal: a column added to either model must be added to the statement.
+    statement = one_statement.STATEMENTS["customer_phone"]
+
+    def columns(table: str) -> set[str]:
+        listed = re.search(rf"INSERT INTO {table} \((.*?)\)", statement, re.S)
+        assert listed is not None
+        return {column.strip() for column in listed.group(1).split(",")}
+
+    assert columns("conversations_message") == {
+        f.column for f in Message._meta.concrete_fields if not f.primary_key
+    }
+    assert columns("conversations_webhookdelivery") == {
+        f.column for f in WebhookDelivery._meta.concrete_fields if not f.primary_key
+    }
 
 
 # --- no open, non-idle session: nothing written, the general path decides --------------------
