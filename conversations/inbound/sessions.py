@@ -16,7 +16,8 @@ path's one hand-written statement (`open_session_touch`):
 """
 
 import logging
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Q
@@ -27,11 +28,12 @@ from conversations.inbound.session_rules import (
     TOUCH_OPEN_SESSION_SQL,
     TOUCH_RETURNS,
     customer_identifiers,
+    forward_only,
     identity_fill,
     idle_cutoff,
     open_sessions,
 )
-from conversations.models import Session
+from conversations.models import Instance, Session
 from conversations.whatsapp.payload import Customer
 
 # The package's name, as before the split into modules: log lines keep the logger name.
@@ -156,3 +158,81 @@ def session_identity_update(session: Session, changes: dict[str, str]) -> None:
         return
     for name, value in changes.items():
         setattr(session, name, value)
+
+
+# (phone_number_id, user id, phone): a customer as one delivery names them.
+CustomerKey = tuple[str, str, str]
+_NEVER = datetime.min.replace(tzinfo=UTC)
+
+
+def customer_key(phone_number_id: str, customer: Customer) -> CustomerKey:
+    return (phone_number_id, customer.user_id, customer.phone)
+
+
+@dataclass(slots=True)
+class DeliverySessions:
+    """What one delivery knows of the instances and sessions it meets, so each is looked up once
+    and each session's times are written once per delivery."""
+
+    # phone_number_id -> id of its active Instance (None: unknown), resolved when first needed:
+    # on the common path the session lookup joins the instance and no query is spent on it.
+    instance_ids: dict[str, int | None] = field(default_factory=dict)
+    by_customer: dict[CustomerKey, Session] = field(default_factory=dict)
+    # The newest WhatsApp time of each customer's messages in the delivery: a session's times
+    # are moved there when it is first met, so it is locked once, in customer order.
+    latest: dict[CustomerKey, datetime] = field(default_factory=dict)
+    # The session times the database has now (last_message_at, last_inbound_at) per session.
+    times: dict[int, datetime] = field(default_factory=dict)
+    inbound_times: dict[int, datetime] = field(default_factory=dict)
+    # Whether any event was for one of our instances (the delivery is then ``processed``).
+    routed: bool = False
+
+    def note_latest(self, key: CustomerKey, at: datetime) -> None:
+        self.latest[key] = max(at, self.latest.get(key, at))
+
+    def instance_id(self, phone_number_id: str) -> int | None:
+        """The active instance of a number; an unknown or inactive one is logged once."""
+        if phone_number_id not in self.instance_ids:
+            found = (
+                Instance.objects.filter(phone_number_id=phone_number_id, is_active=True)
+                .values_list("id", flat=True)
+                .first()
+            )
+            self.instance_ids[phone_number_id] = found
+            if found is None:
+                logger.warning(
+                    "whatsapp_unknown_phone_number_id", extra={"phone_number_id": phone_number_id}
+                )
+        instance_id = self.instance_ids[phone_number_id]
+        self.routed = self.routed or instance_id is not None
+        return instance_id
+
+    def known(self, phone_number_id: str, session: Session) -> None:
+        """A session was found on that number: its instance is active."""
+        self.instance_ids[phone_number_id] = session.instance_id
+        self.routed = True
+
+    def forget(self, session: Session) -> None:
+        """Drop the session from the cache (its identity changed, or it was closed)."""
+        for key in [key for key, cached in self.by_customer.items() if cached.pk == session.pk]:
+            del self.by_customer[key]
+
+    def touch(self, session: Session, at: datetime, *, inbound: bool) -> None:
+        """Move the session's times forward to `at` (`session_rules.forward_only`) unless the
+        database has them there already."""
+        changes = {}
+        if at > self.times.get(session.pk, _NEVER):
+            changes["last_message_at"] = forward_only("last_message_at", at)
+        if inbound and at > self.inbound_times.get(session.pk, _NEVER):
+            changes["last_inbound_at"] = forward_only("last_inbound_at", at)
+        if changes:
+            Session.objects.filter(pk=session.pk).update(**changes)
+            self.stored(session, at, inbound=inbound)
+
+    def stored(self, session: Session, at: datetime, *, inbound: bool) -> None:
+        """The database has the session's times at `at` at least."""
+        self.times[session.pk] = max(at, self.times.get(session.pk, at))
+        if inbound:
+            self.inbound_times[session.pk] = max(at, self.inbound_times.get(session.pk, at))
+        # Later events of this delivery judge idleness against the newest time.
+        session.last_message_at = self.times[session.pk]

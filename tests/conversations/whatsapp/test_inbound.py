@@ -20,7 +20,7 @@ from conversations.models import (
     WebhookDelivery,
     WebhookOutcome,
 )
-from conversations.whatsapp.payload import MalformedBodyError
+from conversations.whatsapp.payload import InboundKind, MalformedBodyError
 from prompts_admin.models import DEFAULT_UNSUPPORTED_MEDIA_MESSAGE, RuntimeConfig
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,
@@ -586,10 +586,10 @@ def test_an_unexpected_error_while_applying_rolls_back_every_event_but_keeps_the
     instance, receive, monkeypatch
 ):
     # A bug cannot be produced with real data, so one step is made to fail after others wrote.
-    def broken(self, statuses):
+    def broken(statuses, *, now):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(events._Applier, "_apply_statuses", broken)
+    monkeypatch.setattr(events, "statuses_apply", broken)
 
     delivery = receive("batch")
 
@@ -600,10 +600,10 @@ def test_an_unexpected_error_while_applying_rolls_back_every_event_but_keeps_the
 
 
 def test_the_stored_error_of_a_failed_delivery_is_redacted(instance, receive, monkeypatch):
-    def broken(self, statuses):
+    def broken(statuses, *, now):
         raise RuntimeError('duplicate key: Key (customer_phone)=(5511987654321) for "a@b.com"')
 
-    monkeypatch.setattr(events._Applier, "_apply_statuses", broken)
+    monkeypatch.setattr(events, "statuses_apply", broken)
 
     delivery = receive("batch")
 
@@ -625,7 +625,7 @@ def test_a_body_that_is_not_json_is_refused_and_nothing_is_stored(instance, raw)
 def test_a_failed_delivery_is_applied_again_by_reprocessing(
     instance, receive, monkeypatch, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setattr(events._Applier, "_enqueue_after_commit", lambda self: 1 / 0)
+    monkeypatch.setattr(events.Outbox, "enqueue_after_commit", lambda self: 1 / 0)
     failed = receive("text")
     monkeypatch.undo()
     turns = Recorder()
@@ -662,7 +662,7 @@ def test_reprocessing_a_delivery_that_did_not_fail_does_nothing(instance, receiv
 def test_a_lock_conflict_is_retried_once_inside_the_same_transaction(
     instance, receive, monkeypatch
 ):
-    real = events._Applier._enqueue_after_commit
+    real = events.Outbox.enqueue_after_commit
     calls = []
 
     def deadlock_once(self):
@@ -671,7 +671,7 @@ def test_a_lock_conflict_is_retried_once_inside_the_same_transaction(
             raise OperationalError("deadlock detected")
         real(self)
 
-    monkeypatch.setattr(events._Applier, "_enqueue_after_commit", deadlock_once)
+    monkeypatch.setattr(events.Outbox, "enqueue_after_commit", deadlock_once)
 
     delivery = receive("text")
 
@@ -684,9 +684,13 @@ def test_a_lock_conflict_that_persists_marks_the_delivery_failed(instance, recei
     def deadlock(self):
         raise OperationalError("deadlock detected")
 
-    monkeypatch.setattr(events._Applier, "_enqueue_after_commit", deadlock)
+    monkeypatch.setattr(events.Outbox, "enqueue_after_commit", deadlock)
 
     delivery = receive("text")
 
     assert (delivery.outcome, delivery.error) == ("failed", "OperationalError: deadlock detected")
     assert (Message.objects.count(), Session.objects.count()) == (0, 0)
+
+
+def test_every_kind_of_message_has_its_handler():
+    assert set(events.MESSAGE_HANDLERS) == set(InboundKind)

@@ -169,7 +169,7 @@ def test_an_apply_failure_rolls_everything_back_and_commits_the_body_alone(
     def broken(self):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(events._Applier, "_enqueue_after_commit", broken)
+    monkeypatch.setattr(events.Outbox, "enqueue_after_commit", broken)
 
     with traced() as trace:
         receive(encode(document))
