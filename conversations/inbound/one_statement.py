@@ -164,7 +164,6 @@ def _params(
     """The statement's parameters but the identifier's value, prepared as the ORM prepares them
     for a save (a binary body, JSON headers; PostgreSQL takes times and text as they are)."""
     adapt = connection.ops.adapt_datetimefield_value
-    field = WebhookDelivery._meta.get_field
     return {
         "phone_number_id": message.phone_number_id,
         "at": adapt(message.timestamp),
@@ -176,11 +175,14 @@ def _params(
         "message_type": message.message_type,
         "content": message.text,
         "wamid": message.wamid,
-        "raw_body": field("raw_body").get_db_prep_save(raw_body, connection),
-        "headers": field("headers").get_db_prep_save(headers, connection),
+        "raw_body": _DELIVERY_FIELDS["raw_body"].get_db_prep_save(raw_body, connection),
+        "headers": _DELIVERY_FIELDS["headers"].get_db_prep_save(headers, connection),
         "outcome": WebhookOutcome.PROCESSED.value,
         "body_sha256": body_sha256,
     }
+
+
+_DELIVERY_FIELDS = {f.name: f for f in WebhookDelivery._meta.concrete_fields}
 
 
 def _run(connection: Any, statement: str, params: dict[str, Any]) -> Any:

@@ -82,7 +82,7 @@ def idle_cutoff(at: datetime) -> datetime:
 
 
 def is_idle(session: Session, at: datetime) -> bool:
-    last = session.last_message_at or session.created_at
+    last: datetime = session.last_message_at or session.created_at
     return last < idle_cutoff(at)
 
 

@@ -129,11 +129,11 @@ def session_open(
     except IntegrityError:
         # Another delivery opened this customer's session first (one open session per phone and
         # per user id); ours waited for its commit, so it is visible now.
-        session = open_session_find(phone_number_id, customer)
-        if session is None:
+        found = open_session_find(phone_number_id, customer)
+        if found is None:
             raise
-        session_identity_fill(session, customer)
-        return session, False
+        session_identity_fill(found, customer)
+        return found, False
 
 
 def session_identity_fill(session: Session, customer: Customer) -> None:
