@@ -31,6 +31,7 @@ from conversations.inbound.session_rules import turn_queued_ttl
 from conversations.lease import lease_claim
 from conversations.models import Direction, Instance, Message, Session, WebhookDelivery
 from conversations.whatsapp.payload import parse_payload
+from tests.conversations.inbound.test_events import T, make_session
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,
     CUSTOMER_USER_ID,
@@ -40,7 +41,6 @@ from tests.conversations.whatsapp.conftest import (
     load_fixture,
     ttl_boundary_cases,
 )
-from tests.conversations.whatsapp.test_inbound import T, make_session
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
