@@ -31,7 +31,7 @@ from conversations.inbound.session_rules import turn_queued_ttl
 from conversations.lease import lease_claim
 from conversations.models import Direction, Instance, Message, Session, WebhookDelivery
 from conversations.whatsapp.payload import parse_payload
-from tests.conversations.inbound.test_events import T, make_session
+from tests.conversations.inbound.conftest import T, make_session
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,
     CUSTOMER_USER_ID,
