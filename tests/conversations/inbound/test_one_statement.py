@@ -772,7 +772,7 @@ def test_a_session_with_a_human_never_gets_a_turn_queued(instance):
 def test_the_statement_queues_the_turn_again_only_once_the_queued_one_is_older_than_the_ttl(
     instance, queued_ago, turn_queued
 ):
-    # The same boundary as `conversations.lease.turn_queue` (tests/conversations/test_turn_queue).
+    # The same boundary as `session_rules.turn_queue` (tests/conversations/inbound/test_turn_queue).
     now = timezone.now()
     before = now - queued_ago
     session = make_session(instance, customer_name="Maria Silva", turn_queued_at=before)

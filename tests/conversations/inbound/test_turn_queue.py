@@ -1,8 +1,8 @@
 """A session's queued turn (`Session.turn_queued_at`): enqueued once until a worker starts it.
 
-`conversations.lease.turn_queue` marks the turn queued unless one was queued less than
-`turn_queued_ttl()` ago; the lease clears the mark when a worker claims or releases it. The
-webhook's general path enqueues a turn only when it marked it.
+`conversations.inbound.session_rules.turn_queue` marks the turn queued unless one was queued
+less than `turn_queued_ttl()` ago; the lease clears the mark when a worker claims or releases
+it. The webhook's general path enqueues a turn only when it marked it.
 """
 
 from datetime import UTC, datetime, timedelta
