@@ -73,7 +73,7 @@ def insert_row(
     The statement is the one the ORM compiles (`QuerySet._insert`, which `bulk_create` uses),
     compiled once per model and reused; each call only prepares the values, as the ORM does
     (``pre_save`` then ``get_db_prep_save``). Compiling the INSERT costs more CPU than running
-    it: on the webhook's hot path this halves the cost of each of its two inserts.
+    it, and the webhook's general path runs one per message and one per delivery.
     """
     if row is None:
         row = model(**values)
