@@ -39,6 +39,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -158,9 +159,9 @@ class Outbox:
         for session_id in self.turns:
             if not turn_queue(session_id=session_id, now=self.now):
                 continue  # its turn is queued already and will take this message too
-            transaction.on_commit(lambda sid=session_id: self.enqueue_turn(sid), robust=True)
+            transaction.on_commit(partial(self.enqueue_turn, session_id), robust=True)
         for message_id in self.sends:
-            transaction.on_commit(lambda mid=message_id: self.enqueue_send(mid), robust=True)
+            transaction.on_commit(partial(self.enqueue_send, message_id), robust=True)
 
 
 @dataclass(slots=True)

@@ -30,11 +30,10 @@ def statuses_apply(statuses: list[StatusUpdate], *, now: datetime) -> int:
     """Apply statuses of our instances' messages, oldest first; how many were new."""
     if not statuses:
         return 0
-    outbound = dict(
-        Message.objects.filter(
-            wa_message_id__in={s.wamid for s in statuses}, direction=Direction.OUTBOUND
-        ).values_list("wa_message_id", "id")
-    )
+    rows = Message.objects.filter(
+        wa_message_id__in={s.wamid for s in statuses}, direction=Direction.OUTBOUND
+    ).values_list("wa_message_id", "id")
+    outbound = {wamid: message_id for wamid, message_id in rows if wamid is not None}
     outbound |= _link_sent_by_callback(
         [s for s in statuses if s.wamid not in outbound and s.callback_data]
     )
