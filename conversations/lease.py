@@ -16,7 +16,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from uuid import UUID, uuid4
 
-from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 
 from agents.states import BOT_STATES
@@ -30,12 +29,6 @@ logger = logging.getLogger(__name__)
 STALLED_PENDING_GRACE = timedelta(seconds=60)
 
 
-def turn_queued_ttl() -> timedelta:
-    """How long a session's queued turn (`Session.turn_queued_at`) spares later deliveries another
-    publish; older, its task is presumed lost and the next delivery enqueues one again."""
-    return timedelta(seconds=settings.TURN_QUEUED_TTL_SECONDS)
-
-
 def lease_claim(*, session_id: int, now: datetime, ttl: timedelta) -> UUID | None:
     """Take the session's lease if it is free or expired; the new token, or None if held."""
     token = uuid4()
@@ -46,25 +39,6 @@ def lease_claim(*, session_id: int, now: datetime, ttl: timedelta) -> UUID | Non
         .update(lease_token=token, lease_expires_at=now + ttl, turn_queued_at=None)
     )
     return token if claimed else None
-
-
-def turn_queue(*, session_id: int, now: datetime) -> bool:
-    """Mark the session's turn queued (`Session.turn_queued_at`) unless a turn enqueued less than
-    `turn_queued_ttl()` ago has not started yet; True when this call marked it, and the caller
-    must then enqueue the task. The webhook's one-statement path does the same in its UPDATE.
-    """
-    return bool(
-        Session.objects.filter(pk=session_id)
-        .filter(Q(turn_queued_at__isnull=True) | Q(turn_queued_at__lt=now - turn_queued_ttl()))
-        .update(turn_queued_at=now)
-    )
-
-
-def lease_renew(*, session_id: int, token: UUID, now: datetime, ttl: timedelta) -> bool:
-    """Push the expiry of a lease this worker holds; False when it was lost."""
-    return bool(
-        Session.objects.filter(pk=session_id, lease_token=token).update(lease_expires_at=now + ttl)
-    )
 
 
 def lease_release(*, session_id: int, token: UUID) -> bool:

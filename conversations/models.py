@@ -140,8 +140,9 @@ class Session(models.Model):
     lease_token = models.UUIDField(_("lease token"), null=True, blank=True, editable=False)
     lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
     # When the webhook last enqueued this session's turn that no worker has started yet: a
-    # delivery that finds it set (and fresher than `conversations.lease.turn_queued_ttl()`) does
-    # not enqueue another. Cleared when a worker claims or releases the lease.
+    # delivery that finds it set (and fresher than `turn_queued_ttl()`, in
+    # conversations.inbound.session_rules) does not enqueue another. Cleared when a worker
+    # claims or releases the lease.
     turn_queued_at = models.DateTimeField(
         _("turn queued at"), null=True, blank=True, editable=False
     )

@@ -17,7 +17,11 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from conversations import publishers
-from conversations.inbound import DeliveryNotStored, stored_headers, webhook_delivery_receive
+from conversations.inbound.deliveries import (
+    DeliveryNotStored,
+    stored_headers,
+    webhook_delivery_receive,
+)
 from conversations.whatsapp.payload import MalformedBodyError
 from conversations.whatsapp.signature import SIGNATURE_HEADER, signature_is_valid
 

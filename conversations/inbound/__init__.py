@@ -1,32 +1,15 @@
 """Receive a WhatsApp webhook delivery: keep its raw body and apply its events, in ONE transaction.
 
-The use case of the WhatsApp webhook, by responsibility:
+The use case of the WhatsApp webhook, by responsibility (callers import from these modules):
 
 - `deliveries`: receive, store and reprocess a delivery, and the transaction around it;
-- `events`: apply a parsed payload (messages, echoes, ``system`` messages, statuses);
-- `sessions`: find, open and close a customer's session (the idle rule);
+- `events`: apply a parsed payload — one handler per message kind, in a table, over a small
+  context (echoes and ``system`` messages included);
+- `statuses`: apply delivery statuses to the OUTBOUND messages they name;
+- `session_rules`: the session rules (open session, idle, identity fill-in, forward-only times,
+  pending text, queued turn), each in its Python form beside its SQL form;
+- `sessions`: find, open, touch and close a customer's session on the general path;
 - `one_statement`: the commonest delivery (a known customer's text) in one statement (PostgreSQL);
-- `hot_path`: the compiled and prepared statements of the common case.
+- `hot_path`: the compiled and prepared statements of the common case;
+- `tasks`: the thin Celery tasks of deferred deliveries.
 """
-
-from conversations.inbound.deliveries import (
-    DeliveryNotStored,
-    DeliveryReceipt,
-    stored_headers,
-    webhook_delivery_receive,
-    webhook_delivery_reprocess,
-)
-from conversations.inbound.events import (
-    EnqueueFn,
-    _Applier,
-)
-
-__all__ = [
-    "DeliveryNotStored",
-    "DeliveryReceipt",
-    "EnqueueFn",
-    "_Applier",
-    "stored_headers",
-    "webhook_delivery_receive",
-    "webhook_delivery_reprocess",
-]

@@ -34,8 +34,8 @@ from django.conf import settings
 from django.db import OperationalError, transaction
 from django.utils import timezone
 
-from conversations.inbound.events import EnqueueFn, _Applier, _describe_error, _Result
-from conversations.inbound.hot_path import _insert_row
+from conversations.inbound.events import ApplyResult, EnqueueFn, describe_error, payload_apply
+from conversations.inbound.hot_path import insert_row
 from conversations.inbound.one_statement import one_statement_receive, single_text_message
 from conversations.models import WebhookDelivery, WebhookOutcome
 from conversations.whatsapp.payload import (
@@ -127,8 +127,8 @@ class Stored:
 
 
 def _deferred(payload: WebhookPayload, raw_body: bytes) -> bool:
-    """Too big to apply within the request (issue 11 §4: 4,000 events took 17 of gunicorn's 30
-    seconds): applied by a task instead."""
+    """Too big to apply within the request (issue 11 §4: thousands of events come near
+    gunicorn's timeout; the README gives the measure): applied by a task instead."""
     return (
         payload.event_count > settings.WEBHOOK_INLINE_MAX_EVENTS
         or len(raw_body) > settings.WEBHOOK_INLINE_MAX_BYTES
@@ -142,7 +142,7 @@ def _store_for_task(
     that fails (broker down) or a worker that dies leaves it ``received``: the beat sweep
     (`received_deliveries_requeue`) enqueues it again, and the task applies it once."""
     try:
-        delivery_id = _insert_row(
+        delivery_id = insert_row(
             WebhookDelivery,
             upsert_delivery=True,
             **stored.row(outcome=WebhookOutcome.RECEIVED),
@@ -179,13 +179,18 @@ def _apply_and_store(
     """
     try:
         with transaction.atomic():
-            result = _Applier(enqueue_turn, enqueue_send, now=stored.received_at).apply(payload)
+            result = payload_apply(
+                payload,
+                enqueue_turn=enqueue_turn,
+                enqueue_send=enqueue_send,
+                now=stored.received_at,
+            )
             fields = result.delivery_fields()
-            delivery_id = _insert_row(WebhookDelivery, upsert_delivery=True, **stored.row(**fields))
+            delivery_id = insert_row(WebhookDelivery, upsert_delivery=True, **stored.row(**fields))
     except OperationalError as exc:
         # A deadlock or a lock timeout: the rollback released our locks, so try once more.
         if attempts > 1:
-            logger.warning("whatsapp_webhook_apply_retry", extra={"error": _describe_error(exc)})
+            logger.warning("whatsapp_webhook_apply_retry", extra={"error": describe_error(exc)})
             return _apply_and_store(
                 payload, stored, enqueue_turn, enqueue_send, attempts=attempts - 1
             )
@@ -237,9 +242,9 @@ def _one_statement(
 
 def _log_apply_failure(exc: BaseException) -> None:
     if isinstance(exc, PayloadError):
-        logger.warning("whatsapp_webhook_payload_refused", extra={"error": _describe_error(exc)})
+        logger.warning("whatsapp_webhook_payload_refused", extra={"error": describe_error(exc)})
     else:
-        logger.exception("whatsapp_webhook_apply_failed", extra={"error": _describe_error(exc)})
+        logger.exception("whatsapp_webhook_apply_failed", extra={"error": describe_error(exc)})
 
 
 def webhook_delivery_reprocess(
@@ -272,7 +277,7 @@ def _apply_stored(
         try:
             document = decode_body(bytes(delivery.raw_body))
         except ValueError as exc:
-            result = _Result.failed(exc)
+            result = ApplyResult.failed(exc)
         else:
             result = _apply_in_savepoint(document, delivery.received_at, enqueue_turn, enqueue_send)
         fields = result.delivery_fields()
@@ -291,30 +296,30 @@ def _apply_in_savepoint(
     enqueue_send: EnqueueFn,
     *,
     attempts: int = 2,
-) -> _Result:
+) -> ApplyResult:
     """Reprocessing's apply: the delivery row is locked and updated in the same transaction, so
     the events get a savepoint of their own (a rare path; see `_apply_and_store` for the hot
     one). Timestamps are judged against the delivery's reception, as on its first pass."""
     try:
         with transaction.atomic():
             payload = parse_payload(document, received_at=received_at)
-            return _Applier(enqueue_turn, enqueue_send).apply(payload)
+            return payload_apply(payload, enqueue_turn=enqueue_turn, enqueue_send=enqueue_send)
     except OperationalError as exc:
         # A deadlock or a lock timeout: the savepoint released its locks, so try once more.
         if attempts > 1:
-            logger.warning("whatsapp_webhook_apply_retry", extra={"error": _describe_error(exc)})
+            logger.warning("whatsapp_webhook_apply_retry", extra={"error": describe_error(exc)})
             return _apply_in_savepoint(
                 document, received_at, enqueue_turn, enqueue_send, attempts=attempts - 1
             )
-        logger.exception("whatsapp_webhook_apply_failed", extra={"error": _describe_error(exc)})
-        return _Result.failed(exc)
+        logger.exception("whatsapp_webhook_apply_failed", extra={"error": describe_error(exc)})
+        return ApplyResult.failed(exc)
     except PayloadError as exc:
         # Everything the savepoint wrote is gone; the raw body is kept for reprocessing.
-        logger.warning("whatsapp_webhook_payload_refused", extra={"error": _describe_error(exc)})
-        return _Result.failed(exc)
+        logger.warning("whatsapp_webhook_payload_refused", extra={"error": describe_error(exc)})
+        return ApplyResult.failed(exc)
     except Exception as exc:
-        logger.exception("whatsapp_webhook_apply_failed", extra={"error": _describe_error(exc)})
-        return _Result.failed(exc)
+        logger.exception("whatsapp_webhook_apply_failed", extra={"error": describe_error(exc)})
+        return ApplyResult.failed(exc)
 
 
 def _store_failed_body(stored: Stored, exc: BaseException) -> DeliveryReceipt:
@@ -322,12 +327,12 @@ def _store_failed_body(stored: Stored, exc: BaseException) -> DeliveryReceipt:
     (whatever failed before, this fails only when the database does: then 503)."""
     try:
         with transaction.atomic():
-            delivery_id = _insert_row(
+            delivery_id = insert_row(
                 WebhookDelivery,
                 upsert_delivery=True,
                 **stored.row(
                     outcome=WebhookOutcome.FAILED,
-                    error=_describe_error(exc),
+                    error=describe_error(exc),
                     processed_at=timezone.now(),
                 ),
             )

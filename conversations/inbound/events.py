@@ -27,61 +27,50 @@ Messages, by kind (`InboundKind`):
   no text, no summary): a human's reply silences the bot, so pending INBOUND messages are marked
   processed too.
 
-Statuses update the OUTBOUND message with that wamid, forward only (`statuses_before`); a
-``failed`` stores Meta's code and title. A status for a wamid we do not know (yet) is stored
-unlinked and logged; the sender links it when it stores that wamid.
+Statuses are applied by `conversations.inbound.statuses`.
+
+One handler per message kind, in a table (`MESSAGE_HANDLERS`), like the dispatcher's codes; the
+handlers share a small context (`ApplyContext`): the delivery's time, the sessions it met
+(`conversations.inbound.sessions.DeliverySessions`), the work to do after the commit (`Outbox`)
+and what was stored. The session rules they follow are `conversations.inbound.session_rules`'.
 """
 
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
-from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from agents.redaction import redact
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.events import ACTION_UNSUPPORTED_MEDIA, CLOSED_IDLE, EventCode
 from conversations.handoff import session_handoff
-from conversations.inbound.hot_path import _insert_once
+from conversations.inbound.hot_path import insert_once
+from conversations.inbound.session_rules import is_idle, turn_queue, waits_for_turn
 from conversations.inbound.sessions import (
-    _fill_identity,
-    _find_open_session,
-    _is_idle,
-    _open_session,
-    _touch_open_session,
-    _update_identity,
+    DeliverySessions,
+    customer_key,
+    open_session_find,
+    open_session_touch,
+    session_identity_fill,
+    session_identity_update,
+    session_open,
 )
-from conversations.lease import turn_queue
-from conversations.models import (
-    DeliveryStatus,
-    DeliveryStatusEvent,
-    Direction,
-    Instance,
-    Message,
-    Session,
-    WebhookOutcome,
-)
+from conversations.inbound.statuses import statuses_apply
+from conversations.models import DeliveryStatus, Direction, Message, Session, WebhookOutcome
 from conversations.whatsapp.payload import (
     Customer,
     Echo,
     InboundKind,
     InboundMessage,
-    StatusUpdate,
     UnreadableItem,
     WebhookPayload,
     without_surrogates,
-)
-from conversations.whatsapp.statuses import (
-    FAILED,
-    KNOWN_STATUSES,
-    message_id_from_callback,
-    statuses_before,
 )
 from prompts_admin.models import RuntimeConfig
 
@@ -90,27 +79,27 @@ logger = logging.getLogger("conversations.inbound")
 
 EnqueueFn = Callable[[int], None]
 
-_NEVER = datetime.min.replace(tzinfo=UTC)
-_TITLE_CHARS = 255
 _ERROR_CHARS = 2_000
 _MESSAGE_ERROR_CHARS = 64  # Message.error
 # Unreadable items listed in the delivery's error (the rest counted): enough to diagnose.
 _UNREADABLE_LISTED = 20
 
 
-# --- applying a payload ----------------------------------------------------------------------
+# --- the result and the context --------------------------------------------------------------
 
 
 @dataclass(slots=True)
-class _Result:
+class ApplyResult:
+    """What applying a payload gave: the delivery row's outcome, error and counts."""
+
     outcome: str
     error: str = ""
     messages_count: int = 0
     statuses_count: int = 0
 
     @classmethod
-    def failed(cls, exc: BaseException) -> "_Result":
-        return cls(WebhookOutcome.FAILED, error=_describe_error(exc))
+    def failed(cls, exc: BaseException) -> "ApplyResult":
+        return cls(WebhookOutcome.FAILED, error=describe_error(exc))
 
     @staticmethod
     def unreadable_error(payload: WebhookPayload) -> str:
@@ -123,7 +112,7 @@ class _Result:
         ]
         if len(lines) > _UNREADABLE_LISTED:
             lines[_UNREADABLE_LISTED:] = [f"... {len(lines) - _UNREADABLE_LISTED} more"]
-        return _clean_text("\n".join(lines))[:_ERROR_CHARS]
+        return clean_text("\n".join(lines))[:_ERROR_CHARS]
 
     def delivery_fields(self) -> dict[str, Any]:
         return {
@@ -136,453 +125,419 @@ class _Result:
 
 
 @dataclass(slots=True)
-class _Applier:
+class Outbox:
+    """What the delivery hands to the workers once it is committed: turns and sends."""
+
     enqueue_turn: EnqueueFn
     enqueue_send: EnqueueFn
-    now: datetime = field(default_factory=timezone.now)
-    # phone_number_id -> id of its active Instance (None: unknown), resolved when first needed:
-    # on the common path the session lookup joins the instance and no query is spent on it.
-    instance_ids: dict[str, int | None] = field(default_factory=dict)
-    sessions: dict[tuple[str, str, str], Session] = field(default_factory=dict)
-    routed: bool = False
-    turns: list[int] = field(default_factory=list)
-    sends: list[int] = field(default_factory=list)
-    answered_media: set[int] = field(default_factory=set)
-    # The newest WhatsApp time of each customer's messages in this delivery: a session's times
-    # are moved there when it is first met, so it is locked once, in customer order.
-    latest: dict[tuple[str, str, str], datetime] = field(default_factory=dict)
-    # The session times the database has now (last_message_at, last_inbound_at) per session.
-    stored_times: dict[int, datetime] = field(default_factory=dict)
-    stored_inbound_times: dict[int, datetime] = field(default_factory=dict)
-    messages_count: int = 0
-    statuses_count: int = 0
+    now: datetime
+    turns: list[int] = field(default_factory=list)  # sessions whose turn to queue, in order
+    sends: list[int] = field(default_factory=list)  # OUTBOUND messages to send
+    answered_media: set[int] = field(default_factory=set)  # sessions given the media text
 
-    def apply(self, payload: WebhookPayload) -> _Result:
-        for ignored in payload.ignored_changes:
-            logger.info("whatsapp_change_ignored", extra={"field": ignored})
-        for item in payload.unreadable:
-            _log_unreadable(item)
-        for change_errors in payload.errors:
-            for error in change_errors.errors:
-                logger.warning(
-                    "whatsapp_change_error",
-                    extra={
-                        "phone_number_id": change_errors.phone_number_id,
-                        "code": error.code,
-                        "title": error.title,
-                        "details": error.details,
-                    },
-                )
-        # Customer by customer (each in WhatsApp time order): concurrent deliveries then lock
-        # the sessions they share in the same order and cannot deadlock on them.
-        for message in payload.messages:
-            key = _customer_key(message)
-            self.latest[key] = max(message.timestamp, self.latest.get(key, message.timestamp))
-        for message in sorted(payload.messages, key=_by_customer):
-            self._receive_message(message)
-        for echo in sorted(payload.echoes, key=_by_customer):
-            self._receive_echo(echo)
-        self._apply_statuses(
-            [s for s in payload.statuses if self._instance_id(s.phone_number_id) is not None]
-        )
-        self._enqueue_after_commit()
-        if payload.unreadable and payload.event_count == len(payload.unreadable):
-            # Nothing in it could be read: kept failed, for `reprocess_webhooks` after a fix.
-            outcome = WebhookOutcome.FAILED
-        elif self.routed:
-            outcome = WebhookOutcome.PROCESSED
-        else:
-            outcome = WebhookOutcome.IGNORED
-        return _Result(
-            outcome,
-            error=_Result.unreadable_error(payload),
-            messages_count=self.messages_count,
-            statuses_count=self.statuses_count,
-        )
+    def turn(self, session_id: int) -> None:
+        if session_id not in self.turns:
+            self.turns.append(session_id)
 
-    def _instance_id(self, phone_number_id: str) -> int | None:
-        """The active instance of a number; an unknown or inactive one is logged once."""
-        if phone_number_id not in self.instance_ids:
-            found = (
-                Instance.objects.filter(phone_number_id=phone_number_id, is_active=True)
-                .values_list("id", flat=True)
-                .first()
-            )
-            self.instance_ids[phone_number_id] = found
-            if found is None:
-                logger.warning(
-                    "whatsapp_unknown_phone_number_id", extra={"phone_number_id": phone_number_id}
-                )
-        instance_id = self.instance_ids[phone_number_id]
-        self.routed = self.routed or instance_id is not None
-        return instance_id
+    def no_turn(self, session_id: int) -> None:
+        if session_id in self.turns:
+            self.turns.remove(session_id)
 
-    # --- messages ---
-
-    def _receive_message(self, message: InboundMessage) -> None:
-        if message.kind is InboundKind.IDENTITY_CHANGE:
-            self._change_identity(message)
-            return
-        session = self._session(
-            message.phone_number_id, message.customer, message.timestamp, inbound=True
-        )
-        if session is None:
-            return  # not one of our numbers
-        in_bot_state = session.state in BOT_STATES
-        pending_text = message.kind is InboundKind.TEXT and in_bot_state
-        stored = _insert_once(
-            Message,
-            session=session,
-            direction=Direction.INBOUND,
-            message_type=message.message_type,
-            content=message.text,
-            error=_clean_text(message.reason)[:_MESSAGE_ERROR_CHARS],
-            wa_message_id=message.wamid,
-            wa_timestamp=message.timestamp,
-            processed_at=None if pending_text else self.now,
-            created_at=self.now,
-        )
-        if stored is None:
-            logger.info("whatsapp_message_duplicate", extra={"wamid": message.wamid})
-            return
-        self.messages_count += 1
-        self._touch(session, message.timestamp, inbound=True)
-        if message.timestamp_replaced:
-            self._timestamp_replaced(session, message.wamid, message.timestamp_replaced)
-        if pending_text and session.pk not in self.turns:
-            self.turns.append(session.pk)
-        if (
-            message.kind in (InboundKind.UNSUPPORTED_MEDIA, InboundKind.UNREADABLE)
-            and in_bot_state
-            and session.pk not in self.answered_media
-        ):
-            self._answer_unsupported_media(session)
-        logger.debug(
-            "whatsapp_message_received",
-            extra={
-                "message_id": stored.pk,
-                "session_id": session.pk,
-                "type": message.message_type,
-                "kind": message.kind.value,
-            },
-        )
-
-    def _timestamp_replaced(self, session: Session, wamid: str, value: str) -> None:
-        """The SYSTEM event that says a WhatsApp timestamp was out of range (see the parser)."""
-        Message.objects.create(
-            session=session,
-            direction=Direction.SYSTEM,
-            message_type=EventCode.TIMESTAMP_REPLACED,
-            json_part={"value": _clean_text(value)},
-            created_at=self.now,
-        )
-        logger.warning(
-            "whatsapp_timestamp_replaced",
-            extra={"session_id": session.pk, "wamid": wamid, "timestamp": value},
-        )
-
-    def _answer_unsupported_media(self, session: Session) -> None:
-        self.answered_media.add(session.pk)
-        reply = Message.objects.create(
-            session=session,
-            direction=Direction.OUTBOUND,
-            message_type="text",
-            content=RuntimeConfig.load().unsupported_media_message,
-            action=ACTION_UNSUPPORTED_MEDIA,
-            delivery_status=DeliveryStatus.PENDING,
-            created_at=self.now,
-        )
-        self.sends.append(reply.pk)
-        self._touch(session, self.now, inbound=False)
-
-    def _change_identity(self, message: InboundMessage) -> None:
-        change = message.identity_change
-        session = _find_open_session(message.phone_number_id, message.customer)
-        if session is not None:
-            self._known(message.phone_number_id, session)
-        elif self._instance_id(message.phone_number_id) is None:
-            return
-        if change is None or session is None:
-            logger.warning(
-                "whatsapp_identity_change_without_session",
-                extra={"wamid": message.wamid, "phone_number_id": message.phone_number_id},
-            )
-            return
-        stored = _insert_once(
-            Message,
-            session=session,
-            direction=Direction.SYSTEM,
-            message_type=EventCode.IDENTITY_CHANGED,
-            action=change.change[:32],
-            content=message.text,
-            wa_message_id=message.wamid,
-            wa_timestamp=message.timestamp,
-            processed_at=self.now,
-            created_at=self.now,
-        )
-        if stored is None:
-            return
-        self.messages_count += 1
-        changes = {}
-        if change.new_phone:
-            changes["customer_phone"] = change.new_phone
-        if change.new_user_id:
-            changes["customer_user_id"] = change.new_user_id
-        _update_identity(session, changes)
-        self._forget_cached(session)
-        logger.info(
-            "whatsapp_identity_changed",
-            extra={"session_id": session.pk, "change": change.change},
-        )
-
-    def _receive_echo(self, echo: Echo) -> None:
-        if echo.message_type in ("revoke", "edit"):
-            # Staff deleted or edited a message in the app: nothing new to log or to answer.
-            self._instance_id(echo.phone_number_id)
-            logger.info("whatsapp_echo_ignored", extra={"wamid": echo.wamid})
-            return
-        session = self._session(echo.phone_number_id, echo.customer, echo.timestamp, inbound=False)
-        if session is None:
-            return
-        stored = _insert_once(
-            Message,
-            session=session,
-            direction=Direction.OUTBOUND,
-            message_type=echo.message_type,
-            content=echo.text,
-            wa_message_id=echo.wamid,
-            wa_timestamp=echo.timestamp,
-            delivery_status=DeliveryStatus.SENT,
-            delivery_status_at=echo.timestamp,
-            created_at=self.now,
-        )
-        if stored is None:
-            return
-        self.messages_count += 1
-        self._touch(session, echo.timestamp, inbound=False)
-        if echo.timestamp_replaced:
-            self._timestamp_replaced(session, echo.wamid, echo.timestamp_replaced)
-        if session.state != SessionState.HUMAN:
-            self._staff_takeover(session)
-        logger.info(
-            "whatsapp_echo_received", extra={"message_id": stored.pk, "session_id": session.pk}
-        )
-
-    def _staff_takeover(self, session: Session) -> None:
-        # Not on the one-statement path (a delivery with an echo never is): the action's UPDATE
-        # and INSERT cost what the two statements written here did.
-        session_handoff(
-            session_id=session.pk,
-            reason=HandoffReason.STAFF_TAKEOVER,
-            now=self.now,
-            fixed_text=False,  # staff answer the customer themselves
-        )
-        session.state = SessionState.HUMAN
-        Message.objects.pending_inbound().filter(session=session).update(processed_at=self.now)
-        if session.pk in self.turns:
-            self.turns.remove(session.pk)
-        logger.info("whatsapp_staff_takeover", extra={"session_id": session.pk})
-
-    # --- statuses ---
-
-    def _apply_statuses(self, statuses: list[StatusUpdate]) -> None:
-        if not statuses:
-            return
-        outbound = dict(
-            Message.objects.filter(
-                wa_message_id__in={s.wamid for s in statuses}, direction=Direction.OUTBOUND
-            ).values_list("wa_message_id", "id")
-        )
-        outbound |= _link_sent_by_callback(
-            [s for s in statuses if s.wamid not in outbound and s.callback_data]
-        )
-        for status in sorted(statuses, key=lambda s: s.timestamp):
-            if status.status not in KNOWN_STATUSES:
-                logger.info(
-                    "whatsapp_status_unknown",
-                    extra={"wamid": status.wamid, "status": status.status},
-                )
-                continue
-            if status.timestamp_replaced:
-                logger.warning(
-                    "whatsapp_timestamp_replaced",
-                    extra={"wamid": status.wamid, "timestamp": status.timestamp_replaced},
-                )
-            self._apply_status(status, outbound.get(status.wamid))
-
-    def _apply_status(self, status: StatusUpdate, message_id: int | None) -> None:
-        error = status.errors[0] if status.errors else None
-        code = error.code if error else None
-        title = error.title[:_TITLE_CHARS] if error else ""
-        event = _insert_once(
-            DeliveryStatusEvent,
-            wa_message_id=status.wamid,
-            status=status.status,
-            message_id=message_id,
-            wa_timestamp=status.timestamp,
-            error_code=code,
-            error_title=title,
-            error_details=error.details if error else "",
-            created_at=self.now,
-        )
-        if event is None:
-            return  # this (wamid, status) was applied already
-        self.statuses_count += 1
-        log = {"wamid": status.wamid, "status": status.status, "message_id": message_id}
-        if message_id is None:
-            logger.info("whatsapp_status_unknown_message", extra=log)
-            return
-        changes: dict[str, Any] = {
-            "delivery_status": status.status,
-            "delivery_status_at": status.timestamp,
-        }
-        if status.status == FAILED:
-            changes |= {"delivery_error_code": code, "delivery_error_title": title}
-            logger.warning("whatsapp_delivery_failed", extra={**log, "code": code, "title": title})
-        Message.objects.filter(
-            pk=message_id, delivery_status__in=statuses_before(status.status)
-        ).update(**changes)
-
-    # --- sessions ---
-
-    def _session(
-        self, phone_number_id: str, customer: Customer, at: datetime, *, inbound: bool
-    ) -> Session | None:
-        """The customer's open session on that number (see `conversations.inbound.sessions`), its
-        times moved forward; None when the number is not an active instance."""
-        key = (phone_number_id, customer.user_id, customer.phone)
-        session = self.sessions.get(key)
-        if session is not None:
-            return session
-        moved_to = self.latest.get(key, at) if inbound else at
-        session = _touch_open_session(
-            phone_number_id, customer, idle_at=at, moved_to=moved_to, inbound=inbound
-        )
-        if session is not None:
-            # The common case, in one statement: found, not idle, times moved forward.
-            self._known(phone_number_id, session)
-            self._stored(session, moved_to, inbound=inbound)
-            _fill_identity(session, customer)
-            self.sessions[key] = session
-            return session
-        session = _find_open_session(phone_number_id, customer)
-        if session is not None:
-            self._known(phone_number_id, session)
-            _fill_identity(session, customer)
-            if _is_idle(session, at):
-                self._close_idle(session)
-                session = None
-        if session is None:
-            instance_id = self._instance_id(phone_number_id)
-            if instance_id is None:
-                return None
-            session, opened = _open_session(
-                instance_id, phone_number_id, customer, self.now, moved_to, inbound=inbound
-            )
-            if opened:
-                self._stored(session, moved_to, inbound=inbound)
-        self._touch(session, moved_to, inbound=inbound)
-        self.sessions[key] = session
-        return session
-
-    def _known(self, phone_number_id: str, session: Session) -> None:
-        self.instance_ids[phone_number_id] = session.instance_id
-        self.routed = True
-
-    def _forget_cached(self, session: Session) -> None:
-        for key in [key for key, cached in self.sessions.items() if cached.pk == session.pk]:
-            del self.sessions[key]
-
-    def _close_idle(self, session: Session) -> None:
-        closed = (
-            Session.objects.filter(pk=session.pk)
-            .exclude(state=SessionState.CLOSED)
-            .update(state=SessionState.CLOSED, closed_at=self.now)
-        )
-        if closed:
-            Message.objects.create(
-                session=session,
-                direction=Direction.SYSTEM,
-                message_type=EventCode.SESSION_CLOSED,
-                action=CLOSED_IDLE,
-                json_part={"idle_hours": settings.SESSION_IDLE_HOURS},
-                created_at=self.now,
-            )
-            logger.info("whatsapp_session_closed_idle", extra={"session_id": session.pk})
-        session.state = SessionState.CLOSED
-        self._forget_cached(session)
-
-    def _touch(self, session: Session, at: datetime, *, inbound: bool) -> None:
-        """Move the session's times forward to `at` (never backwards) unless they are there."""
-        changes = {}
-        if at > self.stored_times.get(session.pk, _NEVER):
-            changes["last_message_at"] = Greatest(Coalesce(F("last_message_at"), at), at)
-        if inbound and at > self.stored_inbound_times.get(session.pk, _NEVER):
-            changes["last_inbound_at"] = Greatest(Coalesce(F("last_inbound_at"), at), at)
-        if changes:
-            Session.objects.filter(pk=session.pk).update(**changes)
-            self._stored(session, at, inbound=inbound)
-
-    def _stored(self, session: Session, at: datetime, *, inbound: bool) -> None:
-        self.stored_times[session.pk] = max(at, self.stored_times.get(session.pk, at))
-        if inbound:
-            self.stored_inbound_times[session.pk] = max(
-                at, self.stored_inbound_times.get(session.pk, at)
-            )
-        # Later events of this delivery judge idleness against the newest time.
-        session.last_message_at = self.stored_times[session.pk]
-
-    def _enqueue_after_commit(self) -> None:
+    def enqueue_after_commit(self) -> None:
         # Registered inside the transaction: discarded if it rolls back. `robust`: a broker outage
         # is logged and never undoes or fails the stored delivery.
         for session_id in self.turns:
             if not turn_queue(session_id=session_id, now=self.now):
                 continue  # its turn is queued already and will take this message too
-            transaction.on_commit(lambda sid=session_id: self.enqueue_turn(sid), robust=True)
+            transaction.on_commit(partial(self.enqueue_turn, session_id), robust=True)
         for message_id in self.sends:
-            transaction.on_commit(lambda mid=message_id: self.enqueue_send(mid), robust=True)
+            transaction.on_commit(partial(self.enqueue_send, message_id), robust=True)
+
+
+@dataclass(slots=True)
+class ApplyContext:
+    """What the handlers of one delivery share."""
+
+    now: datetime
+    sessions: DeliverySessions
+    outbox: Outbox
+    messages_count: int = 0
+    statuses_count: int = 0
+
+
+# --- applying a payload ----------------------------------------------------------------------
+
+
+def payload_apply(
+    payload: WebhookPayload,
+    *,
+    enqueue_turn: EnqueueFn,
+    enqueue_send: EnqueueFn,
+    now: datetime | None = None,
+) -> ApplyResult:
+    """Apply a parsed payload's events (see the module docstring), inside the caller's
+    transaction; turns and sends are enqueued after its commit."""
+    now = timezone.now() if now is None else now
+    context = ApplyContext(
+        now=now, sessions=DeliverySessions(), outbox=Outbox(enqueue_turn, enqueue_send, now)
+    )
+    for ignored in payload.ignored_changes:
+        logger.info("whatsapp_change_ignored", extra={"field": ignored})
+    for item in payload.unreadable:
+        _log_unreadable(item)
+    for change_errors in payload.errors:
+        for error in change_errors.errors:
+            logger.warning(
+                "whatsapp_change_error",
+                extra={
+                    "phone_number_id": change_errors.phone_number_id,
+                    "code": error.code,
+                    "title": error.title,
+                    "details": error.details,
+                },
+            )
+    # Customer by customer (each in WhatsApp time order): concurrent deliveries then lock
+    # the sessions they share in the same order and cannot deadlock on them.
+    for message in payload.messages:
+        context.sessions.note_latest(_customer_key(message), message.timestamp)
+    for message in sorted(payload.messages, key=_by_customer):
+        MESSAGE_HANDLERS[message.kind](context, message)
+    for echo in sorted(payload.echoes, key=_by_customer):
+        echo_receive(context, echo)
+    context.statuses_count += statuses_apply(
+        [
+            s
+            for s in payload.statuses
+            if context.sessions.instance_id(s.phone_number_id) is not None
+        ],
+        now=now,
+    )
+    context.outbox.enqueue_after_commit()
+    if payload.unreadable and payload.event_count == len(payload.unreadable):
+        # Nothing in it could be read: kept failed, for `reprocess_webhooks` after a fix.
+        outcome = WebhookOutcome.FAILED
+    elif context.sessions.routed:
+        outcome = WebhookOutcome.PROCESSED
+    else:
+        outcome = WebhookOutcome.IGNORED
+    return ApplyResult(
+        outcome,
+        error=ApplyResult.unreadable_error(payload),
+        messages_count=context.messages_count,
+        statuses_count=context.statuses_count,
+    )
+
+
+# --- messages, one handler per kind ----------------------------------------------------------
+
+
+def _text_receive(context: ApplyContext, message: InboundMessage) -> None:
+    """Text, interactive reply, template button: pending for a turn in a bot state."""
+    received = _inbound_store(context, message)
+    if received is None:
+        return
+    session, stored = received
+    if stored.processed_at is None:
+        context.outbox.turn(session.pk)
+    _log_received(message, session, stored)
+
+
+def _media_receive(context: ApplyContext, message: InboundMessage) -> None:
+    """Media and unreadable messages: logged, and answered once per session with RuntimeConfig's
+    text in a bot state (no LLM)."""
+    received = _inbound_store(context, message)
+    if received is None:
+        return
+    session, stored = received
+    if session.state in BOT_STATES and session.pk not in context.outbox.answered_media:
+        _unsupported_media_answer(context, session)
+    _log_received(message, session, stored)
+
+
+def _log_only_receive(context: ApplyContext, message: InboundMessage) -> None:
+    """Reactions, unsupported and unknown types: logged only."""
+    received = _inbound_store(context, message)
+    if received is not None:
+        _log_received(message, *received)
+
+
+def _identity_change(context: ApplyContext, message: InboundMessage) -> None:
+    """A ``system`` message: the open session's phone or user id changes, with a SYSTEM event."""
+    change = message.identity_change
+    session = open_session_find(message.phone_number_id, message.customer)
+    if session is not None:
+        context.sessions.known(message.phone_number_id, session)
+    elif context.sessions.instance_id(message.phone_number_id) is None:
+        return
+    if change is None or session is None:
+        logger.warning(
+            "whatsapp_identity_change_without_session",
+            extra={"wamid": message.wamid, "phone_number_id": message.phone_number_id},
+        )
+        return
+    stored = insert_once(
+        Message,
+        session=session,
+        direction=Direction.SYSTEM,
+        message_type=EventCode.IDENTITY_CHANGED,
+        action=change.change[:32],
+        content=message.text,
+        wa_message_id=message.wamid,
+        wa_timestamp=message.timestamp,
+        processed_at=context.now,
+        created_at=context.now,
+    )
+    if stored is None:
+        return
+    context.messages_count += 1
+    changes = {}
+    if change.new_phone:
+        changes["customer_phone"] = change.new_phone
+    if change.new_user_id:
+        changes["customer_user_id"] = change.new_user_id
+    session_identity_update(session, changes)
+    context.sessions.forget(session)
+    logger.info(
+        "whatsapp_identity_changed",
+        extra={"session_id": session.pk, "change": change.change},
+    )
+
+
+MessageHandler = Callable[[ApplyContext, InboundMessage], None]
+
+# What each kind of message does (`InboundKind` says what a kind is).
+MESSAGE_HANDLERS: dict[InboundKind, MessageHandler] = {
+    InboundKind.TEXT: _text_receive,
+    InboundKind.UNSUPPORTED_MEDIA: _media_receive,
+    InboundKind.UNREADABLE: _media_receive,
+    InboundKind.LOG_ONLY: _log_only_receive,
+    InboundKind.IDENTITY_CHANGE: _identity_change,
+}
+
+
+def _inbound_store(
+    context: ApplyContext, message: InboundMessage
+) -> tuple[Session, Message] | None:
+    """A customer's message in their session (pending for a turn per
+    `session_rules.waits_for_turn`), the session's times moved; None when the number is not ours
+    or the wamid was received before."""
+    session = session_for(
+        context, message.phone_number_id, message.customer, message.timestamp, inbound=True
+    )
+    if session is None:
+        return None  # not one of our numbers
+    pending = waits_for_turn(message.kind, session.state)
+    stored = insert_once(
+        Message,
+        session=session,
+        direction=Direction.INBOUND,
+        message_type=message.message_type,
+        content=message.text,
+        error=clean_text(message.reason)[:_MESSAGE_ERROR_CHARS],
+        wa_message_id=message.wamid,
+        wa_timestamp=message.timestamp,
+        processed_at=None if pending else context.now,
+        created_at=context.now,
+    )
+    if stored is None:
+        logger.info("whatsapp_message_duplicate", extra={"wamid": message.wamid})
+        return None
+    context.messages_count += 1
+    context.sessions.touch(session, message.timestamp, inbound=True)
+    if message.timestamp_replaced:
+        _timestamp_replaced(context, session, message.wamid, message.timestamp_replaced)
+    return session, stored
+
+
+def _log_received(message: InboundMessage, session: Session, stored: Message) -> None:
+    logger.debug(
+        "whatsapp_message_received",
+        extra={
+            "message_id": stored.pk,
+            "session_id": session.pk,
+            "type": message.message_type,
+            "kind": message.kind.value,
+        },
+    )
+
+
+def _timestamp_replaced(context: ApplyContext, session: Session, wamid: str, value: str) -> None:
+    """The SYSTEM event that says a WhatsApp timestamp was out of range (see the parser)."""
+    Message.objects.create(
+        session=session,
+        direction=Direction.SYSTEM,
+        message_type=EventCode.TIMESTAMP_REPLACED,
+        json_part={"value": clean_text(value)},
+        created_at=context.now,
+    )
+    logger.warning(
+        "whatsapp_timestamp_replaced",
+        extra={"session_id": session.pk, "wamid": wamid, "timestamp": value},
+    )
+
+
+def _unsupported_media_answer(context: ApplyContext, session: Session) -> None:
+    context.outbox.answered_media.add(session.pk)
+    reply = Message.objects.create(
+        session=session,
+        direction=Direction.OUTBOUND,
+        message_type="text",
+        content=RuntimeConfig.load().unsupported_media_message,
+        action=ACTION_UNSUPPORTED_MEDIA,
+        delivery_status=DeliveryStatus.PENDING,
+        created_at=context.now,
+    )
+    context.outbox.sends.append(reply.pk)
+    context.sessions.touch(session, context.now, inbound=False)
+
+
+# --- echoes ----------------------------------------------------------------------------------
+
+
+def echo_receive(context: ApplyContext, echo: Echo) -> None:
+    """A message staff sent from the Business app: logged as a staff OUTBOUND message, and the
+    session goes to HUMAN."""
+    if echo.message_type in ("revoke", "edit"):
+        # Staff deleted or edited a message in the app: nothing new to log or to answer.
+        context.sessions.instance_id(echo.phone_number_id)
+        logger.info("whatsapp_echo_ignored", extra={"wamid": echo.wamid})
+        return
+    session = session_for(
+        context, echo.phone_number_id, echo.customer, echo.timestamp, inbound=False
+    )
+    if session is None:
+        return
+    stored = insert_once(
+        Message,
+        session=session,
+        direction=Direction.OUTBOUND,
+        message_type=echo.message_type,
+        content=echo.text,
+        wa_message_id=echo.wamid,
+        wa_timestamp=echo.timestamp,
+        delivery_status=DeliveryStatus.SENT,
+        delivery_status_at=echo.timestamp,
+        created_at=context.now,
+    )
+    if stored is None:
+        return
+    context.messages_count += 1
+    context.sessions.touch(session, echo.timestamp, inbound=False)
+    if echo.timestamp_replaced:
+        _timestamp_replaced(context, session, echo.wamid, echo.timestamp_replaced)
+    if session.state != SessionState.HUMAN:
+        _staff_takeover(context, session)
+    logger.info("whatsapp_echo_received", extra={"message_id": stored.pk, "session_id": session.pk})
+
+
+def _staff_takeover(context: ApplyContext, session: Session) -> None:
+    # Not on the one-statement path (a delivery with an echo never is): the action's UPDATE
+    # and INSERT cost what the two statements written here did.
+    session_handoff(
+        session_id=session.pk,
+        reason=HandoffReason.STAFF_TAKEOVER,
+        now=context.now,
+        fixed_text=False,  # staff answer the customer themselves
+    )
+    session.state = SessionState.HUMAN
+    Message.objects.pending_inbound().filter(session=session).update(processed_at=context.now)
+    context.outbox.no_turn(session.pk)
+    logger.info("whatsapp_staff_takeover", extra={"session_id": session.pk})
+
+
+# --- sessions --------------------------------------------------------------------------------
+
+
+def session_for(
+    context: ApplyContext,
+    phone_number_id: str,
+    customer: Customer,
+    at: datetime,
+    *,
+    inbound: bool,
+) -> Session | None:
+    """The customer's open session on that number (`conversations.inbound.session_rules`), its
+    times moved forward; an idle one closed and another opened. None when the number is not an
+    active instance."""
+    sessions = context.sessions
+    key = customer_key(phone_number_id, customer)
+    session = sessions.by_customer.get(key)
+    if session is not None:
+        return session
+    moved_to = sessions.latest.get(key, at) if inbound else at
+    session = open_session_touch(
+        phone_number_id, customer, idle_at=at, moved_to=moved_to, inbound=inbound
+    )
+    if session is not None:
+        # The common case, in one statement: found, not idle, times moved forward.
+        sessions.known(phone_number_id, session)
+        sessions.stored(session, moved_to, inbound=inbound)
+        session_identity_fill(session, customer)
+        sessions.by_customer[key] = session
+        return session
+    session = open_session_find(phone_number_id, customer)
+    if session is not None:
+        sessions.known(phone_number_id, session)
+        session_identity_fill(session, customer)
+        if is_idle(session, at):
+            _idle_close(context, session)
+            session = None
+    if session is None:
+        instance_id = sessions.instance_id(phone_number_id)
+        if instance_id is None:
+            return None
+        session, opened = session_open(
+            instance_id, phone_number_id, customer, context.now, moved_to, inbound=inbound
+        )
+        if opened:
+            sessions.stored(session, moved_to, inbound=inbound)
+    sessions.touch(session, moved_to, inbound=inbound)
+    sessions.by_customer[key] = session
+    return session
+
+
+def _idle_close(context: ApplyContext, session: Session) -> None:
+    """Close an idle session (`session_rules.is_idle`), with a SYSTEM event."""
+    closed = (
+        Session.objects.filter(pk=session.pk)
+        .exclude(state=SessionState.CLOSED)
+        .update(state=SessionState.CLOSED, closed_at=context.now)
+    )
+    if closed:
+        Message.objects.create(
+            session=session,
+            direction=Direction.SYSTEM,
+            message_type=EventCode.SESSION_CLOSED,
+            action=CLOSED_IDLE,
+            json_part={"idle_hours": settings.SESSION_IDLE_HOURS},
+            created_at=context.now,
+        )
+        logger.info("whatsapp_session_closed_idle", extra={"session_id": session.pk})
+    session.state = SessionState.CLOSED
+    context.sessions.forget(session)
+
+
+# --- helpers ---------------------------------------------------------------------------------
 
 
 def _customer_key(event: InboundMessage | Echo) -> tuple[str, str, str]:
-    return (event.phone_number_id, event.customer.user_id, event.customer.phone)
+    return customer_key(event.phone_number_id, event.customer)
 
 
 def _by_customer(event: InboundMessage | Echo) -> tuple[str, str, str, datetime]:
     return (*_customer_key(event), event.timestamp)
 
 
-def _link_sent_by_callback(statuses: list[StatusUpdate]) -> dict[str, int]:
-    """wamid -> message id for statuses of messages whose send was accepted but whose wamid we
-    never stored (the worker died in between): the status names the message through the
-    ``biz_opaque_callback_data`` our send put on it. The wamid is stored on the message, so a
-    retry of its send finds it sent instead of sending it twice."""
-    by_message = {
-        message_id: status.wamid
-        for status in statuses
-        if (message_id := message_id_from_callback(status.callback_data)) is not None
-    }
-    linked: dict[str, int] = {}
-    for message_id, wamid in by_message.items():
-        updated = Message.objects.filter(
-            pk=message_id, direction=Direction.OUTBOUND, wa_message_id=None
-        ).update(wa_message_id=wamid)
-        if updated:
-            linked[wamid] = message_id
-            logger.warning(
-                "whatsapp_send_linked_by_status", extra={"message_id": message_id, "wamid": wamid}
-            )
-    return linked
-
-
 def _log_unreadable(item: UnreadableItem) -> None:
     logger.warning("whatsapp_item_unreadable", extra={"where": item.where, "reason": item.reason})
 
 
-def _clean_text(text: str) -> str:
+def clean_text(text: str) -> str:
     """Text any database stores: no NUL (PostgreSQL refuses it), no lone surrogate."""
     return without_surrogates(text.replace("\x00", ""))  # type: ignore[no-any-return]
 
 
-def _describe_error(exc: BaseException) -> str:
-    # Stored on the delivery and logged: a database error may quote the customer's phone.
-    return redact(_clean_text(f"{exc.__class__.__name__}: {exc}"))[:_ERROR_CHARS]
+def describe_error(exc: BaseException) -> str:
+    """An exception as stored on the delivery and logged: redacted (a database error may quote
+    the customer's phone), in text any database stores."""
+    return redact(clean_text(f"{exc.__class__.__name__}: {exc}"))[:_ERROR_CHARS]

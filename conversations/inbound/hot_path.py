@@ -4,21 +4,21 @@ The commonest delivery (one text from a known customer) is one statement on Post
 (`conversations.inbound.one_statement`). On the general path a known customer's messages cost
 one ``UPDATE ... RETURNING`` that finds the open session and moves its times, then an insert per
 message and the delivery insert (each compiled once and prepared once per PostgreSQL connection,
-see `_insert_row` and `_hot_cursor`); then one commit and the enqueue.
+see `insert_row` and `hot_cursor`); then one commit and the enqueue.
 """
 
-import functools
 from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import connections, models
 
 from compat.django_private import compile_insert, logs_queries, mark_saved, prepared_cursor
+from conversations.models import WebhookOutcome
 
 M = TypeVar("M", bound=models.Model)
 
 
-def _insert_once(model: type[M], **values: Any) -> M | None:
+def insert_once(model: type[M], **values: Any) -> M | None:
     """Insert a row unless it conflicts with a unique constraint; None when it did.
 
     ``INSERT ... ON CONFLICT DO NOTHING RETURNING id``: one round trip, no savepoint, and the
@@ -27,7 +27,7 @@ def _insert_once(model: type[M], **values: Any) -> M | None:
     say whether the row was inserted.)
     """
     row = model(**values)
-    pk = _insert_row(model, row=row, ignore_conflicts=True)
+    pk = insert_row(model, row=row, ignore_conflicts=True)
     if pk is None:
         return None
     row.pk = pk
@@ -39,37 +39,27 @@ def _insert_once(model: type[M], **values: Any) -> M | None:
 _INSERT_STATEMENTS: dict[tuple[str, type[models.Model], bool, bool], tuple[str, list[Any]]] = {}
 
 
-@functools.cache
-def delivery_upsert_clause(alias: str) -> str:
-    """``ON CONFLICT (body_sha256) DO UPDATE``: an identical webhook body is stored once and
-    counted (``times_received``), never copied (issue 11 §4: a replayed 5 MB body).
-
-    The stored row keeps its outcome, unless it failed: then the replay's outcome, error, counts
-    and time replace them (its events were applied this time, or failed again). The same clause
-    ends the one-statement path's delivery insert (PostgreSQL) and the general path's (both).
-    """
-    from conversations.models import WebhookDelivery, WebhookOutcome
-
-    quote = connections[alias].ops.quote_name
-    table = quote(WebhookDelivery._meta.db_table)
-
-    def column(name: str) -> str:
-        return quote(WebhookDelivery._meta.get_field(name).column)
-
-    failed = f"{table}.{column('outcome')} = '{WebhookOutcome.FAILED.value}'"
-    replaced = ", ".join(
-        f"{column(name)} = CASE WHEN {failed} THEN EXCLUDED.{column(name)} "
-        f"ELSE {table}.{column(name)} END"
-        for name in ("outcome", "error", "messages_count", "statuses_count", "processed_at")
-    )
-    times = column("times_received")
-    return (
-        f"ON CONFLICT ({column('body_sha256')}) DO UPDATE SET "
-        f"{times} = {table}.{times} + 1, {replaced}"
-    )
+# ``ON CONFLICT (body_sha256) DO UPDATE``: an identical webhook body is stored once and counted
+# (``times_received``), never copied (issue 11 §4: a replayed 5 MB body). The stored row keeps its
+# outcome, unless it failed: then the replay's outcome, error, counts and time replace them (its
+# events were applied this time, or failed again). It ends the delivery insert of both paths: the
+# one-statement path's (PostgreSQL) and the general path's (`insert_row`, every database).
+_FAILED = f"conversations_webhookdelivery.outcome = '{WebhookOutcome.FAILED.value}'"
+DELIVERY_UPSERT_SQL = f"""ON CONFLICT (body_sha256) DO UPDATE SET
+        times_received = conversations_webhookdelivery.times_received + 1,
+        outcome = CASE WHEN {_FAILED} THEN EXCLUDED.outcome
+            ELSE conversations_webhookdelivery.outcome END,
+        error = CASE WHEN {_FAILED} THEN EXCLUDED.error
+            ELSE conversations_webhookdelivery.error END,
+        messages_count = CASE WHEN {_FAILED} THEN EXCLUDED.messages_count
+            ELSE conversations_webhookdelivery.messages_count END,
+        statuses_count = CASE WHEN {_FAILED} THEN EXCLUDED.statuses_count
+            ELSE conversations_webhookdelivery.statuses_count END,
+        processed_at = CASE WHEN {_FAILED} THEN EXCLUDED.processed_at
+            ELSE conversations_webhookdelivery.processed_at END"""
 
 
-def _insert_row(
+def insert_row(
     model: type[models.Model],
     *,
     row: models.Model | None = None,
@@ -83,7 +73,7 @@ def _insert_row(
     The statement is the one the ORM compiles (`QuerySet._insert`, which `bulk_create` uses),
     compiled once per model and reused; each call only prepares the values, as the ORM does
     (``pre_save`` then ``get_db_prep_save``). Compiling the INSERT costs more CPU than running
-    it: on the webhook's hot path this halves the cost of each of its two inserts.
+    it, and the webhook's general path runs one per message and one per delivery.
     """
     if row is None:
         row = model(**values)
@@ -94,24 +84,22 @@ def _insert_row(
         compiled = _compile_insert(connection, model, ignore_conflicts)
         if upsert_delivery:
             statement, fields = compiled
-            clause = delivery_upsert_clause(connection.alias)
             head, returning = statement.rsplit(" RETURNING ", 1)
-            compiled = (f"{head} {clause} RETURNING {returning}", fields)
+            compiled = (f"{head} {DELIVERY_UPSERT_SQL} RETURNING {returning}", fields)
         _INSERT_STATEMENTS[key] = compiled
     statement, fields = compiled
     params = [field.get_db_prep_save(field.pre_save(row, True), connection) for field in fields]
-    with _hot_cursor(connection) as cursor:
+    with hot_cursor(connection) as cursor:
         cursor.execute(statement, params)
         returned = cursor.fetchone()
     return returned[0] if returned else None
 
 
-def _hot_cursor(connection: Any) -> Any:
+def hot_cursor(connection: Any) -> Any:
     """A cursor for the webhook's hot statements (the one-statement path, the session's
     ``UPDATE ... RETURNING``, the message and delivery inserts): on PostgreSQL it binds on the
     server and prepares each statement once per connection, so PostgreSQL parses and plans it
-    once instead of for every delivery. Measured on the 2-core bench machine, the one-statement
-    path's statement costs PostgreSQL 0.40 ms of CPU prepared against 0.81 ms unprepared.
+    once instead of for every delivery (bench/webhook.py and the README give the saving).
 
     Django turns psycopg's prepared statements off (``prepare_threshold=None``, for
     transaction-mode connection poolers), and psycopg then ignores ``prepare=True``. Only

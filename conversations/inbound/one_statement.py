@@ -1,56 +1,88 @@
 """The commonest delivery — one text from a customer with an open session — in ONE statement.
 
 On PostgreSQL a delivery that carries exactly one TEXT message (text, interactive reply or
-template button) and nothing else is first tried as a single data-modifying statement, run in
-autocommit, so it is its own transaction and costs one round trip, like the durable floor's
-single INSERT (DESIGN.md §11 asks for one transaction per delivery; this is it, without the
-BEGIN and COMMIT round trips and with one statement instead of three):
-
-    WITH s AS (UPDATE session: times forward, missing identity filled — RETURNING it),
-         m AS (INSERT message ... SELECT FROM s ON CONFLICT DO NOTHING RETURNING id),
-         d AS (INSERT delivery ... SELECT FROM s, counting m
-               ON CONFLICT (body_sha256) DO UPDATE times_received + 1 RETURNING id)
-    SELECT session, state, message id, delivery id FROM s
+template button) and nothing else is first tried as a single data-modifying statement
+(`STATEMENTS`), run in autocommit, so it is its own transaction and costs one round trip, like
+the durable floor's single INSERT (DESIGN.md §11 asks for one transaction per delivery; this is
+it, without the BEGIN and COMMIT round trips and with one statement instead of three):
+``WITH s AS (UPDATE the session), m AS (INSERT the message), d AS (INSERT the delivery)``. The
+session's UPDATE spells the session rules in SQL, from `conversations.inbound.session_rules`,
+where each rule's Python form used by the general path sits beside it.
 
 When the statement finds no open, non-idle session of that customer (a new customer, an idle
 session to close, an unknown or inactive number) it writes nothing and returns no row; when it
 fails (a missing phone or user id that another open session holds, a lock timeout, anything) it
 wrote nothing either. In both cases the caller applies the delivery on the general path
 (`conversations.inbound.events`), which handles every case. The result is the same rows the
-general path would write (tests/conversations/whatsapp/test_one_statement.py compares the two),
+general path would write (tests/conversations/inbound/test_one_statement.py compares the two),
 with one difference: a repeated wamid arriving after its turn started queues the session's turn
 again here (the UPDATE runs before the insert finds the conflict) and enqueues a task that finds
 nothing pending, where the general path queues nothing.
 
-Measured on the 2-core bench machine (bench/webhook.py), this path is what brings the webhook's
-throughput near the durable floor: it spends one statement where the general path spends BEGIN,
-UPDATE, INSERT, INSERT and COMMIT.
+Why it exists: it is what brings the webhook's throughput near the durable floor
+(bench/webhook.py; the figures are in the README), spending one statement where the general path
+spends BEGIN, UPDATE, INSERT, INSERT and COMMIT.
 """
 
-import functools
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from django.conf import settings
-from django.db import connections, models, transaction
+from django.db import connections, transaction
 
-from agents.states import BOT_STATES, SessionState
-from conversations.inbound.hot_path import _hot_cursor, delivery_upsert_clause
-from conversations.inbound.sessions import _NAME_CHARS
-from conversations.lease import turn_queued_ttl
-from conversations.models import (
-    Direction,
-    Instance,
-    Message,
-    Session,
-    WebhookDelivery,
-    WebhookOutcome,
+from conversations.inbound.hot_path import DELIVERY_UPSERT_SQL, hot_cursor
+from conversations.inbound.session_rules import (
+    IDENTIFIERS,
+    PROCESSED_AT_SQL,
+    RECEIVE_TEXT_SESSION_SQL,
+    customer_identifiers,
+    identity_params,
+    idle_cutoff,
+    turn_queued_before,
 )
+from conversations.models import Direction, Session, WebhookDelivery, WebhookOutcome
 from conversations.whatsapp.payload import InboundKind, InboundMessage, WebhookPayload
 
 logger = logging.getLogger("conversations.inbound")
+
+# The statement, per identifier: the session's UPDATE (`session_rules`: the open, non-idle
+# session, times forward, identity filled in, turn queued), the message's INSERT (pending only in
+# a bot state, `session_rules.PROCESSED_AT_SQL`) and the delivery's upsert. Every column of both
+# tables is named: a column added to Message or WebhookDelivery must be added here too
+# (tests/conversations/inbound/test_one_statement.py checks it). It must start with
+# "WITH s AS (UPDATE": the prepared-statement test finds it by that text.
+STATEMENTS = {
+    identifier: f"""WITH s AS ({RECEIVE_TEXT_SESSION_SQL[identifier]}),
+m AS (
+    INSERT INTO conversations_message (
+        session_id, direction, message_type, agent, content, raw_response, json_part, code,
+        action, error, turn_id, part_index, wa_message_id, wa_timestamp, processed_at,
+        delivery_status, delivery_status_at, delivery_error_code, delivery_error_title,
+        send_attempts, last_send_attempt_at, staff_user_id, created_at
+    )
+    SELECT s.id, %(direction)s, %(message_type)s, '', %(content)s, '', NULL, NULL,
+        '', '', NULL, 0, %(wamid)s, %(at)s, {PROCESSED_AT_SQL},
+        '', NULL, NULL, '',
+        0, NULL, NULL, %(now)s
+    FROM s
+    ON CONFLICT DO NOTHING
+    RETURNING id
+),
+d AS (
+    INSERT INTO conversations_webhookdelivery (
+        raw_body, headers, received_at, processed_at, outcome, error,
+        messages_count, statuses_count, body_sha256, times_received
+    )
+    SELECT %(raw_body)s, %(headers)s, %(now)s, %(now)s, %(outcome)s, '',
+        (SELECT count(*) FROM m), 0, %(body_sha256)s, 1
+    FROM s
+    {DELIVERY_UPSERT_SQL}
+    RETURNING id
+)
+SELECT s.id, s.state, s.turn_queued_at, (SELECT id FROM m), (SELECT id FROM d) FROM s"""
+    for identifier in IDENTIFIERS
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,18 +130,11 @@ def one_statement_receive(
     connection = connections[Session.objects.db]
     if connection.vendor != "postgresql":
         return None
-    customer = message.customer
-    identifiers = [
-        (name, value)
-        for name, value in (
-            ("customer_user_id", customer.user_id),
-            ("customer_phone", customer.phone),
-        )
-        if value
-    ]
-    for field_name, value in identifiers:
+    params: dict[str, Any] = {}
+    for identifier, value in customer_identifiers(message.customer):
         try:
-            row = _run(connection, field_name, value, message, raw_body, headers, now, body_sha256)
+            params = params or _params(connection, message, raw_body, headers, now, body_sha256)
+            row = _run(connection, STATEMENTS[identifier], params | {"identifier": value})
         except Exception as exc:  # a DatabaseError mostly; whatever it is, nothing was written
             logger.info(
                 "whatsapp_one_statement_fallback",
@@ -128,182 +153,45 @@ def one_statement_receive(
     return None
 
 
-def _run(
+def _params(
     connection: Any,
-    field_name: str,
-    value: str,
     message: InboundMessage,
     raw_body: bytes,
     headers: dict[str, str],
     now: datetime,
     body_sha256: str | None,
-) -> tuple[int, str, datetime | None, int | None, int] | None:
-    ops = connection.ops
-    moment = ops.adapt_datetimefield_value(message.timestamp)
-    idle_since = ops.adapt_datetimefield_value(
-        message.timestamp - timedelta(hours=settings.SESSION_IDLE_HOURS)
-    )
-    customer = message.customer
-    session_params = [
-        moment,
-        moment,
-        moment,
-        moment,
-        customer.phone,
-        customer.user_id,
-        customer.name[:_NAME_CHARS],
-        ops.adapt_datetimefield_value(now - turn_queued_ttl()),
-        ops.adapt_datetimefield_value(now),
-        message.phone_number_id,
-        True,
-        value,
-        SessionState.CLOSED.value,
-        idle_since,
-    ]
-    statement, message_fields, delivery_fields = _statement(connection.alias, field_name)
-    message_values = {
-        "direction": Direction.INBOUND,
+) -> dict[str, Any]:
+    """The statement's parameters but the identifier's value, prepared as the ORM prepares them
+    for a save (a binary body, JSON headers; PostgreSQL takes times and text as they are)."""
+    adapt = connection.ops.adapt_datetimefield_value
+    return {
+        "phone_number_id": message.phone_number_id,
+        "at": adapt(message.timestamp),
+        "idle_cutoff": adapt(idle_cutoff(message.timestamp)),
+        **identity_params(message.customer),
+        "queued_before": adapt(turn_queued_before(now)),
+        "now": adapt(now),
+        "direction": Direction.INBOUND.value,
         "message_type": message.message_type,
         "content": message.text,
-        "wa_message_id": message.wamid,
-        "wa_timestamp": message.timestamp,
-        "created_at": now,
-    }
-    delivery_values = {
-        "raw_body": raw_body,
-        "headers": headers,
-        "received_at": now,
-        "processed_at": now,
-        "outcome": WebhookOutcome.PROCESSED,
+        "wamid": message.wamid,
+        "raw_body": _DELIVERY_FIELDS["raw_body"].get_db_prep_save(raw_body, connection),
+        "headers": _DELIVERY_FIELDS["headers"].get_db_prep_save(headers, connection),
+        "outcome": WebhookOutcome.PROCESSED.value,
         "body_sha256": body_sha256,
     }
-    params = [
-        *session_params,
-        *_prepared(connection, Message, message_fields, message_values),
-        ops.adapt_datetimefield_value(now),  # processed_at, when the session is not a bot's
-        *_prepared(connection, WebhookDelivery, delivery_fields, delivery_values),
-    ]
-    with _hot_cursor(connection) as cursor:
+
+
+_DELIVERY_FIELDS = {f.name: f for f in WebhookDelivery._meta.concrete_fields}
+
+
+def _run(connection: Any, statement: str, params: dict[str, Any]) -> Any:
+    with hot_cursor(connection) as cursor:
         if connection.in_atomic_block:
             # Inside a caller's transaction (tests; never the webhook): a failure must not
             # break it, so the statement gets a savepoint.
             with transaction.atomic(using=connection.alias):
                 cursor.execute(statement, params)
-                return cursor.fetchone()  # type: ignore[no-any-return]
+                return cursor.fetchone()
         cursor.execute(statement, params)
-        return cursor.fetchone()  # type: ignore[no-any-return]
-
-
-def _prepared(
-    connection: Any, model: type[models.Model], fields: list[Any], values: dict[str, Any]
-) -> list[Any]:
-    """The fields' parameters: `values` prepared as the ORM prepares them for a save, the other
-    fields' constant defaults prepared once per database (what `Model(**values)` then
-    ``pre_save`` and ``get_db_prep_save`` would give, at a tenth of the CPU)."""
-    defaults = _prepared_defaults(connection.alias, model)
-    return [
-        field.get_db_prep_save(values[field.name], connection)
-        if field.name in values
-        else defaults[field.name]
-        for field in fields
-    ]
-
-
-@functools.cache
-def _prepared_defaults(alias: str, model: type[models.Model]) -> dict[str, Any]:
-    """Each field's default, prepared for the database; fields with a callable default (a
-    time, a fresh dict) are left out: the caller must give them (`_run` does)."""
-    connection = connections[alias]
-    return {
-        field.name: field.get_db_prep_save(field.get_default(), connection)
-        for field in model._meta.concrete_fields
-        if not (field.has_default() and callable(field.default))
-    }
-
-
-# Columns the statement computes instead of taking a parameter.
-_MESSAGE_COMPUTED = {"session", "processed_at"}
-_DELIVERY_COMPUTED = {"messages_count"}
-
-
-@functools.cache
-def _statement(alias: str, field_name: str) -> tuple[str, list[Any], list[Any]]:
-    """The statement for one identifier column, with the message and delivery fields whose
-    values it takes as parameters, in order; built once per database and identifier."""
-    quote = connections[alias].ops.quote_name
-
-    def column(model: type[models.Model], name: str) -> str:
-        return quote(model._meta.get_field(name).column)  # type: ignore[union-attr]
-
-    def table(model: type[models.Model]) -> str:
-        return quote(model._meta.db_table)
-
-    def insert_fields(model: type[models.Model], computed: set[str]) -> list[Any]:
-        return [
-            f
-            for f in model._meta.concrete_fields
-            if not f.primary_key and not f.generated and f.name not in computed
-        ]
-
-    message_fields = insert_fields(Message, _MESSAGE_COMPUTED)
-    delivery_fields = insert_fields(WebhookDelivery, _DELIVERY_COMPUTED)
-
-    def forward(name: str) -> str:
-        col = column(Session, name)
-        return f"{col} = CASE WHEN {col} IS NULL OR {col} < %s THEN %s ELSE {col} END"
-
-    def fill(name: str) -> str:
-        col = column(Session, name)
-        return f"{col} = CASE WHEN {col} = '' THEN %s ELSE {col} END"
-
-    bot_states = ", ".join(f"'{state.value}'" for state in sorted(BOT_STATES))
-    session_table = table(Session)
-    sid = column(Session, "id")
-    state = column(Session, "state")
-    queued = column(Session, "turn_queued_at")
-    # Ring for a turn (set `turn_queued_at` to now) in a bot state unless a fresh turn is queued.
-    ring = (
-        f"{queued} = CASE WHEN {state} IN ({bot_states}) "
-        f"AND ({queued} IS NULL OR {queued} < %s) THEN %s ELSE {queued} END"
-    )
-    update = (
-        f"UPDATE {session_table} SET {forward('last_message_at')}, {forward('last_inbound_at')}, "
-        f"{fill('customer_phone')}, {fill('customer_user_id')}, {fill('customer_name')}, {ring} "
-        f"WHERE {sid} = ("
-        f"SELECT o.{sid} FROM {session_table} o "
-        f"JOIN {table(Instance)} i ON i.{column(Instance, 'id')} = o.{column(Session, 'instance')} "
-        f"WHERE i.{column(Instance, 'phone_number_id')} = %s "
-        f"AND i.{column(Instance, 'is_active')} = %s "
-        f"AND o.{column(Session, field_name)} = %s AND o.{column(Session, 'state')} <> %s "
-        f"AND COALESCE(o.{column(Session, 'last_message_at')}, "
-        f"o.{column(Session, 'created_at')}) >= %s "
-        "LIMIT 1) "
-        f"RETURNING {sid}, {state}, {queued}"
-    )
-    message_columns = [column(Message, "session"), column(Message, "processed_at")] + [
-        quote(f.column) for f in message_fields
-    ]
-    message_values = [
-        f"s.{sid}",
-        f"CASE WHEN s.{state} IN ({bot_states}) THEN NULL ELSE %s END",
-    ] + ["%s"] * len(message_fields)
-    # The processed_at parameter comes after the message fields' (see `_run`): reorder.
-    message_values = message_values[:1] + message_values[2:] + message_values[1:2]
-    message_columns = message_columns[:1] + message_columns[2:] + message_columns[1:2]
-    delivery_columns = [quote(f.column) for f in delivery_fields] + [
-        column(WebhookDelivery, "messages_count")
-    ]
-    delivery_values = ["%s"] * len(delivery_fields) + ["(SELECT count(*) FROM m)"]
-    statement = (
-        f"WITH s AS ({update}), "
-        f"m AS (INSERT INTO {table(Message)} ({', '.join(message_columns)}) "
-        f"SELECT {', '.join(message_values)} FROM s ON CONFLICT DO NOTHING "
-        f"RETURNING {column(Message, 'id')}), "
-        f"d AS (INSERT INTO {table(WebhookDelivery)} ({', '.join(delivery_columns)}) "
-        f"SELECT {', '.join(delivery_values)} FROM s {delivery_upsert_clause(alias)} "
-        f"RETURNING {column(WebhookDelivery, 'id')}) "
-        f"SELECT s.{sid}, s.{state}, s.{queued}, "
-        f"(SELECT {column(Message, 'id')} FROM m), (SELECT {column(WebhookDelivery, 'id')} FROM d) "
-        "FROM s"
-    )
-    return statement, message_fields, delivery_fields
+        return cursor.fetchone()

@@ -1,38 +1,44 @@
-"""Find, open and close a customer's session: the channel's session rule.
+"""Find, open and touch a customer's session on the general path (every database).
 
-Sessions (the rule this module owns):
+The rules these follow (open session, idle, identity fill-in, forward-only times) are defined in
+`conversations.inbound.session_rules`; this module applies them with the ORM and the general
+path's one hand-written statement (`open_session_touch`):
 
 - events are routed by ``metadata.phone_number_id`` to an active `Instance`; an unknown or
   inactive one is logged and ignored;
-- the customer's open session (state other than CLOSED) is looked up by business-scoped user id
-  first, then by phone; the database allows at most one open session per user id and one per
-  phone on an instance, so two deliveries that open the same customer's session at once end with
-  the one that committed first (the other's insert conflicts and it reads the winner);
-- an open session whose last message (``last_message_at``, else ``created_at``) is more than
-  ``SESSION_IDLE_HOURS`` older than the event's WhatsApp timestamp is closed, with a SYSTEM event,
-  and a new session is opened — whatever its state, HUMAN included: after that silence the
-  customer starts a new conversation. A CLOSED session is never reopened;
-- a missing phone, user id or profile name is filled in from later events when no other open
-  session holds it.
+- the database allows at most one open session per user id and one per phone on an instance,
+  so two deliveries that open the same customer's session at once end with the one that
+  committed first (the other's insert conflicts and it reads the winner: `session_open`);
+- an idle session is closed, with a SYSTEM event, and a new session is opened — whatever its
+  state, HUMAN included: after that silence the customer starts a new conversation
+  (`conversations.inbound.events`). A CLOSED session is never reopened;
+- an identity another open session holds is left unfilled (`session_identity_update`).
 """
 
-import functools
 import logging
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
-from django.conf import settings
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Q
 
-from agents.states import SessionState
-from conversations.inbound.hot_path import _hot_cursor
+from conversations.inbound.hot_path import hot_cursor
+from conversations.inbound.session_rules import (
+    NAME_CHARS,
+    TOUCH_OPEN_SESSION_SQL,
+    TOUCH_RETURNS,
+    customer_identifiers,
+    forward_only,
+    identity_fill,
+    idle_cutoff,
+    open_sessions,
+)
 from conversations.models import Instance, Session
 from conversations.whatsapp.payload import Customer
 
 # The package's name, as before the split into modules: log lines keep the logger name.
 logger = logging.getLogger("conversations.inbound")
 
-_NAME_CHARS = 200
 # What the channel reads of a session (the rest, JSON data included, is the pipeline's).
 _SESSION_FIELDS = (
     "instance_id",
@@ -45,16 +51,7 @@ _SESSION_FIELDS = (
 )
 
 
-# In the model's field order: `Model.from_db` maps a partial row by that order.
-_TOUCH_RETURNS = tuple(
-    f.attname
-    for f in Session._meta.concrete_fields
-    if f.attname
-    in {"id", "instance_id", "state", "customer_phone", "customer_user_id", "customer_name"}
-)
-
-
-def _touch_open_session(
+def open_session_touch(
     phone_number_id: str,
     customer: Customer,
     *,
@@ -64,81 +61,38 @@ def _touch_open_session(
 ) -> Session | None:
     """Find the customer's open session on that number, not idle at `idle_at`, and move its
     times forward to `moved_to`, in one ``UPDATE ... RETURNING`` per identifier (user id first,
-    then phone).
+    then phone): `session_rules.TOUCH_OPEN_SESSION_SQL`.
 
     The webhook's hot path: the ORM needs a SELECT, then an UPDATE, and spends more CPU building
     them than the database spends running them. None when there is no such session (new
     customer, idle session, unknown number): the caller then takes the ORM path.
     """
     connection = connections[Session.objects.db]
-    moment = connection.ops.adapt_datetimefield_value(moved_to)
-    idle_since = connection.ops.adapt_datetimefield_value(
-        idle_at - timedelta(hours=settings.SESSION_IDLE_HOURS)
-    )
-    for field_name, value in (
-        ("customer_user_id", customer.user_id),
-        ("customer_phone", customer.phone),
-    ):
-        if not value:
-            continue
-        sql = _touch_statement(connection.alias, field_name, inbound)
-        params = [moment, moment] * (2 if inbound else 1) + [
-            phone_number_id,
-            True,
-            value,
-            SessionState.CLOSED.value,
-            idle_since,
-        ]
-        with _hot_cursor(connection) as cursor:
-            cursor.execute(sql, params)
+    adapt = connection.ops.adapt_datetimefield_value
+    params = {
+        "at": adapt(moved_to),
+        "inbound": inbound,
+        "phone_number_id": phone_number_id,
+        "idle_cutoff": adapt(idle_cutoff(idle_at)),
+    }
+    for identifier, value in customer_identifiers(customer):
+        with hot_cursor(connection) as cursor:
+            cursor.execute(TOUCH_OPEN_SESSION_SQL[identifier], params | {"identifier": value})
             row = cursor.fetchone()
         if row is not None:
-            return Session.from_db(connection.alias, list(_TOUCH_RETURNS), row)
+            return Session.from_db(connection.alias, list(TOUCH_RETURNS), row)
     return None
 
 
-@functools.cache
-def _touch_statement(alias: str, field_name: str, inbound: bool) -> str:
-    """`_touch_open_session`'s statement for one identifier column, built once per database."""
-    quote = connections[alias].ops.quote_name
-
-    def column(name: str) -> str:
-        return quote(Session._meta.get_field(name).column)
-
-    def instance_column(name: str) -> str:
-        return quote(Instance._meta.get_field(name).column)
-
-    moved = [column("last_message_at")] + ([column("last_inbound_at")] if inbound else [])
-    assignments = ", ".join(
-        f"{name} = CASE WHEN {name} IS NULL OR {name} < %s THEN %s ELSE {name} END"
-        for name in moved
-    )
-    return (
-        f"UPDATE {quote(Session._meta.db_table)} SET {assignments} "
-        f"WHERE {column('id')} = ("
-        f"SELECT s.{column('id')} FROM {quote(Session._meta.db_table)} s "
-        f"JOIN {quote(Instance._meta.db_table)} i "
-        f"ON i.{instance_column('id')} = s.{column('instance')} "
-        f"WHERE i.{instance_column('phone_number_id')} = %s "
-        f"AND i.{instance_column('is_active')} = %s "
-        f"AND s.{column(field_name)} = %s AND s.{column('state')} <> %s "
-        f"AND COALESCE(s.{column('last_message_at')}, s.{column('created_at')}) >= %s "
-        "LIMIT 1) "
-        f"RETURNING {', '.join(column(name) for name in _TOUCH_RETURNS)}"
-    )
-
-
-def _find_open_session(phone_number_id: str, customer: Customer) -> Session | None:
+def open_session_find(phone_number_id: str, customer: Customer) -> Session | None:
+    """The customer's open session on that number, idle or not (`session_rules.open_sessions`),
+    preferring the one its user id names."""
     match = Q()
-    if customer.user_id:
-        match |= Q(customer_user_id=customer.user_id)
-    if customer.phone:
-        match |= Q(customer_phone=customer.phone)
+    for identifier, value in customer_identifiers(customer):
+        match |= Q(**{identifier: value})
     candidates = list(
-        Session.objects.filter(
-            match, instance__phone_number_id=phone_number_id, instance__is_active=True
-        )
-        .exclude(state=SessionState.CLOSED)
+        open_sessions(phone_number_id)
+        .filter(match)
         .only(*_SESSION_FIELDS)
         .order_by()  # at most two rows; the model's default ordering would only cost a sort
     )
@@ -149,7 +103,7 @@ def _find_open_session(phone_number_id: str, customer: Customer) -> Session | No
     return candidates[0] if candidates else None
 
 
-def _open_session(
+def session_open(
     instance_id: int,
     phone_number_id: str,
     customer: Customer,
@@ -166,7 +120,7 @@ def _open_session(
                 instance_id=instance_id,
                 customer_phone=customer.phone,
                 customer_user_id=customer.user_id,
-                customer_name=customer.name[:_NAME_CHARS],
+                customer_name=customer.name[:NAME_CHARS],
                 created_at=now,
                 last_message_at=at,
                 last_inbound_at=at if inbound else None,
@@ -175,25 +129,21 @@ def _open_session(
     except IntegrityError:
         # Another delivery opened this customer's session first (one open session per phone and
         # per user id); ours waited for its commit, so it is visible now.
-        session = _find_open_session(phone_number_id, customer)
-        if session is None:
+        found = open_session_find(phone_number_id, customer)
+        if found is None:
             raise
-        _fill_identity(session, customer)
-        return session, False
+        session_identity_fill(found, customer)
+        return found, False
 
 
-def _fill_identity(session: Session, customer: Customer) -> None:
-    changes = {}
-    if customer.phone and not session.customer_phone:
-        changes["customer_phone"] = customer.phone
-    if customer.user_id and not session.customer_user_id:
-        changes["customer_user_id"] = customer.user_id
-    if customer.name and not session.customer_name:
-        changes["customer_name"] = customer.name[:_NAME_CHARS]
-    _update_identity(session, changes)
+def session_identity_fill(session: Session, customer: Customer) -> None:
+    """Fill in what the session lacks of the customer's identity (`session_rules.identity_fill`)."""
+    session_identity_update(session, identity_fill(session, customer))
 
 
-def _update_identity(session: Session, changes: dict[str, str]) -> None:
+def session_identity_update(session: Session, changes: dict[str, str]) -> None:
+    """Write `changes` to the session's identity, unless another open session holds one of them:
+    then the conflict is logged and the session left as it was."""
     if not changes:
         return
     try:
@@ -210,6 +160,79 @@ def _update_identity(session: Session, changes: dict[str, str]) -> None:
         setattr(session, name, value)
 
 
-def _is_idle(session: Session, at: datetime) -> bool:
-    last = session.last_message_at or session.created_at
-    return at - last > timedelta(hours=settings.SESSION_IDLE_HOURS)
+# (phone_number_id, user id, phone): a customer as one delivery names them.
+CustomerKey = tuple[str, str, str]
+_NEVER = datetime.min.replace(tzinfo=UTC)
+
+
+def customer_key(phone_number_id: str, customer: Customer) -> CustomerKey:
+    return (phone_number_id, customer.user_id, customer.phone)
+
+
+@dataclass(slots=True)
+class DeliverySessions:
+    """What one delivery knows of the instances and sessions it meets, so each is looked up once
+    and each session's times are written once per delivery."""
+
+    # phone_number_id -> id of its active Instance (None: unknown), resolved when first needed:
+    # on the common path the session lookup joins the instance and no query is spent on it.
+    instance_ids: dict[str, int | None] = field(default_factory=dict)
+    by_customer: dict[CustomerKey, Session] = field(default_factory=dict)
+    # The newest WhatsApp time of each customer's messages in the delivery: a session's times
+    # are moved there when it is first met, so it is locked once, in customer order.
+    latest: dict[CustomerKey, datetime] = field(default_factory=dict)
+    # The session times the database has now (last_message_at, last_inbound_at) per session.
+    times: dict[int, datetime] = field(default_factory=dict)
+    inbound_times: dict[int, datetime] = field(default_factory=dict)
+    # Whether any event was for one of our instances (the delivery is then ``processed``).
+    routed: bool = False
+
+    def note_latest(self, key: CustomerKey, at: datetime) -> None:
+        self.latest[key] = max(at, self.latest.get(key, at))
+
+    def instance_id(self, phone_number_id: str) -> int | None:
+        """The active instance of a number; an unknown or inactive one is logged once."""
+        if phone_number_id not in self.instance_ids:
+            found = (
+                Instance.objects.filter(phone_number_id=phone_number_id, is_active=True)
+                .values_list("id", flat=True)
+                .first()
+            )
+            self.instance_ids[phone_number_id] = found
+            if found is None:
+                logger.warning(
+                    "whatsapp_unknown_phone_number_id", extra={"phone_number_id": phone_number_id}
+                )
+        instance_id = self.instance_ids[phone_number_id]
+        self.routed = self.routed or instance_id is not None
+        return instance_id
+
+    def known(self, phone_number_id: str, session: Session) -> None:
+        """A session was found on that number: its instance is active."""
+        self.instance_ids[phone_number_id] = session.instance_id
+        self.routed = True
+
+    def forget(self, session: Session) -> None:
+        """Drop the session from the cache (its identity changed, or it was closed)."""
+        for key in [key for key, cached in self.by_customer.items() if cached.pk == session.pk]:
+            del self.by_customer[key]
+
+    def touch(self, session: Session, at: datetime, *, inbound: bool) -> None:
+        """Move the session's times forward to `at` (`session_rules.forward_only`) unless the
+        database has them there already."""
+        changes = {}
+        if at > self.times.get(session.pk, _NEVER):
+            changes["last_message_at"] = forward_only("last_message_at", at)
+        if inbound and at > self.inbound_times.get(session.pk, _NEVER):
+            changes["last_inbound_at"] = forward_only("last_inbound_at", at)
+        if changes:
+            Session.objects.filter(pk=session.pk).update(**changes)
+            self.stored(session, at, inbound=inbound)
+
+    def stored(self, session: Session, at: datetime, *, inbound: bool) -> None:
+        """The database has the session's times at `at` at least."""
+        self.times[session.pk] = max(at, self.times.get(session.pk, at))
+        if inbound:
+            self.inbound_times[session.pk] = max(at, self.inbound_times.get(session.pk, at))
+        # Later events of this delivery judge idleness against the newest time.
+        session.last_message_at = self.times[session.pk]

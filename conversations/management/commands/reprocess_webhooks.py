@@ -13,7 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from conversations import publishers
-from conversations.inbound import webhook_delivery_reprocess
+from conversations.inbound.deliveries import webhook_delivery_reprocess
 from conversations.models import WebhookDelivery, WebhookOutcome
 
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection
 
-from conversations import inbound
-from conversations.inbound import webhook_delivery_receive
+from conversations.inbound import events
+from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.models import Message, Session, WebhookDelivery
 from tests.conversations.whatsapp.conftest import (
     Recorder,
@@ -169,7 +169,7 @@ def test_an_apply_failure_rolls_everything_back_and_commits_the_body_alone(
     def broken(self):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(inbound._Applier, "_enqueue_after_commit", broken)
+    monkeypatch.setattr(events.Outbox, "enqueue_after_commit", broken)
 
     with traced() as trace:
         receive(encode(document))

@@ -5,7 +5,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from conversations.inbound import webhook_delivery_receive
+from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.models import Message
 from tests.conversations.whatsapp.conftest import (
     Recorder,

@@ -1,8 +1,8 @@
 """A session's queued turn (`Session.turn_queued_at`): enqueued once until a worker starts it.
 
-`conversations.lease.turn_queue` marks the turn queued unless one was queued less than
-`turn_queued_ttl()` ago; the lease clears the mark when a worker claims or releases it. The
-webhook's general path enqueues a turn only when it marked it.
+`conversations.inbound.session_rules.turn_queue` marks the turn queued unless one was queued
+less than `turn_queued_ttl()` ago; the lease clears the mark when a worker claims or releases
+it. The webhook's general path enqueues a turn only when it marked it.
 """
 
 from datetime import UTC, datetime, timedelta
@@ -12,8 +12,9 @@ import pytest
 from django.utils import timezone
 
 from agents.states import SessionState
-from conversations.inbound import webhook_delivery_receive
-from conversations.lease import lease_claim, lease_release, turn_queue, turn_queued_ttl
+from conversations.inbound.deliveries import webhook_delivery_receive
+from conversations.inbound.session_rules import turn_queue, turn_queued_ttl
+from conversations.lease import lease_claim, lease_release
 from conversations.models import Message, Session, WebhookDelivery
 from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import (

@@ -17,11 +17,8 @@ from model_bakery import baker
 
 from conversations import publishers
 from conversations.events import ACTION_UNSUPPORTED_MEDIA, EventCode
-from conversations.inbound import events as inbound_events
-from conversations.inbound import (
-    one_statement,
-    webhook_delivery_receive,
-)
+from conversations.inbound import deliveries, one_statement
+from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.inbound.tasks import apply_webhook_delivery
 from conversations.labels import event_text
 from conversations.models import Direction, Message, Session, WebhookDelivery
@@ -163,10 +160,10 @@ def test_whatever_fails_in_the_one_statement_path_the_general_path_stores_it(
 def test_whatever_fails_while_applying_the_raw_bytes_are_stored_failed_and_200_answered(
     post, instance, enqueued, monkeypatch
 ):
-    def explode(self, payload):
+    def explode(payload, **collaborators):
         raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
 
-    monkeypatch.setattr(inbound_events._Applier, "apply", explode)
+    monkeypatch.setattr(deliveries, "payload_apply", explode)
     raw = _text_with("text", "\\ud800x")
 
     response = post(raw)
@@ -382,11 +379,11 @@ def test_an_identical_body_replayed_is_stored_once_with_a_counter(post, instance
 def test_a_replay_of_a_failed_body_takes_the_outcome_of_its_successful_application(
     post, instance, enqueued, monkeypatch
 ):
-    def explode(self, payload):
+    def explode(payload, **collaborators):
         raise RuntimeError("boom")
 
     with monkeypatch.context() as patch:
-        patch.setattr(inbound_events._Applier, "apply", explode)
+        patch.setattr(deliveries, "payload_apply", explode)
         post(fixture_bytes("text"))
     assert WebhookDelivery.objects.get().outcome == "failed"
 

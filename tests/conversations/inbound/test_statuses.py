@@ -1,0 +1,90 @@
+"""Delivery statuses (conversations.inbound.statuses): forward only, failures with Meta's code,
+repeats stored once, unknown wamids kept unlinked."""
+
+from datetime import timedelta
+
+import pytest
+from model_bakery import baker
+
+from conversations.models import (
+    DeliveryStatusEvent,
+    Direction,
+    Instance,
+    Message,
+)
+from tests.conversations.inbound.conftest import T, make_session
+
+pytestmark = pytest.mark.django_db
+
+
+def outbound(instance: Instance, **fields) -> Message:
+    session = make_session(instance)
+    return baker.make(
+        Message,
+        session=session,
+        direction=Direction.OUTBOUND,
+        wa_message_id="wamid.OUT01",
+        **fields,
+    )
+
+
+@pytest.mark.parametrize(
+    ("before", "fixture", "after"),
+    [
+        ("sent", "status_delivered", "delivered"),
+        ("delivered", "status_read", "read"),
+        ("read", "status_delivered", "read"),  # never backwards
+        ("read", "status_sent", "read"),
+        ("sent", "status_played", "played"),
+        ("pending", "status_sent", "sent"),
+        ("delivered", "status_failed", "delivered"),  # it reached the phone: not failed
+    ],
+)
+def test_statuses_only_move_forward(instance, receive, before, fixture, after):
+    message = outbound(instance, delivery_status=before)
+
+    delivery = receive(fixture)
+
+    message.refresh_from_db()
+    assert message.delivery_status == after
+    assert delivery.statuses_count == 1
+    assert DeliveryStatusEvent.objects.get().message_id == message.pk
+
+
+def test_a_failed_status_stores_meta_s_code_and_title(instance, receive):
+    message = outbound(instance, delivery_status="sent")
+
+    receive("status_failed")
+
+    message.refresh_from_db()
+    assert (
+        message.delivery_status,
+        message.delivery_error_code,
+        message.delivery_error_title,
+        message.delivery_status_at,
+    ) == ("failed", 131047, "Re-engagement message", T + timedelta(seconds=5))
+    event = DeliveryStatusEvent.objects.get()
+    assert (event.status, event.error_code, event.error_details) == (
+        "failed",
+        131047,
+        "Message failed to send because more than 24 hours have passed since the customer "
+        "last replied to this number.",
+    )
+
+
+def test_a_repeated_status_is_stored_once(instance, receive):
+    outbound(instance, delivery_status="sent")
+
+    receive("status_read")
+    second = receive("status_read")
+
+    assert DeliveryStatusEvent.objects.count() == 1
+    assert (second.statuses_count, second.times_received) == (1, 2)
+
+
+def test_a_status_for_an_unknown_wamid_is_kept_unlinked(instance, receive, caplog):
+    receive("status_read")
+
+    event = DeliveryStatusEvent.objects.get()
+    assert (event.wa_message_id, event.status, event.message_id) == ("wamid.OUT01", "read", None)
+    assert "whatsapp_status_unknown_message" in caplog.messages
