@@ -1,6 +1,6 @@
-"""Fixtures and helpers of the inbound tests. The webhook's instance, its known customer and the
-fake Graph API come from tests/conversations/whatsapp/conftest.py, beside the payload fixtures
-they replay."""
+"""Fixtures and helpers of the inbound tests. The webhook's instance and the fake Graph API come
+from tests/conversations/conftest.py, its known customer from tests/conversations/whatsapp/
+conftest.py, beside the payload fixtures they replay."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -13,9 +13,7 @@ from tests.conversations.whatsapp.conftest import (  # noqa: F401 (fixtures, by 
     CUSTOMER_PHONE,
     CUSTOMER_USER_ID,
     Recorder,
-    fake_graph,
     fixture_bytes,
-    instance,
     known_customer,
 )
 
