@@ -1,12 +1,14 @@
 """Helpers for the tests that run the real thing in subprocesses (gunicorn, a Celery worker)
 against this run's PostgreSQL test database and a Redis broker (a test's own: tests.support.broker)."""
 
+import http.client
 import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +99,38 @@ def wait_for(condition: Callable[[], Any], *, timeout: float, what: str) -> Any:
             return result
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def web_healthy(port: int) -> bool:
+    try:
+        web = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+        web.request("GET", "/healthz")
+        return web.getresponse().status == 200
+    except OSError:
+        return False
+
+
+@contextmanager
+def web_and_worker(*, env: Mapping[str, str], logs: Path, name: str) -> Iterator[int]:
+    """gunicorn serving the project and a Celery worker, both with `env` (`project_env`), until
+    the block ends; yields the web port once /healthz answers. Logs go to `logs`/web.log and
+    worker.log."""
+    port = free_port()
+    commands = {
+        "web": [
+            str(Path(sys.executable).parent / "gunicorn"),
+            "config.wsgi:application",
+            f"--bind=127.0.0.1:{port}",
+            "--workers=1",
+        ],
+        "worker": celery_worker_command(f"{name}-{port}@localhost"),
+    }
+    processes = []
+    try:
+        for process_name, command in commands.items():
+            processes.append(start(command, env=env, log=logs / f"{process_name}.log"))
+        wait_for(lambda: web_healthy(port), timeout=30, what="gunicorn")
+        yield port
+    finally:
+        for process in processes:
+            stop(process)
