@@ -9,6 +9,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django import DjangoAssertNumQueries, Settings
 
 from conversations.models import HandoffSummary, Instance, Session
 
@@ -136,7 +137,7 @@ def test_a_row_shows_every_column_in_portuguese() -> None:
     assert "meta: atender em até 15 min" in page
 
 
-def test_the_colour_follows_support_sla_minutes(settings) -> None:
+def test_the_colour_follows_support_sla_minutes(settings: Settings) -> None:
     settings.SUPPORT_SLA_MINUTES = 60
     handed_off(1, minutes_ago=50)
     client, _user = staff_client("Support")
@@ -251,7 +252,9 @@ def test_the_index_shows_the_queue_with_its_count() -> None:
     assert f'<a class="section" href="{QUEUE_URL}">Fila de atendimento</a>' in page
 
 
-def test_prompt_editors_read_no_count_and_pay_no_query_for_it(django_assert_num_queries) -> None:
+def test_prompt_editors_read_no_count_and_pay_no_query_for_it(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
     handed_off(2)
     client, _user = staff_client("Prompt editors")
     client.get("/admin/")
@@ -279,7 +282,7 @@ def test_the_login_page_has_no_count() -> None:
 @pytest.mark.parametrize("who", sorted(QUERIES_BY_GROUP))
 @pytest.mark.parametrize("n_waiting", [1, 30])
 def test_the_queue_costs_the_same_queries_for_1_and_30_rows(
-    django_assert_num_queries, who: str, n_waiting: int
+    django_assert_num_queries: DjangoAssertNumQueries, who: str, n_waiting: int
 ) -> None:
     sessions = handed_off(n_waiting)
     users = baker.make(User, _quantity=3)

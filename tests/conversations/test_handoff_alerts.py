@@ -143,7 +143,10 @@ def expected_payload(session: Session, **changes: Any) -> dict[str, Any]:
 
 
 def test_a_handoff_e_mails_the_team_and_posts_the_signed_alert(
-    configured: WebhookReceiver, session: Session, django_capture_on_commit_callbacks: Any, caplog
+    configured: WebhookReceiver,
+    session: Session,
+    django_capture_on_commit_callbacks: Any,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
 
@@ -351,7 +354,10 @@ def test_a_timeout_is_retried_then_the_alert_is_delivered(
 
 
 def test_a_4xx_is_not_retried_and_is_recorded(
-    configured: WebhookReceiver, session: Session, worker_retries: None, caplog
+    configured: WebhookReceiver,
+    session: Session,
+    worker_retries: None,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     configured.respond(404, body='{"error": "no such hook"}')
 

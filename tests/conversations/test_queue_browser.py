@@ -19,6 +19,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.db import connections
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django.live_server_helper import LiveServer
 
 from conversations.models import Direction, HandoffSummary, Instance, Message, Session
 
@@ -101,7 +102,7 @@ def waiting_customer(instance: Instance, *, name: str, phone: str, minutes: int)
 
 
 def test_support_opens_a_waiting_customer_from_the_queue(
-    live_server, browser_page, screenshots_dir: Path
+    live_server: LiveServer, browser_page, screenshots_dir: Path
 ) -> None:
     support_user("ana", first_name="Ana")
     instance = baker.make(Instance, name="Vale Analítico", display_phone="551140000000")
@@ -146,7 +147,7 @@ def test_support_opens_a_waiting_customer_from_the_queue(
     page.screenshot(path=str(screenshots_dir / "conversation.png"), full_page=True)
 
 
-def test_the_mine_filter_survives_the_refresh(live_server, browser_page) -> None:
+def test_the_mine_filter_survives_the_refresh(live_server: LiveServer, browser_page) -> None:
     user = support_user("ana")
     instance = baker.make(Instance)
     mine = waiting_customer(instance, name="Maria Souza", phone="5511912345678", minutes=5)
@@ -172,7 +173,7 @@ def test_the_mine_filter_survives_the_refresh(live_server, browser_page) -> None
 
 
 def test_a_refresh_after_the_login_expired_leaves_the_page_as_it_is(
-    live_server, browser_page
+    live_server: LiveServer, browser_page
 ) -> None:
     support_user("ana")
     waiting_customer(baker.make(Instance), name="Maria Souza", phone="5511912345678", minutes=5)
