@@ -3,9 +3,12 @@ query count that does not grow with the rows."""
 
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.http import HttpResponse
+from django.http.response import HttpResponseBase
 from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
@@ -41,7 +44,7 @@ def superuser_client() -> tuple[Client, User]:
     return client, user
 
 
-def handed_off(n: int, *, minutes_ago: int = 10, **fields: object) -> list[Session]:
+def handed_off(n: int, *, minutes_ago: int = 10, **fields: Any) -> list[Session]:
     instance = fields.pop("instance", None) or baker.make(Instance, display_phone="551140000000")
     now = timezone.now()
     return [
@@ -61,8 +64,9 @@ def handed_off(n: int, *, minutes_ago: int = 10, **fields: object) -> list[Sessi
     ]
 
 
-def rows(response) -> list[int]:
+def rows(response: HttpResponseBase) -> list[int]:
     assert response.status_code == 200
+    assert isinstance(response, HttpResponse)
     return [int(pk) for _sla, pk in ROW_RE.findall(response.content.decode())]
 
 

@@ -45,7 +45,7 @@ def _status(client: Client, url: str, params: dict[str, Any]) -> int:
 @pytest.mark.postgres
 @pytest.mark.parametrize("url", CHANGELISTS)
 def test_nul_in_any_filter_or_search_parameter_never_yields_a_500(
-    admin_client: Client, url
+    admin_client: Client, url: str
 ) -> None:
     baker.make(Session, customer_name="Maria")  # a row, so filters with choices show up
     failures = []
@@ -62,7 +62,9 @@ def test_nul_in_any_filter_or_search_parameter_never_yields_a_500(
 
 
 @pytest.mark.parametrize("url", CHANGELISTS)
-def test_nul_in_the_search_never_yields_a_500_on_any_database(admin_client: Client, url) -> None:
+def test_nul_in_the_search_never_yields_a_500_on_any_database(
+    admin_client: Client, url: str
+) -> None:
     assert _status(admin_client, url, {"q": "Maria\x00"}) == 200
 
 
@@ -71,7 +73,9 @@ def _nested(depth: int) -> bytes:
 
 
 @pytest.mark.parametrize("depth", [900, 5_000])
-def test_a_stored_delivery_nested_deeply_is_shown_as_received(admin_client: Client, depth) -> None:
+def test_a_stored_delivery_nested_deeply_is_shown_as_received(
+    admin_client: Client, depth: int
+) -> None:
     body = _nested(depth)
     delivery = baker.make(WebhookDelivery, raw_body=body, outcome="failed")
 
@@ -104,7 +108,7 @@ def test_the_deep_delivery_page_on_postgresql(admin_client: Client) -> None:
 
 
 @pytest.mark.parametrize("url", CHANGELISTS)
-def test_nul_in_an_object_id_never_yields_a_500(admin_client: Client, url) -> None:
+def test_nul_in_an_object_id_never_yields_a_500(admin_client: Client, url: str) -> None:
     statuses = {
         suffix: admin_client.get(url + suffix).status_code
         for suffix in ("%00/change/", "1%00/change/", "%00/delete/")
@@ -128,5 +132,5 @@ def test_nul_in_the_path_is_not_found(admin_client: Client) -> None:
         "/admin/prompts_admin/promptoverride/1%00/history/",
     ],
 )
-def test_a_non_numeric_id_on_a_history_page_is_not_found(admin_client: Client, url) -> None:
+def test_a_non_numeric_id_on_a_history_page_is_not_found(admin_client: Client, url: str) -> None:
     assert admin_client.get(url).status_code == 404

@@ -2,6 +2,7 @@
 
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -29,7 +30,7 @@ def listed_ids(client: Client, query: str = "") -> list[int]:
     return [int(pk) for pk in ROW_RE.findall(response.content.decode())]
 
 
-def make_sessions(n: int, **fields: object) -> list[Session]:
+def make_sessions(n: int, **fields: Any) -> list[Session]:
     instance = fields.pop("instance", None) or baker.make(Instance)
     now = timezone.now()
     return [

@@ -138,7 +138,7 @@ def test_server_errors_are_retried_then_the_lead_is_sent(
     crm.respond(500)
     crm.respond(503)
 
-    assert deliver_lead.apply(args=[lead.pk]).get() == "sent"
+    assert deliver_lead.apply(args=(lead.pk,)).get() == "sent"
 
     assert len(crm.received) == 3
     assert state(lead) == ("sent", 3, "")
@@ -151,7 +151,7 @@ def test_a_timeout_is_retried_then_the_lead_is_sent(
     lead = pending_lead(session)
     crm.respond(200, delay=1.0)
 
-    assert deliver_lead.apply(args=[lead.pk]).get() == "sent"
+    assert deliver_lead.apply(args=(lead.pk,)).get() == "sent"
 
     assert len(crm.received) == 2
     assert state(lead) == ("sent", 2, "")
@@ -163,7 +163,7 @@ def test_a_4xx_fails_at_once_with_the_answer(
     lead = pending_lead(session)
     crm.respond(422, body='{"erro": "campo cnpj obrigatório"}')
 
-    assert deliver_lead.apply(args=[lead.pk]).get() == "failed"
+    assert deliver_lead.apply(args=(lead.pk,)).get() == "failed"
 
     assert len(crm.received) == 1
     assert state(lead) == ("failed", 1, 'HTTP 422: {"erro": "campo cnpj obrigatório"}')
@@ -182,7 +182,7 @@ def test_retries_are_bounded_and_the_last_failure_is_recorded_with_the_attempts(
     for _ in range(DELIVERY_MAX_RETRIES + 1):
         crm.respond(503)
 
-    assert deliver_lead.apply(args=[lead.pk]).get() == "failed"
+    assert deliver_lead.apply(args=(lead.pk,)).get() == "failed"
 
     assert len(crm.received) == 6
     assert state(lead) == ("failed", 6, "HTTP 503")
@@ -207,7 +207,7 @@ def test_run_without_a_broker_the_post_is_retried_in_process(
     lead = pending_lead(session)
     crm.respond(500)
 
-    assert deliver_lead.apply(args=[lead.pk]).get() == "sent"
+    assert deliver_lead.apply(args=(lead.pk,)).get() == "sent"
 
     assert state(lead) == ("sent", 2, "")
 
@@ -215,7 +215,7 @@ def test_run_without_a_broker_the_post_is_retried_in_process(
 def test_a_lead_already_sent_is_not_posted_again(crm: WebhookReceiver, session: Session) -> None:
     lead = Lead.objects.create(session=session, data=DATA, crm_status=CrmStatus.SENT)
 
-    assert deliver_lead.apply(args=[lead.pk]).get() == "sent"
+    assert deliver_lead.apply(args=(lead.pk,)).get() == "sent"
 
     assert crm.received == []
 

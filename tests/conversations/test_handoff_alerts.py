@@ -117,7 +117,7 @@ def hand_off(
     return [c.__qualname__ for c in callbacks]
 
 
-def alert_events(session: Session) -> list[tuple[str, str, dict]]:
+def alert_events(session: Session) -> list[tuple[str, str, Any]]:
     return list(
         Message.objects.filter(session=session, message_type="handoff_alert")
         .order_by("id")
@@ -197,7 +197,11 @@ def test_a_handoff_e_mails_the_team_and_posts_the_signed_alert(
             },
         ),
     ]
-    lines = [(r.message, r.session_id) for r in caplog.records if r.name == "conversations.alerts"]
+    lines = [
+        (r.message, vars(r)["session_id"])
+        for r in caplog.records
+        if r.name == "conversations.alerts"
+    ]
     assert lines == [
         ("handoff_alert_email_sent", session.pk),
         ("handoff_alert_webhook_sent", session.pk),
@@ -258,7 +262,7 @@ def test_a_worker_polls_for_the_summary_then_sends_without_it(
     session.handed_off_at = datetime.now(UTC)
     session.save()
 
-    assert notify_handoff.apply(args=[session.pk]).get() == "sent"
+    assert notify_handoff.apply(args=(session.pk,)).get() == "sent"
 
     [post] = configured.received
     assert (post.json["summary_ready"], post.json["next_action"]) == (False, None)
@@ -323,7 +327,7 @@ def post_alert(session: Session) -> str:
     session.state, session.handoff_reason, session.handed_off_at = "HUMAN", "llm_timeout", OPEN
     session.save()
     write_summary(session.pk)
-    return post_handoff_alert.apply(args=[session.pk]).get()
+    return post_handoff_alert.apply(args=(session.pk,)).get()
 
 
 def test_server_errors_are_retried_then_the_alert_is_delivered(
@@ -378,7 +382,11 @@ def test_a_4xx_is_not_retried_and_is_recorded(
         )
     ]
     [record] = [r for r in caplog.records if r.message == "handoff_alert_webhook_failed"]
-    assert (record.session_id, record.host, record.attempt) == (session.pk, "127.0.0.1", 1)
+    assert (vars(record)["session_id"], vars(record)["host"], vars(record)["attempt"]) == (
+        session.pk,
+        "127.0.0.1",
+        1,
+    )
 
 
 def test_retries_are_bounded_and_the_last_failure_is_recorded(

@@ -2,6 +2,7 @@
 row shows (age, SLA colour, WhatsApp window, reason label, next action)."""
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -26,7 +27,7 @@ def minutes_ago(minutes: float) -> datetime:
     return NOW - timedelta(minutes=minutes)
 
 
-def human(instance: Instance | None = None, **fields: object) -> Session:
+def human(instance: Instance | None = None, **fields: Any) -> Session:
     """A session handed off `handed_off` minutes ago (default 10), its customer's last message
     just before the handoff."""
     handed_off_at = fields.pop("handed_off_at", minutes_ago(10))

@@ -228,7 +228,7 @@ def test_with_the_broker_down_at_commit_every_hook_is_tried_and_the_sweep_sends_
 
     with broker_unreachable():
         # Run here, as a worker would; its publishes (read receipt, summary, sends) are refused.
-        assert process_session.apply(args=[session.pk]).get() == "drained"
+        assert process_session.apply(args=(session.pk,)).get() == "drained"
 
     parts = list(session.messages.filter(direction=Direction.OUTBOUND).order_by("part_index"))
     assert len(parts) == 2

@@ -30,7 +30,7 @@ def test_the_computed_signature_is_meta_s_header_format() -> None:
         (GOOD, "", False),  # an unset secret accepts nothing
     ],
 )
-def test_signature_check(header, secret, valid) -> None:
+def test_signature_check(header: str, secret: str, valid: bool) -> None:
     assert signature_is_valid(body=BODY, header=header, secret=secret) is valid
 
 
