@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 LIST = "/admin/conversations/lead/"
 CREATED = datetime(2026, 3, 11, 15, 0, tzinfo=UTC)  # 12:00 in Brasília
-DATA = {
+DATA: dict[str, Any] = {
     "nome_cliente": "Ana Lima",
     "telefone": "5511988887777",
     "segmento": "AMBIENTAL",

@@ -50,7 +50,10 @@ READERS = pytest.mark.parametrize(
 
 
 def message(session: Session, direction: str, content: str, **fields: Any) -> Message:
-    return baker.make(Message, session=session, direction=direction, content=content, **fields)
+    message: Message = baker.make(
+        Message, session=session, direction=direction, content=content, **fields
+    )
+    return message
 
 
 @pytest.fixture

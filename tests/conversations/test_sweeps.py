@@ -227,6 +227,7 @@ def test_a_turn_that_always_raises_is_retried_by_the_sweep_then_handed_off(
         "sent",
     )
     [handoff] = session.messages.filter(direction=Direction.SYSTEM, message_type="handoff")
+    assert handoff.json_part is not None
     assert (handoff.action, handoff.json_part["detail"]) == (
         "llm_provider_error",
         "o turno falhou 3 vezes seguidas (Bug)",
@@ -499,6 +500,9 @@ class SlowSender:
 
     def mark_read(self, **kwargs: Any) -> None:
         return None
+
+    def send_template(self, **kwargs: Any) -> SentMessage:
+        raise AssertionError("the sweeps resend text parts only")
 
 
 def run_concurrently(work: Any, workers: int) -> None:

@@ -201,7 +201,9 @@ def broker_unreachable() -> Iterator[None]:
         try:
             yield
         finally:
-            for pool in (celery_app.amqp._producer_pool, celery_app._pool):
+            # celery-types declares neither private pool (the public properties would create one).
+            pools = (celery_app.amqp._producer_pool, celery_app._pool)  # type: ignore[attr-defined]
+            for pool in pools:
                 if pool is not None:
                     pool.force_close_all()
 

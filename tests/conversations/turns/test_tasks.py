@@ -68,6 +68,8 @@ def test_process_session_has_the_soft_time_limit_below_the_hard_one() -> None:
         settings.CELERY_TASK_SOFT_TIME_LIMIT,
         settings.CELERY_TASK_TIME_LIMIT,
     )
+    assert process_session.soft_time_limit is not None
+    assert process_session.time_limit is not None
     assert process_session.soft_time_limit < process_session.time_limit
 
 
