@@ -16,6 +16,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
+from pytest_httpserver import HTTPServer
 
 from agents.states import SessionState
 from conversations.events import EventCode
@@ -51,7 +53,7 @@ ACTIONS = (
 
 
 @pytest.fixture
-def fake_graph(httpserver: Any, settings: Any) -> FakeGraphAPI:
+def fake_graph(httpserver: HTTPServer, settings: Settings) -> FakeGraphAPI:
     graph = FakeGraphAPI(httpserver)
     settings.WHATSAPP_API_BASE_URL = graph.base_url
     settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
@@ -379,7 +381,7 @@ def test_reply_is_sent_through_the_graph_api_and_shown_with_its_author(
     session: Session,
     support: User,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     with_team(session, support)
     client = client_of(support)
@@ -414,7 +416,7 @@ def test_the_same_reply_form_posted_twice_sends_once(
     session: Session,
     support: User,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     with_team(session, support)
     client = client_of(support)
@@ -493,7 +495,9 @@ def test_an_empty_or_too_long_reply_is_refused(
 
 
 def test_a_reply_of_exactly_the_limit_is_accepted(
-    session: Session, support: User, django_capture_on_commit_callbacks: Any
+    session: Session,
+    support: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     with_team(session, support)
 
@@ -525,7 +529,7 @@ def test_a_template_is_sent_outside_the_window_with_its_parameters(
     support: User,
     template: MessageTemplate,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     with_team(session, support, last_inbound_at=timezone.now() - timedelta(days=3))
 
@@ -572,7 +576,7 @@ def test_the_same_template_form_posted_twice_sends_once(
     support: User,
     template: MessageTemplate,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     with_team(session, support)
     client = client_of(support)
@@ -788,7 +792,9 @@ def test_close_twice_changes_nothing_the_second_time(session: Session, support: 
 
 
 def test_regenerate_summary_enqueues_the_summary_task_after_commit(
-    session: Session, support: User, django_capture_on_commit_callbacks: Any
+    session: Session,
+    support: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     with_team(session, support)
     form_token = token()
@@ -803,7 +809,9 @@ def test_regenerate_summary_enqueues_the_summary_task_after_commit(
 
 
 def test_regenerate_summary_posted_twice_enqueues_once(
-    session: Session, support: User, django_capture_on_commit_callbacks: Any
+    session: Session,
+    support: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     with_team(session, support)
     client = client_of(support)
@@ -818,7 +826,9 @@ def test_regenerate_summary_posted_twice_enqueues_once(
 
 
 def test_regenerate_summary_of_a_bot_conversation_is_refused(
-    session: Session, support: User, django_capture_on_commit_callbacks: Any
+    session: Session,
+    support: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = post(client_of(support), session, "regenerate-summary", form_token=token())
