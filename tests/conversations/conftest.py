@@ -1,9 +1,8 @@
 """Fixtures of the conversation tests: the instance of the webhook fixtures, a conversation on it,
 the fake Graph API. The rows come from the recipes in tests/baker_recipes.py."""
 
-from typing import Any
-
 import pytest
+from pytest_django import Settings
 from pytest_httpserver import HTTPServer
 
 from conversations.models import Instance, Session
@@ -25,7 +24,7 @@ def session(instance: Instance) -> Session:
 
 
 @pytest.fixture
-def fake_graph(httpserver: HTTPServer, settings: Any) -> FakeGraphAPI:
+def fake_graph(httpserver: HTTPServer, settings: Settings) -> FakeGraphAPI:
     """The fake Graph API, which this process's sends reach with the settings' token."""
     graph = FakeGraphAPI(httpserver)
     settings.WHATSAPP_API_BASE_URL = graph.base_url

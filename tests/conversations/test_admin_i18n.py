@@ -15,9 +15,13 @@ LOCALE = ROOT / "locale" / "pt_BR" / "LC_MESSAGES"
 OUR_APPS = ("conversations", "prompts_admin", "knowledge_base", "agents")
 
 
-def compiled_catalog(mo_path: Path) -> dict:
+def compiled_catalog(mo_path: Path) -> dict[str | tuple[str, int], str]:
+    # The parsed catalog is an attribute typeshed does not declare: read it through vars().
     with mo_path.open("rb") as handle:
-        return gettext.GNUTranslations(handle)._catalog
+        catalog: dict[str | tuple[str, int], str] = vars(gettext.GNUTranslations(handle))[
+            "_catalog"
+        ]
+    return catalog
 
 
 def labels_of_our_models() -> list[tuple[str, object]]:

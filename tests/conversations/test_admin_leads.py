@@ -12,6 +12,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from model_bakery import baker
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from conversations.models import CrmStatus, Instance, Lead, Session
 from knowledge_base.models import Intent, Segment, Service
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.django_db
 
 LIST = "/admin/conversations/lead/"
 CREATED = datetime(2026, 3, 11, 15, 0, tzinfo=UTC)  # 12:00 in Brasília
-DATA = {
+DATA: dict[str, Any] = {
     "nome_cliente": "Ana Lima",
     "telefone": "5511988887777",
     "segmento": "AMBIENTAL",
@@ -237,9 +238,9 @@ def test_an_exporter_without_the_personal_data_permission_exports_masked() -> No
 
 
 def test_support_resends_failed_leads_to_the_crm(
-    settings: Any,
+    settings: Settings,
     receiver: WebhookReceiver,  # noqa: F811
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     settings.CRM_WEBHOOK_URL, settings.CRM_WEBHOOK_SECRET = receiver.url, "crm-secret"
     lead = make_lead(crm_status=CrmStatus.FAILED, crm_attempts=6, crm_error="HTTP 503")

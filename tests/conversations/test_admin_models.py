@@ -1,5 +1,7 @@
 """Database constraints and field validations of the conversation store."""
 
+from typing import Any
+
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -12,19 +14,21 @@ pytestmark = pytest.mark.django_db
 
 @pytest.mark.parametrize("field", ["customer_phone", "customer_user_id"])
 def test_one_open_session_per_customer_and_instance(field: str) -> None:
+    customer: dict[str, Any] = {field: "5511912345678"}
     instance = baker.make(Instance)
-    baker.make(Session, instance=instance, state="TRIAGE", **{field: "5511912345678"})
+    baker.make(Session, instance=instance, state="TRIAGE", **customer)
     with pytest.raises(IntegrityError), transaction.atomic():
-        baker.make(Session, instance=instance, state="HUMAN", **{field: "5511912345678"})
+        baker.make(Session, instance=instance, state="HUMAN", **customer)
     assert Session.objects.count() == 1
 
 
 @pytest.mark.parametrize("field", ["customer_phone", "customer_user_id"])
 def test_closed_sessions_do_not_block_a_new_one(field: str) -> None:
+    customer: dict[str, Any] = {field: "5511912345678"}
     instance = baker.make(Instance)
-    baker.make(Session, instance=instance, state="CLOSED", **{field: "5511912345678"})
-    baker.make(Session, instance=instance, state="CLOSED", **{field: "5511912345678"})
-    baker.make(Session, instance=instance, state="TRIAGE", **{field: "5511912345678"})
+    baker.make(Session, instance=instance, state="CLOSED", **customer)
+    baker.make(Session, instance=instance, state="CLOSED", **customer)
+    baker.make(Session, instance=instance, state="TRIAGE", **customer)
     assert Session.objects.filter(**{field: "5511912345678"}).count() == 3
 
 
@@ -64,7 +68,7 @@ def test_whatsapp_message_id_is_unique_when_present() -> None:
         ),
     ],
 )
-def test_instance_validation_messages(fields: dict, field: str, message: str) -> None:
+def test_instance_validation_messages(fields: dict[str, Any], field: str, message: str) -> None:
     instance = baker.prepare(Instance, **({"phone_number_id": "100000000000001"} | fields))
     with pytest.raises(ValidationError) as excinfo:
         instance.full_clean()
@@ -86,7 +90,7 @@ def test_instance_validation_messages(fields: dict, field: str, message: str) ->
         ),
     ],
 )
-def test_session_validation_messages(fields: dict, field: str, message: str) -> None:
+def test_session_validation_messages(fields: dict[str, Any], field: str, message: str) -> None:
     session = baker.prepare(Session, instance=baker.make(Instance), **fields)
     with pytest.raises(ValidationError) as excinfo:
         session.full_clean(exclude=["lease_token"])
@@ -100,7 +104,7 @@ def test_session_validation_messages(fields: dict, field: str, message: str) -> 
         {"customer_phone": "", "customer_document": "11222333000181"},
     ],
 )
-def test_valid_session_identity_passes(fields: dict) -> None:
+def test_valid_session_identity_passes(fields: dict[str, Any]) -> None:
     session = baker.prepare(Session, instance=baker.make(Instance), **fields)
     session.full_clean(exclude=["lease_token"])
     assert session.customer_document == fields["customer_document"]

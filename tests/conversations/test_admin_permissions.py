@@ -167,7 +167,8 @@ def _every_admin_url() -> list[str]:
         obj = objects.get(model, lambda m=model: baker.make(m))()
         urls += [base, base + "add/", f"{base}{obj.pk}/change/", f"{base}{obj.pk}/history/"]
         if isinstance(model_admin, VersionedAdmin):
-            version = obj.history.latest()
+            # HistoricalRecords adds `history` to the model class at runtime: no stub declares it.
+            version = obj.history.latest()  # type: ignore[union-attr]
             urls += [
                 f"{base}{obj.pk}/history/compare/",
                 f"{base}{obj.pk}/history/{version.history_id}/",

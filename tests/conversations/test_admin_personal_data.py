@@ -8,11 +8,16 @@ import re
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from django.db.models import Model
+from django.http import HttpResponse
+from django.http.response import HttpResponseBase
 from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django import DjangoAssertNumQueries
 
 from conversations.models import (
     DeliveryStatus,
@@ -47,13 +52,14 @@ OUTBOUND_MASKED = "Obrigada, M***! Seu telefone é (**) *****-****?"
 MODEL_ANSWER = json.dumps({"s": 4, "cadastro": {"nome": NAME, "documento": CPF}}) + OUTBOUND_TEXT
 
 
-def page_text(response) -> str:
+def page_text(response: HttpResponseBase) -> str:
     assert response.status_code == 200, response.status_code
+    assert isinstance(response, HttpResponse)
     return html.unescape(response.content.decode())
 
 
 @pytest.fixture
-def conversation() -> dict:
+def conversation() -> dict[str, Any]:
     """One handed-off conversation whose every log row carries the customer's personal data."""
     now = timezone.now()
     instance = recipes.instance.make(name="Lab Vale", display_phone="+55 19 3200-0000")
@@ -188,12 +194,12 @@ def conversation() -> dict:
     }
 
 
-def change(obj) -> str:
+def change(obj: Model) -> str:
     return f"/admin/conversations/{obj._meta.model_name}/{obj.pk}/change/"
 
 
 # page -> (url, exact masked strings a prompt editor sees there)
-MASKED_PAGES: dict[str, Callable[[dict], tuple[str, list[str]]]] = {
+MASKED_PAGES: dict[str, Callable[[dict[str, Any]], tuple[str, list[str]]]] = {
     "session list": lambda c: (
         "/admin/conversations/session/",
         ["M*** S*** (+*************)"],
@@ -330,7 +336,7 @@ RAW_ON_PAGE = {
 
 @pytest.mark.parametrize("page", list(MASKED_PAGES))
 def test_a_prompt_editor_reads_every_conversation_page_masked(
-    prompt_editor_client: Client, conversation, page: str
+    prompt_editor_client: Client, conversation: dict[str, Any], page: str
 ) -> None:
     url, masked = MASKED_PAGES[page](conversation)
     response = prompt_editor_client.get(url)
@@ -342,28 +348,30 @@ def test_a_prompt_editor_reads_every_conversation_page_masked(
 
 @pytest.mark.parametrize("page", SUPPORT_PAGES)
 def test_support_reads_every_conversation_page_as_stored(
-    support_client: Client, conversation, page: str
+    support_client: Client, conversation: dict[str, Any], page: str
 ) -> None:
     url, _masked = MASKED_PAGES[page](conversation)
     text = page_text(support_client.get(url))
     assert "M*** S***" not in text
     assert "***@***" not in text
-    assert RAW_ON_PAGE[page] is None or RAW_ON_PAGE[page] in text
+    raw = RAW_ON_PAGE[page]
+    assert raw is None or raw in text
 
 
 @pytest.mark.parametrize("page", list(MASKED_PAGES))
 def test_a_superuser_reads_every_conversation_page_as_stored(
-    admin_client: Client, conversation, page: str
+    admin_client: Client, conversation: dict[str, Any], page: str
 ) -> None:
     url, _masked = MASKED_PAGES[page](conversation)
     text = page_text(admin_client.get(url))
     assert "M*** S***" not in text
     assert "***@***" not in text
-    assert RAW_ON_PAGE[page] is None or RAW_ON_PAGE[page] in text
+    raw = RAW_ON_PAGE[page]
+    assert raw is None or raw in text
 
 
 def test_support_sees_the_raw_values_on_the_session_page(
-    support_client: Client, conversation
+    support_client: Client, conversation: dict[str, Any]
 ) -> None:
     text = page_text(support_client.get(change(conversation["session"])))
     assert f'<div class="text">{INBOUND_TEXT}</div>' in text
@@ -374,7 +382,7 @@ def test_support_sees_the_raw_values_on_the_session_page(
 
 
 def test_a_superuser_sees_the_raw_values_in_the_model_call_and_the_preview(
-    admin_client: Client, conversation
+    admin_client: Client, conversation: dict[str, Any]
 ) -> None:
     call = page_text(admin_client.get(change(conversation["call"])))
     assert f'"customer_name": "{NAME}", "customer_phone": "{PHONE}"' in call
@@ -387,7 +395,7 @@ def test_a_superuser_sees_the_raw_values_in_the_model_call_and_the_preview(
 
 
 def test_the_webhook_body_is_masked_for_staff_allowed_to_read_it_without_personal_data(
-    conversation,
+    conversation: dict[str, Any],
 ) -> None:
     client = logged_in(staff_member(permissions=("conversations.view_webhookdelivery",)))
     response = client.get(change(conversation["delivery"]))
@@ -403,7 +411,9 @@ def test_the_webhook_body_is_masked_for_staff_allowed_to_read_it_without_persona
     assert '"phone_number_id": "100000000000001"' in text
 
 
-def test_support_reads_the_webhook_body_as_received(support_client: Client, conversation) -> None:
+def test_support_reads_the_webhook_body_as_received(
+    support_client: Client, conversation: dict[str, Any]
+) -> None:
     text = page_text(support_client.get(change(conversation["delivery"])))
     assert f'"wa_id": "{PHONE}"' in text
     assert f'"name": "{NAME}"' in text
@@ -428,7 +438,7 @@ REFUSED = "A busca por telefone, documento, e-mail ou números longos"
     [PHONE, "91234-5678", "(11) 91234-5678", "5678", CPF, "529.982.247-25", EMAIL, "@example"],
 )
 def test_a_prompt_editor_cannot_find_a_person_by_phone_document_or_e_mail(
-    prompt_editor_client: Client, conversation, term: str
+    prompt_editor_client: Client, conversation: dict[str, Any], term: str
 ) -> None:
     ids, text = listed(prompt_editor_client, term)
     assert ids == []
@@ -436,7 +446,7 @@ def test_a_prompt_editor_cannot_find_a_person_by_phone_document_or_e_mail(
 
 
 def test_a_prompt_editors_name_search_reads_only_the_conversations_text(
-    prompt_editor_client: Client, support_client: Client, conversation
+    prompt_editor_client: Client, support_client: Client, conversation: dict[str, Any]
 ) -> None:
     # Named Maria in the session, but nobody wrote "Maria" in this conversation.
     silent = baker.make(Session, customer_name="Maria Oliveira", customer_phone="5511900000001")
@@ -448,7 +458,7 @@ def test_a_prompt_editors_name_search_reads_only_the_conversations_text(
 
 @pytest.mark.parametrize("term", [PHONE, "91234-5678", CPF, "Souza"])
 def test_support_finds_a_person_by_phone_document_or_name(
-    support_client: Client, conversation, term: str
+    support_client: Client, conversation: dict[str, Any], term: str
 ) -> None:
     ids, text = listed(support_client, term)
     assert ids == [conversation["session"].pk]
@@ -491,7 +501,10 @@ EDITOR_TRANSCRIPT_QUERIES = 9
 @pytest.mark.parametrize("n_sessions", [10, 60])
 @pytest.mark.parametrize("query", ["", "?q=orçamento", "?q=5511"], ids=["list", "text", "phone"])
 def test_a_masked_list_costs_no_query_per_row(
-    prompt_editor_client: Client, django_assert_num_queries, n_sessions: int, query: str
+    prompt_editor_client: Client,
+    django_assert_num_queries: DjangoAssertNumQueries,
+    n_sessions: int,
+    query: str,
 ) -> None:
     instance = baker.make(Instance)
     sessions = [
@@ -518,7 +531,7 @@ def test_a_masked_list_costs_no_query_per_row(
 
 @pytest.mark.parametrize("n_messages", [30, 300])
 def test_a_masked_transcript_costs_no_query_per_message(
-    prompt_editor_client: Client, django_assert_num_queries, n_messages: int
+    prompt_editor_client: Client, django_assert_num_queries: DjangoAssertNumQueries, n_messages: int
 ) -> None:
     session = baker.make(
         Session, customer_name=NAME, customer_phone=PHONE, service="AGUA_POTABILIDADE"
@@ -544,7 +557,9 @@ def test_a_masked_transcript_costs_no_query_per_message(
     assert "Maria" not in page
 
 
-def test_a_masked_display_copy_cannot_be_saved_and_leaves_the_row_alone(conversation) -> None:
+def test_a_masked_display_copy_cannot_be_saved_and_leaves_the_row_alone(
+    conversation: dict[str, Any],
+) -> None:
     session = conversation["session"]
     copy = masked_session(session)
 
@@ -576,7 +591,7 @@ URL_LOOKUPS = [
 
 @pytest.mark.parametrize(("url", "lookup"), URL_LOOKUPS)
 def test_a_prompt_editor_cannot_filter_by_a_column_outside_the_list_filters(
-    prompt_editor_client: Client, conversation, url: str, lookup: str
+    prompt_editor_client: Client, conversation: dict[str, Any], url: str, lookup: str
 ) -> None:
     response = prompt_editor_client.get(f"{url}?{lookup}")
     assert response.status_code == 400
@@ -585,7 +600,7 @@ def test_a_prompt_editor_cannot_filter_by_a_column_outside_the_list_filters(
 
 @pytest.mark.parametrize(("url", "lookup"), URL_LOOKUPS)
 def test_support_may_filter_by_any_column(
-    support_client: Client, conversation, url: str, lookup: str
+    support_client: Client, conversation: dict[str, Any], url: str, lookup: str
 ) -> None:
     response = support_client.get(f"{url}?{lookup}")
     assert response.status_code == 200
@@ -601,7 +616,7 @@ def test_support_may_filter_by_any_column(
     ],
 )
 def test_a_prompt_editor_keeps_the_list_filters(
-    prompt_editor_client: Client, conversation, query: str
+    prompt_editor_client: Client, conversation: dict[str, Any], query: str
 ) -> None:
     query = query.replace("=1", f"={conversation['session'].instance_id}")
     ids, _text = listed_with(prompt_editor_client, query)
@@ -609,7 +624,7 @@ def test_a_prompt_editor_keeps_the_list_filters(
 
 
 def test_a_prompt_editor_opens_the_message_log_of_a_conversation(
-    prompt_editor_client: Client, conversation
+    prompt_editor_client: Client, conversation: dict[str, Any]
 ) -> None:
     session = conversation["session"]
     response = prompt_editor_client.get(

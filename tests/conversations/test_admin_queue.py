@@ -3,12 +3,16 @@ query count that does not grow with the rows."""
 
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.http import HttpResponse
+from django.http.response import HttpResponseBase
 from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django import DjangoAssertNumQueries, Settings
 
 from conversations.models import HandoffSummary, Instance, Session
 
@@ -40,7 +44,7 @@ def superuser_client() -> tuple[Client, User]:
     return client, user
 
 
-def handed_off(n: int, *, minutes_ago: int = 10, **fields: object) -> list[Session]:
+def handed_off(n: int, *, minutes_ago: int = 10, **fields: Any) -> list[Session]:
     instance = fields.pop("instance", None) or baker.make(Instance, display_phone="551140000000")
     now = timezone.now()
     return [
@@ -60,8 +64,9 @@ def handed_off(n: int, *, minutes_ago: int = 10, **fields: object) -> list[Sessi
     ]
 
 
-def rows(response) -> list[int]:
+def rows(response: HttpResponseBase) -> list[int]:
     assert response.status_code == 200
+    assert isinstance(response, HttpResponse)
     return [int(pk) for _sla, pk in ROW_RE.findall(response.content.decode())]
 
 
@@ -136,7 +141,7 @@ def test_a_row_shows_every_column_in_portuguese() -> None:
     assert "meta: atender em até 15 min" in page
 
 
-def test_the_colour_follows_support_sla_minutes(settings) -> None:
+def test_the_colour_follows_support_sla_minutes(settings: Settings) -> None:
     settings.SUPPORT_SLA_MINUTES = 60
     handed_off(1, minutes_ago=50)
     client, _user = staff_client("Support")
@@ -251,7 +256,9 @@ def test_the_index_shows_the_queue_with_its_count() -> None:
     assert f'<a class="section" href="{QUEUE_URL}">Fila de atendimento</a>' in page
 
 
-def test_prompt_editors_read_no_count_and_pay_no_query_for_it(django_assert_num_queries) -> None:
+def test_prompt_editors_read_no_count_and_pay_no_query_for_it(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
     handed_off(2)
     client, _user = staff_client("Prompt editors")
     client.get("/admin/")
@@ -279,7 +286,7 @@ def test_the_login_page_has_no_count() -> None:
 @pytest.mark.parametrize("who", sorted(QUERIES_BY_GROUP))
 @pytest.mark.parametrize("n_waiting", [1, 30])
 def test_the_queue_costs_the_same_queries_for_1_and_30_rows(
-    django_assert_num_queries, who: str, n_waiting: int
+    django_assert_num_queries: DjangoAssertNumQueries, who: str, n_waiting: int
 ) -> None:
     sessions = handed_off(n_waiting)
     users = baker.make(User, _quantity=3)

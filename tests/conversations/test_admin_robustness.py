@@ -44,7 +44,9 @@ def _status(client: Client, url: str, params: dict[str, Any]) -> int:
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("url", CHANGELISTS)
-def test_nul_in_any_filter_or_search_parameter_never_yields_a_500(admin_client, url):
+def test_nul_in_any_filter_or_search_parameter_never_yields_a_500(
+    admin_client: Client, url: str
+) -> None:
     baker.make(Session, customer_name="Maria")  # a row, so filters with choices show up
     failures = []
     for name in _filter_parameters(admin_client, url):
@@ -60,7 +62,9 @@ def test_nul_in_any_filter_or_search_parameter_never_yields_a_500(admin_client, 
 
 
 @pytest.mark.parametrize("url", CHANGELISTS)
-def test_nul_in_the_search_never_yields_a_500_on_any_database(admin_client, url):
+def test_nul_in_the_search_never_yields_a_500_on_any_database(
+    admin_client: Client, url: str
+) -> None:
     assert _status(admin_client, url, {"q": "Maria\x00"}) == 200
 
 
@@ -69,7 +73,9 @@ def _nested(depth: int) -> bytes:
 
 
 @pytest.mark.parametrize("depth", [900, 5_000])
-def test_a_stored_delivery_nested_deeply_is_shown_as_received(admin_client, depth):
+def test_a_stored_delivery_nested_deeply_is_shown_as_received(
+    admin_client: Client, depth: int
+) -> None:
     body = _nested(depth)
     delivery = baker.make(WebhookDelivery, raw_body=body, outcome="failed")
 
@@ -80,8 +86,8 @@ def test_a_stored_delivery_nested_deeply_is_shown_as_received(admin_client, dept
 
 
 def test_a_stored_delivery_with_a_lone_surrogate_is_shown_with_a_replacement_character(
-    admin_client,
-):
+    admin_client: Client,
+) -> None:
     delivery = baker.make(
         WebhookDelivery, raw_body=b'{"text": "\\ud800x", "name": "ok"}', outcome="failed"
     )
@@ -93,7 +99,7 @@ def test_a_stored_delivery_with_a_lone_surrogate_is_shown_with_a_replacement_cha
 
 
 @pytest.mark.postgres
-def test_the_deep_delivery_page_on_postgresql(admin_client):
+def test_the_deep_delivery_page_on_postgresql(admin_client: Client) -> None:
     delivery = baker.make(WebhookDelivery, raw_body=_nested(900), outcome="failed")
 
     response = admin_client.get(f"/admin/conversations/webhookdelivery/{delivery.pk}/change/")
@@ -102,7 +108,7 @@ def test_the_deep_delivery_page_on_postgresql(admin_client):
 
 
 @pytest.mark.parametrize("url", CHANGELISTS)
-def test_nul_in_an_object_id_never_yields_a_500(admin_client, url):
+def test_nul_in_an_object_id_never_yields_a_500(admin_client: Client, url: str) -> None:
     statuses = {
         suffix: admin_client.get(url + suffix).status_code
         for suffix in ("%00/change/", "1%00/change/", "%00/delete/")
@@ -111,7 +117,7 @@ def test_nul_in_an_object_id_never_yields_a_500(admin_client, url):
     assert {suffix: status for suffix, status in statuses.items() if status >= 500} == {}
 
 
-def test_nul_in_the_path_is_not_found(admin_client):
+def test_nul_in_the_path_is_not_found(admin_client: Client) -> None:
     response = admin_client.get("/admin/conversations/providercircuit/openai%00/change/")
 
     assert response.status_code == 404
@@ -126,5 +132,5 @@ def test_nul_in_the_path_is_not_found(admin_client):
         "/admin/prompts_admin/promptoverride/1%00/history/",
     ],
 )
-def test_a_non_numeric_id_on_a_history_page_is_not_found(admin_client, url):
+def test_a_non_numeric_id_on_a_history_page_is_not_found(admin_client: Client, url: str) -> None:
     assert admin_client.get(url).status_code == 404

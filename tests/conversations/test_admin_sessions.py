@@ -2,12 +2,14 @@
 
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django import DjangoAssertNumQueries
 
 from conversations.admin import sessions_search
 from conversations.models import Direction, Instance, Message, Session
@@ -28,7 +30,7 @@ def listed_ids(client: Client, query: str = "") -> list[int]:
     return [int(pk) for pk in ROW_RE.findall(response.content.decode())]
 
 
-def make_sessions(n: int, **fields: object) -> list[Session]:
+def make_sessions(n: int, **fields: Any) -> list[Session]:
     instance = fields.pop("instance", None) or baker.make(Instance)
     now = timezone.now()
     return [
@@ -172,7 +174,10 @@ def test_search_without_match_lists_nothing(admin_client: Client) -> None:
     ids=["list", "filtered", "search", "search+filters"],
 )
 def test_list_query_count_does_not_grow_with_sessions(
-    admin_client: Client, django_assert_num_queries, n_sessions: int, query: str
+    admin_client: Client,
+    django_assert_num_queries: DjangoAssertNumQueries,
+    n_sessions: int,
+    query: str,
 ) -> None:
     baker.make(Segment, code="AMBIENTAL")
     sessions = make_sessions(

@@ -4,12 +4,14 @@ import html
 import re
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import dateformat, timezone
 from model_bakery import baker
+from pytest_django import DjangoAssertNumQueries
 
 from conversations.admin import MAX_TRANSCRIPT_MESSAGES
 from conversations.models import (
@@ -46,7 +48,7 @@ def text_of(page: str) -> str:
 
 
 @pytest.fixture
-def conversation(admin_user: User) -> dict:
+def conversation(admin_user: User) -> dict[str, Any]:
     """A session with two turns, a superseded draft, a system event, a failure and a staff reply."""
     now = timezone.now()
     session = baker.make(
@@ -63,10 +65,11 @@ def conversation(admin_user: User) -> dict:
     )
     turn1, turn2 = uuid.uuid4(), uuid.uuid4()
 
-    def msg(minutes_ago: float, **fields: object) -> Message:
-        return baker.make(
+    def msg(minutes_ago: float, **fields: Any) -> Message:
+        message: Message = baker.make(
             Message, session=session, created_at=now - timedelta(minutes=minutes_ago), **fields
         )
+        return message
 
     messages = {
         "hello": msg(
@@ -174,7 +177,7 @@ def conversation(admin_user: User) -> dict:
 
 
 def test_bubbles_follow_the_conversation_order_with_each_side(
-    admin_client: Client, conversation: dict
+    admin_client: Client, conversation: dict[str, Any]
 ) -> None:
     m = conversation["messages"]
     page = admin_client.get(change_url(conversation["session"])).content.decode()
@@ -189,7 +192,9 @@ def test_bubbles_follow_the_conversation_order_with_each_side(
     ]
 
 
-def test_superseded_draft_is_marked_as_not_sent(admin_client: Client, conversation: dict) -> None:
+def test_superseded_draft_is_marked_as_not_sent(
+    admin_client: Client, conversation: dict[str, Any]
+) -> None:
     page = admin_client.get(change_url(conversation["session"])).content.decode()
     draft = page[page.index('class="bubble bot superseded"') :]
     draft = draft[: draft.index("</li>")]
@@ -197,7 +202,9 @@ def test_superseded_draft_is_marked_as_not_sent(admin_client: Client, conversati
     assert "Claro! De onde é a água?" in draft
 
 
-def test_system_event_is_a_small_centred_line(admin_client: Client, conversation: dict) -> None:
+def test_system_event_is_a_small_centred_line(
+    admin_client: Client, conversation: dict[str, Any]
+) -> None:
     page = admin_client.get(change_url(conversation["session"])).content.decode()
     routed = conversation["messages"]["routed"]
     when = dateformat.format(timezone.localtime(routed.created_at), "d/m H:i:s")
@@ -206,7 +213,7 @@ def test_system_event_is_a_small_centred_line(admin_client: Client, conversation
     assert "agent_routed" not in page
 
 
-def test_bubbles_name_who_wrote(admin_client: Client, conversation: dict) -> None:
+def test_bubbles_name_who_wrote(admin_client: Client, conversation: dict[str, Any]) -> None:
     page = text_of(admin_client.get(change_url(conversation["session"])).content.decode())
     assert "Maria Souza Olá, preciso analisar água" in page
     assert "Bot · qualificação Qual é o tipo de amostra?" in page
@@ -214,7 +221,7 @@ def test_bubbles_name_who_wrote(admin_client: Client, conversation: dict) -> Non
 
 
 def test_outbound_bubbles_show_delivery_status_and_error(
-    admin_client: Client, conversation: dict
+    admin_client: Client, conversation: dict[str, Any]
 ) -> None:
     page = text_of(admin_client.get(change_url(conversation["session"])).content.decode())
     assert "código 1 · lida" in page
@@ -223,7 +230,7 @@ def test_outbound_bubbles_show_delivery_status_and_error(
 
 
 def test_each_turn_shows_its_model_cost_after_its_last_message(
-    admin_client: Client, conversation: dict
+    admin_client: Client, conversation: dict[str, Any]
 ) -> None:
     page = admin_client.get(change_url(conversation["session"])).content.decode()
     text = text_of(page)
@@ -235,7 +242,7 @@ def test_each_turn_shows_its_model_cost_after_its_last_message(
 
 
 def test_session_totals_include_calls_outside_turns(
-    admin_client: Client, conversation: dict
+    admin_client: Client, conversation: dict[str, Any]
 ) -> None:
     text = text_of(admin_client.get(change_url(conversation["session"])).content.decode())
     assert "Uso do modelo nesta conversa 4 chamadas" in text
@@ -243,7 +250,7 @@ def test_session_totals_include_calls_outside_turns(
 
 
 def test_window_closes_24_hours_after_the_last_inbound_message(
-    admin_client: Client, conversation: dict
+    admin_client: Client, conversation: dict[str, Any]
 ) -> None:
     text = text_of(admin_client.get(change_url(conversation["session"])).content.decode())
     assert "Janela de 24 horas do WhatsApp aberta, faltam 22 h 00 min" in text
@@ -264,7 +271,7 @@ def test_window_is_closed_a_day_after_the_customer_wrote(admin_client: Client) -
 
 
 def test_latest_summary_is_a_card_above_the_transcript(
-    admin_client: Client, conversation: dict
+    admin_client: Client, conversation: dict[str, Any]
 ) -> None:
     page = admin_client.get(change_url(conversation["session"])).content.decode()
     card = page[page.index('id="handoff-summary"') : page.index('id="transcript"')]
@@ -279,7 +286,7 @@ def test_latest_summary_is_a_card_above_the_transcript(
 
 
 def test_collected_data_are_tables_labelled_by_the_service_schema(
-    admin_client: Client, conversation: dict
+    admin_client: Client, conversation: dict[str, Any]
 ) -> None:
     page = admin_client.get(change_url(conversation["session"])).content.decode()
     data = text_of(page[page.index('class="session-data"') :])
@@ -324,7 +331,7 @@ def test_transcript_shows_only_the_newest_messages_of_a_very_long_session(
 
 @pytest.mark.parametrize("n_messages", [30, 300])
 def test_transcript_query_count_does_not_grow_with_messages(
-    admin_client: Client, django_assert_num_queries, n_messages: int
+    admin_client: Client, django_assert_num_queries: DjangoAssertNumQueries, n_messages: int
 ) -> None:
     session = baker.make(Session, customer_phone="5511900000004", service="AGUA_POTABILIDADE")
     start = timezone.now() - timedelta(hours=3)

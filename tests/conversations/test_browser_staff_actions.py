@@ -22,6 +22,8 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connections
 from django.utils import timezone
+from pytest_django import Settings
+from pytest_httpserver import HTTPServer
 
 from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
 from conversations.whatsapp.signature import compute_signature
@@ -72,7 +74,7 @@ def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 
 @pytest.fixture
-def fake_graph(httpserver: Any, settings: Any) -> FakeGraphAPI:
+def fake_graph(httpserver: HTTPServer, settings: Settings) -> FakeGraphAPI:
     graph = FakeGraphAPI(httpserver)
     settings.WHATSAPP_API_BASE_URL = graph.base_url
     settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"

@@ -1,10 +1,10 @@
 """conversations.commit_hooks: each after-commit hook runs, whatever the one before it did."""
 
 import logging
-from typing import Any
 
 import pytest
 from django.db import transaction
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from conversations.commit_hooks import AfterCommit, on_commit_call
 
@@ -16,7 +16,8 @@ def publish(session_id: int) -> None:
 
 
 def test_a_failing_hook_is_logged_by_name_and_the_hooks_after_it_still_run(
-    django_capture_on_commit_callbacks: Any, caplog: Any
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     ran: list[int] = []
 
@@ -32,7 +33,7 @@ def test_a_failing_hook_is_logged_by_name_and_the_hooks_after_it_still_run(
         "list.append(42)",
     ]
     [failure] = [r for r in caplog.records if r.getMessage() == "commit_hook_failed"]
-    assert (failure.levelno, failure.hook, failure.error) == (
+    assert (failure.levelno, vars(failure)["hook"], vars(failure)["error"]) == (
         logging.ERROR,
         "publish(7)",
         "ConnectionRefusedError('broker down (session 7)')",

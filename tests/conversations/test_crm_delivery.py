@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.db import transaction
 from model_bakery import baker
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from conversations.delivery_tasks import (
     DELIVERY_MAX_RETRIES,
@@ -43,7 +44,7 @@ DATA = {
 
 
 @pytest.fixture
-def crm(settings: Any, receiver: WebhookReceiver) -> WebhookReceiver:  # noqa: F811
+def crm(settings: Settings, receiver: WebhookReceiver) -> WebhookReceiver:  # noqa: F811
     settings.CRM_WEBHOOK_URL = receiver.url
     settings.CRM_WEBHOOK_SECRET = SECRET
     settings.SITE_URL = SITE
@@ -84,7 +85,9 @@ def state(lead: Lead) -> tuple[str, int, str]:
 
 
 def test_a_new_lead_is_posted_signed_after_the_commit_and_marked_sent(
-    crm: WebhookReceiver, session: Session, django_capture_on_commit_callbacks: Any
+    crm: WebhookReceiver,
+    session: Session,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     lead, hooks = create(session, django_capture_on_commit_callbacks)
 
@@ -106,7 +109,7 @@ def test_a_new_lead_is_posted_signed_after_the_commit_and_marked_sent(
 
 
 def test_without_a_crm_url_the_lead_is_not_configured_and_nothing_is_enqueued(
-    session: Session, django_capture_on_commit_callbacks: Any
+    session: Session, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
 ) -> None:
     lead, hooks = create(session, django_capture_on_commit_callbacks)
 
@@ -115,7 +118,9 @@ def test_without_a_crm_url_the_lead_is_not_configured_and_nothing_is_enqueued(
 
 
 def test_a_lead_rolled_back_is_not_sent(
-    crm: WebhookReceiver, session: Session, django_capture_on_commit_callbacks: Any
+    crm: WebhookReceiver,
+    session: Session,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     def fails_after_the_lead() -> None:
         with transaction.atomic():
@@ -138,38 +143,42 @@ def test_server_errors_are_retried_then_the_lead_is_sent(
     crm.respond(500)
     crm.respond(503)
 
-    assert deliver_lead.apply(args=[lead.pk]).get() == "sent"
+    assert deliver_lead.apply(args=(lead.pk,)).get() == "sent"
 
     assert len(crm.received) == 3
     assert state(lead) == ("sent", 3, "")
 
 
 def test_a_timeout_is_retried_then_the_lead_is_sent(
-    crm: WebhookReceiver, session: Session, settings: Any, worker_retries: None
+    crm: WebhookReceiver, session: Session, settings: Settings, worker_retries: None
 ) -> None:
     settings.OUTBOUND_WEBHOOK_TIMEOUT_SECONDS = 0.3
     lead = pending_lead(session)
     crm.respond(200, delay=1.0)
 
-    assert deliver_lead.apply(args=[lead.pk]).get() == "sent"
+    assert deliver_lead.apply(args=(lead.pk,)).get() == "sent"
 
     assert len(crm.received) == 2
     assert state(lead) == ("sent", 2, "")
 
 
 def test_a_4xx_fails_at_once_with_the_answer(
-    crm: WebhookReceiver, session: Session, worker_retries: None, caplog: Any
+    crm: WebhookReceiver, session: Session, worker_retries: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     lead = pending_lead(session)
     crm.respond(422, body='{"erro": "campo cnpj obrigatório"}')
 
-    assert deliver_lead.apply(args=[lead.pk]).get() == "failed"
+    assert deliver_lead.apply(args=(lead.pk,)).get() == "failed"
 
     assert len(crm.received) == 1
     assert state(lead) == ("failed", 1, 'HTTP 422: {"erro": "campo cnpj obrigatório"}')
     assert lead.crm_sent_at is None
     [record] = [r for r in caplog.records if r.message == "crm_lead_failed"]
-    assert (record.lead_id, record.session_id, record.host) == (lead.pk, session.pk, "127.0.0.1")
+    assert (vars(record)["lead_id"], vars(record)["session_id"], vars(record)["host"]) == (
+        lead.pk,
+        session.pk,
+        "127.0.0.1",
+    )
     logged = " ".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
     assert SECRET not in logged
     assert crm.url not in logged
@@ -182,14 +191,14 @@ def test_retries_are_bounded_and_the_last_failure_is_recorded_with_the_attempts(
     for _ in range(DELIVERY_MAX_RETRIES + 1):
         crm.respond(503)
 
-    assert deliver_lead.apply(args=[lead.pk]).get() == "failed"
+    assert deliver_lead.apply(args=(lead.pk,)).get() == "failed"
 
     assert len(crm.received) == 6
     assert state(lead) == ("failed", 6, "HTTP 503")
 
 
 def test_while_retrying_the_lead_stays_pending_with_the_last_error(
-    crm: WebhookReceiver, session: Session, settings: Any
+    crm: WebhookReceiver, session: Session, settings: Settings
 ) -> None:
     """A worker between two attempts: the error is shown, the status is still pending."""
     lead = pending_lead(session)
@@ -207,7 +216,7 @@ def test_run_without_a_broker_the_post_is_retried_in_process(
     lead = pending_lead(session)
     crm.respond(500)
 
-    assert deliver_lead.apply(args=[lead.pk]).get() == "sent"
+    assert deliver_lead.apply(args=(lead.pk,)).get() == "sent"
 
     assert state(lead) == ("sent", 2, "")
 
@@ -215,13 +224,13 @@ def test_run_without_a_broker_the_post_is_retried_in_process(
 def test_a_lead_already_sent_is_not_posted_again(crm: WebhookReceiver, session: Session) -> None:
     lead = Lead.objects.create(session=session, data=DATA, crm_status=CrmStatus.SENT)
 
-    assert deliver_lead.apply(args=[lead.pk]).get() == "sent"
+    assert deliver_lead.apply(args=(lead.pk,)).get() == "sent"
 
     assert crm.received == []
 
 
 def test_resend_puts_failed_leads_back_and_delivers_them_skipping_sent_ones(
-    crm: WebhookReceiver, django_capture_on_commit_callbacks: Any
+    crm: WebhookReceiver, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
 ) -> None:
     instance = baker.make(Instance, phone_number_id="100000000000002", name="Lab")
     failed, sent = (

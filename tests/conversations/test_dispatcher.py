@@ -1,6 +1,7 @@
 """The dispatcher: every code's effect on the session and what the turn does next (pure)."""
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -38,7 +39,7 @@ CONTEXT = SessionContext(
 
 
 def action(code: Code, agent: AgentName, *, message: str = "", **changes: object) -> Action:
-    values = {
+    values: dict[str, Any] = {
         "segment": CONTEXT.segment,
         "intent": CONTEXT.intent,
         "service": CONTEXT.service,
@@ -49,7 +50,7 @@ def action(code: Code, agent: AgentName, *, message: str = "", **changes: object
         "registration_extras": CONTEXT.registration_extras,
     }
     values.update(changes)
-    return Action(code=code, agent=agent, message=message, **values)  # type: ignore[arg-type]
+    return Action(code=code, agent=agent, message=message, **values)
 
 
 def in_state(state: SessionState) -> SessionContext:
@@ -151,7 +152,7 @@ def test_5_hands_off_as_a_qualified_lead_with_the_model_message() -> None:
         create_lead=True,
         events=(
             SystemEvent(
-                event="lead_created",
+                event=EventCode.LEAD_CREATED,
                 agent="coleta",
                 code=5,
                 action="confirmed",
@@ -211,7 +212,7 @@ def test_5_that_changes_the_confirmed_data_is_a_correction_that_asks_coleta_agai
         agent=AgentName.COLETA,
         events=(
             SystemEvent(
-                event="confirmation_changed",
+                event=EventCode.CONFIRMATION_CHANGED,
                 agent="coleta",
                 code=5,
                 action="confirmed",
@@ -307,7 +308,7 @@ def test_8_closes_with_the_model_goodbye() -> None:
         reply="Até logo!",
         events=(
             SystemEvent(
-                event="session_closed",
+                event=EventCode.SESSION_CLOSED,
                 agent="qualificacao",
                 code=8,
                 action="end",
@@ -346,7 +347,7 @@ def test_99_adds_the_packages_and_invokes_the_same_agent_again() -> None:
     assert (step.next, step.agent, step.reply) == (Next.ENRICH, AgentName.QUALIFICACAO, "")
     assert step.events == (
         SystemEvent(
-            event="context_loaded",
+            event=EventCode.CONTEXT_LOADED,
             agent="qualificacao",
             code=99,
             action="context_needed",
@@ -371,7 +372,7 @@ def test_rejected_values_are_logged_as_an_event_before_the_code_effect() -> None
 
     assert [e.event for e in step.events] == ["data_rejected", "state_changed"]
     assert step.events[0] == SystemEvent(
-        event="data_rejected",
+        event=EventCode.DATA_REJECTED,
         agent="coleta",
         code=4,
         action="ask_confirmation",

@@ -34,7 +34,7 @@ def test_graph_down_gives_a_reply_rounds_of_retries_until_the_window_closes(
 
     for _ in range(rounds):
         # The sweep finds the reply nobody is trying (its first publish lost, then deferred).
-        sweep = unsent_messages_requeue(now=now, enqueue=lambda pk: send_message.apply(args=[pk]))
+        sweep = unsent_messages_requeue(now=now, enqueue=lambda pk: send_message.apply(args=(pk,)))
         assert sweep.requeued == [message.pk]
         sent_by_round.append(len(fake_graph.sends))
         # Right after a round nobody re-enqueues it: its retries just ended.

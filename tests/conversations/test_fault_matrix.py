@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -202,6 +203,10 @@ def phone(n: int) -> str:
     return f"5511970000{n:03d}"
 
 
+def summary_written(phone_number: str) -> bool:
+    return HandoffSummary.objects.filter(session__customer_phone=phone_number).exists()
+
+
 def replies_to(phone_number: str) -> list[Message]:
     return list(
         Message.objects.filter(
@@ -214,7 +219,10 @@ def replies_to(phone_number: str) -> list[Message]:
 
 
 def test_redis_stopped_during_traffic_the_webhook_stores_and_each_turn_runs_once_when_it_is_back(
-    stack: Stack, redis_server: ThrowawayRedis, fake_openai: FakeOpenAIServer, graph: FakeGraphAPI
+    stack: Stack,
+    redis_server: ThrowawayRedis,
+    fake_openai: FakeOpenAIServer,
+    graph: SwitchableGraph,
 ) -> None:
     customers = 4
     for n in range(customers + 1):
@@ -256,7 +264,7 @@ def test_redis_stopped_during_traffic_the_webhook_stores_and_each_turn_runs_once
 
 
 def test_provider_down_each_turn_hands_off_with_the_fixed_text_and_the_circuit_opens(
-    stack: Stack, fake_openai: FakeOpenAIServer, graph: FakeGraphAPI
+    stack: Stack, fake_openai: FakeOpenAIServer, graph: SwitchableGraph
 ) -> None:
     fake_openai.queue_error(500)  # the first turn
     fake_openai.queue_timeout(3)  # its summary: LLM_TIMEOUT_SECONDS is 1
@@ -264,9 +272,9 @@ def test_provider_down_each_turn_hands_off_with_the_fixed_text_and_the_circuit_o
 
     for n in range(customers):
         assert stack.post(phone(n)) == 200
-        wait_for(lambda n=n: graph.delivered_to(phone(n)), timeout=60, what=f"reply {n}")
+        wait_for(partial(graph.delivered_to, phone(n)), timeout=60, what=f"reply {n}")
         wait_for(
-            lambda n=n: HandoffSummary.objects.filter(session__customer_phone=phone(n)).exists(),
+            partial(summary_written, phone(n)),
             timeout=60,
             what=f"summary {n}",
         )

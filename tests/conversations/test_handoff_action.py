@@ -12,6 +12,7 @@ from uuid import uuid4
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from agents.sources import RuntimeSettings
 from agents.states import HandoffMotive, HandoffReason
@@ -96,7 +97,7 @@ def fields(session: Session) -> tuple[Any, ...]:
 
 
 def test_code_98_writes_human_the_event_and_the_fixed_text_then_sends_and_enqueues(
-    session: Session, django_capture_on_commit_callbacks: Any
+    session: Session, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
 ) -> None:
     recorder = Recorder()
     turn_id = uuid4()
@@ -145,7 +146,9 @@ def test_code_98_writes_human_the_event_and_the_fixed_text_then_sends_and_enqueu
 
 @pytest.mark.parametrize("reason", FAILURES)
 def test_every_failure_sends_the_fixed_text_of_its_reason_in_business_hours(
-    session: Session, django_capture_on_commit_callbacks: Any, reason: HandoffReason
+    session: Session,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    reason: HandoffReason,
 ) -> None:
     recorder = Recorder()
 
@@ -175,7 +178,9 @@ def test_every_failure_sends_the_fixed_text_of_its_reason_in_business_hours(
 
 @pytest.mark.parametrize("reason", sorted(FIXED_TEXT_REQUIRED, key=str))
 def test_outside_business_hours_every_fixed_text_is_the_closed_one(
-    session: Session, django_capture_on_commit_callbacks: Any, reason: HandoffReason
+    session: Session,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    reason: HandoffReason,
 ) -> None:
     handoff(
         session,
@@ -215,7 +220,7 @@ def test_the_model_s_words_are_never_sent_instead_of_the_fixed_text(
 
 
 def test_code_5_sends_the_caller_s_closing_message_after_the_event_and_no_fixed_text(
-    session: Session, django_capture_on_commit_callbacks: Any
+    session: Session, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
 ) -> None:
     recorder = Recorder()
     before = Message(
@@ -255,7 +260,7 @@ def test_code_5_sends_the_caller_s_closing_message_after_the_event_and_no_fixed_
 
 
 def test_a_staff_takeover_in_the_business_app_sends_nothing_and_enqueues_no_summary(
-    session: Session, django_capture_on_commit_callbacks: Any
+    session: Session, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         written = session_handoff(
@@ -276,7 +281,7 @@ def test_a_staff_takeover_in_the_business_app_sends_nothing_and_enqueues_no_summ
 
 
 def test_a_staff_takeover_by_a_user_names_the_user_on_the_event(
-    session: Session, django_capture_on_commit_callbacks: Any
+    session: Session, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
 ) -> None:
     user = get_user_model().objects.create_user(username="marina", password="x")
 
@@ -313,7 +318,7 @@ def test_a_summary_due_without_a_function_to_enqueue_it_raises_before_writing(
 
 
 def test_a_second_handoff_of_a_human_session_writes_and_registers_nothing(
-    session: Session, django_capture_on_commit_callbacks: Any
+    session: Session, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
 ) -> None:
     recorder = Recorder()
     first, _hooks = handoff(
@@ -344,7 +349,7 @@ def test_a_second_handoff_of_a_human_session_writes_and_registers_nothing(
 
 
 def test_the_handoff_keeps_the_state_it_left_and_a_second_handoff_does_not_overwrite_it(
-    session: Session, django_capture_on_commit_callbacks: Any
+    session: Session, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
 ) -> None:
     recorder = Recorder()
     handoff(
@@ -367,7 +372,7 @@ def test_the_handoff_keeps_the_state_it_left_and_a_second_handoff_does_not_overw
 
 
 def test_a_handoff_rolled_back_sends_and_enqueues_nothing(
-    session: Session, django_capture_on_commit_callbacks: Any
+    session: Session, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
 ) -> None:
     recorder = Recorder()
 

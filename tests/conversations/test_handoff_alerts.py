@@ -14,6 +14,7 @@ import pytest
 from django.core import mail
 from django.db import transaction
 from model_bakery import baker
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 from pytest_httpserver import HTTPServer
 
 from agents.states import HandoffMotive, HandoffReason
@@ -43,7 +44,7 @@ NEXT_ACTION = "Enviar o orçamento da análise de água"
 
 
 @pytest.fixture
-def configured(settings: Any, receiver: WebhookReceiver) -> WebhookReceiver:  # noqa: F811
+def configured(settings: Settings, receiver: WebhookReceiver) -> WebhookReceiver:  # noqa: F811
     settings.HANDOFF_NOTIFY_EMAILS = ["equipe@lab.example", "plantao@lab.example"]
     settings.HANDOFF_WEBHOOK_URL = receiver.url
     settings.HANDOFF_WEBHOOK_SECRET = SECRET
@@ -70,7 +71,7 @@ def session(db: None) -> Session:
 
 
 @pytest.fixture
-def worker_retries(settings: Any) -> Iterator[None]:
+def worker_retries(settings: Settings) -> Iterator[None]:
     """Let eager tasks retry as a worker would (with propagation a retry raises instead)."""
     conf = post_handoff_alert.app.conf
     before = conf.task_eager_propagates
@@ -117,7 +118,7 @@ def hand_off(
     return [c.__qualname__ for c in callbacks]
 
 
-def alert_events(session: Session) -> list[tuple[str, str, dict]]:
+def alert_events(session: Session) -> list[tuple[str, str, Any]]:
     return list(
         Message.objects.filter(session=session, message_type="handoff_alert")
         .order_by("id")
@@ -143,7 +144,10 @@ def expected_payload(session: Session, **changes: Any) -> dict[str, Any]:
 
 
 def test_a_handoff_e_mails_the_team_and_posts_the_signed_alert(
-    configured: WebhookReceiver, session: Session, django_capture_on_commit_callbacks: Any, caplog
+    configured: WebhookReceiver,
+    session: Session,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
 
@@ -194,7 +198,11 @@ def test_a_handoff_e_mails_the_team_and_posts_the_signed_alert(
             },
         ),
     ]
-    lines = [(r.message, r.session_id) for r in caplog.records if r.name == "conversations.alerts"]
+    lines = [
+        (r.message, vars(r)["session_id"])
+        for r in caplog.records
+        if r.name == "conversations.alerts"
+    ]
     assert lines == [
         ("handoff_alert_email_sent", session.pk),
         ("handoff_alert_webhook_sent", session.pk),
@@ -208,7 +216,9 @@ def test_a_handoff_e_mails_the_team_and_posts_the_signed_alert(
 
 
 def test_out_of_business_hours_the_alert_is_sent_and_marked(
-    configured: WebhookReceiver, session: Session, django_capture_on_commit_callbacks: Any
+    configured: WebhookReceiver,
+    session: Session,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     hand_off(session, django_capture_on_commit_callbacks, now=CLOSED)
 
@@ -224,7 +234,9 @@ def test_out_of_business_hours_the_alert_is_sent_and_marked(
 
 
 def test_without_a_summary_yet_the_alert_says_it_is_being_prepared(
-    configured: WebhookReceiver, session: Session, django_capture_on_commit_callbacks: Any
+    configured: WebhookReceiver,
+    session: Session,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     hand_off(session, django_capture_on_commit_callbacks, summary=no_summary)
 
@@ -255,7 +267,7 @@ def test_a_worker_polls_for_the_summary_then_sends_without_it(
     session.handed_off_at = datetime.now(UTC)
     session.save()
 
-    assert notify_handoff.apply(args=[session.pk]).get() == "sent"
+    assert notify_handoff.apply(args=(session.pk,)).get() == "sent"
 
     [post] = configured.received
     assert (post.json["summary_ready"], post.json["next_action"]) == (False, None)
@@ -263,7 +275,9 @@ def test_a_worker_polls_for_the_summary_then_sends_without_it(
 
 
 def test_a_staff_takeover_alerts_nobody(
-    configured: WebhookReceiver, session: Session, django_capture_on_commit_callbacks: Any
+    configured: WebhookReceiver,
+    session: Session,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     hooks = hand_off(
         session, django_capture_on_commit_callbacks, reason=HandoffReason.STAFF_TAKEOVER
@@ -274,7 +288,7 @@ def test_a_staff_takeover_alerts_nobody(
 
 
 def test_without_any_alert_configured_no_hook_is_registered(
-    session: Session, django_capture_on_commit_callbacks: Any
+    session: Session, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
 ) -> None:
     hooks = hand_off(session, django_capture_on_commit_callbacks)
 
@@ -285,8 +299,8 @@ def test_without_any_alert_configured_no_hook_is_registered(
 def test_e_mail_only_sends_no_post(
     configured: WebhookReceiver,
     session: Session,
-    settings: Any,
-    django_capture_on_commit_callbacks: Any,
+    settings: Settings,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     settings.HANDOFF_WEBHOOK_URL = ""
 
@@ -299,8 +313,8 @@ def test_e_mail_only_sends_no_post(
 def test_a_mail_server_that_refuses_is_recorded_and_the_webhook_still_goes(
     configured: WebhookReceiver,
     session: Session,
-    settings: Any,
-    django_capture_on_commit_callbacks: Any,
+    settings: Settings,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", 9, 2
@@ -320,7 +334,7 @@ def post_alert(session: Session) -> str:
     session.state, session.handoff_reason, session.handed_off_at = "HUMAN", "llm_timeout", OPEN
     session.save()
     write_summary(session.pk)
-    return post_handoff_alert.apply(args=[session.pk]).get()
+    return post_handoff_alert.apply(args=(session.pk,)).get()
 
 
 def test_server_errors_are_retried_then_the_alert_is_delivered(
@@ -339,7 +353,7 @@ def test_server_errors_are_retried_then_the_alert_is_delivered(
 
 
 def test_a_timeout_is_retried_then_the_alert_is_delivered(
-    configured: WebhookReceiver, session: Session, settings: Any, worker_retries: None
+    configured: WebhookReceiver, session: Session, settings: Settings, worker_retries: None
 ) -> None:
     settings.OUTBOUND_WEBHOOK_TIMEOUT_SECONDS = 0.3
     configured.respond(200, delay=1.0)
@@ -351,7 +365,10 @@ def test_a_timeout_is_retried_then_the_alert_is_delivered(
 
 
 def test_a_4xx_is_not_retried_and_is_recorded(
-    configured: WebhookReceiver, session: Session, worker_retries: None, caplog
+    configured: WebhookReceiver,
+    session: Session,
+    worker_retries: None,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     configured.respond(404, body='{"error": "no such hook"}')
 
@@ -372,7 +389,11 @@ def test_a_4xx_is_not_retried_and_is_recorded(
         )
     ]
     [record] = [r for r in caplog.records if r.message == "handoff_alert_webhook_failed"]
-    assert (record.session_id, record.host, record.attempt) == (session.pk, "127.0.0.1", 1)
+    assert (vars(record)["session_id"], vars(record)["host"], vars(record)["attempt"]) == (
+        session.pk,
+        "127.0.0.1",
+        1,
+    )
 
 
 def test_retries_are_bounded_and_the_last_failure_is_recorded(
@@ -401,7 +422,7 @@ def test_run_without_a_broker_the_post_is_retried_in_process(
 
 
 def test_a_receiver_that_is_down_is_a_connection_error_retried_then_failed(
-    session: Session, settings: Any, worker_retries: None
+    session: Session, settings: Settings, worker_retries: None
 ) -> None:
     settings.HANDOFF_WEBHOOK_URL = "http://127.0.0.1:9/hook"
     settings.HANDOFF_WEBHOOK_SECRET = SECRET
@@ -424,8 +445,8 @@ def test_a_turn_s_handoff_alerts_with_the_summary_s_next_action(
     session: Session,
     openai_settings: FakeOpenAIServer,
     httpserver: HTTPServer,
-    settings: Any,
-    django_capture_on_commit_callbacks: Any,
+    settings: Settings,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     """process_session → code 98 → handoff → the summary task (fake model) → the alert."""
     graph = FakeGraphAPI(httpserver)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from conversations.admin.transcript import session_transcript
 from conversations.agent_sources import DatabaseHistorySource
@@ -50,7 +51,10 @@ READERS = pytest.mark.parametrize(
 
 
 def message(session: Session, direction: str, content: str, **fields: Any) -> Message:
-    return baker.make(Message, session=session, direction=direction, content=content, **fields)
+    message: Message = baker.make(
+        Message, session=session, direction=direction, content=content, **fields
+    )
+    return message
 
 
 @pytest.fixture
@@ -151,7 +155,7 @@ def test_the_model_reads_its_question_before_the_customer_s_reply_in_a_real_turn
     answered_at: datetime,
     openai_settings: FakeOpenAIServer,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     asked(session, answered_at)
     Message.objects.filter(session=session, direction=Direction.INBOUND).update(

@@ -20,7 +20,8 @@ def log() -> dict[str, Message]:
     now = timezone.now()
 
     def row(direction: str, **fields: Any) -> Message:
-        return baker.make(Message, session=session, direction=direction, **fields)
+        message: Message = baker.make(Message, session=session, direction=direction, **fields)
+        return message
 
     return {
         "pending": row(Direction.INBOUND, content="oi", processed_at=None),

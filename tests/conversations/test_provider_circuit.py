@@ -4,13 +4,13 @@ Responses server, the state in the `ProviderCircuit` row, turns run by `process_
 import threading
 import time
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.db import connection
 from django.db.models import F
 from django.test import Client
 from django.utils import timezone
+from pytest_django import Settings
 
 from agents.circuit import (
     Admission,
@@ -33,7 +33,7 @@ COOLDOWN = 30
 
 
 @pytest.fixture
-def circuit(settings: Any, openai_settings: FakeOpenAIServer) -> FakeOpenAIServer:
+def circuit(settings: Settings, openai_settings: FakeOpenAIServer) -> FakeOpenAIServer:
     """Two provider failures in a row open the circuit; no retries, so one request per turn."""
     settings.LLM_RETRY_MAX = 0
     settings.LLM_CIRCUIT_FAILURES = 2

@@ -2,6 +2,7 @@
 row shows (age, SLA colour, WhatsApp window, reason label, next action)."""
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -26,11 +27,11 @@ def minutes_ago(minutes: float) -> datetime:
     return NOW - timedelta(minutes=minutes)
 
 
-def human(instance: Instance | None = None, **fields: object) -> Session:
+def human(instance: Instance | None = None, **fields: Any) -> Session:
     """A session handed off `handed_off` minutes ago (default 10), its customer's last message
     just before the handoff."""
     handed_off_at = fields.pop("handed_off_at", minutes_ago(10))
-    return baker.make(
+    session: Session = baker.make(
         Session,
         instance=instance or baker.make(Instance),
         state="HUMAN",
@@ -39,6 +40,7 @@ def human(instance: Instance | None = None, **fields: object) -> Session:
         last_inbound_at=fields.pop("last_inbound_at", handed_off_at),
         **fields,
     )
+    return session
 
 
 def inbound_at(session: Session, at: datetime) -> Message:
@@ -114,7 +116,7 @@ def test_oldest_wait_first_with_the_exact_waiting_since() -> None:
         last_staff_reply_at=minutes_ago(60),
     )
 
-    listed = [(s.pk, s.waiting_since) for s in waiting_sessions()]
+    listed = [(s.pk, vars(s)["waiting_since"]) for s in waiting_sessions()]
 
     assert listed == [
         (handed_off_20.pk, minutes_ago(20)),
@@ -140,7 +142,7 @@ def test_waiting_since_falls_back_when_the_messages_have_no_whatsapp_time() -> N
         customer_phone="5511900000009",
     )
 
-    listed = [(s.pk, s.waiting_since) for s in waiting_sessions()]
+    listed = [(s.pk, vars(s)["waiting_since"]) for s in waiting_sessions()]
 
     assert listed == [(legacy.pk, minutes_ago(90)), (replied.pk, minutes_ago(3))]
 
@@ -169,7 +171,7 @@ def test_the_next_action_is_the_latest_summarys_or_none_before_any() -> None:
     )
     pending = human(instance, customer_phone="5511900000002", handed_off_at=minutes_ago(1))
 
-    listed = [(s.pk, s.summary_next_action) for s in waiting_sessions()]
+    listed = [(s.pk, vars(s)["summary_next_action"]) for s in waiting_sessions()]
 
     assert listed == [(summarised.pk, "Enviar orçamento"), (pending.pk, None)]
 

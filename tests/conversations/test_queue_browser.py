@@ -13,12 +13,14 @@ import tempfile
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 from django.db import connections
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django.live_server_helper import LiveServer
 
 from conversations.models import Direction, HandoffSummary, Instance, Message, Session
 
@@ -39,7 +41,7 @@ def screenshots_dir() -> Path:
 
 
 @pytest.fixture
-def browser_page(monkeypatch: pytest.MonkeyPatch) -> Iterator:
+def browser_page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     if not (shutil.which(CHROMIUM) or Path(CHROMIUM).is_file()):
         reason = f"chromium not found at {CHROMIUM} (apt-get install chromium, or CHROMIUM_PATH)"
         print(reason)
@@ -64,7 +66,7 @@ def browser_page(monkeypatch: pytest.MonkeyPatch) -> Iterator:
             browser.close()
 
 
-def support_user(username: str, **fields: object) -> User:
+def support_user(username: str, **fields: Any) -> User:
     """A Support member. A transactional test (here or before) empties the tables, and the
     groups come from data migrations, so the group is made again with what the queue and the
     conversation page need of Support's permissions."""
@@ -101,7 +103,7 @@ def waiting_customer(instance: Instance, *, name: str, phone: str, minutes: int)
 
 
 def test_support_opens_a_waiting_customer_from_the_queue(
-    live_server, browser_page, screenshots_dir: Path
+    live_server: LiveServer, browser_page: Any, screenshots_dir: Path
 ) -> None:
     support_user("ana", first_name="Ana")
     instance = baker.make(Instance, name="Vale Analítico", display_phone="551140000000")
@@ -146,7 +148,7 @@ def test_support_opens_a_waiting_customer_from_the_queue(
     page.screenshot(path=str(screenshots_dir / "conversation.png"), full_page=True)
 
 
-def test_the_mine_filter_survives_the_refresh(live_server, browser_page) -> None:
+def test_the_mine_filter_survives_the_refresh(live_server: LiveServer, browser_page: Any) -> None:
     user = support_user("ana")
     instance = baker.make(Instance)
     mine = waiting_customer(instance, name="Maria Souza", phone="5511912345678", minutes=5)
@@ -172,7 +174,7 @@ def test_the_mine_filter_survives_the_refresh(live_server, browser_page) -> None
 
 
 def test_a_refresh_after_the_login_expired_leaves_the_page_as_it_is(
-    live_server, browser_page
+    live_server: LiveServer, browser_page: Any
 ) -> None:
     support_user("ana")
     waiting_customer(baker.make(Instance), name="Maria Souza", phone="5511912345678", minutes=5)

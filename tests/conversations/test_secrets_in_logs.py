@@ -10,10 +10,10 @@ formatter writes) and every text of every row of every table are searched for th
 import json
 import logging
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from django.apps import apps
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from config.logging import EventFormatter
 from conversations.models import (
@@ -77,7 +77,7 @@ def logs() -> Iterator[_Capture]:
 
 
 @pytest.fixture
-def fake_graph(fake_graph: FakeGraphAPI, settings: Any) -> FakeGraphAPI:
+def fake_graph(fake_graph: FakeGraphAPI, settings: Settings) -> FakeGraphAPI:
     """The shared fake Graph API, reached with the sentinel token (the `session`'s instance has
     no token of its own)."""
     settings.WHATSAPP_ACCESS_TOKEN = GRAPH_TOKEN
@@ -85,7 +85,7 @@ def fake_graph(fake_graph: FakeGraphAPI, settings: Any) -> FakeGraphAPI:
 
 
 @pytest.fixture
-def openai_sentinel(openai_settings: FakeOpenAIServer, settings: Any) -> FakeOpenAIServer:
+def openai_sentinel(openai_settings: FakeOpenAIServer, settings: Settings) -> FakeOpenAIServer:
     settings.OPENAI_API_KEY = OPENAI_KEY
     return openai_settings
 
@@ -119,7 +119,7 @@ def test_credentials_echoed_by_the_providers_reach_no_log_and_no_row(
     fake_graph: FakeGraphAPI,
     logs: _Capture,
     graph_status: int,
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     inbound(session, "Oi, bom dia")
     # The agent's call, then the handoff summary's call: both refused, echoing the key.

@@ -16,6 +16,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
+from pytest_httpserver import HTTPServer
 
 from agents.states import SessionState
 from conversations.events import EventCode
@@ -51,7 +53,7 @@ ACTIONS = (
 
 
 @pytest.fixture
-def fake_graph(httpserver: Any, settings: Any) -> FakeGraphAPI:
+def fake_graph(httpserver: HTTPServer, settings: Settings) -> FakeGraphAPI:
     graph = FakeGraphAPI(httpserver)
     settings.WHATSAPP_API_BASE_URL = graph.base_url
     settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
@@ -173,7 +175,9 @@ def nothing_written(session: Session, *, state: str) -> None:
 
 
 @pytest.mark.parametrize("action", ACTIONS)
-def test_a_get_is_refused_with_405_and_does_nothing(action: str, session: Session, support: User):
+def test_a_get_is_refused_with_405_and_does_nothing(
+    action: str, session: Session, support: User
+) -> None:
     response = client_of(support).get(url(session, action))
 
     assert response.status_code == 405
@@ -183,7 +187,7 @@ def test_a_get_is_refused_with_405_and_does_nothing(action: str, session: Sessio
 @pytest.mark.parametrize("action", ACTIONS)
 def test_a_post_without_the_csrf_token_is_refused_with_403(
     action: str, session: Session, support: User
-):
+) -> None:
     response = client_of(support, csrf=True).post(url(session, action), {"text": "Oi"})
 
     assert response.status_code == 403
@@ -193,7 +197,7 @@ def test_a_post_without_the_csrf_token_is_refused_with_403(
 @pytest.mark.parametrize("action", ACTIONS)
 def test_a_prompt_editor_is_refused_with_403_and_nothing_is_done(
     action: str, session: Session, editor: User, template: MessageTemplate
-):
+) -> None:
     data = {
         "text": "Oi",
         "user": "me",
@@ -208,7 +212,7 @@ def test_a_prompt_editor_is_refused_with_403_and_nothing_is_done(
     nothing_written(session, state="QUALIFYING")
 
 
-def test_an_anonymous_post_goes_to_the_login_page(session: Session):
+def test_an_anonymous_post_goes_to_the_login_page(session: Session) -> None:
     response = Client().post(url(session, "take-over"))
 
     assert response.status_code == 302
@@ -216,13 +220,13 @@ def test_an_anonymous_post_goes_to_the_login_page(session: Session):
     nothing_written(session, state="QUALIFYING")
 
 
-def test_an_unknown_session_is_404(support: User):
+def test_an_unknown_session_is_404(support: User) -> None:
     response = client_of(support).post("/admin/conversations/session/999999/take-over/")
 
     assert response.status_code == 404
 
 
-def test_a_superuser_may_act(session: Session, admin_user: User):
+def test_a_superuser_may_act(session: Session, admin_user: User) -> None:
     response = post(client_of(admin_user), session, "take-over")
 
     assert response.status_code == 302
@@ -233,7 +237,9 @@ def test_a_superuser_may_act(session: Session, admin_user: User):
 # --- Take over -------------------------------------------------------------------------------
 
 
-def test_take_over_hands_the_session_to_the_user_and_records_it(session: Session, support: User):
+def test_take_over_hands_the_session_to_the_user_and_records_it(
+    session: Session, support: User
+) -> None:
     pending = inbound(session, "Quero falar com alguém")
 
     response = post(client_of(support), session, "take-over")
@@ -256,7 +262,7 @@ def test_take_over_hands_the_session_to_the_user_and_records_it(session: Session
     assert Message.objects.filter(session=session, direction=Direction.OUTBOUND).count() == 0
 
 
-def test_take_over_twice_changes_nothing_the_second_time(session: Session, support: User):
+def test_take_over_twice_changes_nothing_the_second_time(session: Session, support: User) -> None:
     client = client_of(support)
     post(client, session, "take-over")
 
@@ -273,7 +279,7 @@ def test_take_over_twice_changes_nothing_the_second_time(session: Session, suppo
 )
 def test_take_over_is_refused_when_the_bot_does_not_hold_the_session(
     session: Session, support: User, colleague: User, state: str, label: str
-):
+) -> None:
     Session.objects.filter(pk=session.pk).update(state=state, assigned_to=colleague)
 
     response = post(client_of(support), session, "take-over")
@@ -290,7 +296,7 @@ def test_take_over_is_refused_when_the_bot_does_not_hold_the_session(
 # --- Assign ----------------------------------------------------------------------------------
 
 
-def test_assign_to_a_colleague(session: Session, support: User, colleague: User):
+def test_assign_to_a_colleague(session: Session, support: User, colleague: User) -> None:
     with_team(session, support)
 
     response = post(client_of(support), session, "assign", user=colleague.pk)
@@ -307,7 +313,7 @@ def test_assign_to_a_colleague(session: Session, support: User, colleague: User)
     assert log_entries(session) == [("ana", CHANGE, "Atribuiu a conversa a bruno.")]
 
 
-def test_assign_to_me(session: Session, support: User, colleague: User):
+def test_assign_to_me(session: Session, support: User, colleague: User) -> None:
     with_team(session, colleague)
 
     post(client_of(support), session, "assign", user="me")
@@ -318,7 +324,7 @@ def test_assign_to_me(session: Session, support: User, colleague: User):
 
 def test_assign_twice_changes_nothing_the_second_time(
     session: Session, support: User, colleague: User
-):
+) -> None:
     with_team(session, support)
     client = client_of(support)
     post(client, session, "assign", user=colleague.pk)
@@ -335,7 +341,7 @@ def test_assign_twice_changes_nothing_the_second_time(
 @pytest.mark.parametrize("who", ["prompt editor", "inactive", "not staff", "unknown", "text", ""])
 def test_assign_to_someone_who_may_not_attend_is_refused(
     session: Session, support: User, editor: User, who: str
-):
+) -> None:
     with_team(session, support)
     inactive = staff("Support", "inativo")
     User.objects.filter(pk=inactive.pk).update(is_active=False)
@@ -358,7 +364,7 @@ def test_assign_to_someone_who_may_not_attend_is_refused(
     assert events(session) == []
 
 
-def test_a_closed_session_is_not_assigned(session: Session, support: User, colleague: User):
+def test_a_closed_session_is_not_assigned(session: Session, support: User, colleague: User) -> None:
     Session.objects.filter(pk=session.pk).update(state="CLOSED")
 
     response = post(client_of(support), session, "assign", user=colleague.pk)
@@ -375,8 +381,8 @@ def test_reply_is_sent_through_the_graph_api_and_shown_with_its_author(
     session: Session,
     support: User,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
-):
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     with_team(session, support)
     client = client_of(support)
 
@@ -410,8 +416,8 @@ def test_the_same_reply_form_posted_twice_sends_once(
     session: Session,
     support: User,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
-):
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     with_team(session, support)
     client = client_of(support)
     form = {"text": "Um momento, por favor.", "form_token": token()}
@@ -428,7 +434,7 @@ def test_the_same_reply_form_posted_twice_sends_once(
 
 def test_reply_outside_the_24_hour_window_is_refused_offering_the_templates(
     session: Session, support: User, template: MessageTemplate
-):
+) -> None:
     MessageTemplate.objects.create(name="inativo", parameters=[], is_active=False)
     MessageTemplate.objects.create(name="boas_vindas", parameters=[])
     with_team(session, support, last_inbound_at=timezone.now() - timedelta(hours=24, seconds=1))
@@ -447,7 +453,7 @@ def test_reply_outside_the_24_hour_window_is_refused_offering_the_templates(
     assert session.last_staff_reply_at is None
 
 
-def test_reply_to_a_customer_who_never_wrote_is_refused(session: Session, support: User):
+def test_reply_to_a_customer_who_never_wrote_is_refused(session: Session, support: User) -> None:
     with_team(session, support, last_inbound_at=None)
 
     response = post(client_of(support), session, "reply", text="Oi?", form_token=token())
@@ -456,7 +462,7 @@ def test_reply_to_a_customer_who_never_wrote_is_refused(session: Session, suppor
     assert Message.objects.filter(session=session, direction=Direction.OUTBOUND).count() == 0
 
 
-def test_reply_while_the_bot_holds_the_session_is_refused(session: Session, support: User):
+def test_reply_while_the_bot_holds_the_session_is_refused(session: Session, support: User) -> None:
     response = post(client_of(support), session, "reply", text="Oi", form_token=token())
 
     assert flash(response) == [
@@ -479,7 +485,7 @@ def test_reply_while_the_bot_holds_the_session_is_refused(session: Session, supp
 )
 def test_an_empty_or_too_long_reply_is_refused(
     session: Session, support: User, text: str, error: str
-):
+) -> None:
     with_team(session, support)
 
     response = post(client_of(support), session, "reply", text=text, form_token=token())
@@ -489,8 +495,10 @@ def test_an_empty_or_too_long_reply_is_refused(
 
 
 def test_a_reply_of_exactly_the_limit_is_accepted(
-    session: Session, support: User, django_capture_on_commit_callbacks: Any
-):
+    session: Session,
+    support: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     with_team(session, support)
 
     with django_capture_on_commit_callbacks(execute=False):
@@ -502,7 +510,7 @@ def test_a_reply_of_exactly_the_limit_is_accepted(
 @pytest.mark.parametrize("form_token", ["", "not-a-uuid"])
 def test_a_reply_without_the_form_token_is_refused(
     session: Session, support: User, form_token: str
-):
+) -> None:
     with_team(session, support)
 
     response = post(client_of(support), session, "reply", text="Oi", form_token=form_token)
@@ -521,8 +529,8 @@ def test_a_template_is_sent_outside_the_window_with_its_parameters(
     support: User,
     template: MessageTemplate,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
-):
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     with_team(session, support, last_inbound_at=timezone.now() - timedelta(days=3))
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -568,8 +576,8 @@ def test_the_same_template_form_posted_twice_sends_once(
     support: User,
     template: MessageTemplate,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
-):
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     with_team(session, support)
     client = client_of(support)
     form = {"template": template.pk, "parameter": ["Maria", "água"], "form_token": token()}
@@ -600,8 +608,8 @@ def test_the_same_template_form_posted_twice_sends_once(
     ids=["missing", "blank", "extra", "line break", "too long"],
 )
 def test_a_template_with_wrong_parameters_is_refused(
-    session: Session, support: User, template: MessageTemplate, parameters: list, error: str
-):
+    session: Session, support: User, template: MessageTemplate, parameters: list[str], error: str
+) -> None:
     with_team(session, support)
 
     response = post(
@@ -620,7 +628,7 @@ def test_a_template_with_wrong_parameters_is_refused(
 @pytest.mark.parametrize("which", ["inactive", "unknown", "text"])
 def test_an_inactive_or_unknown_template_is_refused(
     session: Session, support: User, template: MessageTemplate, which: str
-):
+) -> None:
     with_team(session, support)
     MessageTemplate.objects.filter(pk=template.pk).update(is_active=False)
     value = {"inactive": template.pk, "unknown": 999999, "text": "x"}[which]
@@ -640,7 +648,7 @@ def test_an_inactive_or_unknown_template_is_refused(
 
 def test_a_template_while_the_bot_holds_the_session_is_refused(
     session: Session, support: User, template: MessageTemplate
-):
+) -> None:
     response = post(
         client_of(support),
         session,
@@ -661,7 +669,7 @@ def test_a_template_while_the_bot_holds_the_session_is_refused(
 
 def test_give_back_returns_to_the_state_before_the_handoff_by_default(
     session: Session, support: User
-):
+) -> None:
     with_team(session, support, handoff_detail="cliente pediu")
 
     response = post(client_of(support), session, "give-back")
@@ -685,7 +693,7 @@ def test_give_back_returns_to_the_state_before_the_handoff_by_default(
     assert log_entries(session) == [("ana", CHANGE, "Devolveu a conversa ao robô (Qualificação).")]
 
 
-def test_give_back_at_a_chosen_state(session: Session, support: User):
+def test_give_back_at_a_chosen_state(session: Session, support: User) -> None:
     with_team(session, support)
 
     post(client_of(support), session, "give-back", state="TRIAGE")
@@ -694,7 +702,7 @@ def test_give_back_at_a_chosen_state(session: Session, support: User):
     assert session.state == "TRIAGE"
 
 
-def test_give_back_without_a_state_before_goes_to_triage(session: Session, support: User):
+def test_give_back_without_a_state_before_goes_to_triage(session: Session, support: User) -> None:
     with_team(session, support, state_before_handoff="")
 
     post(client_of(support), session, "give-back")
@@ -706,7 +714,7 @@ def test_give_back_without_a_state_before_goes_to_triage(session: Session, suppo
 @pytest.mark.parametrize("state", ["HUMAN", "CLOSED", "nonsense"])
 def test_give_back_to_a_state_that_is_not_the_bots_is_refused(
     session: Session, support: User, state: str
-):
+) -> None:
     with_team(session, support)
 
     response = post(client_of(support), session, "give-back", state=state)
@@ -717,7 +725,7 @@ def test_give_back_to_a_state_that_is_not_the_bots_is_refused(
     assert events(session) == []
 
 
-def test_give_back_twice_changes_nothing_the_second_time(session: Session, support: User):
+def test_give_back_twice_changes_nothing_the_second_time(session: Session, support: User) -> None:
     with_team(session, support)
     client = client_of(support)
     post(client, session, "give-back")
@@ -736,7 +744,9 @@ def test_give_back_twice_changes_nothing_the_second_time(session: Session, suppo
 # --- Close -----------------------------------------------------------------------------------
 
 
-def test_close_and_the_next_customer_message_opens_a_new_session(session: Session, support: User):
+def test_close_and_the_next_customer_message_opens_a_new_session(
+    session: Session, support: User
+) -> None:
     with_team(session, support)
     pending = inbound(session, "obrigada")
 
@@ -766,7 +776,7 @@ def test_close_and_the_next_customer_message_opens_a_new_session(session: Sessio
     assert Message.objects.filter(session=session).count() == 2
 
 
-def test_close_twice_changes_nothing_the_second_time(session: Session, support: User):
+def test_close_twice_changes_nothing_the_second_time(session: Session, support: User) -> None:
     client = client_of(support)
     post(client, session, "close")
     closed_at = Session.objects.get(pk=session.pk).closed_at
@@ -782,8 +792,10 @@ def test_close_twice_changes_nothing_the_second_time(session: Session, support: 
 
 
 def test_regenerate_summary_enqueues_the_summary_task_after_commit(
-    session: Session, support: User, django_capture_on_commit_callbacks: Any
-):
+    session: Session,
+    support: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     with_team(session, support)
     form_token = token()
 
@@ -797,8 +809,10 @@ def test_regenerate_summary_enqueues_the_summary_task_after_commit(
 
 
 def test_regenerate_summary_posted_twice_enqueues_once(
-    session: Session, support: User, django_capture_on_commit_callbacks: Any
-):
+    session: Session,
+    support: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     with_team(session, support)
     client = client_of(support)
     form_token = token()
@@ -812,8 +826,10 @@ def test_regenerate_summary_posted_twice_enqueues_once(
 
 
 def test_regenerate_summary_of_a_bot_conversation_is_refused(
-    session: Session, support: User, django_capture_on_commit_callbacks: Any
-):
+    session: Session,
+    support: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = post(client_of(support), session, "regenerate-summary", form_token=token())
 
@@ -833,14 +849,16 @@ def buttons(page: str) -> list[str]:
     return BUTTON_RE.findall(page)
 
 
-def test_support_sees_take_over_on_a_bot_conversation(session: Session, support: User):
+def test_support_sees_take_over_on_a_bot_conversation(session: Session, support: User) -> None:
     page = client_of(support).get(page_url(session)).content.decode()
 
     assert buttons(page) == ["action-take-over", "action-assign", "action-close"]
     assert 'id="reply-form"' not in page
 
 
-def test_the_action_forms_are_not_nested_in_the_admins_form(session: Session, support: User):
+def test_the_action_forms_are_not_nested_in_the_admins_form(
+    session: Session, support: User
+) -> None:
     # A browser drops a <form> nested in another: its button would submit the admin's form.
     page = client_of(support).get(page_url(session)).content.decode()
 
@@ -851,7 +869,7 @@ def test_the_action_forms_are_not_nested_in_the_admins_form(session: Session, su
 
 def test_support_sees_the_reply_box_and_templates_with_the_team(
     session: Session, support: User, template: MessageTemplate
-):
+) -> None:
     with_team(session, support)
 
     page = client_of(support).get(page_url(session)).content.decode()
@@ -864,6 +882,7 @@ def test_support_sees_the_reply_box_and_templates_with_the_team(
         "action-reply",
         "action-send-template",
     ]
+    assert session.last_inbound_at is not None
     closes = timezone.localtime(session.last_inbound_at + timedelta(hours=24))
     same_day = closes.date() == timezone.localtime().date()
     when = closes.strftime("%H:%M" if same_day else "%d/%m %H:%M")
@@ -872,7 +891,9 @@ def test_support_sees_the_reply_box_and_templates_with_the_team(
     assert 'name="form_token"' in page
 
 
-def test_the_reply_box_is_disabled_when_the_window_is_closed(session: Session, support: User):
+def test_the_reply_box_is_disabled_when_the_window_is_closed(
+    session: Session, support: User
+) -> None:
     with_team(session, support, last_inbound_at=timezone.now() - timedelta(days=2))
 
     page = client_of(support).get(page_url(session)).content.decode()
@@ -884,7 +905,7 @@ def test_the_reply_box_is_disabled_when_the_window_is_closed(session: Session, s
     )
 
 
-def test_a_closed_conversation_has_no_action_buttons(session: Session, support: User):
+def test_a_closed_conversation_has_no_action_buttons(session: Session, support: User) -> None:
     Session.objects.filter(pk=session.pk).update(state="CLOSED")
 
     page = client_of(support).get(page_url(session)).content.decode()
@@ -893,7 +914,7 @@ def test_a_closed_conversation_has_no_action_buttons(session: Session, support: 
     assert 'id="staff-actions"' in page
 
 
-def test_a_prompt_editor_sees_no_staff_actions(session: Session, editor: User):
+def test_a_prompt_editor_sees_no_staff_actions(session: Session, editor: User) -> None:
     with_team(session, baker.make(User, username="x", is_staff=True))
 
     page = client_of(editor).get(page_url(session)).content.decode()
@@ -904,7 +925,7 @@ def test_a_prompt_editor_sees_no_staff_actions(session: Session, editor: User):
 
 def test_staff_events_read_in_portuguese_in_the_transcript(
     session: Session, support: User, colleague: User
-):
+) -> None:
     with_team(session, support)
     client = client_of(support)
     post(client, session, "assign", user=colleague.pk)
@@ -921,7 +942,7 @@ def test_staff_events_read_in_portuguese_in_the_transcript(
 
 def test_support_reads_templates_but_may_not_add_or_change_them(
     support: User, template: MessageTemplate
-):
+) -> None:
     client = client_of(support)
     change = f"/admin/conversations/messagetemplate/{template.pk}/change/"
 
@@ -932,11 +953,11 @@ def test_support_reads_templates_but_may_not_add_or_change_them(
     assert template.name == "retomar_contato"
 
 
-def test_a_prompt_editor_cannot_read_templates(editor: User):
+def test_a_prompt_editor_cannot_read_templates(editor: User) -> None:
     assert client_of(editor).get("/admin/conversations/messagetemplate/").status_code == 403
 
 
-def test_a_superuser_adds_a_template_with_one_label_per_parameter(admin_user: User):
+def test_a_superuser_adds_a_template_with_one_label_per_parameter(admin_user: User) -> None:
     response = client_of(admin_user).post(
         "/admin/conversations/messagetemplate/add/",
         {
@@ -953,7 +974,7 @@ def test_a_superuser_adds_a_template_with_one_label_per_parameter(admin_user: Us
     assert added.parameters == ["Nome", "Data"]
 
 
-def test_a_template_whose_labels_do_not_match_its_body_is_refused(admin_user: User):
+def test_a_template_whose_labels_do_not_match_its_body_is_refused(admin_user: User) -> None:
     response = client_of(admin_user).post(
         "/admin/conversations/messagetemplate/add/",
         {
@@ -973,7 +994,7 @@ def test_a_template_whose_labels_do_not_match_its_body_is_refused(admin_user: Us
 
 def test_the_panel_costs_the_same_queries_whatever_the_templates_and_colleagues(
     session: Session, support: User
-):
+) -> None:
     with_team(session, support)
     client = client_of(support)
 

@@ -13,6 +13,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from conversations.events import EventCode
 from conversations.labels import event_text
@@ -91,7 +92,9 @@ def test_a_lost_turn_is_requeued_only_past_the_grace_in_a_bot_state_without_leas
     assert found == sorted([*(s.pk for s in lost.values()), expired.pk])
 
 
-def test_the_sweep_logs_how_many_it_requeued(instance: Instance, caplog: Any) -> None:
+def test_the_sweep_logs_how_many_it_requeued(
+    instance: Instance, caplog: pytest.LogCaptureFixture
+) -> None:
     sessions = [recipes.session.make(instance=instance) for _ in range(2)]
     for session in sessions:
         inbound(session, age=timedelta(seconds=120))
@@ -104,14 +107,17 @@ def test_the_sweep_logs_how_many_it_requeued(instance: Instance, caplog: Any) ->
 
     assert requeued == enqueued == [s.pk for s in sessions]
     [record] = [r for r in caplog.records if r.getMessage() == "stalled_sessions_requeued"]
-    assert (record.count, record.session_ids) == (2, f"{sessions[0].pk},{sessions[1].pk}")
+    assert (vars(record)["count"], vars(record)["session_ids"]) == (
+        2,
+        f"{sessions[0].pk},{sessions[1].pk}",
+    )
 
 
 def test_the_periodic_task_answers_a_turn_whose_publish_failed_exactly_once(
     instance: Instance,
     openai_settings: FakeOpenAIServer,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     # The webhook committed the message but its on_commit publish of process_session failed.
     session = recipes.session.make(instance=instance, customer_phone=CUSTOMER_PHONE)
@@ -156,7 +162,7 @@ class Bug(Exception):
 
 
 @pytest.fixture
-def buggy_dispatch(monkeypatch: Any) -> None:
+def buggy_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug after the model answered: every turn raises."""
 
     def dispatch(*args: Any, **kwargs: Any) -> Any:
@@ -177,7 +183,7 @@ def test_a_turn_that_always_raises_is_retried_by_the_sweep_then_handed_off(
     buggy_dispatch: None,
     openai_settings: FakeOpenAIServer,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     session = recipes.session.make(instance=instance, customer_phone=CUSTOMER_PHONE)
     message = inbound(session, "Quero um orçamento", age=timedelta(seconds=5))
@@ -227,6 +233,7 @@ def test_a_turn_that_always_raises_is_retried_by_the_sweep_then_handed_off(
         "sent",
     )
     [handoff] = session.messages.filter(direction=Direction.SYSTEM, message_type="handoff")
+    assert handoff.json_part is not None
     assert (handoff.action, handoff.json_part["detail"]) == (
         "llm_provider_error",
         "o turno falhou 3 vezes seguidas (Bug)",
@@ -297,7 +304,9 @@ def test_a_turn_failure_is_recorded_without_credentials_or_personal_data(
 
 
 def test_no_handoff_while_another_worker_holds_the_lease(
-    instance: Instance, handoff_text: str, django_capture_on_commit_callbacks: Any
+    instance: Instance,
+    handoff_text: str,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     holder = uuid4()
     session = recipes.session.make(
@@ -406,7 +415,7 @@ def test_only_lost_sends_are_requeued_first_part_of_a_turn_first(instance: Insta
 
 
 def test_a_message_unsent_past_the_24_hour_window_is_failed_for_staff_not_sent(
-    instance: Instance, caplog: Any
+    instance: Instance, caplog: pytest.LogCaptureFixture
 ) -> None:
     now = timezone.now()
     session = recipes.session.make(instance=instance)
@@ -436,9 +445,9 @@ def test_a_message_unsent_past_the_24_hour_window_is_failed_for_staff_not_sent(
         ) == (DeliveryStatus.FAILED, now, None, WINDOW_EXPIRED, 0, None)
     assert WINDOW_EXPIRED == "Não enviada: passou o prazo de 24 horas para responder ao cliente"
     [expired_log] = [r for r in caplog.records if r.getMessage() == "unsent_messages_expired"]
-    assert (expired_log.levelname, expired_log.count) == ("ERROR", 2)
+    assert (expired_log.levelname, vars(expired_log)["count"]) == ("ERROR", 2)
     [requeued_log] = [r for r in caplog.records if r.getMessage() == "unsent_messages_requeued"]
-    assert (requeued_log.count, requeued_log.message_ids) == (1, str(young.pk))
+    assert (vars(requeued_log)["count"], vars(requeued_log)["message_ids"]) == (1, str(young.pk))
     # A second sweep finds them failed: nothing more to do.
     assert unsent_messages_requeue(now=now, enqueue=enqueued.append).expired == 0
 
@@ -499,6 +508,9 @@ class SlowSender:
 
     def mark_read(self, **kwargs: Any) -> None:
         return None
+
+    def send_template(self, **kwargs: Any) -> SentMessage:
+        raise AssertionError("the sweeps resend text parts only")
 
 
 def run_concurrently(work: Any, workers: int) -> None:

@@ -5,6 +5,7 @@ here keep their own data."""
 from typing import Any
 
 import pytest
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from conversations.models import Instance
 from tests.conversations.turns.support import (
@@ -60,5 +61,5 @@ def instance() -> Instance:
 
 
 @pytest.fixture
-def capture(django_capture_on_commit_callbacks: Any) -> Any:
+def capture(django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks) -> Any:
     return django_capture_on_commit_callbacks

@@ -4,6 +4,7 @@
 from typing import Any
 
 import pytest
+from pytest_django import Settings
 
 from conversations.labels import event_text
 from conversations.models import CrmStatus, Direction, Instance, Lead, LLMCall
@@ -152,7 +153,7 @@ def test_code_5_creates_the_lead_and_hands_off_with_the_model_message(
 def test_code_5_with_the_crm_configured_posts_the_lead_after_the_commit(
     instance: Instance,
     capture: Any,
-    settings: Any,
+    settings: Settings,
     receiver: WebhookReceiver,  # noqa: F811
 ) -> None:
     settings.CRM_WEBHOOK_URL, settings.CRM_WEBHOOK_SECRET = receiver.url, "crm-secret"

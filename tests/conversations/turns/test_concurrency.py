@@ -63,7 +63,8 @@ def test_two_concurrent_workers_on_one_session_make_one_turn() -> None:
     session = make_session(make_instance())
     inbound(session, "Oi")
     inbound(session, "tudo bem?")
-    run = Pipeline(llm=GatedLLM('{"s":1}Olá! Tudo ótimo, e você?'))
+    llm = GatedLLM('{"s":1}Olá! Tudo ótimo, e você?')
+    run = Pipeline(llm=llm)
     deps = run.deps()
     start = threading.Barrier(2)
 
@@ -73,12 +74,12 @@ def test_two_concurrent_workers_on_one_session_make_one_turn() -> None:
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = [pool.submit(in_thread(worker)) for _ in range(2)]
-        assert run.llm.thinking.wait(timeout=10)
+        assert llm.thinking.wait(timeout=10)
         # One worker holds the lease and waits inside the model call; the other must give up
         # before the model answers.
         done, _ = wait(futures, timeout=10, return_when=FIRST_COMPLETED)
         assert [f.result() for f in done] == [ProcessReport(ProcessOutcome.BUSY)]
-        run.llm.proceed.set()
+        llm.proceed.set()
         reports = sorted((f.result(timeout=20) for f in futures), key=lambda r: r.outcome)
 
     assert reports == [
@@ -96,25 +97,24 @@ def test_two_concurrent_workers_on_one_session_make_one_turn() -> None:
 def test_a_message_arriving_during_the_model_call_supersedes_the_draft() -> None:
     session = make_session(make_instance())
     inbound(session, "Oi")
-    run = Pipeline(
-        llm=GatedLLM(
-            '{"s":1}Olá! Como posso ajudar?',
-            '{"s":1}Olá! Posso sim ajudar com a análise de água.',
-        )
+    llm = GatedLLM(
+        '{"s":1}Olá! Como posso ajudar?',
+        '{"s":1}Olá! Posso sim ajudar com a análise de água.',
     )
+    run = Pipeline(llm=llm)
     deps = run.deps()
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         holder = pool.submit(
             in_thread(lambda: session_process(session_id=session.pk, deps=deps, config=run.config))
         )
-        assert run.llm.thinking.wait(timeout=10)
+        assert llm.thinking.wait(timeout=10)
         # The webhook stores the new message and enqueues a turn: the lease is taken, it exits.
         inbound(session, "quero analisar água")
         assert session_process(
             session_id=session.pk, deps=deps, config=run.config
         ) == ProcessReport(ProcessOutcome.BUSY)
-        run.llm.proceed.set()
+        llm.proceed.set()
         report = holder.result(timeout=20)
 
     assert report == ProcessReport(ProcessOutcome.DRAINED, turns=1, superseded=1)

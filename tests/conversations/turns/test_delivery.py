@@ -20,6 +20,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 from pytest_httpserver import HTTPServer
 
 from config.celery import app as celery_app
@@ -41,7 +42,7 @@ REGISTRATION = {"nome": "Ana Lima", "documento": "52998224725", "email": "ana@ex
 
 
 @pytest.fixture
-def fake_graph(httpserver: HTTPServer, settings: Any) -> FakeGraphAPI:
+def fake_graph(httpserver: HTTPServer, settings: Settings) -> FakeGraphAPI:
     graph = FakeGraphAPI(httpserver)
     settings.WHATSAPP_API_BASE_URL = graph.base_url
     settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
@@ -71,7 +72,7 @@ def test_the_embedded_default_runs_tasks_eagerly_and_propagates_their_errors() -
 def test_in_eager_mode_a_reply_refused_once_with_a_500_reaches_the_customer_once(
     openai_settings: FakeOpenAIServer,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     session = make_session()
     message = inbound(session, "Oi, bom dia")
@@ -99,7 +100,7 @@ def test_in_eager_mode_a_reply_refused_once_with_a_500_reaches_the_customer_once
 def test_in_eager_mode_a_reply_the_graph_api_always_refuses_is_failed_and_the_turn_kept(
     openai_settings: FakeOpenAIServer,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     session = make_session()
     message = inbound(session, "Oi, bom dia")
@@ -135,7 +136,7 @@ def test_make_run_s_webhook_to_reply_path_survives_one_graph_503(
     client: Client,
     openai_settings: FakeOpenAIServer,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     baker.make(Instance, phone_number_id=PHONE_NUMBER_ID, name="Lab", access_token="")
     openai_settings.queue_text('{"s":1}Olá, Maria! Qual é o tipo de amostra?')
@@ -162,7 +163,7 @@ def test_make_run_s_webhook_to_reply_path_survives_one_graph_503(
 def test_in_eager_mode_a_handoff_s_text_goes_out_before_the_summary_s_model_call(
     openai_settings: FakeOpenAIServer,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     session = make_session()
     inbound(session, "Quero falar com uma pessoa")
@@ -201,7 +202,9 @@ def broker_unreachable() -> Iterator[None]:
         try:
             yield
         finally:
-            for pool in (celery_app.amqp._producer_pool, celery_app._pool):
+            # celery-types declares neither private pool (the public properties would create one).
+            pools = (celery_app.amqp._producer_pool, celery_app._pool)  # type: ignore[attr-defined]
+            for pool in pools:
                 if pool is not None:
                     pool.force_close_all()
 
@@ -215,7 +218,7 @@ def long_closing_text() -> str:
 
 @pytest.mark.django_db(transaction=True)
 def test_with_the_broker_down_at_commit_every_hook_is_tried_and_the_sweep_sends_the_parts(
-    openai_settings: FakeOpenAIServer, fake_graph: FakeGraphAPI, caplog: Any
+    openai_settings: FakeOpenAIServer, fake_graph: FakeGraphAPI, caplog: pytest.LogCaptureFixture
 ) -> None:
     session = make_session(
         state="CONFIRM",
@@ -228,11 +231,13 @@ def test_with_the_broker_down_at_commit_every_hook_is_tried_and_the_sweep_sends_
 
     with broker_unreachable():
         # Run here, as a worker would; its publishes (read receipt, summary, sends) are refused.
-        assert process_session.apply(args=[session.pk]).get() == "drained"
+        assert process_session.apply(args=(session.pk,)).get() == "drained"
 
     parts = list(session.messages.filter(direction=Direction.OUTBOUND).order_by("part_index"))
     assert len(parts) == 2
-    failed_hooks = [r.hook for r in caplog.records if r.getMessage() == "commit_hook_failed"]
+    failed_hooks = [
+        vars(r)["hook"] for r in caplog.records if r.getMessage() == "commit_hook_failed"
+    ]
     assert failed_hooks == [
         f"_send({parts[0].pk})",
         f"_send({parts[1].pk})",

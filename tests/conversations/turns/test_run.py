@@ -81,9 +81,9 @@ def test_a_burst_of_messages_is_one_turn_answered_once(instance: Instance, captu
     assert list(LLMCall.objects.values_list("message_id", flat=True)) == [third.pk]
     assert len(outbound(session)) == 1
     assert pending(session) == 0
-    assert {m.turn_id for m in (first, second, third) if m.refresh_from_db() is None} == {
-        outbound(session)[0].turn_id
-    }
+    for message in (first, second, third):
+        message.refresh_from_db()
+    assert {m.turn_id for m in (first, second, third)} == {outbound(session)[0].turn_id}
 
 
 def test_a_long_answer_is_split_into_parts_sent_in_order(instance: Instance, capture: Any) -> None:

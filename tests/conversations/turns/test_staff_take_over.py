@@ -16,6 +16,8 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
+from pytest_httpserver import HTTPServer
 
 from agents.llm import OpenAIClient
 from conversations.models import SUPERSEDED, Direction, LLMCall, Message
@@ -35,7 +37,7 @@ ANSWER = '{"s":1}Olá! Qual análise você precisa?'
 
 
 @pytest.fixture
-def fake_graph(httpserver: Any, settings: Any) -> FakeGraphAPI:
+def fake_graph(httpserver: HTTPServer, settings: Settings) -> FakeGraphAPI:
     graph = FakeGraphAPI(httpserver)
     settings.WHATSAPP_API_BASE_URL = graph.base_url
     settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
@@ -112,7 +114,7 @@ class TakeOverDuringTheCall(FakeLLM):
 
 @pytest.mark.django_db
 def test_take_over_during_the_model_call_supersedes_the_draft(
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     # The same race on any database, in one thread: the take-over commits inside the model call.
     session = make_session(make_instance(), last_inbound_at=timezone.now())

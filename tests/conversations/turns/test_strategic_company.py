@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("catalog")]
     ids=["by-phone", "by-cnpj"],
 )
 def test_a_strategic_company_is_handed_off_before_any_model_call(
-    instance: Instance, capture: Any, phones: str, cnpj: str, session_fields: dict[str, str]
+    instance: Instance, capture: Any, phones: str, cnpj: str, session_fields: dict[str, Any]
 ) -> None:
     from prompts_admin.models import StrategicCompany
 

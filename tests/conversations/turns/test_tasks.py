@@ -3,13 +3,13 @@ OpenAI Responses server and the fake Graph API), and the beat schedule."""
 
 import json
 from datetime import timedelta
-from typing import Any
 from uuid import uuid4
 
 import pytest
 from django.conf import settings
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 from pytest_httpserver import HTTPServer
 
 from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions_requeue
@@ -38,7 +38,7 @@ SUMMARY = {
 
 
 @pytest.fixture
-def fake_graph(httpserver: HTTPServer, settings: Any) -> FakeGraphAPI:
+def fake_graph(httpserver: HTTPServer, settings: Settings) -> FakeGraphAPI:
     graph = FakeGraphAPI(httpserver)
     settings.WHATSAPP_API_BASE_URL = graph.base_url
     settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
@@ -68,6 +68,8 @@ def test_process_session_has_the_soft_time_limit_below_the_hard_one() -> None:
         settings.CELERY_TASK_SOFT_TIME_LIMIT,
         settings.CELERY_TASK_TIME_LIMIT,
     )
+    assert process_session.soft_time_limit is not None
+    assert process_session.time_limit is not None
     assert process_session.soft_time_limit < process_session.time_limit
 
 
@@ -82,7 +84,7 @@ def test_process_session_answers_through_the_model_and_the_graph_api(
     session: Session,
     openai_settings: FakeOpenAIServer,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     message = inbound(session, "Oi, bom dia")
     openai_settings.queue_text('{"s":1}Olá! Como posso **ajudar**?', input_tokens=900)
@@ -108,7 +110,7 @@ def test_a_handoff_enqueues_the_summary_that_is_stored(
     session: Session,
     openai_settings: FakeOpenAIServer,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     inbound(session, "Quero falar com uma pessoa")
     openai_settings.queue_text('{"s":98,"motivo":"pedido_cliente"}')
@@ -250,7 +252,7 @@ def test_the_periodic_task_answers_a_dead_workers_turn_exactly_once(
     session: Session,
     openai_settings: FakeOpenAIServer,
     fake_graph: FakeGraphAPI,
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     dead_worker = uuid4()
     Session.objects.filter(pk=session.pk).update(

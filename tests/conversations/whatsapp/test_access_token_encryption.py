@@ -1,13 +1,17 @@
 """Instance access tokens encrypted at rest: ciphertext in the column, plaintext for the sender,
 key rotation, a clear error for a wrong key, and a webhook path that never decrypts."""
 
+from collections.abc import Callable
+
 import pytest
 from cryptography.fernet import Fernet, MultiFernet
 from django.core import serializers
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from django.test import Client
 from model_bakery import baker
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from conversations import publishers
 from conversations.encryption import FieldDecryptionError
@@ -21,6 +25,7 @@ from tests.conversations.whatsapp.conftest import (
     fixture_bytes,
     signed_post,
 )
+from tests.fakes.graph_server import FakeGraphAPI
 
 pytestmark = pytest.mark.django_db
 
@@ -36,11 +41,14 @@ def stored_token(instance: Instance) -> str:
         cursor.execute(
             f"SELECT access_token FROM {Instance._meta.db_table} WHERE id = %s", [instance.pk]
         )
-        return cursor.fetchone()[0]
+        row = cursor.fetchone()
+    assert row is not None
+    token: str = row[0]
+    return token
 
 
 @pytest.fixture
-def keys(settings):
+def keys(settings: Settings) -> Callable[..., None]:
     """Set FIELD_ENCRYPTION_KEYS for the rest of the test: keys(NEW_KEY, OLD_KEY)."""
 
     def use(*new_keys: str) -> None:
@@ -51,13 +59,15 @@ def keys(settings):
 
 
 @pytest.fixture
-def instance_with_token(keys) -> Instance:
+def instance_with_token(keys: Callable[..., None]) -> Instance:
     return baker.make(
         Instance, phone_number_id=PHONE_NUMBER_ID, name="Laboratório Demo", access_token=TOKEN
     )
 
 
-def test_the_column_holds_ciphertext_and_the_attribute_the_plaintext(instance_with_token) -> None:
+def test_the_column_holds_ciphertext_and_the_attribute_the_plaintext(
+    instance_with_token: Instance,
+) -> None:
     stored = stored_token(instance_with_token)
 
     assert TOKEN not in stored
@@ -66,7 +76,9 @@ def test_the_column_holds_ciphertext_and_the_attribute_the_plaintext(instance_wi
     assert Instance.objects.get(pk=instance_with_token.pk).access_token == TOKEN
 
 
-def test_an_instance_without_its_own_token_stores_an_empty_column(keys) -> None:
+def test_an_instance_without_its_own_token_stores_an_empty_column(
+    keys: Callable[..., None],
+) -> None:
     instance = baker.make(Instance, access_token="")
     assert stored_token(instance) == ""
     loaded = Instance.objects.get(pk=instance.pk)
@@ -74,7 +86,7 @@ def test_an_instance_without_its_own_token_stores_an_empty_column(keys) -> None:
 
 
 def test_a_new_token_is_encrypted_anew_and_an_untouched_one_is_saved_as_it_was(
-    instance_with_token,
+    instance_with_token: Instance,
 ) -> None:
     before = stored_token(instance_with_token)
     loaded = Instance.objects.get(pk=instance_with_token.pk)
@@ -90,18 +102,20 @@ def test_a_new_token_is_encrypted_anew_and_an_untouched_one_is_saved_as_it_was(
 
 
 def test_the_sender_posts_the_plaintext_token_to_the_graph_api(
-    fake_graph, instance_with_token
+    fake_graph: FakeGraphAPI, instance_with_token: Instance
 ) -> None:
     session = baker.make(Session, instance=instance_with_token, customer_phone=CUSTOMER_PHONE)
     message = baker.make(Message, session=session, direction=Direction.OUTBOUND, content="Olá!")
 
-    assert send_message.apply(args=[message.pk]).get() == "sent"
+    assert send_message.apply(args=(message.pk,)).get() == "sent"
 
     [request] = fake_graph.requests
     assert request.headers["Authorization"] == f"Bearer {TOKEN}"
 
 
-def test_rotation_with_two_keys_then_the_new_key_alone(keys, instance_with_token, capsys) -> None:
+def test_rotation_with_two_keys_then_the_new_key_alone(
+    keys: Callable[..., None], instance_with_token: Instance, capsys: pytest.CaptureFixture[str]
+) -> None:
     second = baker.make(Instance, access_token="EAAG-second-token")
     keys(NEW_KEY, OLD_KEY)
     assert Instance.objects.get(pk=instance_with_token.pk).access_token == TOKEN
@@ -118,7 +132,7 @@ def test_rotation_with_two_keys_then_the_new_key_alone(keys, instance_with_token
 
 
 def test_rotation_names_what_no_key_decrypts_and_rotates_the_rest(
-    keys, instance_with_token, capsys
+    keys: Callable[..., None], instance_with_token: Instance, capsys: pytest.CaptureFixture[str]
 ) -> None:
     keys(OTHER_KEY)
     readable = baker.make(Instance, access_token="EAAG-readable")
@@ -138,7 +152,9 @@ def test_rotation_names_what_no_key_decrypts_and_rotates_the_rest(
     assert Fernet(NEW_KEY).decrypt(stored_token(readable).encode()) == b"EAAG-readable"
 
 
-def test_a_wrong_key_gives_a_clear_error_where_the_token_is_read(keys, instance_with_token) -> None:
+def test_a_wrong_key_gives_a_clear_error_where_the_token_is_read(
+    keys: Callable[..., None], instance_with_token: Instance
+) -> None:
     keys(OTHER_KEY)
     loaded = Instance.objects.get(pk=instance_with_token.pk)  # loading does not decrypt
 
@@ -154,21 +170,23 @@ def test_a_wrong_key_gives_a_clear_error_where_the_token_is_read(keys, instance_
 
 
 def test_a_wrong_key_sends_nothing_and_leaves_the_message_unsent(
-    keys, fake_graph, instance_with_token
+    keys: Callable[..., None], fake_graph: FakeGraphAPI, instance_with_token: Instance
 ) -> None:
     session = baker.make(Session, instance=instance_with_token, customer_phone=CUSTOMER_PHONE)
     message = baker.make(Message, session=session, direction=Direction.OUTBOUND, content="Olá!")
     keys(OTHER_KEY)
 
     with pytest.raises(FieldDecryptionError):
-        send_message.apply(args=[message.pk]).get()
+        send_message.apply(args=(message.pk,)).get()
 
     assert fake_graph.requests == []
     message.refresh_from_db()
     assert (message.wa_message_id, message.delivery_status) == (None, "pending")
 
 
-def test_serialised_instances_carry_the_ciphertext_and_load_back(instance_with_token) -> None:
+def test_serialised_instances_carry_the_ciphertext_and_load_back(
+    instance_with_token: Instance,
+) -> None:
     dumped = serializers.serialize("json", Instance.objects.filter(pk=instance_with_token.pk))
     assert TOKEN not in dumped
     Instance.objects.all().delete()
@@ -180,7 +198,7 @@ def test_serialised_instances_carry_the_ciphertext_and_load_back(instance_with_t
 
 
 @pytest.fixture
-def enqueued(monkeypatch):
+def enqueued(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     turns, sends = Recorder(), Recorder()
     monkeypatch.setattr(publishers, "enqueue_turn", turns)
     monkeypatch.setattr(publishers, "enqueue_send", sends)
@@ -189,7 +207,12 @@ def enqueued(monkeypatch):
 
 @pytest.mark.parametrize("customer", ["known", "new"])
 def test_the_webhook_stores_messages_without_decrypting_any_token(
-    client, keys, instance_with_token, enqueued, django_capture_on_commit_callbacks, customer: str
+    client: Client,
+    keys: Callable[..., None],
+    instance_with_token: Instance,
+    enqueued: Recorder,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    customer: str,
 ) -> None:
     """A key that decrypts nothing: any decryption on the webhook's path would fail it. A known
     customer's text takes the one-statement path on PostgreSQL, a new one the general path."""
@@ -211,7 +234,9 @@ def test_the_webhook_stores_messages_without_decrypting_any_token(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_migration_encrypts_stored_tokens_and_reversing_it_decrypts_them(keys) -> None:
+def test_the_migration_encrypts_stored_tokens_and_reversing_it_decrypts_them(
+    keys: Callable[..., None],
+) -> None:
     from django.db.migrations.executor import MigrationExecutor
 
     before = [("conversations", "0006_relturns_message_order_confirmation_data")]

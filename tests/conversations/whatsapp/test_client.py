@@ -1,7 +1,10 @@
 """The Graph API client against a fake Graph server on 127.0.0.1 (real httpx, real HTTP)."""
 
+from collections.abc import Iterator
+
 import httpx
 import pytest
+from pytest_httpserver import HTTPServer
 
 from conversations.whatsapp.client import GraphAPIError, GraphClient, SentMessage
 from tests.fakes.graph_server import FakeGraphAPI
@@ -10,17 +13,19 @@ PNID = "100000000000001"
 
 
 @pytest.fixture
-def graph(httpserver):
+def graph(httpserver: HTTPServer) -> FakeGraphAPI:
     return FakeGraphAPI(httpserver)
 
 
 @pytest.fixture
-def client(graph):
+def client(graph: FakeGraphAPI) -> Iterator[GraphClient]:
     with GraphClient(base_url=graph.base_url) as client:
         yield client
 
 
-def test_send_text_to_a_phone_posts_the_exact_body_and_bearer_token(graph, client):
+def test_send_text_to_a_phone_posts_the_exact_body_and_bearer_token(
+    graph: FakeGraphAPI, client: GraphClient
+) -> None:
     sent = client.send_text(
         phone_number_id=PNID, access_token="tok-123", body="Olá!", to_phone="5511987654321"
     )
@@ -39,7 +44,9 @@ def test_send_text_to_a_phone_posts_the_exact_body_and_bearer_token(graph, clien
     }
 
 
-def test_send_text_without_a_phone_goes_to_the_business_scoped_user_id(graph, client):
+def test_send_text_without_a_phone_goes_to_the_business_scoped_user_id(
+    graph: FakeGraphAPI, client: GraphClient
+) -> None:
     client.send_text(phone_number_id=PNID, access_token="t", body="Oi", to_user_id="BR.123")
 
     assert graph.requests[0].json == {
@@ -51,7 +58,9 @@ def test_send_text_without_a_phone_goes_to_the_business_scoped_user_id(graph, cl
     }
 
 
-def test_the_phone_wins_over_the_user_id_when_both_are_known(graph, client):
+def test_the_phone_wins_over_the_user_id_when_both_are_known(
+    graph: FakeGraphAPI, client: GraphClient
+) -> None:
     client.send_text(
         phone_number_id=PNID, access_token="t", body="Oi", to_phone="55119", to_user_id="BR.1"
     )
@@ -60,14 +69,18 @@ def test_the_phone_wins_over_the_user_id_when_both_are_known(graph, client):
     assert "recipient" not in graph.requests[0].json
 
 
-def test_send_text_without_any_recipient_is_a_programming_error(graph, client):
+def test_send_text_without_any_recipient_is_a_programming_error(
+    graph: FakeGraphAPI, client: GraphClient
+) -> None:
     with pytest.raises(ValueError, match="to_phone or to_user_id"):
         client.send_text(phone_number_id=PNID, access_token="t", body="Oi")
 
     assert graph.requests == []
 
 
-def test_mark_read_sends_the_read_status_with_a_typing_indicator(graph, client):
+def test_mark_read_sends_the_read_status_with_a_typing_indicator(
+    graph: FakeGraphAPI, client: GraphClient
+) -> None:
     client.mark_read(phone_number_id=PNID, access_token="t", wamid="wamid.IN1")
 
     assert graph.requests[0].json == {
@@ -95,8 +108,8 @@ def test_mark_read_sends_the_read_status_with_a_typing_indicator(graph, client):
     ],
 )
 def test_graph_errors_carry_meta_s_code_title_details_and_retryability(
-    graph, client, status, code, title, retryable
-):
+    graph: FakeGraphAPI, client: GraphClient, status: int, code: int, title: str, retryable: bool
+) -> None:
     graph.respond_error(status, code, title, "more details")
 
     with pytest.raises(GraphAPIError) as raised:
@@ -121,8 +134,8 @@ def test_graph_errors_carry_meta_s_code_title_details_and_retryability(
     ],
 )
 def test_answers_without_a_graph_error_are_still_typed_errors(
-    graph, client, status, body, title, retryable
-):
+    graph: FakeGraphAPI, client: GraphClient, status: int, body: object, title: str, retryable: bool
+) -> None:
     graph.respond_json(status, body)
 
     with pytest.raises(GraphAPIError) as raised:
@@ -135,7 +148,7 @@ def test_answers_without_a_graph_error_are_still_typed_errors(
     )
 
 
-def test_a_slow_server_is_a_retryable_timeout(graph):
+def test_a_slow_server_is_a_retryable_timeout(graph: FakeGraphAPI) -> None:
     graph.respond_delay(0.3)
 
     with (
@@ -147,7 +160,7 @@ def test_a_slow_server_is_a_retryable_timeout(graph):
     assert (raised.value.title, raised.value.retryable) == ("Tempo esgotado na Graph API", True)
 
 
-def test_a_refused_connection_is_a_retryable_error():
+def test_a_refused_connection_is_a_retryable_error() -> None:
     with (
         GraphClient(base_url="http://127.0.0.1:9/v23.0") as client,
         pytest.raises(GraphAPIError) as raised,
@@ -160,7 +173,9 @@ def test_a_refused_connection_is_a_retryable_error():
     )
 
 
-def test_a_graph_error_echoing_the_token_or_personal_data_is_raised_without_them(graph, client):
+def test_a_graph_error_echoing_the_token_or_personal_data_is_raised_without_them(
+    graph: FakeGraphAPI, client: GraphClient
+) -> None:
     token = "EAAGSENTINEL0123456789abcdefXYZ"
     graph.respond_error(
         401, 190, f"Malformed access token {token}", "Recipient 5511987654321 (ana@x.com.br)"
@@ -178,7 +193,9 @@ def test_a_graph_error_echoing_the_token_or_personal_data_is_raised_without_them
     )
 
 
-def test_send_template_posts_the_template_with_its_body_parameters(graph, client):
+def test_send_template_posts_the_template_with_its_body_parameters(
+    graph: FakeGraphAPI, client: GraphClient
+) -> None:
     sent = client.send_template(
         phone_number_id=PNID,
         access_token="t",
@@ -212,7 +229,9 @@ def test_send_template_posts_the_template_with_its_body_parameters(graph, client
     }
 
 
-def test_a_template_without_parameters_has_no_components(graph, client):
+def test_a_template_without_parameters_has_no_components(
+    graph: FakeGraphAPI, client: GraphClient
+) -> None:
     client.send_template(
         phone_number_id=PNID, access_token="t", name="ola", language="pt_BR", to_user_id="BR.1"
     )

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pytest_httpserver import HTTPServer
 
 from conversations.models import Direction, Message, Session
 from conversations.whatsapp.signature import compute_signature
@@ -45,7 +46,7 @@ APP_SECRET = "e2e-app-secret"
 
 
 @pytest.fixture
-def fake_graph(httpserver) -> FakeGraphAPI:
+def fake_graph(httpserver: HTTPServer) -> FakeGraphAPI:
     return FakeGraphAPI(httpserver)
 
 

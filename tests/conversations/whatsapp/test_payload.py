@@ -1,6 +1,7 @@
 """The pure webhook parser: fixtures of Meta's real shapes -> exact typed events."""
 
 import contextlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,7 +36,9 @@ T = datetime.fromtimestamp(1764500000, tz=UTC)
 MARIA = Customer(phone="5511987654321", user_id="BR.1234567890123456", name="Maria Silva")
 
 
-def inbound(wamid: str, message_type: str, kind: InboundKind, text: str, **extra: Any):
+def inbound(
+    wamid: str, message_type: str, kind: InboundKind, text: str, **extra: Any
+) -> InboundMessage:
     fields = {"customer": MARIA, "timestamp": T, **extra}
     return InboundMessage(
         phone_number_id=PNID,
@@ -47,7 +50,9 @@ def inbound(wamid: str, message_type: str, kind: InboundKind, text: str, **extra
     )
 
 
-def status(status: str, seconds: int, *errors: WhatsAppError, user_id: str = MARIA.user_id):
+def status(
+    status: str, seconds: int, *errors: WhatsAppError, user_id: str = MARIA.user_id
+) -> StatusUpdate:
     return StatusUpdate(
         phone_number_id=PNID,
         wamid="wamid.OUT01",
@@ -141,7 +146,9 @@ EXPECTED_MESSAGES = {
 
 
 @pytest.mark.parametrize(("fixture", "expected"), list(EXPECTED_MESSAGES.items()))
-def test_each_message_fixture_parses_to_exactly_one_typed_message(fixture, expected):
+def test_each_message_fixture_parses_to_exactly_one_typed_message(
+    fixture: str, expected: InboundMessage
+) -> None:
     assert parse_webhook_body(fixture_bytes(fixture)) == WebhookPayload(messages=(expected,))
 
 
@@ -163,11 +170,11 @@ RE_ENGAGEMENT = WhatsAppError(
         ("status_failed", status("failed", 5, RE_ENGAGEMENT, user_id="")),
     ],
 )
-def test_each_status_fixture_parses_to_one_status(fixture, expected):
+def test_each_status_fixture_parses_to_one_status(fixture: str, expected: StatusUpdate) -> None:
     assert parse_webhook_body(fixture_bytes(fixture)) == WebhookPayload(statuses=(expected,))
 
 
-def test_a_status_error_is_masked_before_it_is_stored_or_logged():
+def test_a_status_error_is_masked_before_it_is_stored_or_logged() -> None:
     body = load_fixture("status_failed")
     [error] = body["entry"][0]["changes"][0]["value"]["statuses"][0]["errors"]
     error["title"] = "Malformed access token EAAGSENTINEL0123456789abcdefXYZ"
@@ -184,7 +191,7 @@ def test_a_status_error_is_masked_before_it_is_stored_or_logged():
     )
 
 
-def test_an_echo_is_a_staff_message_to_the_customer():
+def test_an_echo_is_a_staff_message_to_the_customer() -> None:
     assert parse_webhook_body(fixture_bytes("echo")) == WebhookPayload(
         echoes=(
             Echo(
@@ -199,7 +206,7 @@ def test_an_echo_is_a_staff_message_to_the_customer():
     )
 
 
-def test_a_batch_yields_every_message_and_status_of_every_entry_with_the_right_sender():
+def test_a_batch_yields_every_message_and_status_of_every_entry_with_the_right_sender() -> None:
     payload = parse_webhook_body(fixture_bytes("batch"))
 
     carlos = Customer(phone="5521988887777", user_id="BR.2222222222222222", name="Carlos Lima")
@@ -216,7 +223,7 @@ def test_a_batch_yields_every_message_and_status_of_every_entry_with_the_right_s
     assert payload.event_count == 5
 
 
-def test_changes_of_other_fields_and_other_objects_are_listed_as_ignored():
+def test_changes_of_other_fields_and_other_objects_are_listed_as_ignored() -> None:
     document = load_fixture("text")
     document["entry"][0]["changes"].append({"field": "account_update", "value": {"x": 1}})
 
@@ -226,7 +233,7 @@ def test_changes_of_other_fields_and_other_objects_are_listed_as_ignored():
     )
 
 
-def test_value_level_errors_are_reported_with_their_code_title_and_details():
+def test_value_level_errors_are_reported_with_their_code_title_and_details() -> None:
     document = load_fixture("text")
     value = document["entry"][0]["changes"][0]["value"]
     del value["messages"]
@@ -246,7 +253,7 @@ def test_value_level_errors_are_reported_with_their_code_title_and_details():
     )
 
 
-def test_optional_fields_may_be_missing():
+def test_optional_fields_may_be_missing() -> None:
     document = {
         "entry": [
             {
@@ -281,18 +288,19 @@ def test_optional_fields_may_be_missing():
     )
 
 
-def test_nul_characters_are_removed_from_text():
+def test_nul_characters_are_removed_from_text() -> None:
     document = load_fixture("text")
     document["entry"][0]["changes"][0]["value"]["messages"][0]["text"]["body"] = "a\x00b"
 
     assert parse_payload(document).messages[0].text == "ab"
 
 
-def _message_of(document: dict) -> dict:
-    return document["entry"][0]["changes"][0]["value"]["messages"][0]
+def _message_of(document: dict[str, Any]) -> dict[str, Any]:
+    message: dict[str, Any] = document["entry"][0]["changes"][0]["value"]["messages"][0]
+    return message
 
 
-def _mutated(change) -> dict:
+def _mutated(change: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
     document = load_fixture("text")
     change(document)
     return document
@@ -343,7 +351,9 @@ def _mutated(change) -> dict:
         ),
     ],
 )
-def test_shapes_that_cannot_be_accepted_are_reported_unreadable_with_the_reason(change, error):
+def test_shapes_that_cannot_be_accepted_are_reported_unreadable_with_the_reason(
+    change: Callable[[dict[str, Any]], object], error: str
+) -> None:
     # Issue 11 §5: an unreadable item no longer refuses the delivery; it is reported, with why.
     payload = parse_payload(_mutated(change))
 
@@ -352,11 +362,11 @@ def test_shapes_that_cannot_be_accepted_are_reported_unreadable_with_the_reason(
     ]
     assert len(reasons) == 1
     assert reasons[0].endswith(error.lstrip(".: "))
-    assert payload.statuses == payload.echoes == ()
+    assert (payload.statuses, payload.echoes) == ((), ())
 
 
 @pytest.mark.parametrize("document", [[], "text", 1, None])
-def test_a_body_that_is_not_an_object_is_refused(document):
+def test_a_body_that_is_not_an_object_is_refused(document: object) -> None:
     with pytest.raises(PayloadError, match=r"^body: expected an object$"):
         parse_payload(document)
 
@@ -364,14 +374,14 @@ def test_a_body_that_is_not_an_object_is_refused(document):
 @pytest.mark.parametrize(
     "raw", [b"", b"{", b"{'a': 1}", b"\xff\xfe{}", b"[" * 100_000, b"1" * 5000]
 )
-def test_bodies_that_are_not_json_raise_malformed_body(raw):
+def test_bodies_that_are_not_json_raise_malformed_body(raw: bytes) -> None:
     with pytest.raises(MalformedBodyError):
         decode_body(raw)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(JSON)
-def test_any_json_either_parses_or_raises_payload_error(document):
+def test_any_json_either_parses_or_raises_payload_error(document: object) -> None:
     # Any other exception fails the test: the parser never crashes on a shape.
     with contextlib.suppress(PayloadError):
         parse_payload(document)
@@ -379,7 +389,7 @@ def test_any_json_either_parses_or_raises_payload_error(document):
 
 @settings(max_examples=300, deadline=None)
 @given(MUTATED_BATCHES)
-def test_mutated_valid_payloads_either_parse_or_raise_payload_error(document):
+def test_mutated_valid_payloads_either_parse_or_raise_payload_error(document: object) -> None:
     # Any other exception fails the test: the parser never crashes on a shape.
     with contextlib.suppress(PayloadError):
         parse_payload(document)

@@ -3,18 +3,27 @@ against a fake Graph API on 127.0.0.1."""
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import DatabaseError, connections, transaction
 from django.utils import timezone
 from model_bakery import baker
 
-from conversations.models import SUPERSEDED, DeliveryStatusEvent, Direction, Message, Session
+from conversations.models import (
+    SUPERSEDED,
+    DeliveryStatusEvent,
+    Direction,
+    Instance,
+    Message,
+    Session,
+)
 from conversations.sending import PREVIOUS_PART_FAILED, SendOutcome, outbound_message_send
 from conversations.whatsapp.client import GraphClient
 from conversations.whatsapp.tasks import SEND_MAX_RETRIES, mark_read, send_message
 from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import CUSTOMER_PHONE, CUSTOMER_USER_ID
+from tests.fakes.graph_server import FakeGraphAPI, GraphRequest
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("eager_retries")]
 
@@ -27,19 +36,21 @@ def session(known_customer: Session) -> Session:
     return known_customer
 
 
-def outbound(session: Session, content: str = "Olá! Como posso ajudar?", **fields) -> Message:
-    return baker.make(
+def outbound(session: Session, content: str = "Olá! Como posso ajudar?", **fields: Any) -> Message:
+    message: Message = baker.make(
         Message, session=session, direction=Direction.OUTBOUND, content=content, **fields
     )
+    return message
 
 
 def send(message: Message) -> str:
-    return send_message.apply(args=[message.pk]).get()
+    outcome: str = send_message.apply(args=(message.pk,)).get()
+    return outcome
 
 
 def test_a_message_is_posted_with_the_exact_body_and_headers_and_its_wamid_stored(
-    fake_graph, session
-):
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
     message = outbound(session)
 
     assert send(message) == "sent"
@@ -65,7 +76,9 @@ def test_a_message_is_posted_with_the_exact_body_and_headers_and_its_wamid_store
     ) == ("wamid.FAKE0001", "sent", 1, None)
 
 
-def test_the_instance_s_own_token_wins_over_the_default(fake_graph, session):
+def test_the_instance_s_own_token_wins_over_the_default(
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
     session.instance.access_token = "instance-token"
     session.instance.save()
 
@@ -74,7 +87,9 @@ def test_the_instance_s_own_token_wins_over_the_default(fake_graph, session):
     assert fake_graph.requests[0].headers["Authorization"] == "Bearer instance-token"
 
 
-def test_a_customer_without_phone_is_sent_to_by_user_id(fake_graph, session):
+def test_a_customer_without_phone_is_sent_to_by_user_id(
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
     session.customer_phone = ""
     session.save()
 
@@ -84,7 +99,9 @@ def test_a_customer_without_phone_is_sent_to_by_user_id(fake_graph, session):
     assert "to" not in fake_graph.requests[0].json
 
 
-def test_a_server_error_is_retried_and_then_succeeds(fake_graph, session):
+def test_a_server_error_is_retried_and_then_succeeds(
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
     fake_graph.respond_error(500, 131000, "Something went wrong")
     message = outbound(session)
 
@@ -100,8 +117,8 @@ def test_a_server_error_is_retried_and_then_succeeds(fake_graph, session):
 
 
 def test_a_closed_24_hour_window_is_not_retried_and_its_error_is_stored(
-    fake_graph, session, caplog
-):
+    fake_graph: FakeGraphAPI, session: Session, caplog: pytest.LogCaptureFixture
+) -> None:
     fake_graph.respond_error(400, 131047, "Re-engagement message", "More than 24 hours")
     message = outbound(session)
 
@@ -116,7 +133,7 @@ def test_a_closed_24_hour_window_is_not_retried_and_its_error_is_stored(
         message.wa_message_id,
     ) == ("failed", 131047, "Re-engagement message", None)
     [record] = [r for r in caplog.records if r.message == "whatsapp_send_failed"]
-    assert (record.code, record.title, record.message_id) == (
+    assert (vars(record)["code"], vars(record)["title"], vars(record)["message_id"]) == (
         131047,
         "Re-engagement message",
         message.pk,
@@ -124,8 +141,8 @@ def test_a_closed_24_hour_window_is_not_retried_and_its_error_is_stored(
 
 
 def test_retries_are_bounded_and_a_reply_inside_the_window_is_left_for_the_sweep(
-    fake_graph, session
-):
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
     """Graph down longer than the task's retries: the last error is stored, the message stays
     unsent (not failed) so the unsent-messages sweep tries again until the 24-hour window."""
     for _ in range(SEND_MAX_RETRIES + 1):
@@ -147,7 +164,9 @@ def test_retries_are_bounded_and_a_reply_inside_the_window_is_left_for_the_sweep
     assert timezone.now() - message.last_send_attempt_at < timedelta(seconds=30)
 
 
-def test_the_last_retry_of_a_reply_past_the_window_stores_the_error_as_failed(fake_graph, session):
+def test_the_last_retry_of_a_reply_past_the_window_stores_the_error_as_failed(
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
     for _ in range(SEND_MAX_RETRIES + 1):
         fake_graph.respond_error(500, 1, "An unknown error occurred")
     message = outbound(session)
@@ -165,7 +184,9 @@ def test_the_last_retry_of_a_reply_past_the_window_stores_the_error_as_failed(fa
     )
 
 
-def test_a_second_send_of_the_same_message_sends_nothing(fake_graph, session):
+def test_a_second_send_of_the_same_message_sends_nothing(
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
     message = outbound(session)
 
     send(message)
@@ -174,14 +195,16 @@ def test_a_second_send_of_the_same_message_sends_nothing(fake_graph, session):
     assert len(fake_graph.sends) == 1
 
 
-def test_a_failed_message_is_not_sent_again(fake_graph, session):
+def test_a_failed_message_is_not_sent_again(fake_graph: FakeGraphAPI, session: Session) -> None:
     message = outbound(session, delivery_status="failed")
 
     assert send(message) == "failed"
     assert fake_graph.requests == []
 
 
-def test_a_message_claimed_by_another_worker_is_left_to_it(fake_graph, session):
+def test_a_message_claimed_by_another_worker_is_left_to_it(
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
     message = outbound(
         session, delivery_status="pending", send_attempts=1, delivery_status_at=timezone.now()
     )
@@ -190,7 +213,9 @@ def test_a_message_claimed_by_another_worker_is_left_to_it(fake_graph, session):
     assert fake_graph.requests == []
 
 
-def test_a_claim_older_than_the_claim_window_belongs_to_a_dead_worker(fake_graph, session):
+def test_a_claim_older_than_the_claim_window_belongs_to_a_dead_worker(
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
     message = outbound(
         session,
         delivery_status="pending",
@@ -206,14 +231,18 @@ def test_a_claim_older_than_the_claim_window_belongs_to_a_dead_worker(fake_graph
 @pytest.mark.parametrize(
     "fields", [{"direction": Direction.INBOUND}, {"error": SUPERSEDED}], ids=["inbound", "draft"]
 )
-def test_inbound_messages_and_superseded_drafts_are_never_sent(fake_graph, session, fields):
+def test_inbound_messages_and_superseded_drafts_are_never_sent(
+    fake_graph: FakeGraphAPI, session: Session, fields: dict[str, Any]
+) -> None:
     message = baker.make(Message, session=session, **({"direction": Direction.OUTBOUND} | fields))
 
     assert send(message) == "skipped"
     assert fake_graph.requests == []
 
 
-def test_the_parts_of_a_split_answer_go_out_in_order(fake_graph, session):
+def test_the_parts_of_a_split_answer_go_out_in_order(
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
     turn = uuid.uuid4()
     # Created out of order on purpose: part_index decides.
     third = outbound(session, "parte 3", turn_id=turn, part_index=2)
@@ -231,7 +260,9 @@ def test_the_parts_of_a_split_answer_go_out_in_order(fake_graph, session):
     assert len(fake_graph.sends) == 3
 
 
-def test_a_part_refused_for_good_fails_the_parts_after_it_unsent(fake_graph, session):
+def test_a_part_refused_for_good_fails_the_parts_after_it_unsent(
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
     turn = uuid.uuid4()
     first = outbound(session, "parte 1", turn_id=turn, part_index=0)
     second = outbound(session, "parte 2", turn_id=turn, part_index=1)
@@ -252,7 +283,9 @@ def test_a_part_refused_for_good_fails_the_parts_after_it_unsent(fake_graph, ses
     )
 
 
-def test_a_part_waits_while_an_earlier_part_is_being_sent_elsewhere(fake_graph, session):
+def test_a_part_waits_while_an_earlier_part_is_being_sent_elsewhere(
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
     turn = uuid.uuid4()
     outbound(
         session,
@@ -269,7 +302,9 @@ def test_a_part_waits_while_an_earlier_part_is_being_sent_elsewhere(fake_graph, 
     assert fake_graph.requests == []
 
 
-def test_statuses_that_arrived_before_the_wamid_was_stored_are_applied(fake_graph, session):
+def test_statuses_that_arrived_before_the_wamid_was_stored_are_applied(
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
     early = baker.make(
         DeliveryStatusEvent,
         wa_message_id="wamid.FAKE0001",
@@ -286,7 +321,9 @@ def test_statuses_that_arrived_before_the_wamid_was_stored_are_applied(fake_grap
     assert (message.delivery_status, early.message_id) == ("delivered", message.pk)
 
 
-def test_mark_read_posts_the_read_status_with_a_typing_indicator(fake_graph, session):
+def test_mark_read_posts_the_read_status_with_a_typing_indicator(
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
     inbound = baker.make(
         Message, session=session, direction=Direction.INBOUND, wa_message_id="wamid.IN1"
     )
@@ -301,7 +338,9 @@ def test_mark_read_posts_the_read_status_with_a_typing_indicator(fake_graph, ses
     }
 
 
-def test_a_mark_read_failure_is_logged_and_not_fatal(fake_graph, session, caplog):
+def test_a_mark_read_failure_is_logged_and_not_fatal(
+    fake_graph: FakeGraphAPI, session: Session, caplog: pytest.LogCaptureFixture
+) -> None:
     fake_graph.respond_error(400, 100, "Invalid parameter")
     inbound = baker.make(
         Message, session=session, direction=Direction.INBOUND, wa_message_id="wamid.IN1"
@@ -310,17 +349,23 @@ def test_a_mark_read_failure_is_logged_and_not_fatal(fake_graph, session, caplog
     assert mark_read.delay(inbound.pk).get() is False
 
     [record] = [r for r in caplog.records if r.message == "whatsapp_mark_read_failed"]
-    assert (record.code, record.title, record.message_id) == (100, "Invalid parameter", inbound.pk)
+    assert (vars(record)["code"], vars(record)["title"], vars(record)["message_id"]) == (
+        100,
+        "Invalid parameter",
+        inbound.pk,
+    )
 
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_no_database_transaction_is_held_during_the_graph_api_call(fake_graph, instance):
+def test_no_database_transaction_is_held_during_the_graph_api_call(
+    fake_graph: FakeGraphAPI, instance: Instance
+) -> None:
     session = recipes.session.make(instance=instance, customer_phone=CUSTOMER_PHONE)
     message = outbound(session)
     seen: list[str] = []
 
-    def try_to_lock_the_row(request):
+    def try_to_lock_the_row(request: GraphRequest) -> None:
         # Runs in the fake server's thread, on its own database connection.
         try:
             with transaction.atomic():

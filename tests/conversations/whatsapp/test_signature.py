@@ -10,7 +10,7 @@ SECRET = "app-secret"
 GOOD = "sha256=" + hmac.new(SECRET.encode(), BODY, hashlib.sha256).hexdigest()
 
 
-def test_the_computed_signature_is_meta_s_header_format():
+def test_the_computed_signature_is_meta_s_header_format() -> None:
     assert compute_signature(body=BODY, secret=SECRET) == GOOD
 
 
@@ -30,9 +30,9 @@ def test_the_computed_signature_is_meta_s_header_format():
         (GOOD, "", False),  # an unset secret accepts nothing
     ],
 )
-def test_signature_check(header, secret, valid):
+def test_signature_check(header: str, secret: str, valid: bool) -> None:
     assert signature_is_valid(body=BODY, header=header, secret=secret) is valid
 
 
-def test_a_changed_body_does_not_match_the_signature():
+def test_a_changed_body_does_not_match_the_signature() -> None:
     assert signature_is_valid(body=BODY + b" ", header=GOOD, secret=SECRET) is False

@@ -1,14 +1,17 @@
 """`/webhooks/whatsapp/`: verification, the POST's gates, and never a 500 for any body."""
 
+from typing import Any
+
 import pytest
 from django.db import OperationalError, connection, transaction
 from django.test import Client
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pytest_django import Settings
 
 from conversations import publishers
-from conversations.models import Message, Session, WebhookDelivery
+from conversations.models import Instance, Message, Session, WebhookDelivery
 from conversations.whatsapp.payload import PayloadError, parse_payload
 from tests.conversations.whatsapp.conftest import (
     JSON,
@@ -24,7 +27,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def enqueued(monkeypatch):
+def enqueued(monkeypatch: pytest.MonkeyPatch) -> tuple[Recorder, Recorder]:
     """The view's collaborators, recorded instead of reaching Celery."""
     turns, sends = Recorder(), Recorder()
     monkeypatch.setattr(publishers, "enqueue_turn", turns)
@@ -35,7 +38,9 @@ def enqueued(monkeypatch):
 # --- GET verification ------------------------------------------------------------------------
 
 
-def test_verification_echoes_the_challenge_as_plain_text(client, settings):
+def test_verification_echoes_the_challenge_as_plain_text(
+    client: Client, settings: Settings
+) -> None:
     settings.WHATSAPP_VERIFY_TOKEN = "s3cret"
 
     response = client.get(
@@ -61,8 +66,8 @@ def test_verification_echoes_the_challenge_as_plain_text(client, settings):
     ],
 )
 def test_verification_is_refused_unless_mode_and_a_configured_token_match(
-    client, settings, configured, query
-):
+    client: Client, settings: Settings, configured: str, query: dict[str, str]
+) -> None:
     settings.WHATSAPP_VERIFY_TOKEN = configured
 
     response = client.get(WEBHOOK_URL, query)
@@ -73,7 +78,9 @@ def test_verification_is_refused_unless_mode_and_a_configured_token_match(
 # --- POST gates ------------------------------------------------------------------------------
 
 
-def test_a_signed_delivery_is_stored_applied_and_answered_200(client, instance, enqueued):
+def test_a_signed_delivery_is_stored_applied_and_answered_200(
+    client: Client, instance: Instance, enqueued: tuple[Recorder, Recorder]
+) -> None:
     response = signed_post(client, fixture_bytes("text"))
 
     assert (response.status_code, response.content) == (200, b"ok")
@@ -83,7 +90,9 @@ def test_a_signed_delivery_is_stored_applied_and_answered_200(client, instance, 
     assert Message.objects.get().wa_message_id == "wamid.TEXT01"
 
 
-def test_the_webhook_needs_no_csrf_token(instance, enqueued):
+def test_the_webhook_needs_no_csrf_token(
+    instance: Instance, enqueued: tuple[Recorder, Recorder]
+) -> None:
     response = signed_post(Client(enforce_csrf_checks=True), fixture_bytes("text"))
 
     assert response.status_code == 200
@@ -98,8 +107,10 @@ def test_the_webhook_needs_no_csrf_token(instance, enqueued):
         "",
     ],
 )
-def test_a_bad_or_missing_signature_is_refused_and_nothing_is_stored(client, instance, signature):
-    extra = {} if signature is None else {"HTTP_X_HUB_SIGNATURE_256": signature}
+def test_a_bad_or_missing_signature_is_refused_and_nothing_is_stored(
+    client: Client, instance: Instance, signature: str | None
+) -> None:
+    extra: dict[str, Any] = {} if signature is None else {"HTTP_X_HUB_SIGNATURE_256": signature}
 
     response = client.generic(
         "POST", WEBHOOK_URL, fixture_bytes("text"), content_type="application/json", **extra
@@ -109,14 +120,18 @@ def test_a_bad_or_missing_signature_is_refused_and_nothing_is_stored(client, ins
     assert (WebhookDelivery.objects.count(), Message.objects.count()) == (0, 0)
 
 
-def test_a_body_signed_with_another_secret_is_refused(client, instance, settings):
+def test_a_body_signed_with_another_secret_is_refused(
+    client: Client, instance: Instance, settings: Settings
+) -> None:
     settings.WHATSAPP_APP_SECRET = "rotated-secret"
 
     assert signed_post(client, fixture_bytes("text")).status_code == 403
     assert WebhookDelivery.objects.count() == 0
 
 
-def test_a_declared_length_over_the_limit_is_refused_before_reading(client, settings):
+def test_a_declared_length_over_the_limit_is_refused_before_reading(
+    client: Client, settings: Settings
+) -> None:
     settings.WEBHOOK_MAX_BODY_BYTES = 100
 
     response = signed_post(client, b"{}", CONTENT_LENGTH="101")
@@ -125,7 +140,9 @@ def test_a_declared_length_over_the_limit_is_refused_before_reading(client, sett
     assert WebhookDelivery.objects.count() == 0
 
 
-def test_a_body_over_the_limit_is_refused(client, instance, settings):
+def test_a_body_over_the_limit_is_refused(
+    client: Client, instance: Instance, settings: Settings
+) -> None:
     body = fixture_bytes("text")
     settings.WEBHOOK_MAX_BODY_BYTES = len(body) - 1
 
@@ -135,12 +152,16 @@ def test_a_body_over_the_limit_is_refused(client, instance, settings):
 
 
 @pytest.mark.parametrize("body", [b"not json", b'{"entry": [', b"\xff\xfe", b""])
-def test_a_signed_body_that_is_not_json_gets_400_and_is_not_stored(client, body):
+def test_a_signed_body_that_is_not_json_gets_400_and_is_not_stored(
+    client: Client, body: bytes
+) -> None:
     assert signed_post(client, body).status_code == 400
     assert WebhookDelivery.objects.count() == 0
 
 
-def test_a_payload_that_cannot_be_parsed_is_kept_and_answered_200(client, instance, enqueued):
+def test_a_payload_that_cannot_be_parsed_is_kept_and_answered_200(
+    client: Client, instance: Instance, enqueued: tuple[Recorder, Recorder]
+) -> None:
     body = encode({"object": "whatsapp_business_account", "entry": {"not": "a list"}})
 
     response = signed_post(client, body)
@@ -150,14 +171,16 @@ def test_a_payload_that_cannot_be_parsed_is_kept_and_answered_200(client, instan
     assert (delivery.outcome, bytes(delivery.raw_body)) == ("failed", body)
 
 
-def test_other_methods_are_not_allowed(client):
+def test_other_methods_are_not_allowed(client: Client) -> None:
     assert client.put(WEBHOOK_URL).status_code == 405
 
 
-def test_when_even_the_raw_body_cannot_be_stored_meta_is_asked_to_retry(client, instance):
+def test_when_even_the_raw_body_cannot_be_stored_meta_is_asked_to_retry(
+    client: Client, instance: Instance
+) -> None:
     table = WebhookDelivery._meta.db_table
 
-    def database_down(execute, sql, params, many, context):
+    def database_down(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         # The database refuses the delivery row, in the transaction and again on its own.
         if sql.startswith("INSERT") and table in sql:
             raise OperationalError("server closed the connection unexpectedly")
@@ -173,7 +196,9 @@ def test_when_even_the_raw_body_cannot_be_stored_meta_is_asked_to_retry(client, 
 # --- fuzz ------------------------------------------------------------------------------------
 
 
-def _post_in_rolled_back_savepoint(body: bytes):
+def _post_in_rolled_back_savepoint(
+    body: bytes,
+) -> tuple[int, str | None, list[tuple[str | None, str]], int]:
     """Each example starts from the same database: its writes are undone afterwards."""
     with transaction.atomic():
         client = Client()
@@ -198,7 +223,9 @@ FUZZ = settings(
 
 @FUZZ
 @given(st.binary(max_size=300))
-def test_arbitrary_bytes_signed_get_200_or_400_never_500(instance, enqueued, body):
+def test_arbitrary_bytes_signed_get_200_or_400_never_500(
+    instance: Instance, enqueued: tuple[Recorder, Recorder], body: bytes
+) -> None:
     status, outcome, _, _ = _post_in_rolled_back_savepoint(body)
 
     assert status in (200, 400)
@@ -207,7 +234,9 @@ def test_arbitrary_bytes_signed_get_200_or_400_never_500(instance, enqueued, bod
 
 @FUZZ
 @given(JSON)
-def test_arbitrary_json_signed_is_kept_and_never_yields_a_500(instance, enqueued, document):
+def test_arbitrary_json_signed_is_kept_and_never_yields_a_500(
+    instance: Instance, enqueued: tuple[Recorder, Recorder], document: object
+) -> None:
     status, outcome, rows, sessions = _post_in_rolled_back_savepoint(encode(document))
 
     assert status == 200
@@ -217,7 +246,9 @@ def test_arbitrary_json_signed_is_kept_and_never_yields_a_500(instance, enqueued
 
 @FUZZ
 @given(MUTATED_BATCHES)
-def test_a_mutated_valid_payload_has_every_readable_item_applied(instance, enqueued, document):
+def test_a_mutated_valid_payload_has_every_readable_item_applied(
+    instance: Instance, enqueued: tuple[Recorder, Recorder], document: dict[str, Any]
+) -> None:
     # Issue 11 §5: each message, status and echo is read on its own (no longer whole or nothing).
     status, outcome, rows, sessions = _post_in_rolled_back_savepoint(encode(document))
 
