@@ -12,7 +12,7 @@ from conversations.models import (
     Instance,
     Message,
 )
-from tests.conversations.inbound.conftest import T, make_session
+from tests.conversations.inbound.conftest import Receiver, T, make_session
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +40,9 @@ def outbound(instance: Instance, **fields) -> Message:
         ("delivered", "status_failed", "delivered"),  # it reached the phone: not failed
     ],
 )
-def test_statuses_only_move_forward(instance, receive, before, fixture, after):
+def test_statuses_only_move_forward(
+    instance: Instance, receive: Receiver, before, fixture, after
+) -> None:
     message = outbound(instance, delivery_status=before)
 
     delivery = receive(fixture)
@@ -51,7 +53,9 @@ def test_statuses_only_move_forward(instance, receive, before, fixture, after):
     assert DeliveryStatusEvent.objects.get().message_id == message.pk
 
 
-def test_a_failed_status_stores_meta_s_code_and_title(instance, receive):
+def test_a_failed_status_stores_meta_s_code_and_title(
+    instance: Instance, receive: Receiver
+) -> None:
     message = outbound(instance, delivery_status="sent")
 
     receive("status_failed")
@@ -72,7 +76,7 @@ def test_a_failed_status_stores_meta_s_code_and_title(instance, receive):
     )
 
 
-def test_a_repeated_status_is_stored_once(instance, receive):
+def test_a_repeated_status_is_stored_once(instance: Instance, receive: Receiver) -> None:
     outbound(instance, delivery_status="sent")
 
     receive("status_read")
@@ -82,7 +86,9 @@ def test_a_repeated_status_is_stored_once(instance, receive):
     assert (second.statuses_count, second.times_received) == (1, 2)
 
 
-def test_a_status_for_an_unknown_wamid_is_kept_unlinked(instance, receive, caplog):
+def test_a_status_for_an_unknown_wamid_is_kept_unlinked(
+    instance: Instance, receive: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
     receive("status_read")
 
     event = DeliveryStatusEvent.objects.get()

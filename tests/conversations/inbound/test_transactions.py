@@ -11,7 +11,7 @@ from django.db import connection
 
 from conversations.inbound import events
 from conversations.inbound.deliveries import webhook_delivery_receive
-from conversations.models import Message, Session, WebhookDelivery
+from conversations.models import Instance, Message, Session, WebhookDelivery
 from tests.conversations.whatsapp.conftest import (
     Recorder,
     encode,
@@ -89,7 +89,9 @@ ON_POSTGRESQL = connection.vendor == "postgresql"
 
 
 @pytest.mark.skipif(not ON_POSTGRESQL, reason="the one-statement path is PostgreSQL's")
-def test_on_postgresql_a_known_customer_s_message_is_one_statement_in_autocommit(known_customer):
+def test_on_postgresql_a_known_customer_s_message_is_one_statement_in_autocommit(
+    known_customer: Session,
+) -> None:
 
     with traced() as trace:
         receive(fixture_bytes("text"))
@@ -104,7 +106,9 @@ def test_on_postgresql_a_known_customer_s_message_is_one_statement_in_autocommit
 
 
 @pytest.mark.skipif(ON_POSTGRESQL, reason="PostgreSQL takes the one-statement path")
-def test_on_sqlite_a_known_customer_s_message_is_one_commit_and_four_statements(known_customer):
+def test_on_sqlite_a_known_customer_s_message_is_one_commit_and_four_statements(
+    known_customer: Session,
+) -> None:
 
     with traced() as trace:
         receive(fixture_bytes("text"))
@@ -115,7 +119,9 @@ def test_on_sqlite_a_known_customer_s_message_is_one_commit_and_four_statements(
     assert kinds(trace) == ["UPDATE", "INSERT", "UPDATE", "INSERT"]
 
 
-def test_a_new_customer_s_first_message_is_one_commit_and_ten_statements(instance):
+def test_a_new_customer_s_first_message_is_one_commit_and_ten_statements(
+    instance: Instance,
+) -> None:
     with traced() as trace:
         receive(fixture_bytes("text"))
 
@@ -140,7 +146,7 @@ def test_a_new_customer_s_first_message_is_one_commit_and_ten_statements(instanc
     ]
 
 
-def test_each_further_message_of_a_batch_costs_one_insert(instance):
+def test_each_further_message_of_a_batch_costs_one_insert(instance: Instance) -> None:
     receive(texts(1))  # opens the session
 
     with traced() as six:
@@ -151,7 +157,7 @@ def test_each_further_message_of_a_batch_costs_one_insert(instance):
     assert kinds(six) == ["UPDATE", *["INSERT"] * 6, "UPDATE", "INSERT"]
 
 
-def test_a_refused_payload_is_still_one_commit(instance):
+def test_a_refused_payload_is_still_one_commit(instance: Instance) -> None:
     with traced() as trace:
         receive(encode({"entry": "nope"}))
 
@@ -161,8 +167,8 @@ def test_a_refused_payload_is_still_one_commit(instance):
 
 
 def test_an_apply_failure_rolls_everything_back_and_commits_the_body_alone(
-    known_customer, monkeypatch
-):
+    known_customer: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The general path: the one-statement path does not apply to a batch.
     document = json.loads(texts(2))
 
@@ -184,7 +190,9 @@ def test_an_apply_failure_rolls_everything_back_and_commits_the_body_alone(
     assert Message.objects.count() == 0
 
 
-def test_a_customer_s_burst_moves_the_session_times_once_to_the_newest_message(instance):
+def test_a_customer_s_burst_moves_the_session_times_once_to_the_newest_message(
+    instance: Instance,
+) -> None:
     receive(texts(1))  # opens the session
     document = json.loads(texts(3).replace(b"wamid.MANY", b"wamid.BURST"))
     for offset, message in enumerate(document["entry"][0]["changes"][0]["value"]["messages"]):

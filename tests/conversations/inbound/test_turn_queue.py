@@ -15,7 +15,7 @@ from agents.states import SessionState
 from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.inbound.session_rules import turn_queue, turn_queued_ttl
 from conversations.lease import lease_claim, lease_release
-from conversations.models import Message, Session, WebhookDelivery
+from conversations.models import Instance, Message, Session, WebhookDelivery
 from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import (
     Recorder,
@@ -39,7 +39,9 @@ def queue_state(session: Session) -> tuple:
 # --- turn_queue ------------------------------------------------------------------------------
 
 
-def test_a_session_without_a_queued_turn_gets_it_marked_and_the_caller_must_enqueue(instance):
+def test_a_session_without_a_queued_turn_gets_it_marked_and_the_caller_must_enqueue(
+    instance: Instance,
+) -> None:
     session = recipes.known_customer.make(instance=instance)
 
     assert turn_queue(session_id=session.pk, now=NOW) is True
@@ -50,7 +52,9 @@ def test_a_session_without_a_queued_turn_gets_it_marked_and_the_caller_must_enqu
     ("queued_ago", "marked"),
     ttl_boundary_cases(TURN_QUEUED_TTL),
 )
-def test_a_queued_turn_spares_another_until_it_is_older_than_the_ttl(instance, queued_ago, marked):
+def test_a_queued_turn_spares_another_until_it_is_older_than_the_ttl(
+    instance: Instance, queued_ago, marked
+) -> None:
     before = NOW - queued_ago
     session = recipes.known_customer.make(instance=instance, turn_queued_at=before)
 
@@ -58,14 +62,14 @@ def test_a_queued_turn_spares_another_until_it_is_older_than_the_ttl(instance, q
     assert queue_state(session) == (None, None, NOW if marked else before)
 
 
-def test_queuing_the_turn_of_a_session_that_does_not_exist_marks_nothing():
+def test_queuing_the_turn_of_a_session_that_does_not_exist_marks_nothing() -> None:
     assert turn_queue(session_id=999_999, now=NOW) is False
 
 
 # --- the lease clears it ---------------------------------------------------------------------
 
 
-def test_claiming_the_lease_clears_the_queued_turn(instance):
+def test_claiming_the_lease_clears_the_queued_turn(instance: Instance) -> None:
     session = recipes.known_customer.make(
         instance=instance, turn_queued_at=NOW - timedelta(seconds=5)
     )
@@ -76,7 +80,7 @@ def test_claiming_the_lease_clears_the_queued_turn(instance):
     assert queue_state(session) == (token, NOW + LEASE_TTL, None)
 
 
-def test_claiming_an_expired_lease_clears_the_queued_turn(instance):
+def test_claiming_an_expired_lease_clears_the_queued_turn(instance: Instance) -> None:
     session = recipes.known_customer.make(
         instance=instance,
         lease_token=uuid4(),
@@ -90,7 +94,7 @@ def test_claiming_an_expired_lease_clears_the_queued_turn(instance):
     assert queue_state(session) == (token, NOW + LEASE_TTL, None)
 
 
-def test_a_lease_held_by_another_worker_leaves_the_queued_turn(instance):
+def test_a_lease_held_by_another_worker_leaves_the_queued_turn(instance: Instance) -> None:
     session = recipes.known_customer.make(instance=instance)
     holder = lease_claim(session_id=session.pk, now=NOW, ttl=LEASE_TTL)
     # A message arrived during the holder's turn and queued another.
@@ -100,7 +104,7 @@ def test_a_lease_held_by_another_worker_leaves_the_queued_turn(instance):
     assert queue_state(session) == (holder, NOW + LEASE_TTL, NOW + timedelta(seconds=1))
 
 
-def test_releasing_the_lease_clears_the_queued_turn(instance):
+def test_releasing_the_lease_clears_the_queued_turn(instance: Instance) -> None:
     session = recipes.known_customer.make(instance=instance)
     token = lease_claim(session_id=session.pk, now=NOW, ttl=LEASE_TTL)
     assert turn_queue(session_id=session.pk, now=NOW + timedelta(seconds=1)) is True
@@ -109,7 +113,7 @@ def test_releasing_the_lease_clears_the_queued_turn(instance):
     assert queue_state(session) == (None, None, None)
 
 
-def test_releasing_a_lease_this_worker_lost_leaves_the_queued_turn(instance):
+def test_releasing_a_lease_this_worker_lost_leaves_the_queued_turn(instance: Instance) -> None:
     session = recipes.known_customer.make(instance=instance)
     token = lease_claim(session_id=session.pk, now=NOW, ttl=LEASE_TTL)
     assert turn_queue(session_id=session.pk, now=NOW + timedelta(seconds=1)) is True
@@ -157,8 +161,8 @@ def received_at(wamid: str) -> datetime:
 
 
 def test_a_batch_enqueues_its_customer_s_turn_once_and_a_batch_while_it_is_queued_none(
-    instance, webhook
-):
+    instance: Instance, webhook: Webhook
+) -> None:
     session = recipes.known_customer.make(instance=instance)
 
     first = webhook(batch("wamid.B1", "wamid.B2"))
@@ -177,7 +181,9 @@ def test_a_batch_enqueues_its_customer_s_turn_once_and_a_batch_while_it_is_queue
     assert queue_state(session)[2] == received_at("wamid.B5")
 
 
-def test_a_batch_enqueues_again_once_the_queued_turn_is_older_than_the_ttl(instance, webhook):
+def test_a_batch_enqueues_again_once_the_queued_turn_is_older_than_the_ttl(
+    instance: Instance, webhook: Webhook
+) -> None:
     stale = timezone.now() - TURN_QUEUED_TTL - timedelta(seconds=1)
     session = recipes.known_customer.make(instance=instance, turn_queued_at=stale)
 
@@ -187,7 +193,9 @@ def test_a_batch_enqueues_again_once_the_queued_turn_is_older_than_the_ttl(insta
     assert queue_state(session) == (None, None, received_at("wamid.S1"))
 
 
-def test_a_batch_for_a_session_with_a_human_queues_no_turn(instance, webhook):
+def test_a_batch_for_a_session_with_a_human_queues_no_turn(
+    instance: Instance, webhook: Webhook
+) -> None:
     session = recipes.known_customer.make(instance=instance, state=SessionState.HUMAN)
 
     delivery = webhook(batch("wamid.H1", "wamid.H2"))
@@ -196,7 +204,9 @@ def test_a_batch_for_a_session_with_a_human_queues_no_turn(instance, webhook):
     assert queue_state(session) == (None, None, None)
 
 
-def test_a_batch_from_a_new_customer_opens_a_session_with_its_turn_queued(instance, webhook):
+def test_a_batch_from_a_new_customer_opens_a_session_with_its_turn_queued(
+    instance: Instance, webhook: Webhook
+) -> None:
     webhook(batch("wamid.N1", "wamid.N2"))
 
     session = Session.objects.get()
