@@ -17,6 +17,7 @@ from conversations.models import (
 )
 from conversations.whatsapp.payload import InboundKind
 from prompts_admin.models import DEFAULT_UNSUPPORTED_MEDIA_MESSAGE, RuntimeConfig
+from tests import baker_recipes as recipes
 from tests.conversations.inbound.conftest import HEADERS, Receiver, T, make_session, messages
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,
@@ -109,11 +110,9 @@ def test_a_batch_stores_every_message_in_its_customer_s_session_and_enqueues_eac
     instance: Instance, receive: Receiver
 ) -> None:
     existing = make_session(instance)
-    out1 = baker.make(
-        Message, session=existing, direction=Direction.OUTBOUND, wa_message_id="wamid.OUT01"
-    )
-    out2 = baker.make(
-        Message, session=existing, direction=Direction.OUTBOUND, wa_message_id="wamid.OUT02"
+    out1, out2 = (
+        recipes.reply.make(session=existing, content="", delivery_status="", wa_message_id=wamid)
+        for wamid in ("wamid.OUT01", "wamid.OUT02")
     )
 
     delivery = receive("batch")

@@ -9,9 +9,12 @@
 """
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
 from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
@@ -47,9 +50,12 @@ pytestmark = pytest.mark.django_db
 
 HEADERS = {"Content-Type": "application/json"}
 
+# `signed_post`, its after-commit callbacks run: the test client's response.
+Post = Callable[[bytes], Any]
+
 
 @pytest.fixture
-def enqueued(monkeypatch):
+def enqueued(monkeypatch: pytest.MonkeyPatch) -> dict[str, Recorder]:
     """The view's collaborators, recorded instead of reaching Celery."""
     recorders = {"turns": Recorder(), "sends": Recorder(), "deliveries": Recorder()}
     monkeypatch.setattr(publishers, "enqueue_turn", recorders["turns"])
@@ -59,18 +65,21 @@ def enqueued(monkeypatch):
 
 
 @pytest.fixture
-def post(client, django_capture_on_commit_callbacks):
+def post(
+    client: Client, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
+) -> Post:
     """`signed_post`, running what the request registered for after its commit."""
 
-    def send(raw: bytes):
+    def send(raw: bytes) -> Any:
         with django_capture_on_commit_callbacks(execute=True):
             return signed_post(client, raw)
 
     return send
 
 
-def _message(document: dict, index: int = 0) -> dict:
-    return document["entry"][0]["changes"][0]["value"]["messages"][index]
+def _message(document: dict[str, Any], index: int = 0) -> dict[str, Any]:
+    message: dict[str, Any] = document["entry"][0]["changes"][0]["value"]["messages"][index]
+    return message
 
 
 def _text_with(field: str, value: str) -> bytes:
@@ -97,7 +106,7 @@ SURROGATE_CASES = [
 ]
 
 
-def _assert_surrogate_replaced(response, raw: bytes, field: str, column: str) -> None:
+def _assert_surrogate_replaced(response: Any, raw: bytes, field: str, column: str) -> None:
     assert response.status_code == 200
     delivery = WebhookDelivery.objects.get()
     # The raw body is kept byte for byte (bytea stores any byte; the escape is ASCII anyway).
@@ -109,7 +118,7 @@ def _assert_surrogate_replaced(response, raw: bytes, field: str, column: str) ->
 
 @pytest.mark.parametrize(("field", "column"), SURROGATE_CASES)
 def test_a_lone_surrogate_is_replaced_and_the_delivery_stored_and_answered_200(
-    post, instance: Instance, enqueued, field, column
+    post: Post, instance: Instance, enqueued: dict[str, Recorder], field: str, column: str
 ) -> None:
     raw = _text_with(field, "\\ud800x")
 
@@ -122,7 +131,7 @@ def test_a_lone_surrogate_is_replaced_and_the_delivery_stored_and_answered_200(
 @pytest.mark.postgres
 @pytest.mark.parametrize(("field", "column"), SURROGATE_CASES)
 def test_on_postgresql_a_known_customer_s_lone_surrogate_takes_the_one_statement_path(
-    post, known_customer: Session, enqueued, field, column
+    post: Post, known_customer: Session, enqueued: dict[str, Recorder], field: str, column: str
 ) -> None:
     # Before: 503 and nothing stored (the driver cannot encode a lone surrogate).
     known_customer.customer_name = ""
@@ -144,9 +153,12 @@ def test_a_surrogate_in_a_key_or_raw_surrogate_bytes_are_replaced_too() -> None:
 
 @pytest.mark.postgres
 def test_whatever_fails_in_the_one_statement_path_the_general_path_stores_it(
-    post, known_customer: Session, enqueued, monkeypatch: pytest.MonkeyPatch
+    post: Post,
+    known_customer: Session,
+    enqueued: dict[str, Recorder],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def refuse(*args, **kwargs):
+    def refuse(*args: Any, **kwargs: Any) -> NoReturn:
         raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
 
     monkeypatch.setattr(one_statement, "_run", refuse)
@@ -159,9 +171,9 @@ def test_whatever_fails_in_the_one_statement_path_the_general_path_stores_it(
 
 
 def test_whatever_fails_while_applying_the_raw_bytes_are_stored_failed_and_200_answered(
-    post, instance: Instance, enqueued, monkeypatch: pytest.MonkeyPatch
+    post: Post, instance: Instance, enqueued: dict[str, Recorder], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def explode(payload, **collaborators):
+    def explode(payload: Any, **collaborators: Any) -> NoReturn:
         raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
 
     monkeypatch.setattr(deliveries, "payload_apply", explode)
@@ -189,7 +201,9 @@ def test_whatever_fails_while_applying_the_raw_bytes_are_stored_failed_and_200_a
         pytest.param(MAX_CLOCK_AHEAD + timedelta(seconds=1), True, id="a day and 1 s ahead"),
     ],
 )
-def test_a_timestamp_more_than_a_day_ahead_of_the_reception_is_replaced(offset, replaced) -> None:
+def test_a_timestamp_more_than_a_day_ahead_of_the_reception_is_replaced(
+    offset: timedelta, replaced: bool
+) -> None:
     received_at = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     document = load_fixture("text")
     _message(document)["timestamp"] = str(int((received_at + offset).timestamp()))
@@ -209,7 +223,7 @@ def test_a_timestamp_more_than_a_day_ahead_of_the_reception_is_replaced(offset, 
     ],
 )
 def test_a_timestamp_before_the_cloud_api_existed_or_unrepresentable_is_replaced(
-    moment, replaced
+    moment: datetime | None, replaced: bool
 ) -> None:
     received_at = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     document = load_fixture("status_read")
@@ -223,7 +237,7 @@ def test_a_timestamp_before_the_cloud_api_existed_or_unrepresentable_is_replaced
 
 
 def test_a_year_9999_timestamp_neither_closes_the_open_session_nor_pins_it_to_the_future(
-    post, known_customer: Session, enqueued
+    post: Post, known_customer: Session, enqueued: dict[str, Recorder]
 ) -> None:
     before = timezone.now()
     known_customer.last_message_at = before - timedelta(minutes=5)
@@ -238,6 +252,7 @@ def test_a_year_9999_timestamp_neither_closes_the_open_session_nor_pins_it_to_th
     session = Session.objects.get()
     assert session.pk == known_customer.pk
     assert session.closed_at is None
+    assert session.last_message_at is not None
     assert before <= session.last_message_at <= after
     inbound_message = Message.objects.get(direction=Direction.INBOUND)
     assert inbound_message.wa_timestamp == session.last_message_at
@@ -284,7 +299,7 @@ def _many_new_customers(count: int) -> bytes:
 
 
 def test_a_delivery_over_the_event_threshold_is_stored_and_deferred_not_applied(
-    post, instance: Instance, enqueued, settings: Settings
+    post: Post, instance: Instance, enqueued: dict[str, Recorder], settings: Settings
 ) -> None:
     settings.WEBHOOK_INLINE_MAX_EVENTS = 5
     raw = _many_new_customers(6)
@@ -305,7 +320,7 @@ def test_a_delivery_over_the_event_threshold_is_stored_and_deferred_not_applied(
 
 
 def test_a_delivery_over_the_byte_threshold_is_deferred_too(
-    post, instance: Instance, enqueued, settings: Settings
+    post: Post, instance: Instance, enqueued: dict[str, Recorder], settings: Settings
 ) -> None:
     settings.WEBHOOK_INLINE_MAX_BYTES = len(fixture_bytes("text")) - 1
 
@@ -316,9 +331,9 @@ def test_a_delivery_over_the_byte_threshold_is_deferred_too(
 
 
 def test_the_task_applies_a_deferred_delivery_exactly_once(
-    post,
+    post: Post,
     instance: Instance,
-    enqueued,
+    enqueued: dict[str, Recorder],
     settings: Settings,
     django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
@@ -344,7 +359,7 @@ def test_the_task_applies_a_deferred_delivery_exactly_once(
 
 
 def test_the_sweep_enqueues_a_deferred_delivery_whose_task_never_ran(
-    instance: Instance, enqueued
+    instance: Instance, enqueued: dict[str, Recorder]
 ) -> None:
     now = timezone.now()
     lost = baker.make(
@@ -371,7 +386,7 @@ def test_the_sweep_enqueues_a_deferred_delivery_whose_task_never_ran(
 
 
 def test_an_identical_body_replayed_is_stored_once_with_a_counter(
-    post, instance: Instance, enqueued
+    post: Post, instance: Instance, enqueued: dict[str, Recorder]
 ) -> None:
     raw = fixture_bytes("image")
 
@@ -390,9 +405,9 @@ def test_an_identical_body_replayed_is_stored_once_with_a_counter(
 
 
 def test_a_replay_of_a_failed_body_takes_the_outcome_of_its_successful_application(
-    post, instance: Instance, enqueued, monkeypatch: pytest.MonkeyPatch
+    post: Post, instance: Instance, enqueued: dict[str, Recorder], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def explode(payload, **collaborators):
+    def explode(payload: Any, **collaborators: Any) -> NoReturn:
         raise RuntimeError("boom")
 
     with monkeypatch.context() as patch:
@@ -409,7 +424,7 @@ def test_a_replay_of_a_failed_body_takes_the_outcome_of_its_successful_applicati
 
 @pytest.mark.postgres
 def test_on_postgresql_a_known_customer_s_replayed_text_is_counted_in_one_statement(
-    post, known_customer: Session, enqueued
+    post: Post, known_customer: Session, enqueued: dict[str, Recorder]
 ) -> None:
     raw = fixture_bytes("text")
 
@@ -449,7 +464,7 @@ def test_the_parser_reads_a_message_whatsapp_could_not_render_as_unreadable_with
 
 
 def test_an_unreadable_message_alone_is_stored_and_answered_once_without_a_turn(
-    post, instance: Instance, enqueued
+    post: Post, instance: Instance, enqueued: dict[str, Recorder]
 ) -> None:
     raw = fixture_bytes("interactive_unreadable")
 
@@ -479,7 +494,7 @@ def test_an_unreadable_message_alone_is_stored_and_answered_once_without_a_turn(
 
 
 def test_in_a_mixed_batch_the_unreadable_items_never_sink_another_customer_s_text(
-    post, instance: Instance, enqueued
+    post: Post, instance: Instance, enqueued: dict[str, Recorder]
 ) -> None:
     response = post(fixture_bytes("batch_with_unreadable"))
 
@@ -540,7 +555,7 @@ def test_the_deferred_delivery_tasks_are_named_for_the_beat_and_the_publisher() 
 
 def test_a_deeply_nested_timestamp_makes_only_its_message_unreadable() -> None:
     document = load_fixture("batch_with_unreadable")
-    nested: list = []
+    nested: list[Any] = []
     for _ in range(5_000):
         nested = [nested]
     _message(document, 1)["timestamp"] = nested

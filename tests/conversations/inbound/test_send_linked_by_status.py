@@ -134,8 +134,8 @@ def test_our_own_success_after_an_early_linked_status_never_moves_it_back(
 ) -> None:
     """The status arrives while the sending worker is still alive: its success store must not
     turn `delivered` back into `sent`."""
-    message = baker.make(
-        Message, session=session, direction=Direction.OUTBOUND, content="Olá! Como posso ajudar?"
+    message = recipes.reply.make(
+        session=session, content="Olá! Como posso ajudar?", delivery_status=""
     )
     fake_graph.respond_json(200, {"messages": [{"id": "wamid.FAST"}]})
 

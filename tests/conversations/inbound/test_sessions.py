@@ -4,7 +4,6 @@ sessions closed, times forward only, unknown numbers ignored."""
 from datetime import timedelta
 
 import pytest
-from model_bakery import baker
 from pytest_django import Settings
 
 from agents.states import SessionState
@@ -15,6 +14,7 @@ from conversations.models import (
     Message,
     Session,
 )
+from tests import baker_recipes as recipes
 from tests.conversations.inbound.conftest import Receiver, T, make_session
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,
@@ -119,10 +119,10 @@ def test_an_older_message_does_not_move_the_session_s_times_backwards(
 
 @pytest.mark.parametrize("active", [False, None])
 def test_a_delivery_for_an_unknown_or_inactive_number_is_ignored(
-    receive: Receiver, db: None, active
+    receive: Receiver, db: None, active: bool | None
 ) -> None:
     if active is False:
-        baker.make(Instance, phone_number_id="100000000000001", is_active=False)
+        recipes.instance.make(phone_number_id="100000000000001", is_active=False)
 
     delivery = receive("text")
 

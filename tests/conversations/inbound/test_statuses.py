@@ -4,27 +4,25 @@ repeats stored once, unknown wamids kept unlinked."""
 from datetime import timedelta
 
 import pytest
-from model_bakery import baker
 
 from conversations.models import (
     DeliveryStatusEvent,
-    Direction,
     Instance,
     Message,
 )
+from tests import baker_recipes as recipes
 from tests.conversations.inbound.conftest import Receiver, T, make_session
 
 pytestmark = pytest.mark.django_db
 
 
-def outbound(instance: Instance, **fields) -> Message:
-    session = make_session(instance)
-    return baker.make(
-        Message,
-        session=session,
-        direction=Direction.OUTBOUND,
+def outbound(instance: Instance, *, delivery_status: str) -> Message:
+    """A part of an answer the status fixtures name (wamid.OUT01), in `delivery_status`."""
+    return recipes.reply.make(
+        session=make_session(instance),
+        content="",
+        delivery_status=delivery_status,
         wa_message_id="wamid.OUT01",
-        **fields,
     )
 
 
@@ -41,7 +39,7 @@ def outbound(instance: Instance, **fields) -> Message:
     ],
 )
 def test_statuses_only_move_forward(
-    instance: Instance, receive: Receiver, before, fixture, after
+    instance: Instance, receive: Receiver, before: str, fixture: str, after: str
 ) -> None:
     message = outbound(instance, delivery_status=before)
 
