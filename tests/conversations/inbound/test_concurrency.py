@@ -51,7 +51,7 @@ def deliver_concurrently(bodies: list[bytes]) -> list[int]:
 
 
 @pytest.fixture
-def turns(monkeypatch) -> Recorder:
+def turns(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     recorder = Recorder()
     monkeypatch.setattr(publishers, "enqueue_turn", recorder)
     monkeypatch.setattr(publishers, "enqueue_send", Recorder())

@@ -1,6 +1,9 @@
 """A delivery's transaction (conversations.inbound.deliveries): failures keep the raw body and
 roll the events back, lock conflicts are retried once, failed deliveries reprocessed."""
 
+from datetime import datetime
+from typing import Any, NoReturn
+
 import pytest
 from django.db import OperationalError
 from pytest_django import DjangoCaptureOnCommitCallbacks
@@ -75,7 +78,7 @@ def test_an_unexpected_error_while_applying_rolls_back_every_event_but_keeps_the
     instance: Instance, receive: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A bug cannot be produced with real data, so one step is made to fail after others wrote.
-    def broken(statuses, *, now):
+    def broken(statuses: Any, *, now: datetime) -> NoReturn:
         raise RuntimeError("boom")
 
     monkeypatch.setattr(events, "statuses_apply", broken)
@@ -91,7 +94,7 @@ def test_an_unexpected_error_while_applying_rolls_back_every_event_but_keeps_the
 def test_the_stored_error_of_a_failed_delivery_is_redacted(
     instance: Instance, receive: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(statuses, *, now):
+    def broken(statuses: Any, *, now: datetime) -> NoReturn:
         raise RuntimeError('duplicate key: Key (customer_phone)=(5511987654321) for "a@b.com"')
 
     monkeypatch.setattr(events, "statuses_apply", broken)
@@ -104,7 +107,9 @@ def test_the_stored_error_of_a_failed_delivery_is_redacted(
 
 
 @pytest.mark.parametrize("raw", [b"not json", b'{"entry": [', b"\xff"])
-def test_a_body_that_is_not_json_is_refused_and_nothing_is_stored(instance: Instance, raw) -> None:
+def test_a_body_that_is_not_json_is_refused_and_nothing_is_stored(
+    instance: Instance, raw: bytes
+) -> None:
     with pytest.raises(MalformedBodyError):
         webhook_delivery_receive(
             raw_body=raw, headers={}, enqueue_turn=Recorder(), enqueue_send=Recorder()
@@ -130,6 +135,7 @@ def test_a_failed_delivery_is_applied_again_by_reprocessing(
         )
 
     failed.refresh_from_db()
+    assert receipt is not None
     assert (receipt.outcome, failed.outcome, failed.error, failed.messages_count) == (
         "processed",
         "processed",
@@ -159,9 +165,9 @@ def test_a_lock_conflict_is_retried_once_inside_the_same_transaction(
     instance: Instance, receive: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = events.Outbox.enqueue_after_commit
-    calls = []
+    calls: list[int] = []
 
-    def deadlock_once(self):
+    def deadlock_once(self: events.Outbox) -> None:
         calls.append(1)
         if len(calls) == 1:
             raise OperationalError("deadlock detected")
@@ -179,7 +185,7 @@ def test_a_lock_conflict_is_retried_once_inside_the_same_transaction(
 def test_a_lock_conflict_that_persists_marks_the_delivery_failed(
     instance: Instance, receive: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def deadlock(self):
+    def deadlock(self: events.Outbox) -> NoReturn:
         raise OperationalError("deadlock detected")
 
     monkeypatch.setattr(events.Outbox, "enqueue_after_commit", deadlock)

@@ -24,6 +24,7 @@ from tests.conversations.inbound.one_statement_support import (
     TEXT,
     TURN_QUEUED_TTL,
     UNKNOWN_PHONE_NUMBER_ID,
+    Rows,
     body,
     database_rows,
     deliver,
@@ -149,7 +150,7 @@ def test_a_closed_session_is_left_to_the_general_path_which_opens_a_new_one(
 
 @pytest.mark.parametrize("number", ["unknown", "inactive"])
 def test_a_text_for_an_unknown_or_inactive_number_writes_nothing_and_is_ignored(
-    instance: Instance, number
+    instance: Instance, number: str
 ) -> None:
     # The customer has an open session, but not on an active instance with that number.
     make_session(instance, customer_name="Maria Silva")
@@ -243,7 +244,10 @@ def identity_conflict(instance: Instance) -> tuple[Session, Session]:
 
 
 def assert_stored_by_the_general_path(
-    holds_phone: Session, holds_user_id: Session, rows: tuple, delivery: WebhookDelivery
+    holds_phone: Session,
+    holds_user_id: Session,
+    rows: tuple[Rows, Rows, Rows],
+    delivery: WebhookDelivery,
 ) -> None:
     """The general path logs the conflict, leaves both identities and stores the text."""
     [message] = Message.objects.all()
@@ -404,7 +408,7 @@ def test_a_session_with_a_human_never_gets_a_turn_queued(instance: Instance) -> 
     ttl_boundary_cases(TURN_QUEUED_TTL),
 )
 def test_the_statement_queues_the_turn_again_only_once_the_queued_one_is_older_than_the_ttl(
-    instance: Instance, queued_ago, turn_queued
+    instance: Instance, queued_ago: timedelta, turn_queued: bool
 ) -> None:
     # The same boundary as `session_rules.turn_queue` (tests/conversations/inbound/test_turn_queue).
     now = timezone.now()

@@ -17,7 +17,7 @@ def failed_delivery(body: bytes) -> WebhookDelivery:
 
 
 @pytest.fixture
-def turns(monkeypatch) -> Recorder:
+def turns(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     recorder = Recorder()
     monkeypatch.setattr(publishers, "enqueue_turn", recorder)
     return recorder

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any, NoReturn
 
 import pytest
 from django.db import connection
@@ -47,7 +48,7 @@ def traced() -> Iterator[Trace]:
         trace.commits += 1
         commit()
 
-    def record(execute, sql, params, many, context):
+    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         trace.statements.append((sql, connection.in_atomic_block))
         return execute(sql, params, many, context)
 
@@ -57,8 +58,9 @@ def traced() -> Iterator[Trace]:
         trace.rollbacks += 1
         rollback()
 
-    connection.commit = counting_commit  # spies: the real commit and rollback still run
-    connection.rollback = counting_rollback
+    # Spies on the instance, deleted below: the real commit and rollback still run.
+    connection.commit = counting_commit  # type: ignore[method-assign]
+    connection.rollback = counting_rollback  # type: ignore[method-assign]
     try:
         with connection.execute_wrapper(record):
             yield trace
@@ -172,7 +174,7 @@ def test_an_apply_failure_rolls_everything_back_and_commits_the_body_alone(
     # The general path: the one-statement path does not apply to a batch.
     document = json.loads(texts(2))
 
-    def broken(self):
+    def broken(self: events.Outbox) -> NoReturn:
         raise RuntimeError("boom")
 
     monkeypatch.setattr(events.Outbox, "enqueue_after_commit", broken)

@@ -6,10 +6,11 @@ it. The webhook's general path enqueues a turn only when it marked it.
 """
 
 from datetime import UTC, datetime, timedelta
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 from django.utils import timezone
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from agents.states import SessionState
 from conversations.inbound.deliveries import webhook_delivery_receive
@@ -31,7 +32,7 @@ LEASE_TTL = timedelta(minutes=5)
 TURN_QUEUED_TTL = turn_queued_ttl()  # the settings' TTL, for the boundary tables below
 
 
-def queue_state(session: Session) -> tuple:
+def queue_state(session: Session) -> tuple[UUID | None, datetime | None, datetime | None]:
     session.refresh_from_db()
     return (session.lease_token, session.lease_expires_at, session.turn_queued_at)
 
@@ -53,7 +54,7 @@ def test_a_session_without_a_queued_turn_gets_it_marked_and_the_caller_must_enqu
     ttl_boundary_cases(TURN_QUEUED_TTL),
 )
 def test_a_queued_turn_spares_another_until_it_is_older_than_the_ttl(
-    instance: Instance, queued_ago, marked
+    instance: Instance, queued_ago: timedelta, marked: bool
 ) -> None:
     before = NOW - queued_ago
     session = recipes.known_customer.make(instance=instance, turn_queued_at=before)
@@ -107,6 +108,7 @@ def test_a_lease_held_by_another_worker_leaves_the_queued_turn(instance: Instanc
 def test_releasing_the_lease_clears_the_queued_turn(instance: Instance) -> None:
     session = recipes.known_customer.make(instance=instance)
     token = lease_claim(session_id=session.pk, now=NOW, ttl=LEASE_TTL)
+    assert token is not None
     assert turn_queue(session_id=session.pk, now=NOW + timedelta(seconds=1)) is True
 
     assert lease_release(session_id=session.pk, token=token) is True
@@ -139,7 +141,7 @@ def batch(*wamids: str) -> bytes:
 class Webhook:
     """Delivers like the view does and runs the after-commit callbacks."""
 
-    def __init__(self, capture) -> None:
+    def __init__(self, capture: DjangoCaptureOnCommitCallbacks) -> None:
         self.capture = capture
         self.turns = Recorder()
 
@@ -152,7 +154,7 @@ class Webhook:
 
 
 @pytest.fixture
-def webhook(django_capture_on_commit_callbacks) -> Webhook:
+def webhook(django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks) -> Webhook:
     return Webhook(django_capture_on_commit_callbacks)
 
 
