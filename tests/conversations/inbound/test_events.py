@@ -78,7 +78,7 @@ def test_a_text_from_a_new_customer_opens_a_session_and_enqueues_its_turn_after_
     ],
 )
 def test_interactive_replies_and_template_buttons_become_pending_text(
-    instance: Instance, receive: Receiver, fixture, message_type, content
+    instance: Instance, receive: Receiver, fixture: str, message_type: str, content: str
 ) -> None:
     receive(fixture)
 
@@ -160,7 +160,7 @@ def test_a_repeated_delivery_stores_nothing_twice_and_enqueues_no_second_turn(
     ],
 )
 def test_media_in_a_bot_state_is_logged_and_answered_with_the_fixed_text_without_a_turn(
-    instance: Instance, receive: Receiver, fixture, content
+    instance: Instance, receive: Receiver, fixture: str, content: str
 ) -> None:
     receive(fixture)
 
@@ -211,7 +211,7 @@ def test_several_media_in_one_delivery_get_a_single_answer(
     ("fixture", "content"), [("reaction", "\U0001f44d"), ("unsupported", "poll_creation")]
 )
 def test_reactions_and_unsupported_messages_are_only_logged(
-    instance: Instance, receive: Receiver, fixture, content
+    instance: Instance, receive: Receiver, fixture: str, content: str
 ) -> None:
     receive(fixture)
 
@@ -228,7 +228,7 @@ def test_reactions_and_unsupported_messages_are_only_logged(
 
 @pytest.mark.parametrize("fixture", ["text", "image"])
 def test_in_a_human_session_messages_are_logged_and_nothing_is_sent(
-    instance: Instance, receive: Receiver, fixture
+    instance: Instance, receive: Receiver, fixture: str
 ) -> None:
     session = make_session(instance, state=SessionState.HUMAN)
 
