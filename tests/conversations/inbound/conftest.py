@@ -2,13 +2,16 @@
 from tests/conversations/conftest.py, its known customer from tests/conversations/whatsapp/
 conftest.py, beside the payload fixtures they replay."""
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
-from model_bakery import baker
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.models import Instance, Message, Session, WebhookDelivery
+from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import (  # noqa: F401 (fixtures, by name)
     CUSTOMER_PHONE,
     CUSTOMER_USER_ID,
@@ -24,11 +27,11 @@ HEADERS = {"Content-Type": "application/json"}
 class Receiver:
     """Calls the use case like the view does and runs the after-commit callbacks."""
 
-    def __init__(self, capture) -> None:
+    def __init__(self, capture: DjangoCaptureOnCommitCallbacks) -> None:
         self.capture = capture
         self.turns = Recorder()
         self.sends = Recorder()
-        self.callbacks: list = []
+        self.callbacks: list[Callable[[], Any]] = []
 
     def __call__(self, body: bytes | str) -> WebhookDelivery:
         raw = fixture_bytes(body) if isinstance(body, str) else body
@@ -41,17 +44,17 @@ class Receiver:
 
 
 @pytest.fixture
-def receive(django_capture_on_commit_callbacks) -> Receiver:
+def receive(django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks) -> Receiver:
     return Receiver(django_capture_on_commit_callbacks)
 
 
-def make_session(on: Instance, **fields) -> Session:
-    defaults = {
-        "customer_phone": CUSTOMER_PHONE,
-        "customer_user_id": CUSTOMER_USER_ID,
-        "last_message_at": T - timedelta(minutes=5),
-    }
-    return baker.make(Session, instance=on, **(defaults | fields))
+def make_session(on: Instance, **fields: Any) -> Session:
+    """The fixtures' customer's conversation, with no name yet and a message five minutes before
+    T; `fields` override any of it."""
+    defaults: dict[str, Any] = {"customer_name": "", "last_message_at": T - timedelta(minutes=5)}
+    # `**` of a dict[str, Any] could be `_quantity`: mypy cannot pick the overload that returns one.
+    session: Session = recipes.known_customer.make(instance=on, **(defaults | fields))
+    return session
 
 
 def messages(session: Session, direction: str) -> list[Message]:

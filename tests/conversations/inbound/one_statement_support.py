@@ -1,7 +1,7 @@
 """Helpers of the one-statement tests: bodies, the two paths, the statements run."""
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -98,7 +98,10 @@ def deliver_in_one_statement(
     return WebhookDelivery.objects.get(pk=receipt.delivery_id)
 
 
-def database_rows() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+Rows = list[Mapping[str, Any]]
+
+
+def database_rows() -> tuple[Rows, Rows, Rows]:
     """Every session, message and delivery, field by field."""
     return (
         list(Session.objects.order_by("pk").values()),

@@ -5,10 +5,18 @@ import threading
 import pytest
 from django.db import connections
 from django.test import Client
+from pytest_django import Settings
 
 from conversations import publishers
 from conversations.inbound.tasks import apply_webhook_delivery
-from conversations.models import DeliveryStatusEvent, Direction, Message, Session, WebhookDelivery
+from conversations.models import (
+    DeliveryStatusEvent,
+    Direction,
+    Instance,
+    Message,
+    Session,
+    WebhookDelivery,
+)
 from tests.conversations.whatsapp.conftest import (
     Recorder,
     encode,
@@ -43,14 +51,16 @@ def deliver_concurrently(bodies: list[bytes]) -> list[int]:
 
 
 @pytest.fixture
-def turns(monkeypatch) -> Recorder:
+def turns(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     recorder = Recorder()
     monkeypatch.setattr(publishers, "enqueue_turn", recorder)
     monkeypatch.setattr(publishers, "enqueue_send", Recorder())
     return recorder
 
 
-def test_twenty_concurrent_deliveries_of_one_wamid_make_one_row_and_one_turn(instance, turns):
+def test_twenty_concurrent_deliveries_of_one_wamid_make_one_row_and_one_turn(
+    instance: Instance, turns: Recorder
+) -> None:
     statuses = deliver_concurrently([fixture_bytes("text")] * DELIVERIES)
 
     assert statuses == [200] * DELIVERIES
@@ -64,7 +74,9 @@ def test_twenty_concurrent_deliveries_of_one_wamid_make_one_row_and_one_turn(ins
     ) == [("processed", 1, DELIVERIES)]
 
 
-def test_concurrent_first_messages_of_one_customer_open_one_session(instance, turns):
+def test_concurrent_first_messages_of_one_customer_open_one_session(
+    instance: Instance, turns: Recorder
+) -> None:
     bodies = []
     for n in range(DELIVERIES):
         document = load_fixture("text")
@@ -80,14 +92,18 @@ def test_concurrent_first_messages_of_one_customer_open_one_session(instance, tu
     assert WebhookDelivery.objects.filter(outcome="processed").count() == DELIVERIES
 
 
-def test_concurrent_deliveries_of_one_status_store_one_event(instance, turns):
+def test_concurrent_deliveries_of_one_status_store_one_event(
+    instance: Instance, turns: Recorder
+) -> None:
     statuses = deliver_concurrently([fixture_bytes("status_read")] * DELIVERIES)
 
     assert statuses == [200] * DELIVERIES
     assert DeliveryStatusEvent.objects.count() == 1
 
 
-def test_concurrent_batches_naming_two_customers_in_opposite_orders_all_apply(instance, turns):
+def test_concurrent_batches_naming_two_customers_in_opposite_orders_all_apply(
+    instance: Instance, turns: Recorder
+) -> None:
     template = load_fixture("batch")
     value = template["entry"][0]["changes"][0]["value"]
     maria, carlos = value["messages"][0], value["messages"][1]
@@ -113,8 +129,8 @@ def test_concurrent_batches_naming_two_customers_in_opposite_orders_all_apply(in
 
 
 def test_concurrent_tasks_of_one_deferred_delivery_apply_it_once(
-    instance, turns, monkeypatch, settings
-):
+    instance: Instance, turns: Recorder, monkeypatch: pytest.MonkeyPatch, settings: Settings
+) -> None:
     # The webhook's task and a sweep's extra one (or a redelivery after a worker died) at once:
     # the delivery's row lock lets one apply it; the others find it applied.
     monkeypatch.setattr(publishers, "enqueue_delivery", Recorder())

@@ -1,18 +1,24 @@
 """A delivery's transaction (conversations.inbound.deliveries): failures keep the raw body and
 roll the events back, lock conflicts are retried once, failed deliveries reprocessed."""
 
+from datetime import datetime
+from typing import Any, NoReturn
+
 import pytest
 from django.db import OperationalError
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from conversations.inbound import events
 from conversations.inbound.deliveries import webhook_delivery_receive, webhook_delivery_reprocess
 from conversations.models import (
+    Instance,
     Message,
     Session,
     WebhookDelivery,
     WebhookOutcome,
 )
 from conversations.whatsapp.payload import MalformedBodyError
+from tests.conversations.inbound.conftest import Receiver
 from tests.conversations.whatsapp.conftest import (
     Recorder,
     encode,
@@ -27,8 +33,8 @@ pytestmark = pytest.mark.django_db
 
 
 def test_an_unreadable_status_is_reported_with_its_reason_and_the_rest_of_the_batch_applied(
-    instance, receive
-):
+    instance: Instance, receive: Receiver
+) -> None:
     # Issue 11 §5: each item is read on its own; before, the whole delivery was refused.
     document = load_fixture("batch")
     document["entry"][1]["changes"][0]["value"]["statuses"][1]["timestamp"] = "soon"
@@ -48,8 +54,8 @@ def test_an_unreadable_status_is_reported_with_its_reason_and_the_rest_of_the_ba
 
 
 def test_a_payload_nothing_of_which_can_be_read_keeps_the_raw_body_marks_it_failed(
-    instance, receive
-):
+    instance: Instance, receive: Receiver
+) -> None:
     document = load_fixture("text")
     document["entry"][0]["changes"][0]["value"]["metadata"] = "lost"
     raw = encode(document)
@@ -69,10 +75,10 @@ def test_a_payload_nothing_of_which_can_be_read_keeps_the_raw_body_marks_it_fail
 
 
 def test_an_unexpected_error_while_applying_rolls_back_every_event_but_keeps_the_body(
-    instance, receive, monkeypatch
-):
+    instance: Instance, receive: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A bug cannot be produced with real data, so one step is made to fail after others wrote.
-    def broken(statuses, *, now):
+    def broken(statuses: Any, *, now: datetime) -> NoReturn:
         raise RuntimeError("boom")
 
     monkeypatch.setattr(events, "statuses_apply", broken)
@@ -85,8 +91,10 @@ def test_an_unexpected_error_while_applying_rolls_back_every_event_but_keeps_the
     assert (receive.turns.calls, receive.callbacks) == ([], [])
 
 
-def test_the_stored_error_of_a_failed_delivery_is_redacted(instance, receive, monkeypatch):
-    def broken(statuses, *, now):
+def test_the_stored_error_of_a_failed_delivery_is_redacted(
+    instance: Instance, receive: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(statuses: Any, *, now: datetime) -> NoReturn:
         raise RuntimeError('duplicate key: Key (customer_phone)=(5511987654321) for "a@b.com"')
 
     monkeypatch.setattr(events, "statuses_apply", broken)
@@ -99,7 +107,9 @@ def test_the_stored_error_of_a_failed_delivery_is_redacted(instance, receive, mo
 
 
 @pytest.mark.parametrize("raw", [b"not json", b'{"entry": [', b"\xff"])
-def test_a_body_that_is_not_json_is_refused_and_nothing_is_stored(instance, raw):
+def test_a_body_that_is_not_json_is_refused_and_nothing_is_stored(
+    instance: Instance, raw: bytes
+) -> None:
     with pytest.raises(MalformedBodyError):
         webhook_delivery_receive(
             raw_body=raw, headers={}, enqueue_turn=Recorder(), enqueue_send=Recorder()
@@ -109,8 +119,11 @@ def test_a_body_that_is_not_json_is_refused_and_nothing_is_stored(instance, raw)
 
 
 def test_a_failed_delivery_is_applied_again_by_reprocessing(
-    instance, receive, monkeypatch, django_capture_on_commit_callbacks
-):
+    instance: Instance,
+    receive: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     monkeypatch.setattr(events.Outbox, "enqueue_after_commit", lambda self: 1 / 0)
     failed = receive("text")
     monkeypatch.undo()
@@ -122,6 +135,7 @@ def test_a_failed_delivery_is_applied_again_by_reprocessing(
         )
 
     failed.refresh_from_db()
+    assert receipt is not None
     assert (receipt.outcome, failed.outcome, failed.error, failed.messages_count) == (
         "processed",
         "processed",
@@ -132,7 +146,9 @@ def test_a_failed_delivery_is_applied_again_by_reprocessing(
     assert WebhookDelivery.objects.count() == 1
 
 
-def test_reprocessing_a_delivery_that_did_not_fail_does_nothing(instance, receive):
+def test_reprocessing_a_delivery_that_did_not_fail_does_nothing(
+    instance: Instance, receive: Receiver
+) -> None:
     processed = receive("text")
 
     assert (
@@ -146,12 +162,12 @@ def test_reprocessing_a_delivery_that_did_not_fail_does_nothing(instance, receiv
 
 
 def test_a_lock_conflict_is_retried_once_inside_the_same_transaction(
-    instance, receive, monkeypatch
-):
+    instance: Instance, receive: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = events.Outbox.enqueue_after_commit
-    calls = []
+    calls: list[int] = []
 
-    def deadlock_once(self):
+    def deadlock_once(self: events.Outbox) -> None:
         calls.append(1)
         if len(calls) == 1:
             raise OperationalError("deadlock detected")
@@ -166,8 +182,10 @@ def test_a_lock_conflict_is_retried_once_inside_the_same_transaction(
     assert receive.turns.calls == [Session.objects.get().pk]
 
 
-def test_a_lock_conflict_that_persists_marks_the_delivery_failed(instance, receive, monkeypatch):
-    def deadlock(self):
+def test_a_lock_conflict_that_persists_marks_the_delivery_failed(
+    instance: Instance, receive: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def deadlock(self: events.Outbox) -> NoReturn:
         raise OperationalError("deadlock detected")
 
     monkeypatch.setattr(events.Outbox, "enqueue_after_commit", deadlock)

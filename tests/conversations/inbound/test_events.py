@@ -10,13 +10,15 @@ from conversations.inbound import events
 from conversations.labels import event_text
 from conversations.models import (
     Direction,
+    Instance,
     Message,
     Session,
     WebhookDelivery,
 )
 from conversations.whatsapp.payload import InboundKind
 from prompts_admin.models import DEFAULT_UNSUPPORTED_MEDIA_MESSAGE, RuntimeConfig
-from tests.conversations.inbound.conftest import HEADERS, T, make_session, messages
+from tests import baker_recipes as recipes
+from tests.conversations.inbound.conftest import HEADERS, Receiver, T, make_session, messages
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,
     CUSTOMER_USER_ID,
@@ -32,8 +34,8 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_text_from_a_new_customer_opens_a_session_and_enqueues_its_turn_after_commit(
-    instance, receive
-):
+    instance: Instance, receive: Receiver
+) -> None:
     delivery = receive("text")
 
     session = Session.objects.get()
@@ -76,8 +78,8 @@ def test_a_text_from_a_new_customer_opens_a_session_and_enqueues_its_turn_after_
     ],
 )
 def test_interactive_replies_and_template_buttons_become_pending_text(
-    instance, receive, fixture, message_type, content
-):
+    instance: Instance, receive: Receiver, fixture: str, message_type: str, content: str
+) -> None:
     receive(fixture)
 
     session = Session.objects.get()
@@ -90,7 +92,9 @@ def test_interactive_replies_and_template_buttons_become_pending_text(
     assert receive.turns.calls == [session.pk]
 
 
-def test_a_customer_known_only_by_user_id_gets_a_session_without_phone(instance, receive):
+def test_a_customer_known_only_by_user_id_gets_a_session_without_phone(
+    instance: Instance, receive: Receiver
+) -> None:
     receive("bsuid_only")
 
     session = Session.objects.get()
@@ -103,14 +107,12 @@ def test_a_customer_known_only_by_user_id_gets_a_session_without_phone(instance,
 
 
 def test_a_batch_stores_every_message_in_its_customer_s_session_and_enqueues_each_turn_once(
-    instance, receive
-):
+    instance: Instance, receive: Receiver
+) -> None:
     existing = make_session(instance)
-    out1 = baker.make(
-        Message, session=existing, direction=Direction.OUTBOUND, wa_message_id="wamid.OUT01"
-    )
-    out2 = baker.make(
-        Message, session=existing, direction=Direction.OUTBOUND, wa_message_id="wamid.OUT02"
+    out1, out2 = (
+        recipes.reply.make(session=existing, content="", delivery_status="", wa_message_id=wamid)
+        for wamid in ("wamid.OUT01", "wamid.OUT02")
     )
 
     delivery = receive("batch")
@@ -128,7 +130,9 @@ def test_a_batch_stores_every_message_in_its_customer_s_session_and_enqueues_eac
     assert (delivery.messages_count, delivery.statuses_count) == (3, 2)
 
 
-def test_a_repeated_delivery_stores_nothing_twice_and_enqueues_no_second_turn(instance, receive):
+def test_a_repeated_delivery_stores_nothing_twice_and_enqueues_no_second_turn(
+    instance: Instance, receive: Receiver
+) -> None:
     first = receive("text")
     second = receive("text")
 
@@ -156,8 +160,8 @@ def test_a_repeated_delivery_stores_nothing_twice_and_enqueues_no_second_turn(in
     ],
 )
 def test_media_in_a_bot_state_is_logged_and_answered_with_the_fixed_text_without_a_turn(
-    instance, receive, fixture, content
-):
+    instance: Instance, receive: Receiver, fixture: str, content: str
+) -> None:
     receive(fixture)
 
     session = Session.objects.get()
@@ -175,7 +179,9 @@ def test_media_in_a_bot_state_is_logged_and_answered_with_the_fixed_text_without
     assert receive.turns.calls == []
 
 
-def test_the_unsupported_media_text_comes_from_runtime_config(instance, receive):
+def test_the_unsupported_media_text_comes_from_runtime_config(
+    instance: Instance, receive: Receiver
+) -> None:
     config = RuntimeConfig.load()
     config.unsupported_media_message = "Só leio texto por aqui."
     config.save()
@@ -187,7 +193,9 @@ def test_the_unsupported_media_text_comes_from_runtime_config(instance, receive)
     )
 
 
-def test_several_media_in_one_delivery_get_a_single_answer(instance, receive):
+def test_several_media_in_one_delivery_get_a_single_answer(
+    instance: Instance, receive: Receiver
+) -> None:
     document = load_fixture("image")
     first = document["entry"][0]["changes"][0]["value"]["messages"][0]
     document["entry"][0]["changes"][0]["value"]["messages"].append(first | {"id": "wamid.IMG2"})
@@ -202,7 +210,9 @@ def test_several_media_in_one_delivery_get_a_single_answer(instance, receive):
 @pytest.mark.parametrize(
     ("fixture", "content"), [("reaction", "\U0001f44d"), ("unsupported", "poll_creation")]
 )
-def test_reactions_and_unsupported_messages_are_only_logged(instance, receive, fixture, content):
+def test_reactions_and_unsupported_messages_are_only_logged(
+    instance: Instance, receive: Receiver, fixture: str, content: str
+) -> None:
     receive(fixture)
 
     session = Session.objects.get()
@@ -217,7 +227,9 @@ def test_reactions_and_unsupported_messages_are_only_logged(instance, receive, f
 
 
 @pytest.mark.parametrize("fixture", ["text", "image"])
-def test_in_a_human_session_messages_are_logged_and_nothing_is_sent(instance, receive, fixture):
+def test_in_a_human_session_messages_are_logged_and_nothing_is_sent(
+    instance: Instance, receive: Receiver, fixture: str
+) -> None:
     session = make_session(instance, state=SessionState.HUMAN)
 
     receive(fixture)
@@ -231,8 +243,8 @@ def test_in_a_human_session_messages_are_logged_and_nothing_is_sent(instance, re
 
 
 def test_a_number_change_updates_the_open_session_and_is_logged_as_a_system_event(
-    instance, receive
-):
+    instance: Instance, receive: Receiver
+) -> None:
     session = make_session(instance)
 
     receive("system_user_changed_number")
@@ -253,8 +265,8 @@ def test_a_number_change_updates_the_open_session_and_is_logged_as_a_system_even
 
 
 def test_a_user_id_change_without_phone_finds_the_session_by_the_previous_user_id(
-    instance, receive
-):
+    instance: Instance, receive: Receiver
+) -> None:
     session = make_session(instance, customer_phone="")
 
     receive("system_user_changed_user_id")
@@ -263,14 +275,18 @@ def test_a_user_id_change_without_phone_finds_the_session_by_the_previous_user_i
     assert session.customer_user_id == "BR.8888888888888888"
 
 
-def test_an_identity_change_for_a_customer_without_open_session_writes_nothing(instance, receive):
+def test_an_identity_change_for_a_customer_without_open_session_writes_nothing(
+    instance: Instance, receive: Receiver
+) -> None:
     delivery = receive("system_user_changed_number")
 
     assert (Session.objects.count(), Message.objects.count()) == (0, 0)
     assert delivery.outcome == "processed"
 
 
-def test_a_staff_echo_is_a_staff_message_and_silences_the_bot(instance, receive):
+def test_a_staff_echo_is_a_staff_message_and_silences_the_bot(
+    instance: Instance, receive: Receiver
+) -> None:
     session = make_session(instance, state=SessionState.DATA_COLLECT)
     pending = baker.make(
         Message, session=session, direction=Direction.INBOUND, processed_at=None, content="oi"
@@ -299,7 +315,9 @@ def test_a_staff_echo_is_a_staff_message_and_silences_the_bot(instance, receive)
     assert (receive.turns.calls, receive.sends.calls) == ([], [])
 
 
-def test_an_echo_in_a_session_already_with_a_human_adds_no_second_handoff(instance, receive):
+def test_an_echo_in_a_session_already_with_a_human_adds_no_second_handoff(
+    instance: Instance, receive: Receiver
+) -> None:
     session = make_session(instance, state=SessionState.HUMAN, handoff_reason="qualified_lead")
 
     receive("echo")
@@ -309,7 +327,9 @@ def test_an_echo_in_a_session_already_with_a_human_adds_no_second_handoff(instan
     assert session.messages.filter(direction=Direction.SYSTEM).count() == 0
 
 
-def test_a_text_and_an_echo_in_one_delivery_enqueue_no_turn(instance, receive):
+def test_a_text_and_an_echo_in_one_delivery_enqueue_no_turn(
+    instance: Instance, receive: Receiver
+) -> None:
     make_session(instance)
     document = load_fixture("text")
     echo = load_fixture("echo")["entry"][0]["changes"][0]
@@ -324,5 +344,5 @@ def test_a_text_and_an_echo_in_one_delivery_enqueue_no_turn(instance, receive):
 # --- the handler table -----------------------------------------------------------------------
 
 
-def test_every_kind_of_message_has_its_handler():
+def test_every_kind_of_message_has_its_handler() -> None:
     assert set(events.MESSAGE_HANDLERS) == set(InboundKind)

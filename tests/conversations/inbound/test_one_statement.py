@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
-from model_bakery import baker
 
 from agents.states import SessionState
 from conversations.inbound import one_statement
 from conversations.inbound.one_statement import (
     single_text_message,
 )
-from conversations.models import Direction, Instance, Message, Session, WebhookDelivery
+from conversations.models import Direction, Message, Session, WebhookDelivery
 from conversations.whatsapp.payload import parse_payload
+from tests import baker_recipes as recipes
 from tests.conversations.inbound.conftest import T, make_session
 from tests.conversations.inbound.one_statement_support import (
     AT_RECEIPT,
@@ -48,7 +48,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.mark.django_db  # pure: no database needed, so spare it the autocommit tests' flush
-def test_single_text_message_picks_the_one_text_kind_message_of_a_payload_and_nothing_else():
+def test_single_text_message_picks_the_one_text_kind_message_of_a_payload_and_nothing_else() -> (
+    None
+):
     picked = {}
     for fixture in (
         "text",
@@ -100,6 +102,7 @@ def stored(
     session.refresh_from_db()
     [message] = session.messages.all()
     received = message.created_at
+    assert delivery.processed_at is not None
 
     def moment(value: datetime | None) -> Any:
         if value is not None and value == received:
@@ -156,10 +159,11 @@ def expected(
     }
 
 
-NAMED = {"customer_name": "Maria Silva"}
+NAMED: dict[str, Any] = {"customer_name": "Maria Silva"}
 LATER = T + timedelta(hours=1)
 
-EQUIVALENT_CASES = {
+# name: (fixture, the session's fields, how long ago its turn was queued, what is stored)
+EQUIVALENT_CASES: dict[str, tuple[str, dict[str, Any], timedelta | None, dict[str, Any]]] = {
     "known customer in TRIAGE": ("text", NAMED, None, expected()),
     "known customer in CONFIRM": (
         "text",
@@ -229,7 +233,9 @@ EQUIVALENT_CASES = {
 }
 
 
-def test_the_one_statement_path_stores_exactly_what_the_general_path_stores(monkeypatch):
+def test_the_one_statement_path_stores_exactly_what_the_general_path_stores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Every case (one database flush for all: this module's tests run in autocommit, like the
     # webhook): two customers set up identically on two instances, one delivery per path.
     general_results, one_results = {}, {}
@@ -248,11 +254,12 @@ def row_without_ids(
     """The session's message and the delivery, every column but ids, bodies and times."""
     [message] = Message.objects.filter(session=session).values()
     [delivery] = WebhookDelivery.objects.filter(pk=delivery_row.pk).values()
-    for name in ("id", "session_id", "wa_message_id", "created_at", "processed_at"):
-        del message[name]
-    for name in ("id", "raw_body", "body_sha256", "received_at", "processed_at"):
-        del delivery[name]
-    return message, delivery
+    message_skipped = ("id", "session_id", "wa_message_id", "created_at", "processed_at")
+    delivery_skipped = ("id", "raw_body", "body_sha256", "received_at", "processed_at")
+    return (
+        {name: value for name, value in message.items() if name not in message_skipped},
+        {name: value for name, value in delivery.items() if name not in delivery_skipped},
+    )
 
 
 def both_paths(
@@ -265,8 +272,8 @@ def both_paths(
     """One delivery through the general path and its twin through the one-statement path, each
     to its own instance; what each stored."""
     general_number, one_number = f"2000000000{number:02d}1", f"2000000000{number:02d}2"
-    general_instance = baker.make(Instance, phone_number_id=general_number, name="Geral")
-    one_instance = baker.make(Instance, phone_number_id=one_number, name="Uma instrução")
+    general_instance = recipes.instance.make(phone_number_id=general_number, name="Geral")
+    one_instance = recipes.instance.make(phone_number_id=one_number, name="Uma instrução")
     queued_before = None if queued_ago is None else timezone.now() - queued_ago
     start = fields | {"turn_queued_at": queued_before}
     general_session = make_session(general_instance, **start)
@@ -311,7 +318,7 @@ def both_paths(
     )
 
 
-def test_the_statement_names_every_column_of_the_message_and_the_delivery():
+def test_the_statement_names_every_column_of_the_message_and_the_delivery() -> None:
     # Its values are literal: a column added to either model must be added to the statement.
     statement = one_statement.STATEMENTS["customer_phone"]
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from agents.states import SessionState
 from conversations.inbound.deliveries import webhook_delivery_receive
@@ -23,6 +24,7 @@ from tests.conversations.inbound.one_statement_support import (
     TEXT,
     TURN_QUEUED_TTL,
     UNKNOWN_PHONE_NUMBER_ID,
+    Rows,
     body,
     database_rows,
     deliver,
@@ -53,7 +55,9 @@ def receive_in_one_statement(raw: bytes, now: datetime | None = None) -> OneStat
     )
 
 
-def test_a_new_customer_s_text_is_left_to_the_general_path_which_opens_a_session(instance):
+def test_a_new_customer_s_text_is_left_to_the_general_path_which_opens_a_session(
+    instance: Instance,
+) -> None:
     raw = body()
 
     assert receive_in_one_statement(raw) is None
@@ -80,8 +84,8 @@ def test_a_new_customer_s_text_is_left_to_the_general_path_which_opens_a_session
 
 
 def test_an_idle_session_is_left_to_the_general_path_which_closes_it_and_opens_another(
-    instance, settings
-):
+    instance: Instance, settings: Settings
+) -> None:
     settings.SESSION_IDLE_HOURS = 24
     idle = make_session(
         instance,
@@ -107,7 +111,9 @@ def test_an_idle_session_is_left_to_the_general_path_which_closes_it_and_opens_a
 
 
 @pytest.mark.django_db
-def test_a_session_quiet_for_exactly_session_idle_hours_still_takes_the_text(instance, settings):
+def test_a_session_quiet_for_exactly_session_idle_hours_still_takes_the_text(
+    instance: Instance, settings: Settings
+) -> None:
     # Inside the test's transaction (the statement gets a savepoint): only the idle rule matters.
     settings.SESSION_IDLE_HOURS = 24
     session = make_session(instance, last_message_at=T - timedelta(hours=24))
@@ -120,7 +126,9 @@ def test_a_session_quiet_for_exactly_session_idle_hours_still_takes_the_text(ins
     assert session.last_message_at == T
 
 
-def test_a_closed_session_is_left_to_the_general_path_which_opens_a_new_one(instance):
+def test_a_closed_session_is_left_to_the_general_path_which_opens_a_new_one(
+    instance: Instance,
+) -> None:
     closed_at = T - timedelta(minutes=1)
     closed = make_session(instance, state=SessionState.CLOSED, closed_at=closed_at)
     raw = body()
@@ -141,7 +149,9 @@ def test_a_closed_session_is_left_to_the_general_path_which_opens_a_new_one(inst
 
 
 @pytest.mark.parametrize("number", ["unknown", "inactive"])
-def test_a_text_for_an_unknown_or_inactive_number_writes_nothing_and_is_ignored(instance, number):
+def test_a_text_for_an_unknown_or_inactive_number_writes_nothing_and_is_ignored(
+    instance: Instance, number: str
+) -> None:
     # The customer has an open session, but not on an active instance with that number.
     make_session(instance, customer_name="Maria Silva")
     if number == "inactive":
@@ -163,7 +173,7 @@ def test_a_text_for_an_unknown_or_inactive_number_writes_nothing_and_is_ignored(
 # --- duplicates ------------------------------------------------------------------------------
 
 
-def test_a_repeated_wamid_is_stored_once_and_every_delivery_is_kept(instance):
+def test_a_repeated_wamid_is_stored_once_and_every_delivery_is_kept(instance: Instance) -> None:
     session = make_session(instance, customer_name="Maria Silva")
     raw = body()
 
@@ -198,8 +208,8 @@ def test_a_repeated_wamid_is_stored_once_and_every_delivery_is_kept(instance):
 
 
 def test_a_repeated_wamid_after_the_turn_started_queues_a_harmless_extra_turn(
-    instance, monkeypatch
-):
+    instance: Instance, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The one exception to "the general path's rows": the statement queues the turn before it
     # knows the message is a duplicate, so it enqueues it (deliveries._one_statement). The extra
     # task claims the lease, which clears the mark, and finds nothing pending.
@@ -234,7 +244,10 @@ def identity_conflict(instance: Instance) -> tuple[Session, Session]:
 
 
 def assert_stored_by_the_general_path(
-    holds_phone: Session, holds_user_id: Session, rows: tuple, delivery: WebhookDelivery
+    holds_phone: Session,
+    holds_user_id: Session,
+    rows: tuple[Rows, Rows, Rows],
+    delivery: WebhookDelivery,
 ) -> None:
     """The general path logs the conflict, leaves both identities and stores the text."""
     [message] = Message.objects.all()
@@ -270,8 +283,8 @@ def conflict_logs(caplog: pytest.LogCaptureFixture) -> list[tuple[str, Any]]:
 
 
 def test_an_identity_another_open_session_holds_makes_the_statement_fail_and_fall_back(
-    instance, caplog
-):
+    instance: Instance, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="conversations.inbound")
     holds_phone, holds_user_id = identity_conflict(instance)
     raw = body()
@@ -293,8 +306,8 @@ def test_an_identity_another_open_session_holds_makes_the_statement_fail_and_fal
 
 @pytest.mark.django_db
 def test_inside_a_transaction_the_failed_statement_rolls_back_its_savepoint_only(
-    instance, django_capture_on_commit_callbacks
-):
+    instance: Instance, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
+) -> None:
     holds_phone, holds_user_id = identity_conflict(instance)
     raw = body()
     rows = database_rows()
@@ -314,8 +327,8 @@ def test_inside_a_transaction_the_failed_statement_rolls_back_its_savepoint_only
 
 @pytest.mark.django_db
 def test_inside_a_transaction_the_statement_gets_a_savepoint_and_the_turn_waits_for_commit(
-    instance, django_capture_on_commit_callbacks
-):
+    instance: Instance, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
+) -> None:
     session = make_session(instance, customer_name="Maria Silva")
     turns = Recorder()
 
@@ -335,7 +348,9 @@ def test_inside_a_transaction_the_statement_gets_a_savepoint_and_the_turn_waits_
 # --- the queued turn -------------------------------------------------------------------------
 
 
-def test_a_turn_is_enqueued_once_until_a_worker_starts_it_or_it_is_presumed_lost(instance):
+def test_a_turn_is_enqueued_once_until_a_worker_starts_it_or_it_is_presumed_lost(
+    instance: Instance,
+) -> None:
     session = make_session(instance, customer_name="Maria Silva")
     turns = Recorder()
 
@@ -370,7 +385,7 @@ def test_a_turn_is_enqueued_once_until_a_worker_starts_it_or_it_is_presumed_lost
     assert (turns.calls, queued_at) == ([session.pk] * 3, fourth)
 
 
-def test_a_session_with_a_human_never_gets_a_turn_queued(instance):
+def test_a_session_with_a_human_never_gets_a_turn_queued(instance: Instance) -> None:
     session = make_session(instance, customer_name="Maria Silva", state=SessionState.HUMAN)
     turns = Recorder()
 
@@ -393,8 +408,8 @@ def test_a_session_with_a_human_never_gets_a_turn_queued(instance):
     ttl_boundary_cases(TURN_QUEUED_TTL),
 )
 def test_the_statement_queues_the_turn_again_only_once_the_queued_one_is_older_than_the_ttl(
-    instance, queued_ago, turn_queued
-):
+    instance: Instance, queued_ago: timedelta, turn_queued: bool
+) -> None:
     # The same boundary as `session_rules.turn_queue` (tests/conversations/inbound/test_turn_queue).
     now = timezone.now()
     before = now - queued_ago

@@ -9,11 +9,15 @@
 """
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from conversations import publishers
 from conversations.events import ACTION_UNSUPPORTED_MEDIA, EventCode
@@ -21,7 +25,7 @@ from conversations.inbound import deliveries, one_statement
 from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.inbound.tasks import apply_webhook_delivery
 from conversations.labels import event_text
-from conversations.models import Direction, Message, Session, WebhookDelivery
+from conversations.models import Direction, Instance, Message, Session, WebhookDelivery
 from conversations.sweeps import RECEIVED_GRACE, received_deliveries_requeue
 from conversations.whatsapp.payload import (
     CLOUD_API_EPOCH,
@@ -46,9 +50,12 @@ pytestmark = pytest.mark.django_db
 
 HEADERS = {"Content-Type": "application/json"}
 
+# `signed_post`, its after-commit callbacks run: the test client's response.
+Post = Callable[[bytes], Any]
+
 
 @pytest.fixture
-def enqueued(monkeypatch):
+def enqueued(monkeypatch: pytest.MonkeyPatch) -> dict[str, Recorder]:
     """The view's collaborators, recorded instead of reaching Celery."""
     recorders = {"turns": Recorder(), "sends": Recorder(), "deliveries": Recorder()}
     monkeypatch.setattr(publishers, "enqueue_turn", recorders["turns"])
@@ -58,18 +65,21 @@ def enqueued(monkeypatch):
 
 
 @pytest.fixture
-def post(client, django_capture_on_commit_callbacks):
+def post(
+    client: Client, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
+) -> Post:
     """`signed_post`, running what the request registered for after its commit."""
 
-    def send(raw: bytes):
+    def send(raw: bytes) -> Any:
         with django_capture_on_commit_callbacks(execute=True):
             return signed_post(client, raw)
 
     return send
 
 
-def _message(document: dict, index: int = 0) -> dict:
-    return document["entry"][0]["changes"][0]["value"]["messages"][index]
+def _message(document: dict[str, Any], index: int = 0) -> dict[str, Any]:
+    message: dict[str, Any] = document["entry"][0]["changes"][0]["value"]["messages"][index]
+    return message
 
 
 def _text_with(field: str, value: str) -> bytes:
@@ -96,7 +106,7 @@ SURROGATE_CASES = [
 ]
 
 
-def _assert_surrogate_replaced(response, raw: bytes, field: str, column: str) -> None:
+def _assert_surrogate_replaced(response: Any, raw: bytes, field: str, column: str) -> None:
     assert response.status_code == 200
     delivery = WebhookDelivery.objects.get()
     # The raw body is kept byte for byte (bytea stores any byte; the escape is ASCII anyway).
@@ -108,8 +118,8 @@ def _assert_surrogate_replaced(response, raw: bytes, field: str, column: str) ->
 
 @pytest.mark.parametrize(("field", "column"), SURROGATE_CASES)
 def test_a_lone_surrogate_is_replaced_and_the_delivery_stored_and_answered_200(
-    post, instance, enqueued, field, column
-):
+    post: Post, instance: Instance, enqueued: dict[str, Recorder], field: str, column: str
+) -> None:
     raw = _text_with(field, "\\ud800x")
 
     response = post(raw)
@@ -121,8 +131,8 @@ def test_a_lone_surrogate_is_replaced_and_the_delivery_stored_and_answered_200(
 @pytest.mark.postgres
 @pytest.mark.parametrize(("field", "column"), SURROGATE_CASES)
 def test_on_postgresql_a_known_customer_s_lone_surrogate_takes_the_one_statement_path(
-    post, known_customer, enqueued, field, column
-):
+    post: Post, known_customer: Session, enqueued: dict[str, Recorder], field: str, column: str
+) -> None:
     # Before: 503 and nothing stored (the driver cannot encode a lone surrogate).
     known_customer.customer_name = ""
     known_customer.save(update_fields=["customer_name"])
@@ -134,7 +144,7 @@ def test_on_postgresql_a_known_customer_s_lone_surrogate_takes_the_one_statement
     assert Message.objects.get().session_id == known_customer.pk
 
 
-def test_a_surrogate_in_a_key_or_raw_surrogate_bytes_are_replaced_too():
+def test_a_surrogate_in_a_key_or_raw_surrogate_bytes_are_replaced_too() -> None:
     # A key, a pair (an emoji: kept), and a surrogate encoded raw (CESU bytes json lets through).
     raw = b'{"\\udc00k": ["\\ud83d\\ude00", "\xed\xa0\x80y", {"d": [[["\\udbff"]]]}]}'
 
@@ -143,9 +153,12 @@ def test_a_surrogate_in_a_key_or_raw_surrogate_bytes_are_replaced_too():
 
 @pytest.mark.postgres
 def test_whatever_fails_in_the_one_statement_path_the_general_path_stores_it(
-    post, known_customer, enqueued, monkeypatch
-):
-    def refuse(*args, **kwargs):
+    post: Post,
+    known_customer: Session,
+    enqueued: dict[str, Recorder],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> NoReturn:
         raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
 
     monkeypatch.setattr(one_statement, "_run", refuse)
@@ -158,9 +171,9 @@ def test_whatever_fails_in_the_one_statement_path_the_general_path_stores_it(
 
 
 def test_whatever_fails_while_applying_the_raw_bytes_are_stored_failed_and_200_answered(
-    post, instance, enqueued, monkeypatch
-):
-    def explode(payload, **collaborators):
+    post: Post, instance: Instance, enqueued: dict[str, Recorder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def explode(payload: Any, **collaborators: Any) -> NoReturn:
         raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
 
     monkeypatch.setattr(deliveries, "payload_apply", explode)
@@ -188,7 +201,9 @@ def test_whatever_fails_while_applying_the_raw_bytes_are_stored_failed_and_200_a
         pytest.param(MAX_CLOCK_AHEAD + timedelta(seconds=1), True, id="a day and 1 s ahead"),
     ],
 )
-def test_a_timestamp_more_than_a_day_ahead_of_the_reception_is_replaced(offset, replaced):
+def test_a_timestamp_more_than_a_day_ahead_of_the_reception_is_replaced(
+    offset: timedelta, replaced: bool
+) -> None:
     received_at = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     document = load_fixture("text")
     _message(document)["timestamp"] = str(int((received_at + offset).timestamp()))
@@ -207,7 +222,9 @@ def test_a_timestamp_more_than_a_day_ahead_of_the_reception_is_replaced(offset, 
         pytest.param(None, True, id="beyond any datetime"),
     ],
 )
-def test_a_timestamp_before_the_cloud_api_existed_or_unrepresentable_is_replaced(moment, replaced):
+def test_a_timestamp_before_the_cloud_api_existed_or_unrepresentable_is_replaced(
+    moment: datetime | None, replaced: bool
+) -> None:
     received_at = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     document = load_fixture("status_read")
     status = document["entry"][0]["changes"][0]["value"]["statuses"][0]
@@ -220,8 +237,8 @@ def test_a_timestamp_before_the_cloud_api_existed_or_unrepresentable_is_replaced
 
 
 def test_a_year_9999_timestamp_neither_closes_the_open_session_nor_pins_it_to_the_future(
-    post, known_customer, enqueued
-):
+    post: Post, known_customer: Session, enqueued: dict[str, Recorder]
+) -> None:
     before = timezone.now()
     known_customer.last_message_at = before - timedelta(minutes=5)
     known_customer.save(update_fields=["last_message_at"])
@@ -235,6 +252,7 @@ def test_a_year_9999_timestamp_neither_closes_the_open_session_nor_pins_it_to_th
     session = Session.objects.get()
     assert session.pk == known_customer.pk
     assert session.closed_at is None
+    assert session.last_message_at is not None
     assert before <= session.last_message_at <= after
     inbound_message = Message.objects.get(direction=Direction.INBOUND)
     assert inbound_message.wa_timestamp == session.last_message_at
@@ -281,8 +299,8 @@ def _many_new_customers(count: int) -> bytes:
 
 
 def test_a_delivery_over_the_event_threshold_is_stored_and_deferred_not_applied(
-    post, instance, enqueued, settings
-):
+    post: Post, instance: Instance, enqueued: dict[str, Recorder], settings: Settings
+) -> None:
     settings.WEBHOOK_INLINE_MAX_EVENTS = 5
     raw = _many_new_customers(6)
 
@@ -301,7 +319,9 @@ def test_a_delivery_over_the_event_threshold_is_stored_and_deferred_not_applied(
     assert enqueued["turns"].calls == []
 
 
-def test_a_delivery_over_the_byte_threshold_is_deferred_too(post, instance, enqueued, settings):
+def test_a_delivery_over_the_byte_threshold_is_deferred_too(
+    post: Post, instance: Instance, enqueued: dict[str, Recorder], settings: Settings
+) -> None:
     settings.WEBHOOK_INLINE_MAX_BYTES = len(fixture_bytes("text")) - 1
 
     assert post(fixture_bytes("text")).status_code == 200
@@ -311,8 +331,12 @@ def test_a_delivery_over_the_byte_threshold_is_deferred_too(post, instance, enqu
 
 
 def test_the_task_applies_a_deferred_delivery_exactly_once(
-    post, instance, enqueued, settings, django_capture_on_commit_callbacks
-):
+    post: Post,
+    instance: Instance,
+    enqueued: dict[str, Recorder],
+    settings: Settings,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     settings.WEBHOOK_INLINE_MAX_EVENTS = 5
     post(_many_new_customers(6))
     delivery = WebhookDelivery.objects.get()
@@ -334,7 +358,9 @@ def test_the_task_applies_a_deferred_delivery_exactly_once(
     assert len(enqueued["turns"].calls) == 6
 
 
-def test_the_sweep_enqueues_a_deferred_delivery_whose_task_never_ran(instance, enqueued):
+def test_the_sweep_enqueues_a_deferred_delivery_whose_task_never_ran(
+    instance: Instance, enqueued: dict[str, Recorder]
+) -> None:
     now = timezone.now()
     lost = baker.make(
         WebhookDelivery,
@@ -359,7 +385,9 @@ def test_the_sweep_enqueues_a_deferred_delivery_whose_task_never_ran(instance, e
 # --- identical bodies ------------------------------------------------------------------------
 
 
-def test_an_identical_body_replayed_is_stored_once_with_a_counter(post, instance, enqueued):
+def test_an_identical_body_replayed_is_stored_once_with_a_counter(
+    post: Post, instance: Instance, enqueued: dict[str, Recorder]
+) -> None:
     raw = fixture_bytes("image")
 
     statuses = [post(raw).status_code for _ in range(3)]
@@ -377,9 +405,9 @@ def test_an_identical_body_replayed_is_stored_once_with_a_counter(post, instance
 
 
 def test_a_replay_of_a_failed_body_takes_the_outcome_of_its_successful_application(
-    post, instance, enqueued, monkeypatch
-):
-    def explode(payload, **collaborators):
+    post: Post, instance: Instance, enqueued: dict[str, Recorder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def explode(payload: Any, **collaborators: Any) -> NoReturn:
         raise RuntimeError("boom")
 
     with monkeypatch.context() as patch:
@@ -396,8 +424,8 @@ def test_a_replay_of_a_failed_body_takes_the_outcome_of_its_successful_applicati
 
 @pytest.mark.postgres
 def test_on_postgresql_a_known_customer_s_replayed_text_is_counted_in_one_statement(
-    post, known_customer, enqueued
-):
+    post: Post, known_customer: Session, enqueued: dict[str, Recorder]
+) -> None:
     raw = fixture_bytes("text")
 
     for _ in range(3):
@@ -419,7 +447,9 @@ UNREADABLE_REASON = (
 )
 
 
-def test_the_parser_reads_a_message_whatsapp_could_not_render_as_unreadable_with_its_reason():
+def test_the_parser_reads_a_message_whatsapp_could_not_render_as_unreadable_with_its_reason() -> (
+    None
+):
     payload = parse_payload(load_fixture("interactive_unreadable"))
 
     [message] = payload.messages
@@ -434,8 +464,8 @@ def test_the_parser_reads_a_message_whatsapp_could_not_render_as_unreadable_with
 
 
 def test_an_unreadable_message_alone_is_stored_and_answered_once_without_a_turn(
-    post, instance, enqueued
-):
+    post: Post, instance: Instance, enqueued: dict[str, Recorder]
+) -> None:
     raw = fixture_bytes("interactive_unreadable")
 
     responses = [post(raw).status_code for _ in range(2)]  # a replay too
@@ -464,8 +494,8 @@ def test_an_unreadable_message_alone_is_stored_and_answered_once_without_a_turn(
 
 
 def test_in_a_mixed_batch_the_unreadable_items_never_sink_another_customer_s_text(
-    post, instance, enqueued
-):
+    post: Post, instance: Instance, enqueued: dict[str, Recorder]
+) -> None:
     response = post(fixture_bytes("batch_with_unreadable"))
 
     assert response.status_code == 200
@@ -489,7 +519,7 @@ def test_in_a_mixed_batch_the_unreadable_items_never_sink_another_customer_s_tex
     assert enqueued["sends"].calls == [reply.pk]
 
 
-def test_the_parser_lists_an_item_without_a_readable_sender_and_reads_the_others():
+def test_the_parser_lists_an_item_without_a_readable_sender_and_reads_the_others() -> None:
     document = load_fixture("batch_with_unreadable")
     del _message(document)["from"], _message(document)["from_user_id"]
     document["entry"][0]["changes"][0]["value"]["contacts"] = []
@@ -504,8 +534,8 @@ def test_the_parser_lists_an_item_without_a_readable_sender_and_reads_the_others
 
 
 def test_webhook_delivery_receive_without_a_task_publisher_applies_a_big_delivery_inline(
-    instance, settings
-):
+    instance: Instance, settings: Settings
+) -> None:
     settings.WEBHOOK_INLINE_MAX_EVENTS = 0
     receipt = webhook_delivery_receive(
         raw_body=fixture_bytes("text"),
@@ -516,16 +546,16 @@ def test_webhook_delivery_receive_without_a_task_publisher_applies_a_big_deliver
     assert (receipt.outcome, receipt.messages_count) == ("processed", 1)
 
 
-def test_the_deferred_delivery_tasks_are_named_for_the_beat_and_the_publisher():
+def test_the_deferred_delivery_tasks_are_named_for_the_beat_and_the_publisher() -> None:
     from conversations.inbound.tasks import requeue_received_deliveries
 
     assert apply_webhook_delivery.name == "conversations.apply_webhook_delivery"
     assert requeue_received_deliveries.name == "conversations.requeue_received_deliveries"
 
 
-def test_a_deeply_nested_timestamp_makes_only_its_message_unreadable():
+def test_a_deeply_nested_timestamp_makes_only_its_message_unreadable() -> None:
     document = load_fixture("batch_with_unreadable")
-    nested: list = []
+    nested: list[Any] = []
     for _ in range(5_000):
         nested = [nested]
     _message(document, 1)["timestamp"] = nested
@@ -543,7 +573,7 @@ def test_a_deeply_nested_timestamp_makes_only_its_message_unreadable():
     assert carlos.reason.endswith("timestamp: expected a Unix timestamp")
 
 
-def test_a_broken_system_message_is_listed_unreadable_never_answered_as_the_customer_s():
+def test_a_broken_system_message_is_listed_unreadable_never_answered_as_the_customer_s() -> None:
     document = load_fixture("system_user_changed_number")
     _message(document)["system"] = "broken"
 

@@ -4,9 +4,10 @@ DB_PREPARE_HOT_STATEMENTS=False turns that off (for poolers that cannot keep the
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from pytest_django import Settings
 
 from conversations.inbound.deliveries import webhook_delivery_receive
-from conversations.models import Message
+from conversations.models import Message, Session
 from tests.conversations.whatsapp.conftest import (
     Recorder,
     encode,
@@ -37,7 +38,9 @@ def prepared_statements() -> list[tuple[str, int]]:
         return sorted(cursor.fetchall())
 
 
-def test_the_one_statement_path_is_prepared_once_and_run_from_the_plan(known_customer):
+def test_the_one_statement_path_is_prepared_once_and_run_from_the_plan(
+    known_customer: Session,
+) -> None:
     connection.close()  # a fresh connection: no statement prepared yet
 
     for n in range(3):
@@ -48,7 +51,9 @@ def test_the_one_statement_path_is_prepared_once_and_run_from_the_plan(known_cus
     assert Message.objects.count() == 3
 
 
-def test_with_db_prepare_hot_statements_false_nothing_is_prepared(known_customer, settings):
+def test_with_db_prepare_hot_statements_false_nothing_is_prepared(
+    known_customer: Session, settings: Settings
+) -> None:
     settings.DB_PREPARE_HOT_STATEMENTS = False
     connection.close()
 
@@ -59,7 +64,9 @@ def test_with_db_prepare_hot_statements_false_nothing_is_prepared(known_customer
     assert Message.objects.count() == 2
 
 
-def test_where_queries_are_logged_the_log_shows_the_statement_s_text(known_customer):
+def test_where_queries_are_logged_the_log_shows_the_statement_s_text(
+    known_customer: Session,
+) -> None:
     connection.close()
 
     with CaptureQueriesContext(connection) as logged:

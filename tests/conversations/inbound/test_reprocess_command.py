@@ -3,9 +3,10 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from model_bakery import baker
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from conversations import publishers
-from conversations.models import Message, WebhookDelivery
+from conversations.models import Instance, Message, WebhookDelivery
 from tests.conversations.whatsapp.conftest import Recorder, fixture_bytes
 
 pytestmark = pytest.mark.django_db
@@ -16,7 +17,7 @@ def failed_delivery(body: bytes) -> WebhookDelivery:
 
 
 @pytest.fixture
-def turns(monkeypatch) -> Recorder:
+def turns(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     recorder = Recorder()
     monkeypatch.setattr(publishers, "enqueue_turn", recorder)
     return recorder
@@ -29,8 +30,10 @@ def run(*args: str) -> str:
 
 
 def test_failed_deliveries_are_applied_again_and_reported(
-    instance, turns, django_capture_on_commit_callbacks
-):
+    instance: Instance,
+    turns: Recorder,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     recovered = failed_delivery(fixture_bytes("text"))
     still_bad = failed_delivery(b'{"entry": "nope"}')
     done = baker.make(WebhookDelivery, raw_body=fixture_bytes("image"), outcome="processed")
@@ -51,7 +54,7 @@ def test_failed_deliveries_are_applied_again_and_reported(
     assert done.outcome == "processed"
 
 
-def test_only_the_given_ids_are_reprocessed(instance, turns):
+def test_only_the_given_ids_are_reprocessed(instance: Instance, turns: Recorder) -> None:
     first = failed_delivery(fixture_bytes("text"))
     failed_delivery(fixture_bytes("button"))
 
@@ -61,5 +64,5 @@ def test_only_the_given_ids_are_reprocessed(instance, turns):
     assert WebhookDelivery.objects.filter(outcome="failed").count() == 1
 
 
-def test_nothing_to_reprocess(db):
+def test_nothing_to_reprocess(db: None) -> None:
     assert run() == "Reprocessed 0 deliveries.\n"

@@ -18,6 +18,7 @@ from tests.conversations.whatsapp.conftest import (
     load_fixture,
     signed_post,
 )
+from tests.fakes.graph_server import FakeGraphAPI
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +50,9 @@ def crashed_send(session: Session) -> Message:
         ("", None),
     ],
 )
-def test_the_callback_data_names_a_message_only_in_its_exact_form(data, expected) -> None:
+def test_the_callback_data_names_a_message_only_in_its_exact_form(
+    data: str, expected: int | None
+) -> None:
     assert message_id_from_callback(data) == expected
 
 
@@ -67,7 +70,7 @@ def test_a_send_names_its_message() -> None:
     ],
 )
 def test_the_parser_keeps_a_plausible_callback_data_and_ignores_the_rest(
-    callback_data, parsed
+    callback_data: Any, parsed: str
 ) -> None:
     payload = parse_webhook_body(status_body("sent", wamid="wamid.X1", callback_data=callback_data))
 
@@ -76,7 +79,7 @@ def test_the_parser_keeps_a_plausible_callback_data_and_ignores_the_rest(
 
 
 def test_a_status_naming_a_message_without_wamid_links_it_and_the_retry_sends_nothing(
-    client: Client, session: Session, fake_graph
+    client: Client, session: Session, fake_graph: FakeGraphAPI
 ) -> None:
     message = crashed_send(session)
 
@@ -92,7 +95,7 @@ def test_a_status_naming_a_message_without_wamid_links_it_and_the_retry_sends_no
         (message.pk, "delivered")
     ]
 
-    assert send_message.apply(args=[message.pk]).get() == "already_sent"
+    assert send_message.apply(args=(message.pk,)).get() == "already_sent"
     assert fake_graph.requests == []
     message.refresh_from_db()
     assert (message.wa_message_id, message.delivery_status) == ("wamid.LOST1", "delivered")
@@ -111,7 +114,8 @@ def test_a_status_never_relinks_a_message_that_has_its_wamid(
 
     message.refresh_from_db()
     assert (message.wa_message_id, message.delivery_status) == ("wamid.OURS", "sent")
-    assert list(DeliveryStatusEvent.objects.values_list("wa_message_id", "message_id")) == [
+    # The stubs type the nullable foreign key's column as an int.
+    assert list(DeliveryStatusEvent.objects.values_list("wa_message_id", "message_id")) == [  # type: ignore[comparison-overlap]
         ("wamid.OTHER", None)
     ]
 
@@ -130,12 +134,12 @@ def test_a_status_naming_an_inbound_message_links_nothing(client: Client, sessio
 
 @pytest.mark.django_db(transaction=True)
 def test_our_own_success_after_an_early_linked_status_never_moves_it_back(
-    client: Client, session: Session, fake_graph
+    client: Client, session: Session, fake_graph: FakeGraphAPI
 ) -> None:
     """The status arrives while the sending worker is still alive: its success store must not
     turn `delivered` back into `sent`."""
-    message = baker.make(
-        Message, session=session, direction=Direction.OUTBOUND, content="Olá! Como posso ajudar?"
+    message = recipes.reply.make(
+        session=session, content="Olá! Como posso ajudar?", delivery_status=""
     )
     fake_graph.respond_json(200, {"messages": [{"id": "wamid.FAST"}]})
 
@@ -148,7 +152,7 @@ def test_our_own_success_after_an_early_linked_status_never_moves_it_back(
         )
 
     fake_graph.on_request = deliver_status_first
-    assert send_message.apply(args=[message.pk]).get() == "sent"
+    assert send_message.apply(args=(message.pk,)).get() == "sent"
 
     message.refresh_from_db()
     assert (message.wa_message_id, message.delivery_status) == ("wamid.FAST", "delivered")

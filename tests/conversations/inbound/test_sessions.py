@@ -4,7 +4,7 @@ sessions closed, times forward only, unknown numbers ignored."""
 from datetime import timedelta
 
 import pytest
-from model_bakery import baker
+from pytest_django import Settings
 
 from agents.states import SessionState
 from conversations.labels import event_text
@@ -14,7 +14,8 @@ from conversations.models import (
     Message,
     Session,
 )
-from tests.conversations.inbound.conftest import T, make_session
+from tests import baker_recipes as recipes
+from tests.conversations.inbound.conftest import Receiver, T, make_session
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,
     CUSTOMER_USER_ID,
@@ -26,7 +27,9 @@ pytestmark = pytest.mark.django_db
 # --- sessions --------------------------------------------------------------------------------
 
 
-def test_the_session_is_found_by_user_id_first_then_by_phone(instance, receive):
+def test_the_session_is_found_by_user_id_first_then_by_phone(
+    instance: Instance, receive: Receiver
+) -> None:
     by_phone = make_session(instance, customer_user_id="")
     by_user_id = make_session(instance, customer_phone="")
 
@@ -41,7 +44,9 @@ def test_the_session_is_found_by_user_id_first_then_by_phone(instance, receive):
     assert Session.objects.count() == 2
 
 
-def test_a_session_known_by_phone_learns_the_user_id_and_name(instance, receive):
+def test_a_session_known_by_phone_learns_the_user_id_and_name(
+    instance: Instance, receive: Receiver
+) -> None:
     session = make_session(instance, customer_user_id="", customer_name="")
 
     receive("text")
@@ -52,8 +57,8 @@ def test_a_session_known_by_phone_learns_the_user_id_and_name(instance, receive)
 
 
 def test_a_session_idle_longer_than_session_idle_hours_is_closed_and_a_new_one_opened(
-    instance, receive, settings
-):
+    instance: Instance, receive: Receiver, settings: Settings
+) -> None:
     settings.SESSION_IDLE_HOURS = 24
     old = make_session(
         instance, state=SessionState.QUALIFYING, last_message_at=T - timedelta(hours=25)
@@ -78,7 +83,9 @@ def test_a_session_idle_longer_than_session_idle_hours_is_closed_and_a_new_one_o
     assert receive.turns.calls == [new.pk]
 
 
-def test_a_session_quiet_for_less_than_the_idle_limit_continues(instance, receive):
+def test_a_session_quiet_for_less_than_the_idle_limit_continues(
+    instance: Instance, receive: Receiver
+) -> None:
     session = make_session(instance, last_message_at=T - timedelta(hours=23))
 
     receive("text")
@@ -87,7 +94,7 @@ def test_a_session_quiet_for_less_than_the_idle_limit_continues(instance, receiv
     assert receive.turns.calls == [session.pk]
 
 
-def test_a_closed_session_is_never_reopened(instance, receive):
+def test_a_closed_session_is_never_reopened(instance: Instance, receive: Receiver) -> None:
     closed_at = T - timedelta(minutes=1)
     closed = make_session(instance, state=SessionState.CLOSED, closed_at=closed_at)
 
@@ -98,7 +105,9 @@ def test_a_closed_session_is_never_reopened(instance, receive):
     assert Session.objects.exclude(pk=closed.pk).get().messages.count() == 1
 
 
-def test_an_older_message_does_not_move_the_session_s_times_backwards(instance, receive):
+def test_an_older_message_does_not_move_the_session_s_times_backwards(
+    instance: Instance, receive: Receiver
+) -> None:
     later = T + timedelta(hours=1)
     session = make_session(instance, last_message_at=later, last_inbound_at=later)
 
@@ -109,9 +118,11 @@ def test_an_older_message_does_not_move_the_session_s_times_backwards(instance, 
 
 
 @pytest.mark.parametrize("active", [False, None])
-def test_a_delivery_for_an_unknown_or_inactive_number_is_ignored(receive, db, active):
+def test_a_delivery_for_an_unknown_or_inactive_number_is_ignored(
+    receive: Receiver, db: None, active: bool | None
+) -> None:
     if active is False:
-        baker.make(Instance, phone_number_id="100000000000001", is_active=False)
+        recipes.instance.make(phone_number_id="100000000000001", is_active=False)
 
     delivery = receive("text")
 

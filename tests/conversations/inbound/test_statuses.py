@@ -4,27 +4,25 @@ repeats stored once, unknown wamids kept unlinked."""
 from datetime import timedelta
 
 import pytest
-from model_bakery import baker
 
 from conversations.models import (
     DeliveryStatusEvent,
-    Direction,
     Instance,
     Message,
 )
-from tests.conversations.inbound.conftest import T, make_session
+from tests import baker_recipes as recipes
+from tests.conversations.inbound.conftest import Receiver, T, make_session
 
 pytestmark = pytest.mark.django_db
 
 
-def outbound(instance: Instance, **fields) -> Message:
-    session = make_session(instance)
-    return baker.make(
-        Message,
-        session=session,
-        direction=Direction.OUTBOUND,
+def outbound(instance: Instance, *, delivery_status: str) -> Message:
+    """A part of an answer the status fixtures name (wamid.OUT01), in `delivery_status`."""
+    return recipes.reply.make(
+        session=make_session(instance),
+        content="",
+        delivery_status=delivery_status,
         wa_message_id="wamid.OUT01",
-        **fields,
     )
 
 
@@ -40,7 +38,9 @@ def outbound(instance: Instance, **fields) -> Message:
         ("delivered", "status_failed", "delivered"),  # it reached the phone: not failed
     ],
 )
-def test_statuses_only_move_forward(instance, receive, before, fixture, after):
+def test_statuses_only_move_forward(
+    instance: Instance, receive: Receiver, before: str, fixture: str, after: str
+) -> None:
     message = outbound(instance, delivery_status=before)
 
     delivery = receive(fixture)
@@ -51,7 +51,9 @@ def test_statuses_only_move_forward(instance, receive, before, fixture, after):
     assert DeliveryStatusEvent.objects.get().message_id == message.pk
 
 
-def test_a_failed_status_stores_meta_s_code_and_title(instance, receive):
+def test_a_failed_status_stores_meta_s_code_and_title(
+    instance: Instance, receive: Receiver
+) -> None:
     message = outbound(instance, delivery_status="sent")
 
     receive("status_failed")
@@ -72,7 +74,7 @@ def test_a_failed_status_stores_meta_s_code_and_title(instance, receive):
     )
 
 
-def test_a_repeated_status_is_stored_once(instance, receive):
+def test_a_repeated_status_is_stored_once(instance: Instance, receive: Receiver) -> None:
     outbound(instance, delivery_status="sent")
 
     receive("status_read")
@@ -82,7 +84,9 @@ def test_a_repeated_status_is_stored_once(instance, receive):
     assert (second.statuses_count, second.times_received) == (1, 2)
 
 
-def test_a_status_for_an_unknown_wamid_is_kept_unlinked(instance, receive, caplog):
+def test_a_status_for_an_unknown_wamid_is_kept_unlinked(
+    instance: Instance, receive: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
     receive("status_read")
 
     event = DeliveryStatusEvent.objects.get()

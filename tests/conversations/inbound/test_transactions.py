@@ -5,13 +5,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any, NoReturn
 
 import pytest
 from django.db import connection
 
 from conversations.inbound import events
 from conversations.inbound.deliveries import webhook_delivery_receive
-from conversations.models import Message, Session, WebhookDelivery
+from conversations.models import Instance, Message, Session, WebhookDelivery
 from tests.conversations.whatsapp.conftest import (
     Recorder,
     encode,
@@ -47,7 +48,7 @@ def traced() -> Iterator[Trace]:
         trace.commits += 1
         commit()
 
-    def record(execute, sql, params, many, context):
+    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         trace.statements.append((sql, connection.in_atomic_block))
         return execute(sql, params, many, context)
 
@@ -57,8 +58,9 @@ def traced() -> Iterator[Trace]:
         trace.rollbacks += 1
         rollback()
 
-    connection.commit = counting_commit  # spies: the real commit and rollback still run
-    connection.rollback = counting_rollback
+    # Spies on the instance, deleted below: the real commit and rollback still run.
+    connection.commit = counting_commit  # type: ignore[method-assign]
+    connection.rollback = counting_rollback  # type: ignore[method-assign]
     try:
         with connection.execute_wrapper(record):
             yield trace
@@ -89,7 +91,9 @@ ON_POSTGRESQL = connection.vendor == "postgresql"
 
 
 @pytest.mark.skipif(not ON_POSTGRESQL, reason="the one-statement path is PostgreSQL's")
-def test_on_postgresql_a_known_customer_s_message_is_one_statement_in_autocommit(known_customer):
+def test_on_postgresql_a_known_customer_s_message_is_one_statement_in_autocommit(
+    known_customer: Session,
+) -> None:
 
     with traced() as trace:
         receive(fixture_bytes("text"))
@@ -104,7 +108,9 @@ def test_on_postgresql_a_known_customer_s_message_is_one_statement_in_autocommit
 
 
 @pytest.mark.skipif(ON_POSTGRESQL, reason="PostgreSQL takes the one-statement path")
-def test_on_sqlite_a_known_customer_s_message_is_one_commit_and_four_statements(known_customer):
+def test_on_sqlite_a_known_customer_s_message_is_one_commit_and_four_statements(
+    known_customer: Session,
+) -> None:
 
     with traced() as trace:
         receive(fixture_bytes("text"))
@@ -115,7 +121,9 @@ def test_on_sqlite_a_known_customer_s_message_is_one_commit_and_four_statements(
     assert kinds(trace) == ["UPDATE", "INSERT", "UPDATE", "INSERT"]
 
 
-def test_a_new_customer_s_first_message_is_one_commit_and_ten_statements(instance):
+def test_a_new_customer_s_first_message_is_one_commit_and_ten_statements(
+    instance: Instance,
+) -> None:
     with traced() as trace:
         receive(fixture_bytes("text"))
 
@@ -140,7 +148,7 @@ def test_a_new_customer_s_first_message_is_one_commit_and_ten_statements(instanc
     ]
 
 
-def test_each_further_message_of_a_batch_costs_one_insert(instance):
+def test_each_further_message_of_a_batch_costs_one_insert(instance: Instance) -> None:
     receive(texts(1))  # opens the session
 
     with traced() as six:
@@ -151,7 +159,7 @@ def test_each_further_message_of_a_batch_costs_one_insert(instance):
     assert kinds(six) == ["UPDATE", *["INSERT"] * 6, "UPDATE", "INSERT"]
 
 
-def test_a_refused_payload_is_still_one_commit(instance):
+def test_a_refused_payload_is_still_one_commit(instance: Instance) -> None:
     with traced() as trace:
         receive(encode({"entry": "nope"}))
 
@@ -161,12 +169,12 @@ def test_a_refused_payload_is_still_one_commit(instance):
 
 
 def test_an_apply_failure_rolls_everything_back_and_commits_the_body_alone(
-    known_customer, monkeypatch
-):
+    known_customer: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The general path: the one-statement path does not apply to a batch.
     document = json.loads(texts(2))
 
-    def broken(self):
+    def broken(self: events.Outbox) -> NoReturn:
         raise RuntimeError("boom")
 
     monkeypatch.setattr(events.Outbox, "enqueue_after_commit", broken)
@@ -184,7 +192,9 @@ def test_an_apply_failure_rolls_everything_back_and_commits_the_body_alone(
     assert Message.objects.count() == 0
 
 
-def test_a_customer_s_burst_moves_the_session_times_once_to_the_newest_message(instance):
+def test_a_customer_s_burst_moves_the_session_times_once_to_the_newest_message(
+    instance: Instance,
+) -> None:
     receive(texts(1))  # opens the session
     document = json.loads(texts(3).replace(b"wamid.MANY", b"wamid.BURST"))
     for offset, message in enumerate(document["entry"][0]["changes"][0]["value"]["messages"]):

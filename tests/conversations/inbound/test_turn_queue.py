@@ -6,16 +6,17 @@ it. The webhook's general path enqueues a turn only when it marked it.
 """
 
 from datetime import UTC, datetime, timedelta
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 from django.utils import timezone
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from agents.states import SessionState
 from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.inbound.session_rules import turn_queue, turn_queued_ttl
 from conversations.lease import lease_claim, lease_release
-from conversations.models import Message, Session, WebhookDelivery
+from conversations.models import Instance, Message, Session, WebhookDelivery
 from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import (
     Recorder,
@@ -31,7 +32,7 @@ LEASE_TTL = timedelta(minutes=5)
 TURN_QUEUED_TTL = turn_queued_ttl()  # the settings' TTL, for the boundary tables below
 
 
-def queue_state(session: Session) -> tuple:
+def queue_state(session: Session) -> tuple[UUID | None, datetime | None, datetime | None]:
     session.refresh_from_db()
     return (session.lease_token, session.lease_expires_at, session.turn_queued_at)
 
@@ -39,7 +40,9 @@ def queue_state(session: Session) -> tuple:
 # --- turn_queue ------------------------------------------------------------------------------
 
 
-def test_a_session_without_a_queued_turn_gets_it_marked_and_the_caller_must_enqueue(instance):
+def test_a_session_without_a_queued_turn_gets_it_marked_and_the_caller_must_enqueue(
+    instance: Instance,
+) -> None:
     session = recipes.known_customer.make(instance=instance)
 
     assert turn_queue(session_id=session.pk, now=NOW) is True
@@ -50,7 +53,9 @@ def test_a_session_without_a_queued_turn_gets_it_marked_and_the_caller_must_enqu
     ("queued_ago", "marked"),
     ttl_boundary_cases(TURN_QUEUED_TTL),
 )
-def test_a_queued_turn_spares_another_until_it_is_older_than_the_ttl(instance, queued_ago, marked):
+def test_a_queued_turn_spares_another_until_it_is_older_than_the_ttl(
+    instance: Instance, queued_ago: timedelta, marked: bool
+) -> None:
     before = NOW - queued_ago
     session = recipes.known_customer.make(instance=instance, turn_queued_at=before)
 
@@ -58,14 +63,14 @@ def test_a_queued_turn_spares_another_until_it_is_older_than_the_ttl(instance, q
     assert queue_state(session) == (None, None, NOW if marked else before)
 
 
-def test_queuing_the_turn_of_a_session_that_does_not_exist_marks_nothing():
+def test_queuing_the_turn_of_a_session_that_does_not_exist_marks_nothing() -> None:
     assert turn_queue(session_id=999_999, now=NOW) is False
 
 
 # --- the lease clears it ---------------------------------------------------------------------
 
 
-def test_claiming_the_lease_clears_the_queued_turn(instance):
+def test_claiming_the_lease_clears_the_queued_turn(instance: Instance) -> None:
     session = recipes.known_customer.make(
         instance=instance, turn_queued_at=NOW - timedelta(seconds=5)
     )
@@ -76,7 +81,7 @@ def test_claiming_the_lease_clears_the_queued_turn(instance):
     assert queue_state(session) == (token, NOW + LEASE_TTL, None)
 
 
-def test_claiming_an_expired_lease_clears_the_queued_turn(instance):
+def test_claiming_an_expired_lease_clears_the_queued_turn(instance: Instance) -> None:
     session = recipes.known_customer.make(
         instance=instance,
         lease_token=uuid4(),
@@ -90,7 +95,7 @@ def test_claiming_an_expired_lease_clears_the_queued_turn(instance):
     assert queue_state(session) == (token, NOW + LEASE_TTL, None)
 
 
-def test_a_lease_held_by_another_worker_leaves_the_queued_turn(instance):
+def test_a_lease_held_by_another_worker_leaves_the_queued_turn(instance: Instance) -> None:
     session = recipes.known_customer.make(instance=instance)
     holder = lease_claim(session_id=session.pk, now=NOW, ttl=LEASE_TTL)
     # A message arrived during the holder's turn and queued another.
@@ -100,16 +105,17 @@ def test_a_lease_held_by_another_worker_leaves_the_queued_turn(instance):
     assert queue_state(session) == (holder, NOW + LEASE_TTL, NOW + timedelta(seconds=1))
 
 
-def test_releasing_the_lease_clears_the_queued_turn(instance):
+def test_releasing_the_lease_clears_the_queued_turn(instance: Instance) -> None:
     session = recipes.known_customer.make(instance=instance)
     token = lease_claim(session_id=session.pk, now=NOW, ttl=LEASE_TTL)
+    assert token is not None
     assert turn_queue(session_id=session.pk, now=NOW + timedelta(seconds=1)) is True
 
     assert lease_release(session_id=session.pk, token=token) is True
     assert queue_state(session) == (None, None, None)
 
 
-def test_releasing_a_lease_this_worker_lost_leaves_the_queued_turn(instance):
+def test_releasing_a_lease_this_worker_lost_leaves_the_queued_turn(instance: Instance) -> None:
     session = recipes.known_customer.make(instance=instance)
     token = lease_claim(session_id=session.pk, now=NOW, ttl=LEASE_TTL)
     assert turn_queue(session_id=session.pk, now=NOW + timedelta(seconds=1)) is True
@@ -135,7 +141,7 @@ def batch(*wamids: str) -> bytes:
 class Webhook:
     """Delivers like the view does and runs the after-commit callbacks."""
 
-    def __init__(self, capture) -> None:
+    def __init__(self, capture: DjangoCaptureOnCommitCallbacks) -> None:
         self.capture = capture
         self.turns = Recorder()
 
@@ -148,7 +154,7 @@ class Webhook:
 
 
 @pytest.fixture
-def webhook(django_capture_on_commit_callbacks) -> Webhook:
+def webhook(django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks) -> Webhook:
     return Webhook(django_capture_on_commit_callbacks)
 
 
@@ -157,8 +163,8 @@ def received_at(wamid: str) -> datetime:
 
 
 def test_a_batch_enqueues_its_customer_s_turn_once_and_a_batch_while_it_is_queued_none(
-    instance, webhook
-):
+    instance: Instance, webhook: Webhook
+) -> None:
     session = recipes.known_customer.make(instance=instance)
 
     first = webhook(batch("wamid.B1", "wamid.B2"))
@@ -177,7 +183,9 @@ def test_a_batch_enqueues_its_customer_s_turn_once_and_a_batch_while_it_is_queue
     assert queue_state(session)[2] == received_at("wamid.B5")
 
 
-def test_a_batch_enqueues_again_once_the_queued_turn_is_older_than_the_ttl(instance, webhook):
+def test_a_batch_enqueues_again_once_the_queued_turn_is_older_than_the_ttl(
+    instance: Instance, webhook: Webhook
+) -> None:
     stale = timezone.now() - TURN_QUEUED_TTL - timedelta(seconds=1)
     session = recipes.known_customer.make(instance=instance, turn_queued_at=stale)
 
@@ -187,7 +195,9 @@ def test_a_batch_enqueues_again_once_the_queued_turn_is_older_than_the_ttl(insta
     assert queue_state(session) == (None, None, received_at("wamid.S1"))
 
 
-def test_a_batch_for_a_session_with_a_human_queues_no_turn(instance, webhook):
+def test_a_batch_for_a_session_with_a_human_queues_no_turn(
+    instance: Instance, webhook: Webhook
+) -> None:
     session = recipes.known_customer.make(instance=instance, state=SessionState.HUMAN)
 
     delivery = webhook(batch("wamid.H1", "wamid.H2"))
@@ -196,7 +206,9 @@ def test_a_batch_for_a_session_with_a_human_queues_no_turn(instance, webhook):
     assert queue_state(session) == (None, None, None)
 
 
-def test_a_batch_from_a_new_customer_opens_a_session_with_its_turn_queued(instance, webhook):
+def test_a_batch_from_a_new_customer_opens_a_session_with_its_turn_queued(
+    instance: Instance, webhook: Webhook
+) -> None:
     webhook(batch("wamid.N1", "wamid.N2"))
 
     session = Session.objects.get()

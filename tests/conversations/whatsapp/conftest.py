@@ -23,7 +23,8 @@ WEBHOOK_URL = "/webhooks/whatsapp/"
 
 
 def load_fixture(name: str) -> dict[str, Any]:
-    return json.loads((FIXTURES / f"{name}.json").read_text())
+    document: dict[str, Any] = json.loads((FIXTURES / f"{name}.json").read_text())
+    return document
 
 
 def fixture_bytes(name: str) -> bytes:
@@ -36,7 +37,9 @@ def encode(document: Any) -> bytes:
 
 def signed_post(client: Client, body: bytes, **extra: str) -> Any:
     """POST `body` the way Meta does: JSON with its X-Hub-Signature-256."""
-    headers = {"HTTP_X_HUB_SIGNATURE_256": compute_signature(body=body, secret=APP_SECRET)}
+    headers: dict[str, Any] = {
+        "HTTP_X_HUB_SIGNATURE_256": compute_signature(body=body, secret=APP_SECRET)
+    }
     headers.update(extra)
     return client.generic("POST", WEBHOOK_URL, body, content_type="application/json", **headers)
 
@@ -78,7 +81,10 @@ JSON = st.recursive(
 )
 
 
-def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
+KeyPath = tuple[str | int, ...]  # the keys and indexes from the document's root to one node
+
+
+def _paths(node: Any, prefix: KeyPath = ()) -> list[KeyPath]:
     paths = [prefix]
     if isinstance(node, dict):
         for key, value in node.items():
@@ -92,7 +98,7 @@ def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
 _BATCH = load_fixture("batch")
 
 
-def _mutate(mutations: list[tuple[tuple, Any]]) -> dict[str, Any]:
+def _mutate(mutations: list[tuple[KeyPath, Any]]) -> dict[str, Any]:
     document = copy.deepcopy(_BATCH)
     for path, value in mutations:
         node: Any = document
