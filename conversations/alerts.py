@@ -179,14 +179,14 @@ def handoff_alert_build(*, session_id: int, runtime: RuntimeSettings) -> Handoff
     )
 
 
-def _record(session_id: int, *, channel: str, outcome: str, content: str, **details: Any) -> None:
-    """The outcome as a SYSTEM event of the conversation (staff read it in the transcript)."""
+def _record(session_id: int, *, channel: str, outcome: str, **details: Any) -> None:
+    """The outcome as a SYSTEM event of the conversation: its parameters, rendered in pt-BR when
+    staff read the transcript (`conversations.labels.event_text`)."""
     Message.objects.create(
         session_id=session_id,
         direction=Direction.SYSTEM,
         message_type=EventCode.HANDOFF_ALERT,
         action=f"{channel}_{outcome}",
-        content=content,
         json_part={"channel": channel, "outcome": outcome, **details},
     )
 
@@ -212,7 +212,6 @@ def handoff_alert_email_send(*, session_id: int, runtime: RuntimeSettings) -> st
             session_id,
             channel="email",
             outcome="failed",
-            content=f"Alerta de transferência por e-mail não enviado: {error}.",
             error=error,
         )
         return "failed"
@@ -221,7 +220,6 @@ def handoff_alert_email_send(*, session_id: int, runtime: RuntimeSettings) -> st
         session_id,
         channel="email",
         outcome="sent",
-        content=f"Alerta de transferência enviado por e-mail a {len(recipients)} destinatário(s).",
         recipients=len(recipients),
         out_of_hours=alert.out_of_hours,
     )
@@ -258,10 +256,6 @@ def handoff_alert_webhook_post(
                 session_id,
                 channel="webhook",
                 outcome="sent",
-                content=(
-                    f"Alerta de transferência entregue ao webhook (HTTP {answer.status}, "
-                    f"{attempt} tentativa(s))."
-                ),
                 status=answer.status,
                 attempts=attempt,
                 out_of_hours=alert.out_of_hours,
@@ -273,9 +267,6 @@ def handoff_alert_webhook_post(
         session_id,
         channel="webhook",
         outcome="failed",
-        content=(
-            f"Alerta de transferência não entregue ao webhook: {error} ({attempt} tentativa(s))."
-        ),
         error=error,
         attempts=attempt,
     )

@@ -248,6 +248,32 @@ def _staff_summary_requested(message: Message) -> str:
     return gettext("%(who)s requested a new summary.") % {"who": _by(message)}
 
 
+def _handoff_alert(message: Message) -> str:
+    params = _params(message)
+    values = {
+        "count": params.get("recipients", "?"),
+        "status": params.get("status", "?"),
+        "attempts": params.get("attempts", "?"),
+        "error": params.get("error", "?"),
+    }
+    sent = params.get("outcome") == "sent"
+    if params.get("channel") == "email":
+        if sent:
+            return gettext("Handoff alert e-mailed to %(count)s recipient(s).") % values
+        return gettext("Handoff alert by e-mail not sent: %(error)s.") % values
+    if sent:
+        return (
+            gettext(
+                "Handoff alert delivered to the webhook (HTTP %(status)s, %(attempts)s try(ies))."
+            )
+            % values
+        )
+    return (
+        gettext("Handoff alert not delivered to the webhook: %(error)s (%(attempts)s try(ies)).")
+        % values
+    )
+
+
 _EVENT_TEXTS: Mapping[EventCode, Callable[[Message], str]] = {
     EventCode.STATE_CHANGED: _state_changed,
     EventCode.CONTEXT_LOADED: _context_loaded,
@@ -263,6 +289,7 @@ _EVENT_TEXTS: Mapping[EventCode, Callable[[Message], str]] = {
     EventCode.STAFF_GIVEN_BACK: _staff_given_back,
     EventCode.STAFF_CLOSED: _staff_closed,
     EventCode.STAFF_SUMMARY_REQUESTED: _staff_summary_requested,
+    EventCode.HANDOFF_ALERT: _handoff_alert,
 }
 
 

@@ -21,6 +21,7 @@ from agents.states import HandoffMotive, HandoffReason
 from conversations.alerts import SUMMARY_WAIT, summary_awaited
 from conversations.delivery_tasks import DELIVERY_MAX_RETRIES, notify_handoff, post_handoff_alert
 from conversations.handoff import FIXED_TEXT_REQUIRED, session_handoff
+from conversations.labels import event_text
 from conversations.models import Direction, HandoffSummary, Instance, Message, Session
 from conversations.turns.tasks import process_session
 from prompts_admin.models import RuntimeConfig
@@ -119,11 +120,11 @@ def hand_off(
 
 
 def alert_events(session: Session) -> list[tuple[str, str, Any]]:
-    return list(
-        Message.objects.filter(session=session, message_type="handoff_alert")
-        .order_by("id")
-        .values_list("action", "content", "json_part")
-    )
+    """(action, the sentence staff read, parameters) of each alert event; the row stores only
+    the parameters (its ``content`` is empty)."""
+    events = Message.objects.filter(session=session, message_type="handoff_alert").order_by("id")
+    assert [event.content for event in events] == [""] * len(events)
+    return [(event.action, event_text(event), event.json_part) for event in events]
 
 
 def expected_payload(session: Session, **changes: Any) -> dict[str, Any]:
