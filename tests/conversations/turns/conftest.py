@@ -7,14 +7,12 @@ from typing import Any
 import pytest
 from pytest_django import DjangoCaptureOnCommitCallbacks
 
-from conversations.models import Instance
 from tests.conversations.turns.support import (
     CLOSED_TEXT,
     INVALID_FORMAT_TEXT,
     OPEN_TEXT,
     PACKAGE_TEXT,
     WATER_SCHEMA,
-    make_instance,
 )
 
 
@@ -53,11 +51,6 @@ def catalog(db: None) -> None:
     config.handoff_message_closed = CLOSED_TEXT
     config.invalid_format_message = INVALID_FORMAT_TEXT
     config.save()
-
-
-@pytest.fixture
-def instance() -> Instance:
-    return make_instance()
 
 
 @pytest.fixture

@@ -8,16 +8,15 @@ an in-process `FakeLLM` (tests/agents/support.py) whose calls are asserted exact
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
-from uuid import uuid4
-
-from model_bakery import baker
 
 from agents.llm import LLMError
 from agents.states import SessionState
 from conversations.models import Direction, Instance, LLMCall, Message, Session
 from conversations.turns.deps import PipelineConfig, PipelineDeps
 from conversations.turns.run import ProcessReport, session_process
+from tests import baker_recipes as recipes
 from tests.agents.support import NOW, FakeLLM
+from tests.conversations import support
 
 S = SessionState
 CUSTOMER_PHONE = "5511988887777"
@@ -93,13 +92,15 @@ PACKAGE_TEXT = "Use o frasco estéril fornecido pelo laboratório; não enxágue
 
 
 def make_instance() -> Instance:
-    return baker.make(Instance, phone_number_id="100000000000001", name="Laboratório Demo")
+    instance: Instance = recipes.instance.make()
+    return instance
 
 
 def make_session(instance: Instance, state: SessionState = S.TRIAGE, **fields: Any) -> Session:
-    return Session.objects.create(
+    session: Session = recipes.session.make(
         instance=instance, customer_phone=CUSTOMER_PHONE, state=state.value, **fields
     )
+    return session
 
 
 _seconds = iter(range(1, 10_000))
@@ -108,13 +109,7 @@ _seconds = iter(range(1, 10_000))
 def inbound(session: Session, text: str, *, at: int | None = None) -> Message:
     """A pending INBOUND text as the webhook stores it; `at` = seconds after NOW."""
     second = at if at is not None else next(_seconds)
-    return Message.objects.create(
-        session=session,
-        direction=Direction.INBOUND,
-        content=text,
-        wa_message_id=f"wamid.{uuid4().hex}",
-        wa_timestamp=NOW + timedelta(seconds=second),
-    )
+    return support.inbound(session, text, wa_timestamp=NOW + timedelta(seconds=second))
 
 
 def pipeline(*answers: str | LLMError, **config: Any) -> Pipeline:
