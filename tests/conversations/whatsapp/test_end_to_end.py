@@ -8,7 +8,6 @@ run's worker takes these tasks.
 """
 
 import http.client
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,14 +26,7 @@ from tests.conversations.whatsapp.conftest import (
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.support.broker import IsolatedBroker
-from tests.support.processes import (
-    celery_worker_command,
-    free_port,
-    project_env,
-    start,
-    stop,
-    wait_for,
-)
+from tests.support.processes import project_env, wait_for, web_and_worker
 
 pytestmark = [
     pytest.mark.postgres,
@@ -58,7 +50,6 @@ def servers(
     isolated_broker: IsolatedBroker,
 ) -> Iterator[int]:
     """gunicorn serving the project and a Celery worker, on one broker; yields the web port."""
-    port = free_port()
     env = project_env(
         broker=isolated_broker,
         WHATSAPP_APP_SECRET=APP_SECRET,
@@ -69,33 +60,8 @@ def servers(
         WHATSAPP_API_BASE_URL=fake_graph.base_url,
         WHATSAPP_ACCESS_TOKEN="e2e-access-token",
     )
-    commands = {
-        "web": [
-            str(Path(sys.executable).parent / "gunicorn"),
-            "config.wsgi:application",
-            f"--bind=127.0.0.1:{port}",
-            "--workers=1",
-        ],
-        "worker": celery_worker_command(f"whatsapp-e2e-{port}@localhost"),
-    }
-    processes = []
-    try:
-        for name, command in commands.items():
-            processes.append(start(command, env=env, log=tmp_path / f"{name}.log"))
-        wait_for(lambda: _healthy(port), timeout=30, what="gunicorn")
+    with web_and_worker(env=env, logs=tmp_path, name="whatsapp-e2e") as port:
         yield port
-    finally:
-        for process in processes:
-            stop(process)
-
-
-def _healthy(port: int) -> bool:
-    try:
-        web = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-        web.request("GET", "/healthz")
-        return web.getresponse().status == 200
-    except OSError:
-        return False
 
 
 def test_a_signed_webhook_is_answered_by_a_real_worker_through_the_graph_api(
