@@ -97,6 +97,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files from the app itself (README, Production): no separate file server needed.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
     # No NUL in query parameters: PostgreSQL refuses it in text (issue 11 §7).
     "config.middleware.NulFreeQueryStringMiddleware",
@@ -158,7 +160,18 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Where `collectstatic` writes and WhiteNoise serves from (outside the checkout in production).
+STATIC_ROOT: Path | None = Path(env.str("STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Production serves hashed, compressed copies (far-future cache headers) that
+    # `collectstatic` writes; a developer's runserver serves the apps' files as they are.
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
 
 # --- Production hardening (python manage.py check --deploy is clean with DEBUG=False) ---
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -22,6 +22,13 @@ DEBUG = False
 SECURE_SSL_REDIRECT = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# The test client renders pages without a `collectstatic` run; the hashed storage of production
+# is tested on its own (tests/config/test_static_files.py) and in the subprocess tests.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+STATIC_ROOT = None  # nothing collected: WhiteNoise has no directory to serve (and warn about)
 ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
 # Integration tests start a real worker when a broker is configured; everything else runs eagerly.
 CELERY_TASK_ALWAYS_EAGER = True

@@ -1,11 +1,13 @@
 """Helpers for the tests that run the real thing in subprocesses (gunicorn, a Celery worker)
 against this run's PostgreSQL test database and a Redis broker (a test's own: tests.support.broker)."""
 
+import functools
 import http.client
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -27,6 +29,35 @@ def database_url() -> str:
     return f"postgres://{db['USER']}{password}@{host}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
+@functools.cache
+def collected_static_root() -> str:
+    """A STATIC_ROOT filled once per test process by the production `collectstatic` (hashed,
+    compressed copies), which the subprocesses' pages need: with DEBUG=False a template's
+    ``{% static %}`` names the hashed file the manifest lists."""
+    root = tempfile.mkdtemp(prefix="lab-attendance-static-")
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity=0"],
+        cwd=BASE_DIR,
+        env={**production_env(), "STATIC_ROOT": root},
+        check=True,
+    )
+    return root
+
+
+def production_env(**overrides: str) -> dict[str, str]:
+    """The production settings module (DEBUG=False) with test secrets and no .env (the field
+    encryption key is the test settings' own, from this process's environment)."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "ENV_FILE": "/nonexistent/.env",
+        "DEBUG": "False",
+        "SECRET_KEY": "subprocess-test-secret-key",
+        "WHATSAPP_APP_SECRET": "subprocess-test-app-secret",
+        **overrides,
+    }
+
+
 def project_env(*, broker: str | IsolatedBroker, **overrides: str) -> dict[str, str]:
     """The production settings module with test secrets, this run's database and `broker` (a
     test's isolated broker on the shared Redis, or the URL of a throwaway server)."""
@@ -36,12 +67,8 @@ def project_env(*, broker: str | IsolatedBroker, **overrides: str) -> dict[str, 
         else {"CELERY_BROKER_URL": broker}
     )
     return {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "ENV_FILE": "/nonexistent/.env",
-        "DEBUG": "False",
-        "SECRET_KEY": "subprocess-test-secret-key",
-        "WHATSAPP_APP_SECRET": "subprocess-test-app-secret",
+        **production_env(),
+        "STATIC_ROOT": collected_static_root(),
         "DATABASE_URL": database_url(),
         "DB_CONN_MAX_AGE": "0",
         "OPENAI_API_KEY": "test-openai-key",
