@@ -345,7 +345,8 @@ LOGGING = {
 
 # --- Staff sign-in: lockout of password guessing (django-axes), session length, admin URL ---
 # The admin's prefix, e.g. `gestao-7f3k/`: relative, ending in a slash.
-ADMIN_URL = env.str("ADMIN_URL", default="admin/")
+DEFAULT_ADMIN_URL = "admin/"
+ADMIN_URL = env.str("ADMIN_URL", default=DEFAULT_ADMIN_URL)
 # Plain path segments only: `path()` would read `<...>` as a converter.
 if not re.fullmatch(r"([A-Za-z0-9._~-]+/)+", ADMIN_URL):
     raise ImproperlyConfigured(

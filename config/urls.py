@@ -2,8 +2,10 @@ from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 from django.utils.translation import gettext_lazy as _
+from django.views.generic import RedirectView
 
 from config.health import healthz, readyz
+from config.settings import DEFAULT_ADMIN_URL
 
 admin.site.site_header = _("WhatsApp attendance")
 admin.site.site_title = _("WhatsApp attendance")
@@ -16,3 +18,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
 ]
+# The site is the admin: the bare domain leads there (to its login when signed out), unless the
+# admin lives at a path of its own (ADMIN_URL), which a redirect would give away: then 404.
+if settings.ADMIN_URL == DEFAULT_ADMIN_URL:
+    urlpatterns.append(path("", RedirectView.as_view(url=f"/{DEFAULT_ADMIN_URL}")))
