@@ -66,6 +66,19 @@ class DemoScriptError(Exception):
     unused), or a conversation did not end as recorded: the script needs updating."""
 
 
+class DemoWouldLeaveTheMachine(Exception):
+    """A setting would send the demo's lead or handoff alerts out (CRM webhook, alert e-mails or
+    webhook): the demo is not loaded rather than reach them."""
+
+
+# Each would make the demo reach a real service after commit (conversations.leads, .alerts).
+OUTSIDE_SETTINGS = ("CRM_WEBHOOK_URL", "HANDOFF_NOTIFY_EMAILS", "HANDOFF_WEBHOOK_URL")
+
+
+def outside_settings_configured() -> list[str]:
+    return [name for name in OUTSIDE_SETTINGS if getattr(settings, name)]
+
+
 # --- The two seams --------------------------------------------------------------------------------
 
 
@@ -530,13 +543,18 @@ def demo_conversations_load(*, now: datetime, reset: bool = False) -> int:
     """Play the recordings (see the module docstring); returns how many sessions were created
     (0 when demo conversations exist and not `reset`).
 
-    Raises `Instance.DoesNotExist` when the demo catalog is not loaded, and `DemoScriptError`
-    when the code and the recordings disagree.
+    Raises `Instance.DoesNotExist` when the demo catalog is not loaded,
+    `DemoWouldLeaveTheMachine` when a CRM or alert destination is configured, and
+    `DemoScriptError` when the code and the recordings disagree.
     """
-    if demo_sessions().exists():
-        if not reset:
-            return 0
-        demo_conversations_delete()
+    if demo_sessions().exists() and not reset:
+        return 0
+    configured = outside_settings_configured()
+    if configured:
+        raise DemoWouldLeaveTheMachine(
+            f"{', '.join(configured)} set: the demo's lead and handoffs would reach them"
+        )
+    demo_conversations_delete()
     Instance.objects.get(phone_number_id=DEMO_PHONE_NUMBER_ID, is_active=True)
     base = demo_base_time(now)
     sender = DemoSender()

@@ -313,3 +313,33 @@ def test_a_recording_the_code_no_longer_follows_loads_nothing(
         0,
         0,
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("CRM_WEBHOOK_URL", "https://crm.example.com/leads"),
+        ("HANDOFF_NOTIFY_EMAILS", ["equipe@example.com"]),
+        ("HANDOFF_WEBHOOK_URL", "https://alerts.example.com/hook"),
+    ],
+)
+def test_a_configured_crm_or_alert_destination_keeps_the_demo_out(
+    demo_catalog: None, settings: Settings, name: str, value: Any
+) -> None:
+    setattr(settings, name, value)
+
+    with pytest.raises(CommandError, match=f"Not loaded: {name} set: the demo's lead and handoffs"):
+        load()
+
+    assert not demo_sessions().exists()
+
+
+def test_bootstrap_says_why_it_skips_the_demo_conversations(settings: Settings) -> None:
+    settings.DEBUG = True
+    settings.CRM_WEBHOOK_URL = "https://crm.example.com/leads"
+    out = io.StringIO()
+
+    call_command("bootstrap_dev", stdout=out)
+
+    assert "Demo conversations not loaded: CRM_WEBHOOK_URL set: " in out.getvalue()
+    assert not demo_sessions().exists()

@@ -17,7 +17,11 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from conversations.demo import DEMO_PHONE_NUMBER_ID, demo_conversations_load
+from conversations.demo import (
+    DEMO_PHONE_NUMBER_ID,
+    DemoWouldLeaveTheMachine,
+    demo_conversations_load,
+)
 from conversations.models import Instance
 
 
@@ -42,9 +46,13 @@ class Command(BaseCommand):
                 call_command("populate_history", "--auto", verbosity=0)
                 self.stdout.write("Loaded the demo catalog.")
         if Instance.objects.filter(phone_number_id=DEMO_PHONE_NUMBER_ID, is_active=True).exists():
-            created = demo_conversations_load(now=timezone.now())
-            if created:
-                self.stdout.write(f"Loaded {created} demo conversations.")
+            try:
+                created = demo_conversations_load(now=timezone.now())
+            except DemoWouldLeaveTheMachine as exc:
+                self.stdout.write(f"Demo conversations not loaded: {exc}.")
+            else:
+                if created:
+                    self.stdout.write(f"Loaded {created} demo conversations.")
         user_model = get_user_model()
         if user_model.objects.filter(is_superuser=True).exists():
             return

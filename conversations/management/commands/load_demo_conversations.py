@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from conversations.demo import demo_conversations_load
+from conversations.demo import DemoWouldLeaveTheMachine, demo_conversations_load
 from conversations.models import Instance
 
 
@@ -27,6 +27,8 @@ class Command(BaseCommand):
             raise CommandError("load_demo_conversations runs only with DEBUG=True.")
         try:
             created = demo_conversations_load(now=timezone.now(), reset=options["reset"])
+        except DemoWouldLeaveTheMachine as exc:
+            raise CommandError(f"Not loaded: {exc}; unset them for the demo.") from None
         except Instance.DoesNotExist:
             raise CommandError(
                 "The demo catalog is not loaded: run `python manage.py bootstrap_dev` first."
