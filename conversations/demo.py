@@ -378,10 +378,10 @@ def demo_sessions() -> QuerySet[Session]:
 
 @dataclass
 class _Player:
-    """Plays one recording. What the Celery tasks would do after each commit (run the turn, send
-    the replies, write the summary) is done after each step from the rows themselves, as the
-    sweeps would: so the generator works in autocommit (``manage.py``) and inside an outer
-    transaction alike (a test's, where no commit hook ever runs)."""
+    """Plays one recording. The load is one transaction, so no commit hook runs before its end:
+    what the Celery tasks would do after each commit (run the turn, send the replies, write the
+    summary) is done after each step from the rows themselves, as the sweeps would, and the
+    enqueue seams do nothing (`_later`)."""
 
     recording: Recording
     base: datetime
