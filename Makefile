@@ -39,7 +39,7 @@ bootstrap: migrate
 serve:
 	$(PY) manage.py runserver $(HOST):$(PORT)
 
-## make run: install, migrate SQLite, load the demo catalog, create a local admin, serve on :8000
+## make run: install, migrate SQLite, load the demo catalog and conversations, create a local admin, serve on :8000
 run: bootstrap serve
 
 ## make test: lint, formatting, types, import contracts, migrations check and the test suite,

@@ -1,8 +1,10 @@
-"""First-run setup for a developer machine: the demo catalog and a local superuser.
+"""First-run setup for a developer machine: the demo catalog, the demo conversations and a local
+superuser.
 
 Runs only with DEBUG=True. Safe to run again: the catalog (with a first history version of each
-versioned row) is loaded only while no Instance exists, and the superuser is created only while
-none exists.
+versioned row) is loaded only while no Instance exists, the demo conversations
+(`conversations.demo`) only while the demo instance exists and they do not, and the superuser is
+created only while none exists.
 """
 
 import os
@@ -13,12 +15,18 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
+from conversations.demo import (
+    DEMO_PHONE_NUMBER_ID,
+    DemoWouldLeaveTheMachine,
+    demo_conversations_load,
+)
 from conversations.models import Instance
 
 
 class Command(BaseCommand):
-    help = "Load the demo catalog and create a local superuser (DEBUG=True only)."
+    help = "Load the demo catalog and conversations and create a local superuser (DEBUG=True only)."
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not settings.DEBUG:
@@ -37,6 +45,14 @@ class Command(BaseCommand):
                 # diffed and reverted. populate_history skips models that already have history.
                 call_command("populate_history", "--auto", verbosity=0)
                 self.stdout.write("Loaded the demo catalog.")
+        if Instance.objects.filter(phone_number_id=DEMO_PHONE_NUMBER_ID, is_active=True).exists():
+            try:
+                created = demo_conversations_load(now=timezone.now())
+            except DemoWouldLeaveTheMachine as exc:
+                self.stdout.write(f"Demo conversations not loaded: {exc}.")
+            else:
+                if created:
+                    self.stdout.write(f"Loaded {created} demo conversations.")
         user_model = get_user_model()
         if user_model.objects.filter(is_superuser=True).exists():
             return
