@@ -1,4 +1,5 @@
-"""One log line per event: `<time> <level> <logger> <event> key=value ...`.
+"""One log line per event: `<time> <level> <logger> <event> key=value ...`, or with
+``LOG_FORMAT=json`` one JSON object per line (`JsonEventFormatter`) for a log shipper.
 
 Callers log the event name as the message and the key fields as `extra`:
 ``logger.info("llm_response_parse_retry", extra={"session_id": 7, "agent": "triagem"})``.
@@ -10,6 +11,7 @@ library's).
 """
 
 import functools
+import json
 import logging
 import re
 from typing import Any
@@ -77,3 +79,41 @@ class EventFormatter(logging.Formatter):
         if fields:
             line = f"{line} {' '.join(fields)}"
         return line
+
+
+class JsonEventFormatter(EventFormatter):
+    """The same event as one JSON object per line: ``time``, ``level``, ``logger``, ``event``,
+    the extras (redacted like the text lines; numbers, flags and None as JSON values) and
+    ``exception`` with the redacted traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.message = record.getMessage()
+        document: dict[str, Any] = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "event": redact(record.message),
+        }
+        for key, value in record.__dict__.items():
+            if key in _STANDARD_ATTRS or key in _SKIPPED_EXTRAS or key.startswith("_"):
+                continue
+            document[key] = REDACTED if _is_secret(key) else _json_value(value)
+        if record.exc_info:
+            document["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            document["exception"] = redact(record.exc_text)
+        if record.stack_info:
+            document["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(document, ensure_ascii=False)
+
+
+def _json_value(value: Any) -> Any:
+    if (
+        value is None
+        or isinstance(value, bool)
+        or (isinstance(value, int) and -(10**9) < value < 10**9)
+    ):
+        return value
+    if isinstance(value, float):
+        return value
+    return redact(str(value))

@@ -8,6 +8,7 @@ import base64
 import binascii
 import hashlib
 import re
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -212,6 +213,11 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 if CELERY_BROKER_URL.split("://", 1)[0] in ("redis", "rediss"):
     # kombu's Redis transport, with one redis-py client per channel (see the module).
     CELERY_BROKER_TRANSPORT = "config.redis_transport:Transport"
+# Where beat keeps the last run of each periodic task: a state file, never in the checkout.
+CELERY_BEAT_SCHEDULE_FILENAME = env.str(
+    "CELERY_BEAT_SCHEDULE_FILENAME",
+    default=str(Path(tempfile.gettempdir()) / "lab-attendance-celerybeat-schedule"),
+)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     # A turn whose worker died, whose publish failed or that raised leaves pending messages.
     "requeue-expired-leases": {
@@ -323,10 +329,20 @@ _check_outbound_webhooks()
 
 # --- Logging: one line per event, `event key=value ...`, secrets redacted ---
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+# "text": `time level logger event key=value ...`; "json": one JSON object per line.
+LOG_FORMAT = env.str("LOG_FORMAT", default="text")
+if LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: use 'text' or 'json'.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"event": {"()": "config.logging.EventFormatter"}},
+    "formatters": {
+        "event": {
+            "()": "config.logging.JsonEventFormatter"
+            if LOG_FORMAT == "json"
+            else "config.logging.EventFormatter"
+        }
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "event"}},
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {

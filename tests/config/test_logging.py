@@ -1,7 +1,9 @@
+import json
 import logging
 import sys
 
-from config.logging import REDACTED, EventFormatter
+from agents.redaction import redact
+from config.logging import REDACTED, EventFormatter, JsonEventFormatter
 
 
 def make_record(**extra: object) -> logging.LogRecord:
@@ -98,3 +100,54 @@ def test_a_large_integer_is_redacted_like_text() -> None:
     line = EventFormatter().format(make_record(count=3, wa_id=5511987654321, cnpj=11222333000181))
 
     assert line.endswith("count=3 wa_id=[phone] cnpj=[cnpj]")
+
+
+def test_json_lines_carry_the_event_its_fields_and_redact_like_the_text_lines() -> None:
+    formatter = JsonEventFormatter()
+    record = make_record(
+        session_id=7, agent="triagem", api_key="sk-123", detail="e-mail ana@x.com.br", ok=True
+    )
+
+    document = json.loads(formatter.format(record))
+
+    assert set(document) == {
+        "time",
+        "level",
+        "logger",
+        "event",
+        "session_id",
+        "agent",
+        "api_key",
+        "detail",
+        "ok",
+    }
+    assert {k: v for k, v in document.items() if k != "time"} == {
+        "level": "INFO",
+        "logger": "agents",
+        "event": "llm_response_parse_retry",
+        "session_id": 7,
+        "agent": "triagem",
+        "api_key": REDACTED,
+        "detail": "e-mail " + redact("ana@x.com.br"),
+        "ok": True,
+    }
+    assert "ana@x.com.br" not in formatter.format(record)
+
+
+def test_a_json_line_holds_the_redacted_traceback_on_one_line() -> None:
+    try:
+        raise ValueError("falhou para ana@x.com.br")
+    except ValueError:
+        record = logging.LogRecord(
+            "conversations", logging.ERROR, __file__, 1, "turn_failed", None, sys.exc_info()
+        )
+
+    line = JsonEventFormatter().format(record)
+
+    assert "\n" not in line
+    document = json.loads(line)
+    assert document["event"] == "turn_failed"
+    assert document["exception"].splitlines()[0] == "Traceback (most recent call last):"
+    assert document["exception"].splitlines()[-1] == (
+        f"ValueError: falhou para {redact('ana@x.com.br')}"
+    )

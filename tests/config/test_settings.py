@@ -2,10 +2,12 @@
 
 import base64
 import hashlib
+import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -151,12 +153,12 @@ def test_a_broker_url_turns_eager_mode_off_and_postgres_keeps_connections() -> N
 def test_every_variable_settings_reads_is_documented() -> None:
     settings_source = (ROOT / "config" / "settings.py").read_text()
     variables = sorted(
-        set(re.findall(r'env\.(?:str|bool|int|float|list)\("([A-Z_]+)"', settings_source))
+        set(re.findall(r'env\.(?:str|bool|int|float|list)\(\s*"([A-Z_]+)"', settings_source))
     )
     readme = (ROOT / "README.md").read_text()
     example = (ROOT / ".env.example").read_text()
 
-    assert len(variables) == 53
+    assert len(variables) == 55
     assert [v for v in variables if f"`{v}`" not in readme] == []
     assert [v for v in variables if v not in example] == []
 
@@ -235,3 +237,44 @@ def test_alert_and_mail_settings_are_read_and_debug_allows_an_unsigned_webhook()
         "[] http://127.0.0.1:8000 django.core.mail.backends.console.EmailBackend localhost 25 "
         "False atendimento@localhost ''"
     )
+
+
+def test_log_format_json_makes_one_json_object_per_line() -> None:
+    code = (
+        "import django, logging; django.setup(); "
+        "logging.getLogger('conversations').info('turn_done', extra={'session_id': 7})"
+    )
+    result = run_python(code, {**PRODUCTION_ENV, "LOG_FORMAT": "json"})
+
+    [line] = result.stderr.strip().splitlines()
+    document = json.loads(line)
+    assert {k: v for k, v in document.items() if k != "time"} == {
+        "level": "INFO",
+        "logger": "conversations",
+        "event": "turn_done",
+        "session_id": 7,
+    }
+
+
+def test_an_unknown_log_format_refuses_to_start() -> None:
+    result = run_python("import django; django.setup()", {**PRODUCTION_ENV, "LOG_FORMAT": "xml"})
+
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "django.core.exceptions.ImproperlyConfigured: LOG_FORMAT='xml': use 'text' or 'json'."
+    )
+
+
+def test_beat_keeps_its_schedule_outside_the_checkout_unless_told_where() -> None:
+    code = (
+        "import django; django.setup(); from config.celery import app; "
+        "print(app.conf.beat_schedule_filename)"
+    )
+    default = run_python(code, PRODUCTION_ENV).stdout.strip()
+    chosen = run_python(
+        code, {**PRODUCTION_ENV, "CELERY_BEAT_SCHEDULE_FILENAME": "/var/lib/lab/beat-schedule"}
+    ).stdout.strip()
+
+    assert default == str(Path(tempfile.gettempdir()) / "lab-attendance-celerybeat-schedule")
+    assert not Path(default).is_relative_to(ROOT)
+    assert chosen == "/var/lib/lab/beat-schedule"

@@ -86,7 +86,7 @@ class Browser:
 
 
 def test_a_staff_reply_is_sent_by_the_worker_and_marked_delivered(
-    port: int, fake_graph: FakeGraphAPI
+    port: int, fake_graph: FakeGraphAPI, tmp_path: Path
 ) -> None:
     ensure_staff_groups()
     ana = staff_member(SUPPORT)
@@ -169,6 +169,9 @@ def test_a_staff_reply_is_sent_by_the_worker_and_marked_delivered(
     )
     status, _, html = browser.request("GET", page)
     assert re.search(r"entregue \d\d:\d\d:\d\d", html) is not None
+    # The worker logs its lifecycle at INFO through the project's formatter.
+    worker_log = (tmp_path / "worker.log").read_text()
+    assert re.search(r" INFO celery\.apps\.worker staff-e2e-\d+@localhost ready\.", worker_log)
 
 
 def delivered(wamid: str) -> dict[str, Any]:
