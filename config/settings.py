@@ -361,6 +361,11 @@ LOGGING = {
 
 # --- Staff sign-in: lockout of password guessing (django-axes), session length, admin URL ---
 # The admin's prefix, e.g. `gestao-7f3k/`: relative, ending in a slash.
+# The first superuser `manage.py bootstrap` creates while none exists (`make run`'s
+# bootstrap_dev generates a password when ADMIN_PASSWORD is empty).
+ADMIN_USERNAME = env.str("ADMIN_USERNAME", default="admin")
+ADMIN_EMAIL = env.str("ADMIN_EMAIL", default="")
+ADMIN_PASSWORD = env.str("ADMIN_PASSWORD", default="")
 DEFAULT_ADMIN_URL = "admin/"
 ADMIN_URL = env.str("ADMIN_URL", default=DEFAULT_ADMIN_URL)
 # Plain path segments only: `path()` would read `<...>` as a converter.

@@ -7,7 +7,6 @@ versioned row) is loaded only while no Instance exists, the demo conversations
 created only while none exists.
 """
 
-import os
 import secrets
 from typing import Any
 
@@ -56,10 +55,13 @@ class Command(BaseCommand):
         user_model = get_user_model()
         if user_model.objects.filter(is_superuser=True).exists():
             return
-        password = os.environ.get("ADMIN_PASSWORD") or secrets.token_urlsafe(12)
-        user_model.objects.create_superuser("admin", "admin@localhost", password)
-        shown = "from ADMIN_PASSWORD" if os.environ.get("ADMIN_PASSWORD") else password
+        password = settings.ADMIN_PASSWORD or secrets.token_urlsafe(12)
+        username = settings.ADMIN_USERNAME
+        user_model.objects.create_superuser(
+            username, settings.ADMIN_EMAIL or "admin@localhost", password
+        )
+        shown = "from ADMIN_PASSWORD" if settings.ADMIN_PASSWORD else password
         self.stdout.write(
-            self.style.SUCCESS(f"Created superuser 'admin' with password: {shown}")
+            self.style.SUCCESS(f"Created superuser '{username}' with password: {shown}")
             + "\n(shown once; change it in the admin or set ADMIN_PASSWORD before `make run`)"
         )
