@@ -1,0 +1,115 @@
+"""The deployment files in deploy/ run what the README's Production section documents: the same
+three commands (web, worker, beat; only gunicorn's bind address differs in a container), every
+variable they set is one the README documents, and nginx overwrites the forwarded headers."""
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+README = (ROOT / "README.md").read_text()
+PROCESSES = ("web", "worker", "beat")
+
+
+def readme_commands() -> dict[str, list[str]]:
+    """The Production block's gunicorn / celery worker / celery beat lines, as argv."""
+    block = README.split("## Production", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    commands: dict[str, list[str]] = {}
+    for line in block.splitlines():
+        if not line.startswith(("gunicorn ", "celery ")):
+            continue
+        argv = shlex.split(line.split("#", 1)[0])
+        if argv[:1] == ["gunicorn"]:
+            commands["web"] = argv
+        elif argv[:4] == ["celery", "-A", "config", "worker"]:
+            commands["worker"] = argv
+        elif argv[:4] == ["celery", "-A", "config", "beat"]:
+            commands["beat"] = argv
+    return commands
+
+
+def without_bind(argv: list[str]) -> list[str]:
+    """The command with gunicorn's --bind value blanked: 127.0.0.1 behind nginx, 0.0.0.0 inside
+    a container."""
+    return ["*" if i > 0 and argv[i - 1] == "--bind" else part for i, part in enumerate(argv)]
+
+
+def compose() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    return document
+
+
+def unit(process: str) -> dict[str, list[str]]:
+    fields: dict[str, list[str]] = {}
+    for line in (DEPLOY / "systemd" / f"lab-attendance-{process}.service").read_text().splitlines():
+        if "=" in line and not line.startswith(("#", "[")):
+            key, value = line.split("=", 1)
+            fields.setdefault(key, []).append(value)
+    return fields
+
+
+def documented(variable: str) -> bool:
+    return f"`{variable}`" in README
+
+
+def test_the_readme_documents_the_three_processes() -> None:
+    assert set(readme_commands()) == set(PROCESSES)
+
+
+def test_compose_runs_the_readme_commands() -> None:
+    services = compose()["services"]
+    expected = readme_commands()
+
+    for process in PROCESSES:
+        assert without_bind(shlex.split(services[process]["command"])) == without_bind(
+            expected[process]
+        ), process
+
+
+def test_the_systemd_units_run_the_readme_commands_from_the_venv() -> None:
+    expected = readme_commands()
+
+    for process in PROCESSES:
+        [exec_start] = unit(process)["ExecStart"]
+        argv = shlex.split(exec_start)
+        assert argv[0] == f"/srv/lab-attendance/.venv/bin/{expected[process][0]}"
+        assert argv[1:] == expected[process][1:], process
+
+
+def test_every_variable_the_deploy_files_set_is_documented() -> None:
+    services = compose()["services"]
+    variables = {name for s in services.values() for name in s.get("environment", {}) or {}}
+    variables -= {"POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB"}  # the postgres image's
+    example = (DEPLOY / "env.example").read_text()
+    variables |= set(re.findall(r"^([A-Z_]+)=", example, flags=re.MULTILINE))
+    for process in PROCESSES:
+        for setting in unit(process).get("Environment", []):
+            variables.add(setting.split("=", 1)[0])
+
+    assert sorted(v for v in variables if not documented(v)) == []
+    assert {"DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY", "FIELD_ENCRYPTION_KEYS"} <= variables
+
+
+def test_beat_keeps_its_schedule_on_persistent_disk_in_both() -> None:
+    beat = compose()["services"]["beat"]
+
+    assert beat["environment"]["CELERY_BEAT_SCHEDULE_FILENAME"] == "/var/lib/beat/beat-schedule"
+    assert beat["volumes"] == ["beat:/var/lib/beat"]
+    assert unit("beat")["Environment"] == [
+        "CELERY_BEAT_SCHEDULE_FILENAME=/var/lib/lab-attendance/beat-schedule"
+    ]
+    assert unit("beat")["StateDirectory"] == ["lab-attendance"]
+
+
+def test_nginx_overwrites_the_forwarded_headers_and_buffers_bodies() -> None:
+    site = (DEPLOY / "nginx" / "lab-attendance.conf").read_text()
+
+    assert "proxy_set_header X-Forwarded-Proto $scheme;" in site
+    assert "proxy_set_header X-Forwarded-For $remote_addr;" in site
+    assert "$proxy_add_x_forwarded_for" not in site.split("#")[0]
+    assert "proxy_request_buffering on;" in site
+    assert re.search(r"client_max_body_size 7m;", site) is not None
