@@ -6,6 +6,7 @@ The tests commit (``transaction=True``): the command runs in autocommit, as it d
 terminal, so the after-commit sends run as they do there."""
 
 import json
+import logging
 from datetime import UTC, datetime
 from io import StringIO
 from typing import Any
@@ -277,3 +278,25 @@ def test_a_real_customer_s_phone_is_refused(
     )
     real.refresh_from_db()
     assert (real.is_simulated, real.messages.count(), fake_graph.requests) == (False, 0, [])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_log_lines_below_warning_are_hidden_unless_verbose(
+    demo_instance: Instance,
+    model: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model.queue_text('{"s":1}Olá!')
+    model.queue_text('{"s":1}Pode falar.')
+    caplog.set_level(logging.INFO)
+
+    simulate("--say", "Oi")
+    quiet = [r.getMessage() for r in caplog.records if r.name.startswith("conversations")]
+    disabled_after = logging.root.manager.disable
+    call_command("simulate", "--say", "Ainda aqui", verbosity=2, stdout=StringIO())
+    verbose = [r.getMessage() for r in caplog.records if r.name.startswith("conversations")]
+
+    assert (quiet, disabled_after) == ([], logging.NOTSET)
+    assert "turn_finished" in verbose
+    assert "whatsapp_send_simulated" in verbose

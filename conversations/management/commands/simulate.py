@@ -7,9 +7,10 @@
 
 Thin: the use cases are in `conversations.simulator` (the real webhook use case and pipeline, a
 sender that never calls the WhatsApp API). Needs a model: OPENAI_API_KEY, and OPENAI_BASE_URL for
-any Responses-compatible server.
+any Responses-compatible server. Log lines below WARNING are hidden unless ``-v 2``.
 """
 
+import logging
 import sys
 from typing import Any, TextIO
 
@@ -76,11 +77,20 @@ class Command(BaseCommand):
         except SimulationError as exc:
             raise CommandError(str(exc)) from exc
         as_json: bool = options["json"]
-        if options["say"]:
-            for text in options["say"]:
-                self._say(instance, phone, text, as_json=as_json, echo=not as_json)
-            return
-        self._interactive(instance, phone, options.get("stdin") or sys.stdin, as_json=as_json)
+        # The pipeline's INFO log lines would interleave with the conversation: -v 2 shows them.
+        quiet = options["verbosity"] < 2
+        if quiet:
+            logging.disable(logging.INFO)
+        try:
+            if options["say"]:
+                for text in options["say"]:
+                    self._say(instance, phone, text, as_json=as_json, echo=not as_json)
+                return
+            stdin = options.get("stdin") or sys.stdin
+            self._interactive(instance, phone, stdin, as_json=as_json)
+        finally:
+            if quiet:
+                logging.disable(logging.NOTSET)
 
     def _interactive(self, instance: Instance, phone: str, stdin: TextIO, *, as_json: bool) -> None:
         if not as_json:
