@@ -173,7 +173,9 @@ def test_a_handoff_shows_its_reason_and_the_fixed_text(
     model.queue_text('{"s":98,"motivo":"pedido_cliente"}')
     model.queue_text('{"motivo_encerramento": "Cliente pediu um atendente"}')
 
-    [report] = json_lines(simulate("--json", "--say", "Quero falar com uma pessoa"))
+    report, later = json_lines(
+        simulate("--json", "--say", "Quero falar com uma pessoa", "--say", "Alguém aí?")
+    )
 
     assert {k: report[k] for k in ("replies", "state", "code", "handoff_reason", "agents")} == {
         "replies": [HANDOFF_TEXT],
@@ -183,6 +185,18 @@ def test_a_handoff_shows_its_reason_and_the_fixed_text(
         "agents": ["triagem"],
     }
     session = Session.objects.get()
+    # With a human now: the next message is stored for staff, no model call, nothing sent.
+    assert later == {
+        "session_id": session.pk,
+        "replies": [],
+        "state": "HUMAN",
+        "code": None,
+        "handoff_reason": "model_requested",
+        "agents": [],
+        "packages": [],
+        "tokens": {"input": 0, "output": 0},
+        "cost_usd": 0.0,
+    }
     assert session.summaries.get().closing_reason == "Cliente pediu um atendente"
     assert model.request_count == 2
     assert fake_graph.requests == []
