@@ -59,6 +59,11 @@ def alert_due(reason: HandoffReason) -> bool:
     return reason is not HandoffReason.STAFF_TAKEOVER
 
 
+def alert_suppressed(session_id: int) -> bool:
+    """A simulated session (`python manage.py simulate`) never alerts the team: nobody waits."""
+    return Session.objects.filter(pk=session_id, is_simulated=True).exists()
+
+
 def alerts_configured() -> bool:
     return bool(settings.HANDOFF_NOTIFY_EMAILS or settings.HANDOFF_WEBHOOK_URL)
 

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from conversations.alerts import (
     SUMMARY_POLL_SECONDS,
+    alert_suppressed,
     handoff_alert_email_send,
     handoff_alert_webhook_post,
     summary_awaited,
@@ -70,6 +71,8 @@ def enqueue_lead_delivery(lead_id: int) -> None:
 @shared_task(name="conversations.notify_handoff", bind=True, max_retries=SUMMARY_MAX_POLLS)
 def notify_handoff(self: Task[[int], str], session_id: int) -> str:
     """Alert the team of a handoff: e-mail now (after the summary's brief wait), webhook next."""
+    if alert_suppressed(session_id):
+        return "skipped"
     waiting = not _eager_in_process(self) and self.request.retries < SUMMARY_MAX_POLLS
     if waiting and summary_awaited(session_id=session_id, now=timezone.now()):
         raise self.retry(countdown=SUMMARY_POLL_SECONDS)

@@ -84,7 +84,8 @@ def lead_deliver(*, lead_id: int, last_attempt: bool, now: datetime | None = Non
     lead = Lead.objects.select_related("session__instance").get(pk=lead_id)
     if lead.crm_status == CrmStatus.SENT:
         return CrmStatus.SENT.value
-    if not url:
+    # A simulated session's lead (`python manage.py simulate`) never reaches the CRM either.
+    if not url or lead.session.is_simulated:
         Lead.objects.filter(pk=lead_id).update(crm_status=CrmStatus.NOT_CONFIGURED)
         return CrmStatus.NOT_CONFIGURED.value
     Lead.objects.filter(pk=lead_id).update(crm_attempts=F("crm_attempts") + 1)

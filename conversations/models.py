@@ -152,6 +152,14 @@ class Session(models.Model):
     handed_off_at = models.DateTimeField(_("handed off at"), null=True, blank=True)
     closed_at = models.DateTimeField(_("closed at"), null=True, blank=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+    # A conversation of `python manage.py simulate` (conversations.simulator): its replies never
+    # reach WhatsApp (conversations.sending), and it stays out of the queue, the handoff alerts
+    # and the CRM.
+    is_simulated = models.BooleanField(
+        _("simulated"),
+        default=False,
+        help_text=_("A test conversation with the bot: never sent to WhatsApp."),
+    )
 
     class Meta:
         ordering = ["-last_message_at", "-id"]

@@ -85,8 +85,11 @@ def _no_reply_since_handoff() -> Q:
 def waiting_queryset() -> QuerySet[Session]:
     """Sessions with a human whose customer waits, unordered and without annotations: what the
     header counts."""
-    # `state__exact`: a read (the one writer of HUMAN is conversations.handoff).
-    return Session.objects.filter(waiting_condition(), state__exact=SessionState.HUMAN.value)
+    # `state__exact`: a read (the one writer of HUMAN is conversations.handoff). A simulated
+    # session (`python manage.py simulate`) has no customer to wait.
+    return Session.objects.filter(
+        waiting_condition(), state__exact=SessionState.HUMAN.value, is_simulated=False
+    )
 
 
 def waiting_count() -> int:

@@ -18,6 +18,13 @@ any part sends the turn's parts in ``part_index`` order, each only after the pre
 accepted (it has a wamid). So the pipeline may enqueue `send_message` for the first part only,
 or for every part: a task that meets a part claimed by another worker stops, and that worker
 carries on with the rest. A part refused for good fails the parts after it, unsent.
+
+Dry run (`sender_for`): with no access token at all (neither the instance's nor
+``WHATSAPP_ACCESS_TOKEN``: the `make run` default) or for a simulated session
+(`Session.is_simulated`), the message goes through the same claim and store steps with
+`DryRunSender`: it is stored as sent with a fake wamid ``sim.<uuid>`` (how a simulated send is
+told apart: `is_simulated_wamid`) and logged as ``whatsapp_send_simulated`` with its id only; no
+request leaves the machine. Mark-read does nothing then.
 """
 
 import logging
@@ -36,9 +43,10 @@ from conversations.models import (
     DeliveryStatusEvent,
     Direction,
     Message,
+    Session,
 )
 from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
-from conversations.whatsapp.client import GraphAPIError, WhatsAppSender
+from conversations.whatsapp.client import DryRunSender, GraphAPIError, WhatsAppSender
 from conversations.whatsapp.statuses import STATUS_ORDER, send_callback_data, statuses_before
 
 logger = logging.getLogger(__name__)
@@ -48,6 +56,7 @@ SEND_CLAIM_SECONDS = 60
 PREVIOUS_PART_FAILED = "Parte anterior da resposta não foi enviada"
 NO_RECIPIENT = "Conversa sem telefone nem ID de usuário do cliente"
 _TITLE_CHARS = 255
+DRY_RUN_SENDER = DryRunSender()
 
 
 class SendOutcome(StrEnum):
@@ -143,11 +152,13 @@ def inbound_message_mark_read(*, message_id: int, client: WhatsAppSender) -> boo
     if message is None:
         logger.warning("whatsapp_mark_read_skipped", extra={"message_id": message_id})
         return False
-    instance = message.session.instance
+    session = message.session
+    access_token = session.instance.access_token or settings.WHATSAPP_ACCESS_TOKEN
+    client = sender_for(session, access_token=access_token, client=client)
     try:
         client.mark_read(
-            phone_number_id=instance.phone_number_id,
-            access_token=instance.access_token or settings.WHATSAPP_ACCESS_TOKEN,
+            phone_number_id=session.instance.phone_number_id,
+            access_token=access_token,
             wamid=message.wa_message_id or "",
         )
     except GraphAPIError as exc:
@@ -157,6 +168,15 @@ def inbound_message_mark_read(*, message_id: int, client: WhatsAppSender) -> boo
         )
         return False
     return True
+
+
+def sender_for(session: Session, *, access_token: str, client: WhatsAppSender) -> WhatsAppSender:
+    """The dry-run sender when nothing may leave the machine: a simulated session, or no access
+    token at all (neither the instance's nor ``WHATSAPP_ACCESS_TOKEN``: the `make run` default,
+    where a real request could only fail); else `client`."""
+    if session.is_simulated or not access_token:
+        return DRY_RUN_SENDER
+    return client
 
 
 def _turn_chain(message_id: int) -> list[int]:
@@ -200,9 +220,11 @@ def _send_part(
         _store_failure(message, code=None, title=NO_RECIPIENT)
         logger.error("whatsapp_send_failed", extra={**log, "title": NO_RECIPIENT})
         return SendOutcome.FAILED
+    access_token = instance.access_token or settings.WHATSAPP_ACCESS_TOKEN
+    client = sender_for(session, access_token=access_token, client=client)
     address = {
         "phone_number_id": instance.phone_number_id,
-        "access_token": instance.access_token or settings.WHATSAPP_ACCESS_TOKEN,
+        "access_token": access_token,
         "to_phone": session.customer_phone,
         "to_user_id": session.customer_user_id,
         "callback_data": send_callback_data(message.pk),
@@ -237,6 +259,10 @@ def _send_part(
         logger.error("whatsapp_send_failed", extra=log)
         return SendOutcome.FAILED
     _store_success(message, sent.wamid)
+    if isinstance(client, DryRunSender):
+        # Stored as sent with its ``sim.`` wamid; the id alone is logged (no personal data).
+        logger.info("whatsapp_send_simulated", extra={"message_id": message.pk})
+        return SendOutcome.SENT
     logger.info("whatsapp_message_sent", extra={**log, "wamid": sent.wamid})
     return SendOutcome.SENT
 

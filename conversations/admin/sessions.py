@@ -126,6 +126,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
         "handoff_reason",
         ("last_message_at", admin.DateFieldListFilter),
         SessionFailedSendsFilter,
+        "is_simulated",
     )
     # The search itself is `sessions_search`; this only turns the search box on.
     search_fields = ("customer_name",)
@@ -145,6 +146,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
                     "customer_phone",
                     "customer_user_id",
                     "document",
+                    "is_simulated",
                 )
             },
         ),

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, Self
+from uuid import uuid4
 
 import httpx
 
@@ -96,6 +97,54 @@ class WhatsAppSender(Protocol):
     def mark_read(
         self, *, phone_number_id: str, access_token: str, wamid: str, typing_indicator: bool = True
     ) -> None: ...
+
+
+SIMULATED_WAMID_PREFIX = "sim."
+
+
+def is_simulated_wamid(wamid: str | None) -> bool:
+    """Whether a stored wamid is the dry-run sender's (the message never left the machine)."""
+    return bool(wamid) and str(wamid).startswith(SIMULATED_WAMID_PREFIX)
+
+
+class DryRunSender:
+    """A `WhatsAppSender` that sends nothing: each send "succeeds" with a fake wamid,
+    ``sim.<uuid4>``, which no status callback will ever name; mark-read does nothing.
+
+    `conversations.sending` uses it when no access token is configured (the `make run` default)
+    and for simulated sessions (`Session.is_simulated`), so no request leaves the machine.
+    """
+
+    def send_text(
+        self,
+        *,
+        phone_number_id: str,
+        access_token: str,
+        body: str,
+        to_phone: str = "",
+        to_user_id: str = "",
+        callback_data: str = "",
+    ) -> SentMessage:
+        return SentMessage(wamid=f"{SIMULATED_WAMID_PREFIX}{uuid4()}")
+
+    def send_template(
+        self,
+        *,
+        phone_number_id: str,
+        access_token: str,
+        name: str,
+        language: str,
+        parameters: Sequence[str] = (),
+        to_phone: str = "",
+        to_user_id: str = "",
+        callback_data: str = "",
+    ) -> SentMessage:
+        return SentMessage(wamid=f"{SIMULATED_WAMID_PREFIX}{uuid4()}")
+
+    def mark_read(
+        self, *, phone_number_id: str, access_token: str, wamid: str, typing_indicator: bool = True
+    ) -> None:
+        return None
 
 
 class GraphClient:

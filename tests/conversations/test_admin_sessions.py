@@ -191,3 +191,13 @@ def test_list_query_count_does_not_grow_with_sessions(
     with django_assert_num_queries(LIST_QUERIES):
         response = admin_client.get(LIST_URL + query)
     assert len(ROW_RE.findall(response.content.decode())) == min(n_sessions, 50)
+
+
+def test_the_list_filters_the_simulated_conversations(admin_client: Client) -> None:
+    real, simulated = make_sessions(2)
+    Session.objects.filter(pk=simulated.pk).update(is_simulated=True)
+
+    assert listed_ids(admin_client, "?is_simulated__exact=1") == [simulated.pk]
+    assert listed_ids(admin_client, "?is_simulated__exact=0") == [real.pk]
+    page = admin_client.get(LIST_URL).content.decode()
+    assert "Por simulada" in page

@@ -251,3 +251,17 @@ def test_resend_puts_failed_leads_back_and_delivers_them_skipping_sent_ones(
     assert state(failed) == ("sent", 7, "")
     assert state(sent) == ("sent", 6, "")
     assert [r.json["lead_id"] for r in crm.received] == [failed.pk]
+
+
+def test_a_simulated_session_s_lead_never_reaches_the_crm(
+    crm: WebhookReceiver,
+    session: Session,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    Session.objects.filter(pk=session.pk).update(is_simulated=True)
+
+    lead, hooks = create(session, django_capture_on_commit_callbacks)
+
+    assert hooks == [f"enqueue_lead_delivery({lead.pk})"]
+    assert state(lead) == ("not_configured", 0, "")
+    assert crm.received == []

@@ -475,3 +475,17 @@ def test_a_turn_s_handoff_alerts_with_the_summary_s_next_action(
     ) == ("model_requested", "Maria", True, "Ligar para a cliente")
     [email] = mail.outbox
     assert "Próxima ação: Ligar para a cliente\n" in email.body
+
+
+def test_a_simulated_session_s_handoff_alerts_nobody(
+    configured: WebhookReceiver,
+    session: Session,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    Session.objects.filter(pk=session.pk).update(is_simulated=True)
+
+    hooks = hand_off(session, django_capture_on_commit_callbacks)
+
+    assert hooks[-1] == f"enqueue_handoff_alert({session.pk})"
+    assert notify_handoff.apply(args=(session.pk,)).get() == "skipped"
+    assert (mail.outbox, configured.received, alert_events(session)) == ([], [], [])

@@ -263,3 +263,13 @@ def test_a_row_past_the_window_before_any_summary() -> None:
     assert entry.window_closes_at == NOW - timedelta(seconds=1)
     assert entry.window_text == "fechada"
     assert entry.window_open is False
+
+
+@pytest.mark.django_db
+def test_a_simulated_session_is_never_in_the_queue() -> None:
+    instance = baker.make(Instance)
+    real = human(instance, customer_phone="5511900000001")
+    human(instance, customer_phone="5500000000001", is_simulated=True)
+
+    assert [s.pk for s in waiting_sessions()] == [real.pk]
+    assert waiting_count() == 1

@@ -537,8 +537,9 @@ def run_concurrently(work: Any, workers: int) -> None:
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_overlapping_sweeps_and_send_tasks_send_each_lost_part_once_in_order(
-    instance: Instance,
+    instance: Instance, fake_graph: FakeGraphAPI
 ) -> None:
+    # `fake_graph` configures an access token: without one the dry-run sender would send.
     session = recipes.session.make(instance=instance, customer_phone=CUSTOMER_PHONE)
     turn = uuid4()
     for i in range(3):

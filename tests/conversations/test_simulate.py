@@ -1,0 +1,316 @@
+"""`python manage.py simulate` (issue 14 §2): a customer talks to the bot through the real webhook
+use case and pipeline, the model answering from the fake OpenAI server; a fake Graph API with an
+access token listens the whole time, and no request may reach it.
+
+The tests commit (``transaction=True``): the command runs in autocommit, as it does from the
+terminal, so the after-commit sends run as they do there."""
+
+import json
+import logging
+from datetime import UTC, datetime
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from pytest_django import Settings
+
+from conversations.management.commands.simulate import Command
+from conversations.models import Direction, Instance, Session
+from conversations.simulator import simulated_text_delivery
+from conversations.whatsapp.client import is_simulated_wamid
+from conversations.whatsapp.payload import InboundKind, parse_payload
+from prompts_admin.models import RuntimeConfig
+from tests import baker_recipes as recipes
+from tests.fakes.graph_server import FakeGraphAPI
+from tests.fakes.openai_server import FakeOpenAIServer
+
+HANDOFF_TEXT = "Um atendente vai continuar a conversa."
+NO_MODEL = (
+    "simulate needs a model: set OPENAI_API_KEY "
+    "(and OPENAI_BASE_URL for any Responses-compatible server)."
+)
+
+
+@pytest.fixture
+def demo_instance(db: None) -> Instance:
+    """The demo catalog's number (100000000000001), the command's default."""
+    instance: Instance = recipes.instance.make(name="Laboratório Demo")
+    return instance
+
+
+@pytest.fixture
+def model(openai_settings: FakeOpenAIServer) -> FakeOpenAIServer:
+    return openai_settings
+
+
+def simulate(*args: str, stdin: str | None = None) -> str:
+    out = StringIO()
+    options: dict[str, Any] = {"stdout": out}
+    if stdin is not None:
+        options["stdin"] = StringIO(stdin)
+    call_command("simulate", *args, **options)
+    return out.getvalue()
+
+
+def json_lines(output: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in output.splitlines()]
+
+
+def test_the_payload_builder_makes_one_text_message_the_webhook_parser_reads() -> None:
+    document = simulated_text_delivery(
+        phone_number_id="100000000000001",
+        phone="5500000000001",
+        text="Oi",
+        wamid="wamid.SIM1",
+        timestamp=1_764_500_000,
+        name="Cliente Simulado",
+    )
+
+    [message] = parse_payload(document).messages
+
+    assert (
+        message.phone_number_id,
+        message.wamid,
+        message.timestamp,
+        message.kind,
+        message.text,
+        message.customer.phone,
+        message.customer.name,
+    ) == (
+        "100000000000001",
+        "wamid.SIM1",
+        datetime.fromtimestamp(1_764_500_000, tz=UTC),
+        InboundKind.TEXT,
+        "Oi",
+        "5500000000001",
+        "Cliente Simulado",
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_say_prints_the_replies_and_sends_nothing_to_whatsapp(
+    demo_instance: Instance, model: FakeOpenAIServer, fake_graph: FakeGraphAPI
+) -> None:
+    model.queue_text('{"s":1}Olá! Sou a **Lia**. Como posso ajudar?', input_tokens=1000)
+
+    output = simulate("--say", "Oi")
+
+    session = Session.objects.get()
+    assert output == (
+        "você> Oi\n"
+        "bot> Olá! Sou a *Lia*. Como posso ajudar?\n"
+        f"     (conversation #{session.pk} · state TRIAGE · code 1 · agents triagem · "
+        "tokens 1000 in / 5 out · US$ 0.000153)\n"
+    )
+    assert fake_graph.requests == []
+    assert (session.customer_phone, session.is_simulated) == ("5500000000001", True)
+    [reply] = session.messages.filter(direction=Direction.OUTBOUND)
+    assert (reply.delivery_status, is_simulated_wamid(reply.wa_message_id)) == ("sent", True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_json_prints_one_exact_object_per_customer_message(
+    demo_instance: Instance, model: FakeOpenAIServer, fake_graph: FakeGraphAPI
+) -> None:
+    model.queue_text('{"s":1}Olá! Como posso ajudar?', input_tokens=1000, output_tokens=100)
+    model.queue_text('{"s":1}Certo, de qual análise?', input_tokens=2000, output_tokens=10)
+
+    output = simulate("--json", "--say", "Oi", "--say", "Quero um orçamento")
+
+    session = Session.objects.get()
+    common = {
+        "session_id": session.pk,
+        "state": "TRIAGE",
+        "code": 1,
+        "handoff_reason": "",
+        "agents": ["triagem"],
+        "packages": [],
+    }
+    assert json_lines(output) == [
+        {
+            **common,
+            "replies": ["Olá! Como posso ajudar?"],
+            "tokens": {"input": 1000, "output": 100},
+            "cost_usd": 0.00021,
+        },
+        {
+            **common,
+            "replies": ["Certo, de qual análise?"],
+            "tokens": {"input": 2000, "output": 10},
+            "cost_usd": 0.000306,
+        },
+    ]
+    assert fake_graph.requests == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_phone_continues_the_same_session_across_runs(
+    demo_instance: Instance, model: FakeOpenAIServer, fake_graph: FakeGraphAPI
+) -> None:
+    model.queue_text('{"s":1}Olá!')
+    model.queue_text('{"s":1}Pode falar.')
+
+    first = json_lines(simulate("--json", "--say", "Oi"))
+    second = json_lines(simulate("--json", "--say", "Ainda estou aqui"))
+
+    [session] = Session.objects.all()
+    assert [first[0]["session_id"], second[0]["session_id"]] == [session.pk, session.pk]
+    assert list(
+        session.messages.filter(direction=Direction.INBOUND).values_list("content", flat=True)
+    ) == ["Oi", "Ainda estou aqui"]
+    assert fake_graph.requests == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_handoff_shows_its_reason_and_the_fixed_text(
+    demo_instance: Instance, model: FakeOpenAIServer, fake_graph: FakeGraphAPI
+) -> None:
+    config = RuntimeConfig.load()
+    config.handoff_message_open = config.handoff_message_closed = HANDOFF_TEXT
+    config.save()
+    model.queue_text('{"s":98,"motivo":"pedido_cliente"}')
+    model.queue_text('{"motivo_encerramento": "Cliente pediu um atendente"}')
+
+    report, later = json_lines(
+        simulate("--json", "--say", "Quero falar com uma pessoa", "--say", "Alguém aí?")
+    )
+
+    assert {k: report[k] for k in ("replies", "state", "code", "handoff_reason", "agents")} == {
+        "replies": [HANDOFF_TEXT],
+        "state": "HUMAN",
+        "code": 98,
+        "handoff_reason": "model_requested",
+        "agents": ["triagem"],
+    }
+    session = Session.objects.get()
+    # With a human now: the next message is stored for staff, no model call, nothing sent.
+    assert later == {
+        "session_id": session.pk,
+        "replies": [],
+        "state": "HUMAN",
+        "code": None,
+        "handoff_reason": "model_requested",
+        "agents": [],
+        "packages": [],
+        "tokens": {"input": 0, "output": 0},
+        "cost_usd": 0.0,
+    }
+    assert session.summaries.get().closing_reason == "Cliente pediu um atendente"
+    assert model.request_count == 2
+    assert fake_graph.requests == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_interactive_mode_answers_each_line_and_reset_opens_a_new_session(
+    demo_instance: Instance, model: FakeOpenAIServer, fake_graph: FakeGraphAPI
+) -> None:
+    model.queue_text('{"s":1}Olá!')
+    model.queue_text('{"s":1}Olá de novo!')
+
+    output = simulate("--json", stdin="Oi\n\n/reset\nOi de novo\n/quit\nnunca lido\n")
+
+    first, second = Session.objects.order_by("id")
+    assert [(r["session_id"], r["replies"]) for r in json_lines(output)] == [
+        (first.pk, ["Olá!"]),
+        (second.pk, ["Olá de novo!"]),
+    ]
+    assert (first.state, first.is_simulated, second.state, second.is_simulated) == (
+        "CLOSED",
+        True,
+        "TRIAGE",
+        True,
+    )
+    assert fake_graph.requests == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_interactive_mode_prompts_and_prints_the_replies(
+    demo_instance: Instance, model: FakeOpenAIServer, fake_graph: FakeGraphAPI
+) -> None:
+    model.queue_text('{"s":1}Olá!')
+
+    output = simulate(stdin="Oi\n/reset\n/reset\n")
+
+    session = Session.objects.get()
+    assert output == (
+        "Simulated customer 5500000000001 on Laboratório Demo (100000000000001) "
+        "(never sent to WhatsApp). /reset starts a new conversation, /quit leaves.\n"
+        "você> bot> Olá!\n"
+        f"     (conversation #{session.pk} · state TRIAGE · code 1 · agents triagem · "
+        "tokens 10 in / 5 out · US$ 0.000005)\n"
+        f"você> (conversation #{session.pk} closed)\n"
+        "você> (no open conversation)\n"
+        "você> "
+    )
+
+
+def test_without_a_model_key_it_says_what_to_set_in_one_line(settings: Settings) -> None:
+    settings.OPENAI_API_KEY = ""
+
+    with pytest.raises(CommandError) as raised:
+        simulate("--say", "Oi")
+
+    assert (str(raised.value), raised.value.returncode) == (NO_MODEL, 1)
+
+
+def test_from_the_command_line_without_a_key_it_exits_non_zero_with_one_line(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings.OPENAI_API_KEY = ""
+
+    with pytest.raises(SystemExit) as exited:
+        Command().run_from_argv(["manage.py", "simulate", "--say", "Oi"])
+
+    captured = capsys.readouterr()
+    assert (exited.value.code, captured.out, captured.err) == (1, "", f"CommandError: {NO_MODEL}\n")
+
+
+@pytest.mark.django_db
+def test_without_the_demo_instance_it_says_how_to_get_one(model: FakeOpenAIServer) -> None:
+    with pytest.raises(CommandError) as raised:
+        simulate("--say", "Oi")
+
+    assert str(raised.value) == (
+        "No active instance with phone_number_id 100000000000001: run `make bootstrap` "
+        "(it loads the demo catalog) or pass --instance."
+    )
+
+
+@pytest.mark.django_db
+def test_a_real_customer_s_phone_is_refused(
+    demo_instance: Instance, model: FakeOpenAIServer, fake_graph: FakeGraphAPI
+) -> None:
+    real = recipes.session.make(instance=demo_instance, customer_phone="5511987654321")
+
+    with pytest.raises(CommandError) as raised:
+        simulate("--phone", "5511987654321", "--say", "Oi")
+
+    assert str(raised.value) == (
+        "5511987654321 has an open conversation of a real customer; use another --phone."
+    )
+    real.refresh_from_db()
+    assert (real.is_simulated, real.messages.count(), fake_graph.requests) == (False, 0, [])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_log_lines_below_warning_are_hidden_unless_verbose(
+    demo_instance: Instance,
+    model: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model.queue_text('{"s":1}Olá!')
+    model.queue_text('{"s":1}Pode falar.')
+    caplog.set_level(logging.INFO)
+
+    simulate("--say", "Oi")
+    quiet = [r.getMessage() for r in caplog.records if r.name.startswith("conversations")]
+    disabled_after = logging.root.manager.disable
+    call_command("simulate", "--say", "Ainda aqui", verbosity=2, stdout=StringIO())
+    verbose = [r.getMessage() for r in caplog.records if r.name.startswith("conversations")]
+
+    assert (quiet, disabled_after) == ([], logging.NOTSET)
+    assert "turn_finished" in verbose
+    assert "whatsapp_send_simulated" in verbose
