@@ -37,6 +37,7 @@ from agents.sources import OverrideTemplate
 from agents.states import PROMPT_AGENTS, AgentName
 from compat.django_private import unquote
 from knowledge_base.models import Intent, Segment, Service
+from prompts_admin.forms import override_problems, problem_error
 from prompts_admin.models import AGENT_CHOICES, PromptOverride
 
 SAMPLE_SESSION_ID = 0
@@ -229,6 +230,11 @@ class PromptOverrideToolsMixin(admin.ModelAdmin[PromptOverride]):
                 name=f"{name}_start_from_builtin",
             ),
             path(
+                "preview/",
+                wrap(require_POST(self.unsaved_preview_view)),
+                name=f"{name}_preview_unsaved",
+            ),
+            path(
                 "preview/<str:agent>/",
                 wrap(self.agent_preview_view),
                 name=f"{name}_preview_agent",
@@ -302,27 +308,58 @@ class PromptOverrideToolsMixin(admin.ModelAdmin[PromptOverride]):
             raise PermissionDenied
         return self._render_preview(request, _agent_or_404(agent), None, None)
 
+    def unsaved_preview_view(self, request: HttpRequest) -> HttpResponse:
+        """The preview of the text as it is in the add or change form, not saved: the form's
+        "Preview the text in the form" button posts the whole form here. Nothing is stored.
+
+        Only for those who may write an override (add or change): previewing any text is an
+        editor's tool. A text the form would refuse is not previewed (the call would fall back
+        to the built-in prompt); its problems are listed instead, as the form words them.
+        """
+        if not (self.has_add_permission(request) or self.has_change_permission(request)):
+            raise PermissionDenied
+        agent = _agent_or_404(request.POST.get("agent", ""))
+        content = request.POST.get("content", "")
+        problems = [
+            message
+            for problem in override_problems(agent, content)
+            for message in problem_error(problem, agent).messages
+        ]
+        if not content.strip():
+            problems = [gettext("The text is empty: there is nothing to preview.")]
+        return self._render_preview(request, agent, content, None, unsaved=True, problems=problems)
+
     def _render_preview(
         self,
         request: HttpRequest,
         agent: AgentName,
         content: str | None,
         obj: PromptOverride | None,
+        *,
+        unsaved: bool = False,
+        problems: list[str] | None = None,
     ) -> HttpResponse:
         sessions = preview_session_source()
         # Session data is customer data: only staff who may read conversations pick one, and
         # see its personal data only with the permission for it.
         can_pick = sessions.may_pick_session(request.user)
         mask = not sessions.may_view_personal_data(request.user)
-        session_id = _int_or_none(request.GET.get("session")) if can_pick else None
+        # The unsaved preview is a POST (the text is too long for a URL); its session picker
+        # posts the text again with the chosen session.
+        params = request.POST if unsaved else request.GET
+        session_id = _int_or_none(params.get("session")) if can_pick else None
         # The preview never calls the model; the client is built but not used.
-        preview = prompt_preview(
-            agent=agent,
-            content=content,
-            session_id=session_id,
-            sessions=sessions,
-            invoker=sessions.invoker(),
-            mask_personal_data=mask,
+        preview = (
+            None
+            if problems
+            else prompt_preview(
+                agent=agent,
+                content=content,
+                session_id=session_id,
+                sessions=sessions,
+                invoker=sessions.invoker(),
+                mask_personal_data=mask,
+            )
         )
         opts = self.model._meta
         labels = dict(AGENT_CHOICES)
@@ -335,7 +372,11 @@ class PromptOverrideToolsMixin(admin.ModelAdmin[PromptOverride]):
             "original": obj,
             "agent_label": labels[agent.value],
             "preview": preview,
-            "prepared": preview.prepared,
+            "prepared": None if preview is None else preview.prepared,
+            "unsaved": unsaved,
+            "unsaved_agent": agent.value if unsaved else "",
+            "unsaved_content": content if unsaved else "",
+            "problems": problems or [],
             "sessions": (
                 sessions.recent_sessions(RECENT_SESSIONS, mask_personal_data=mask)
                 if can_pick

@@ -12,13 +12,14 @@ from model_bakery import baker
 
 from agents.invoker import PreparedCall
 from agents.prompts import builtin_template
+from agents.prompts.variables import variable_names
 from agents.states import AgentName, SessionState
 from conversations.models import Direction, Instance, LLMCall, Message, Session
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.models import PromptOverride
 from prompts_admin.preview import prompt_override_start_from_builtin
 from tests.agents.support import TEMPLATE_ATTACKS
-from tests.support.staff import logged_in, staff_member
+from tests.support.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
 BASE = "/admin/prompts_admin/promptoverride/"
@@ -274,3 +275,124 @@ def test_change_list_and_change_form_link_to_the_tools(admin_client: Client) -> 
     assert 'name="agent" value="qualificacao"' in listing
     assert 'href="/admin/prompts_admin/promptoverride/preview/coleta/"' in listing
     assert f'href="/admin/prompts_admin/promptoverride/{override.pk}/preview/"' in form
+
+
+# --- The unsaved preview: the text as it is in the form ----------------------------------------
+
+
+def test_the_unsaved_preview_renders_the_posted_text_and_stores_nothing(
+    admin_client: Client, catalog: None
+) -> None:
+    override = PromptOverride.objects.create(agent="triagem", content="Salvo", is_active=True)
+
+    response = admin_client.post(
+        f"{BASE}preview/",
+        {"agent": "qualificacao", "content": "Rascunho de {{ agent_name }}", "is_active": "on"},
+    )
+
+    assert response.status_code == 200
+    assert final_prompt(response).startswith("Rascunho de Lia\n\n" + METADATA)
+    assert response.context["prepared"].prompt_version == "preview"
+    assert response.context["unsaved"] is True
+    html = response.content.decode()
+    assert "Texto do formulário, não salvo: nada foi gravado." in html
+    # The session picker posts the text again.
+    assert '<input type="hidden" name="agent" value="qualificacao">' in html
+    assert '<textarea name="content" hidden>\nRascunho de {{ agent_name }}</textarea>' in html
+    assert list(PromptOverride.objects.values_list("pk", "content")) == [(override.pk, "Salvo")]
+    assert PromptOverride.history.count() == 1
+    assert LLMCall.objects.count() == 0
+
+
+def test_the_unsaved_preview_takes_the_session_from_the_post(
+    admin_client: Client, catalog: None
+) -> None:
+    session = baker.make(
+        Session,
+        state=SessionState.DATA_COLLECT,
+        customer_phone="5511912345678",
+        last_message_at=timezone.now(),
+    )
+
+    response = admin_client.post(
+        f"{BASE}preview/?session=999",
+        {"agent": "coleta", "content": "Coleta de {{ customer_phone }}", "session": session.pk},
+    )
+
+    assert final_prompt(response).startswith("Coleta de +55 11 91234-5678")
+    assert response.context["selected_session"] == session.pk
+
+
+def test_the_unsaved_preview_lists_the_problems_of_a_refused_text(
+    admin_client: Client, catalog: None
+) -> None:
+    response = admin_client.post(
+        f"{BASE}preview/", {"agent": "triagem", "content": "Oi {{ nome }}\n{% lorem %}"}
+    )
+
+    assert response.status_code == 200
+    assert response.context["prepared"] is None
+    assert response.context["problems"] == [
+        "Variável desconhecida “nome” na linha 1. As variáveis deste agente são: "
+        + ", ".join(sorted(variable_names(AgentName.TRIAGEM)))
+        + ".",
+        "A tag {% lorem %} não é permitida em prompts.",
+    ]
+    assert "Este texto não pode ser usado assim; o formulário o recusaria:" in (
+        response.content.decode()
+    )
+    empty = admin_client.post(f"{BASE}preview/", {"agent": "triagem", "content": "  "})
+    assert empty.context["problems"] == ["O texto está vazio: não há o que pré-visualizar."]
+
+
+def test_the_unsaved_preview_needs_a_post_a_prompt_agent_and_a_write_permission() -> None:
+    admin = logged_in(staff_member(permissions=("prompts_admin.add_promptoverride",)))
+    assert admin.get(f"{BASE}preview/").status_code == 405
+    assert admin.post(f"{BASE}preview/", {"agent": "summary", "content": "x"}).status_code == 404
+    for client in (
+        logged_in(staff_member(SUPPORT)),
+        logged_in(staff_member(permissions=("prompts_admin.view_promptoverride",))),
+    ):
+        response = client.post(f"{BASE}preview/", {"agent": "triagem", "content": "Oi"})
+        assert response.status_code == 403
+    editor = logged_in(staff_member(PROMPT_EDITORS))
+    assert editor.post(f"{BASE}preview/", {"agent": "triagem", "content": "Oi"}).status_code == 200
+
+
+def test_the_unsaved_preview_refuses_a_post_without_the_csrf_token(catalog: None) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(staff_member(PROMPT_EDITORS))
+
+    response = client.post(f"{BASE}preview/", {"agent": "triagem", "content": "Oi"})
+
+    assert response.status_code == 403
+
+
+def test_the_add_and_change_forms_post_their_text_to_the_unsaved_preview(
+    admin_client: Client,
+) -> None:
+    override = PromptOverride.objects.create(agent="triagem", content="Oi")
+    button = (
+        '<button type="submit" class="button" id="preview-unsaved" name="_preview" '
+        'formaction="/admin/prompts_admin/promptoverride/preview/" formmethod="post" '
+        'formtarget="_blank" formnovalidate>Pré-visualizar o texto do formulário (não salvo)'
+        "</button>"
+    )
+
+    add = admin_client.get(f"{BASE}add/").content.decode()
+    change = admin_client.get(f"{BASE}{override.pk}/change/").content.decode()
+
+    assert button in add
+    assert button in change
+    # After the save buttons: Enter in a field still saves.
+    assert change.index('name="_save"') < change.index(button)
+    assert f"{BASE}{override.pk}/preview/" in change
+
+
+def test_a_view_only_user_sees_no_unsaved_preview_button() -> None:
+    client = logged_in(staff_member(permissions=("prompts_admin.view_promptoverride",)))
+    override = PromptOverride.objects.create(agent="triagem", content="Oi")
+
+    page = client.get(f"{BASE}{override.pk}/change/").content.decode()
+
+    assert 'id="preview-unsaved"' not in page
