@@ -4,8 +4,6 @@ Each is a `versioning.admin.VersionedAdmin` (history, diff, read-only versions);
 admin adds the prompt tools of `prompts_admin.preview`.
 """
 
-from typing import Any
-
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
@@ -32,7 +30,6 @@ class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin[PromptOverrid
     list_display = ("__str__", "agent", "is_active", "note", "updated_at")
     list_filter = ("agent", "is_active")
     search_fields = ("note", "content")
-    actions: list[Any] = ["start_from_builtin"]
 
 
 @admin.register(RuntimeConfig)
