@@ -61,10 +61,54 @@ def problem_error(problem: TemplateProblem, agent: AgentName) -> ValidationError
             params={"line": problem.line, "snippet": problem.detail},
         )
     if problem.kind == "syntax":
+        if problem.line is None:
+            return ValidationError(
+                _("Template syntax error: %(error)s"),
+                code="syntax",
+                params={"error": problem.detail.strip()},
+            )
         return ValidationError(
-            _("Template syntax error: %(error)s"),
+            _(
+                "Syntax error on line %(line)s (%(error)s): check the {{ }} and {%% %%} of "
+                "that line."
+            ),
             code="syntax",
-            params={"error": problem.detail.strip()},
+            params={"line": problem.line, "error": problem.detail.strip()},
+        )
+    # `{% load x %}` fails to compile; a bare `{% load %}` compiles and is refused as a tag.
+    if problem.kind == "load_not_allowed" or (
+        problem.kind == "tag_not_allowed" and problem.detail == "load"
+    ):
+        return ValidationError(
+            _(
+                "{%% load %%} is not allowed in prompts (line %(line)s): no tag library can be "
+                "loaded. Allowed: the tags %(tags)s and the filters %(filters)s."
+            ),
+            code="load_not_allowed",
+            params={
+                "line": problem.line if problem.line is not None else "?",
+                "tags": ALLOWED_TAGS_TEXT,
+                "filters": ", ".join(sorted(ALLOWED_FILTERS)),
+            },
+        )
+    if problem.kind == "unclosed_block":
+        return ValidationError(
+            _(
+                "The {%% %(tag)s %%} block opened on line %(line)s is not closed: add its "
+                "{%% end%(tag)s %%}."
+            ),
+            code="unclosed_block",
+            params={"tag": problem.detail, "line": problem.line},
+        )
+    if problem.kind == "misplaced_tag":
+        return ValidationError(
+            _(
+                "{%% %(tag)s %%} on line %(line)s is out of place: it only goes inside a block "
+                "opened before it ({%% if %%} … {%% endif %%}, or {%% comment %%} … "
+                "{%% endcomment %%}), once."
+            ),
+            code="misplaced_tag",
+            params={"tag": problem.detail, "line": problem.line},
         )
     if problem.kind in _CONSTRUCT_MESSAGES:
         message, param = _CONSTRUCT_MESSAGES[problem.kind]
@@ -81,6 +125,10 @@ def problem_error(problem: TemplateProblem, agent: AgentName) -> ValidationError
         params={"error": problem.detail},
     )
 
+
+ALLOWED_TAGS_TEXT = (
+    "{% if %}, {% elif %}, {% else %}, {% endif %}, {% comment %} … {% endcomment %}, {# … #}"
+)
 
 # What the allow-list refuses, named (agents/templating.py).
 _CONSTRUCT_MESSAGES = {

@@ -257,6 +257,24 @@ class PromptOverrideToolsMixin(admin.ModelAdmin[PromptOverride]):
         context = {"prompt_agents": AGENT_CHOICES, **(extra_context or {})}
         return super().changelist_view(request, extra_context=context)
 
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: PromptOverride | None = None,
+    ) -> HttpResponse:
+        """After a refused save the form's instance holds the posted values (the form copied
+        them before validating): the header and title show the override as it is stored, so
+        a refused deactivation does not read "(inativo)", nor a refused activation "(ativo)"."""
+        if change and obj is not None and obj.pk is not None and request.method == "POST":
+            stored = self.model._default_manager.filter(pk=obj.pk).first()
+            if stored is not None:
+                context = context | {"original": stored, "subtitle": str(stored)}
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         """`add/?from_builtin=<agent>` opens the add form with that agent's built-in prompt."""
         initial = super().get_changeform_initial_data(request)

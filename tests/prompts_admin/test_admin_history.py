@@ -310,3 +310,18 @@ def test_reverting_an_active_override_to_an_inactive_version_asks_for_confirmati
     assert refused.status_code == 200
     assert refused.context["adminform"].form.errors == {"confirm_builtin": [LEAVES_BUILTIN]}
     assert PromptOverride.objects.get().is_active is True
+
+
+def test_after_a_refused_save_the_header_shows_the_override_as_stored(
+    admin_client: Client,
+) -> None:
+    override = PromptOverride.objects.create(agent="triagem", content="Oi", is_active=True)
+
+    refused = admin_client.post(f"{BASE}{override.pk}/change/", form(content="Oi", is_active=None))
+
+    page = refused.content.decode()
+    assert refused.status_code == 200
+    assert f"<title>Erro: triagem (ativo) #{override.pk} | Modificar override de prompt" in page
+    assert f"<h2>triagem (ativo) #{override.pk}</h2>" in page
+    assert "(inativo)" not in page
+    assert refused.context["adminform"].form.instance.is_active is False  # the posted value

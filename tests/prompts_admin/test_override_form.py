@@ -80,13 +80,18 @@ def test_a_variable_of_another_agent_is_refused() -> None:
     [
         (
             "{% if is_open %}aberto",
-            "Template syntax error: Unclosed tag on line 1: 'if'. Looking for one of: elif, "
-            "else, endif.",
+            "The {% if %} block opened on line 1 is not closed: add its {% endif %}.",
+        ),
+        ("Oi\n{% endfor %}", "The tag {% endfor %} is not allowed in prompts."),
+        (
+            "Oi\n{% else %}",
+            "{% else %} on line 2 is out of place: it only goes inside a block opened before "
+            "it ({% if %} … {% endif %}, or {% comment %} … {% endcomment %}), once.",
         ),
         (
-            "Oi\n{% endfor %}",
-            "Template syntax error: Invalid block tag on line 2: 'endfor'. Did you forget to "
-            "register or load this tag?",
+            "Oi\n\n{% if is_open x %}a{% endif %}",
+            "Syntax error on line 3 (Unused 'x' at end of if expression.): check the {{ }} and "
+            "{% %} of that line.",
         ),
         (
             "Oi\n\n{{ agent_name",
@@ -162,6 +167,43 @@ ATTACK_MESSAGES = {
 }
 
 
+LOAD_REFUSED = (
+    "{%% load %%} não é permitido em prompts (linha %d): nenhuma biblioteca de tags pode ser "
+    "carregada. Permitidos: as tags {%% if %%}, {%% elif %%}, {%% else %%}, {%% endif %%}, "
+    "{%% comment %%} … {%% endcomment %%}, {# … #} e os filtros capfirst, default, "
+    "default_if_none, length, lower, title, truncatechars, truncatewords, upper, yesno."
+)
+
+
+def test_load_is_refused_in_pt_br_with_its_line_and_what_is_allowed() -> None:
+    assert pt_br_errors("coleta", "Oi\n{% load i18n %}") == [LOAD_REFUSED % 2]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            "Oi\n{% if is_open %}aberto",
+            "O bloco {% if %} aberto na linha 2 não foi fechado: falta o {% endif %}.",
+        ),
+        (
+            "Oi\n\n{% endif %}",
+            "O {% endif %} da linha 3 está fora de lugar: ele só vale dentro de um bloco aberto "
+            "antes ({% if %} … {% endif %}, ou {% comment %} … {% endcomment %}), uma vez.",
+        ),
+        (
+            "{{ agent_name|lower: }}",
+            "Erro de sintaxe na linha 1 (Could not parse the remainder: ':' from "
+            "'agent_name|lower:'): confira as {{ }} e {% %} dessa linha.",
+        ),
+        ("a\n{{ agent_name|nada }}", "O filtro |nada não é permitido em prompts."),
+    ],
+    ids=["unclosed-if", "stray-endif", "syntax", "unknown-filter"],
+)
+def test_syntax_errors_are_worded_in_pt_br_with_their_line(content: str, expected: str) -> None:
+    assert pt_br_errors("coleta", content) == [expected]
+
+
 def pt_br_errors(agent: str, content: str) -> list[str]:
     with translation.override("pt-br"):
         form = PromptOverrideForm(data={"agent": agent, "content": content, "note": "teste"})
@@ -197,7 +239,7 @@ def test_each_attack_is_refused_at_save_with_a_message_naming_the_construct_quic
         (
             "{% load %}{% cycle 'a' 'b' %}{{ agent_name|rjust:5 }}",
             [
-                "A tag {% load %} não é permitida em prompts.",
+                LOAD_REFUSED % 1,
                 "A tag {% cycle %} não é permitida em prompts.",
                 "O filtro |rjust não é permitido em prompts.",
             ],
