@@ -325,3 +325,27 @@ def test_after_a_refused_save_the_header_shows_the_override_as_stored(
     assert f"<h2>triagem (ativo) #{override.pk}</h2>" in page
     assert "(inativo)" not in page
     assert refused.context["adminform"].form.instance.is_active is False  # the posted value
+
+
+def test_the_history_list_shows_the_first_changed_line_of_a_long_prompt(
+    admin_client: Client,
+) -> None:
+    long_line = "Você é Lia, assistente " + "x" * 100
+    base = "\n".join(["Cabeçalho"] * 60 + [long_line, "Fim"])
+    assert admin_client.post(BASE + "add/", form(content=base)).status_code == 302
+    override = PromptOverride.objects.get()
+    url = f"{BASE}{override.pk}/change/"
+    edited = base.replace("Você é Lia", "Você é <Ana>")
+    assert admin_client.post(url, form(content=edited)).status_code == 302
+    assert admin_client.post(url, form(content=edited + "\n\nNova")).status_code == 302
+
+    page = admin_client.get(f"{BASE}{override.pk}/history/").content.decode()
+
+    old61 = html.escape("linha 61: " + long_line[:79] + "…", quote=False)
+    new61 = html.escape("linha 61: " + edited.splitlines()[60][:79] + "…", quote=False)
+    assert f"<li><strong>Conteúdo:</strong> {old61}&nbsp;&rarr;&nbsp;{new61}</li>" in page
+    assert (
+        "<li><strong>Conteúdo:</strong> linha 63: (não existe)&nbsp;&rarr;&nbsp;"
+        "linha 63: (linha vazia)</li>"
+    ) in page
+    assert "chars]" not in page
