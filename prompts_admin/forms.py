@@ -14,7 +14,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.utils.formats import number_format
 from django.utils.html import format_html, format_html_join
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
@@ -149,14 +149,20 @@ _LIMIT_MESSAGES = {
 }
 
 
-def variables_help_text() -> SafeString:
-    """Every agent's variables, as HTML for the content field's help text."""
+def variables_help_text(selected: str | None = None) -> SafeString:
+    """The agents' variables, as HTML for the content field's help text: only the `selected`
+    agent's shown (the others hidden) when one is chosen, every agent's otherwise. Each group
+    names its agent (`data-agent-variables`) so `override_form.js` shows the group of the agent
+    picked in the form."""
     labels = dict(AGENT_CHOICES)
+    shown = selected if selected in labels else None
     groups = format_html_join(
         "",
-        "<li><strong>{}</strong>: {}</li>",
+        '<li data-agent-variables="{}"{}><strong>{}</strong>: {}</li>',
         (
             (
+                agent.value,
+                mark_safe(" hidden") if shown is not None and agent.value != shown else "",
                 labels[agent.value],
                 format_html_join(
                     "; ",
@@ -191,11 +197,22 @@ def variables_help_text() -> SafeString:
 class PromptTemplateForm(forms.ModelForm[PromptOverride]):
     """A ModelForm whose `content` must be a valid prompt template for the chosen `agent`."""
 
+    class Media:
+        js = ("prompts_admin/admin/override_form.js",)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         content = self.fields.get("content")
         if content is not None:
-            content.help_text = variables_help_text()
+            content.help_text = variables_help_text(self.selected_agent())
+
+    def selected_agent(self) -> str | None:
+        """The agent the form is for: as posted, else as prefilled or stored."""
+        if self.is_bound:
+            value = self.data.get(self.add_prefix("agent"))
+        else:
+            value = self.initial.get("agent") or self.instance.agent
+        return str(value) if value else None
 
     def clean(self) -> dict[str, Any]:
         super().clean()

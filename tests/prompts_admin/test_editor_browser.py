@@ -1,6 +1,6 @@
 """The prompt editor in a real browser (issue 14 §5): an editor changes the text of an override
 and previews it unsaved: the preview opens in a new tab with the text as it is in the form, and
-nothing is stored.
+nothing is stored; the help lists the variables of the agent picked in the form only.
 
 Playwright drives Debian's chromium (`CHROMIUM`, launched by path, never downloaded), as in
 tests/conversations/test_queue_browser.py. Screenshots of the form and the preview at 1,366 px go
@@ -122,3 +122,30 @@ def test_an_editor_previews_the_text_in_the_form_without_saving_it(
     assert page.input_value("#id_content") == (
         "Olá! Eu sou {{ agent_name }}, da {{ company_name }}.\nNova linha."
     )
+
+
+def test_the_help_follows_the_agent_picked_in_the_form(
+    live_server: LiveServer, browser_page: Any, screenshots_dir: Path
+) -> None:
+    prompt_editor("bia")
+    page = browser_page
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/prompts_admin/promptoverride/add/")
+    page.fill("#id_username", "bia")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url("**/admin/prompts_admin/promptoverride/add/")
+
+    def shown() -> list[str]:
+        groups = page.locator("[data-agent-variables]")
+        return [
+            str(groups.nth(i).get_attribute("data-agent-variables"))
+            for i in range(groups.count())
+            if groups.nth(i).is_visible()
+        ]
+
+    assert shown() == ["triagem", "qualificacao", "coleta"]
+    page.select_option("#id_agent", "coleta")
+    assert shown() == ["coleta"]
+    page.select_option("#id_agent", "triagem")
+    assert shown() == ["triagem"]
+    page.screenshot(path=str(screenshots_dir / "editor-help-one-agent.png"), full_page=True)

@@ -123,7 +123,8 @@ def test_help_text_lists_every_agents_variables_with_descriptions() -> None:
     assert help_text.startswith("A Django template rendered for every call")
     assert "<code>{{ registration_data }}</code> — dados cadastrais já coletados" in help_text
     assert "strategic_companies" not in help_text
-    assert help_text.count("<li>") == 3
+    assert help_text.count('<li data-agent-variables="') == 3
+    assert " hidden>" not in help_text
     assert help_text.endswith(
         "</ul>Allowed: {% if %} / {% elif %} / {% else %} / {% endif %} (at most 10 levels), "
         "{% comment %} and {# … #}, and the filters capfirst, default, default_if_none, length, "
@@ -299,3 +300,38 @@ def test_the_admin_refuses_an_attack_and_writes_nothing(admin_client: Client) ->
     assert PromptOverride.objects.count() == 0
     assert PromptOverride.history.count() == 0
     assert elapsed < 1.0
+
+
+# --- The help lists the selected agent's variables only -----------------------------------------
+
+
+def variable_groups(page: str) -> dict[str, bool]:
+    """agent -> whether its group of variables is shown."""
+    return {
+        agent: f'<li data-agent-variables="{agent}"><strong>' in page
+        for agent in ("triagem", "qualificacao", "coleta")
+        if f'data-agent-variables="{agent}"' in page
+    }
+
+
+def test_the_help_lists_the_variables_of_the_overrides_agent_only(admin_client: Client) -> None:
+    override = PromptOverride.objects.create(agent="coleta", content="Oi")
+
+    page = admin_client.get(f"/admin/prompts_admin/promptoverride/{override.pk}/change/")
+
+    html_page = page.content.decode()
+    assert variable_groups(html_page) == {"triagem": False, "qualificacao": False, "coleta": True}
+    assert '<li data-agent-variables="triagem" hidden><strong>triagem</strong>' in html_page
+    assert '<script src="/static/prompts_admin/admin/override_form.js"></script>' in html_page
+
+
+def test_the_add_form_lists_every_agent_until_one_is_chosen(admin_client: Client) -> None:
+    blank = admin_client.get(ADD_URL).content.decode()
+    prefilled = admin_client.get(f"{ADD_URL}?from_builtin=triagem").content.decode()
+    refused = admin_client.post(
+        ADD_URL, {"agent": "qualificacao", "content": "{{ nada }}"}
+    ).content.decode()
+
+    assert variable_groups(blank) == {"triagem": True, "qualificacao": True, "coleta": True}
+    assert variable_groups(prefilled) == {"triagem": True, "qualificacao": False, "coleta": False}
+    assert variable_groups(refused) == {"triagem": False, "qualificacao": True, "coleta": False}
