@@ -10,9 +10,16 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from prompts_admin.forms import PromptTemplateForm
+from prompts_admin.forms import (
+    HOURS_FIELD_PREFIX,
+    WEEKDAY_LABELS,
+    PromptTemplateForm,
+    RuntimeConfigForm,
+    holidays_description,
+)
 from prompts_admin.models import AGENT_CHOICES, PromptOverride, RuntimeConfig, StrategicCompany
 from prompts_admin.preview import PromptOverrideToolsMixin
 from versioning.admin import MONOSPACE_TEXTAREA, VersionedAdmin
@@ -103,9 +110,14 @@ class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin[PromptOverrid
 class RuntimeConfigAdmin(VersionedAdmin[RuntimeConfig]):
     """The single configuration row: it can be edited, never added twice or deleted."""
 
+    form = RuntimeConfigForm
     list_display = ("__str__", "agent_name", "company_name", "updated_at")
     fieldsets = (
-        (None, {"fields": ("agent_name", "company_name", "business_hours")}),
+        (None, {"fields": ("agent_name", "company_name")}),
+        (
+            _("Business hours (Brasília time)"),
+            {"fields": tuple(HOURS_FIELD_PREFIX + day for day in WEEKDAY_LABELS)},
+        ),
         (
             _("Fixed messages"),
             {
@@ -118,6 +130,17 @@ class RuntimeConfigAdmin(VersionedAdmin[RuntimeConfig]):
             },
         ),
     )
+
+    def get_fieldsets(self, request: HttpRequest, obj: RuntimeConfig | None = None) -> Any:
+        """The business-hours section lists this year's national holidays (closed all day)."""
+        fieldsets = super().get_fieldsets(request, obj)
+        year = timezone.localdate().year
+        return [
+            (name, options | {"description": holidays_description(year)})
+            if HOURS_FIELD_PREFIX + "mon" in options.get("fields", ())
+            else (name, options)
+            for name, options in fieldsets
+        ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return super().has_add_permission(request) and not RuntimeConfig.objects.exists()

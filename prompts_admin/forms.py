@@ -18,6 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from agents.business_hours import national_holidays
 from agents.prompts.variables import sample_variables, variable_names, variables_for
 from agents.states import PROMPT_AGENTS, AgentName
 from agents.templating import (
@@ -28,7 +29,7 @@ from agents.templating import (
     TemplateProblem,
     validate_prompt_template,
 )
-from prompts_admin.models import AGENT_CHOICES, PromptOverride
+from prompts_admin.models import AGENT_CHOICES, PromptOverride, RuntimeConfig
 
 
 def override_problems(agent: AgentName, content: str) -> list[TemplateProblem]:
@@ -228,3 +229,135 @@ class PromptTemplateForm(forms.ModelForm[PromptOverride]):
             if errors:
                 self.add_error("content", errors)
         return cleaned
+
+
+# --- Business hours as a form: one field per weekday ----------------------------------------------
+
+WEEKDAY_LABELS = {
+    "mon": _("Monday"),
+    "tue": _("Tuesday"),
+    "wed": _("Wednesday"),
+    "thu": _("Thursday"),
+    "fri": _("Friday"),
+    "sat": _("Saturday"),
+    "sun": _("Sunday"),
+}
+HOURS_FIELD_PREFIX = "hours_"
+
+
+def format_spans(spans: list[list[str]]) -> str:
+    """`[["08:00", "12:00"], ["13:00", "18:00"]]` → "08:00-12:00, 13:00-18:00"."""
+    return ", ".join(f"{start}-{end}" for start, end in spans)
+
+
+def parse_spans(text: str) -> list[list[str]]:
+    """The inverse of `format_spans`; an empty text is a closed day. Spans must be HH:MM-HH:MM,
+    each ending after it starts, in order and not overlapping."""
+    spans: list[list[str]] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        # An en dash (as word processors type it) is read as the hyphen.
+        pieces = [p.strip() for p in part.replace("\u2013", "-").split("-")]
+        if len(pieces) != 2 or not all(_is_time(p) for p in pieces):
+            raise ValidationError(
+                _("“%(span)s” is not an interval: write it as 08:00-18:00."),
+                code="span",
+                params={"span": part},
+            )
+        start, end = (p.zfill(5) for p in pieces)
+        if start >= end:
+            raise ValidationError(
+                _("“%(span)s”: the end must come after the start."),
+                code="span_order",
+                params={"span": part},
+            )
+        if spans and start < spans[-1][1]:
+            raise ValidationError(
+                _("“%(span)s” overlaps or comes before the previous interval: list them in order."),
+                code="span_overlap",
+                params={"span": part},
+            )
+        spans.append([start, end])
+    return spans
+
+
+def _is_time(text: str) -> bool:
+    hours, sep, minutes = text.partition(":")
+    return (
+        sep == ":"
+        and hours.isdigit()
+        and minutes.isdigit()
+        and len(minutes) == 2
+        and 1 <= len(hours) <= 2
+        and int(hours) < 24
+        and int(minutes) < 60
+    )
+
+
+def _day_field(day: str) -> forms.CharField:
+    return forms.CharField(
+        label=WEEKDAY_LABELS[day],
+        required=False,
+        help_text=_("Intervals separated by commas, e.g. 08:00-12:00, 13:00-18:00. Empty: closed."),
+        widget=forms.TextInput(attrs={"class": "vTextField"}),
+    )
+
+
+class RuntimeConfigForm(forms.ModelForm[RuntimeConfig]):
+    """The runtime configuration with its business hours as one field per weekday ("08:00-12:00,
+    13:00-18:00"; empty: closed), not raw JSON; they are stored as the same JSON object."""
+
+    hours_mon = _day_field("mon")
+    hours_tue = _day_field("tue")
+    hours_wed = _day_field("wed")
+    hours_thu = _day_field("thu")
+    hours_fri = _day_field("fri")
+    hours_sat = _day_field("sat")
+    hours_sun = _day_field("sun")
+
+    class Meta:
+        model = RuntimeConfig
+        fields = [
+            "agent_name",
+            "company_name",
+            "handoff_message_open",
+            "handoff_message_closed",
+            "unsupported_media_message",
+            "invalid_format_message",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        stored = self.instance.business_hours or {}
+        for day in WEEKDAY_LABELS:
+            self.initial.setdefault(HOURS_FIELD_PREFIX + day, format_spans(stored.get(day) or []))
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        cleaned = self.cleaned_data
+        hours: dict[str, list[list[str]]] = {}
+        for day in WEEKDAY_LABELS:
+            name = HOURS_FIELD_PREFIX + day
+            try:
+                hours[day] = parse_spans(str(cleaned.get(name) or ""))
+            except ValidationError as error:
+                self.add_error(name, error)
+        if not self.errors:
+            self.instance.business_hours = hours
+        return cleaned
+
+
+def holidays_description(year: int) -> SafeString:
+    """The national holidays of `year` (closed all day, automatically), for the business-hours
+    fieldset."""
+    return format_html(
+        "{}<ul>{}</ul>",
+        gettext("National holidays are closed all day, automatically. In %(year)s:")
+        % {"year": year},
+        format_html_join(
+            "",
+            "<li>{}: {}</li>",
+            ((day.strftime("%d/%m"), name) for day, name in national_holidays(year)),
+        ),
+    )
