@@ -113,7 +113,13 @@ def problem_error(problem: TemplateProblem, agent: AgentName) -> ValidationError
         )
     if problem.kind in _CONSTRUCT_MESSAGES:
         message, param = _CONSTRUCT_MESSAGES[problem.kind]
-        return ValidationError(message, code=problem.kind, params={param: problem.detail})
+        if problem.line is None:
+            return ValidationError(message, code=problem.kind, params={param: problem.detail})
+        return ValidationError(
+            _("Line %(line)s: %(problem)s"),
+            code=problem.kind,
+            params={"line": problem.line, "problem": message % {param: problem.detail}},
+        )
     if problem.kind in _LIMIT_MESSAGES:
         return ValidationError(
             _LIMIT_MESSAGES[problem.kind],

@@ -82,7 +82,7 @@ def test_a_variable_of_another_agent_is_refused() -> None:
             "{% if is_open %}aberto",
             "The {% if %} block opened on line 1 is not closed: add its {% endif %}.",
         ),
-        ("Oi\n{% endfor %}", "The tag {% endfor %} is not allowed in prompts."),
+        ("Oi\n{% endfor %}", "Line 2: The tag {% endfor %} is not allowed in prompts."),
         (
             "Oi\n{% else %}",
             "{% else %} on line 2 is out of place: it only goes inside a block opened before "
@@ -99,7 +99,7 @@ def test_a_variable_of_another_agent_is_refused() -> None:
         ),
         (
             '{% include "admin/base.html" %}',
-            "The tag {% include %} is not allowed in prompts.",
+            "Line 1: The tag {% include %} is not allowed in prompts.",
         ),
     ],
 )
@@ -161,10 +161,10 @@ def test_the_admin_saves_a_valid_override(admin_client: Client, admin_user: User
 # --- The allow-list and the caps (issue 10 §2) -----------------------------------------------------
 
 ATTACK_MESSAGES = {
-    "lorem": "A tag {% lorem %} não é permitida em prompts.",
-    "ljust": "O filtro |ljust não é permitido em prompts.",
-    "nested-for": "A tag {% for %} não é permitida em prompts.",
-    "conditional": "O filtro |ljust não é permitido em prompts.",
+    "lorem": "Linha 2: A tag {% lorem %} não é permitida em prompts.",
+    "ljust": "Linha 1: O filtro |ljust não é permitido em prompts.",
+    "nested-for": "Linha 1: A tag {% for %} não é permitida em prompts.",
+    "conditional": "Linha 1: O filtro |ljust não é permitido em prompts.",
 }
 
 
@@ -197,7 +197,7 @@ def test_load_is_refused_in_pt_br_with_its_line_and_what_is_allowed() -> None:
             "Erro de sintaxe na linha 1 (Could not parse the remainder: ':' from "
             "'agent_name|lower:'): confira as {{ }} e {% %} dessa linha.",
         ),
-        ("a\n{{ agent_name|nada }}", "O filtro |nada não é permitido em prompts."),
+        ("a\n{{ agent_name|nada }}", "Linha 2: O filtro |nada não é permitido em prompts."),
     ],
     ids=["unclosed-if", "stray-endif", "syntax", "unknown-filter"],
 )
@@ -232,27 +232,27 @@ def test_each_attack_is_refused_at_save_with_a_message_naming_the_construct_quic
         (
             '{% widthratio 1 1 100000000 %}{{ agent_name|center:"9" }}{% now "Y" %}',
             [
-                "A tag {% widthratio %} não é permitida em prompts.",
-                "O filtro |center não é permitido em prompts.",
-                "A tag {% now %} não é permitida em prompts.",
+                "Linha 1: A tag {% widthratio %} não é permitida em prompts.",
+                "Linha 1: O filtro |center não é permitido em prompts.",
+                "Linha 1: A tag {% now %} não é permitida em prompts.",
             ],
         ),
         (
             "{% load %}{% cycle 'a' 'b' %}{{ agent_name|rjust:5 }}",
             [
                 LOAD_REFUSED % 1,
-                "A tag {% cycle %} não é permitida em prompts.",
-                "O filtro |rjust não é permitido em prompts.",
+                "Linha 1: A tag {% cycle %} não é permitida em prompts.",
+                "Linha 1: O filtro |rjust não é permitido em prompts.",
             ],
         ),
         (
             "{% with a=agent_name %}{{ a }}{% endwith %}",
-            ["A tag {% with %} não é permitida em prompts."],
+            ["Linha 1: A tag {% with %} não é permitida em prompts."],
         ),
         (
             "{{ customer_name.upper }}",
             [
-                "“customer_name.upper”: atributos de variáveis não são permitidos em prompts; "
+                "Linha 1: “customer_name.upper”: atributos de variáveis não são permitidos em prompts; "
                 "use a própria variável."
             ],
         ),
@@ -296,7 +296,7 @@ def test_the_admin_refuses_an_attack_and_writes_nothing(admin_client: Client) ->
     elapsed = time.perf_counter() - started
 
     assert response.status_code == 200
-    assert "A tag {% lorem %} não é permitida em prompts." in response.content.decode()
+    assert "Linha 2: A tag {% lorem %} não é permitida em prompts." in response.content.decode()
     assert PromptOverride.objects.count() == 0
     assert PromptOverride.history.count() == 0
     assert elapsed < 1.0

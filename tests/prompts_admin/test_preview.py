@@ -356,7 +356,7 @@ def test_the_unsaved_preview_lists_the_problems_of_a_refused_text(
         "Variável desconhecida “nome” na linha 1. As variáveis deste agente são: "
         + ", ".join(sorted(variable_names(AgentName.TRIAGEM)))
         + ".",
-        "A tag {% lorem %} não é permitida em prompts.",
+        "Linha 2: A tag {% lorem %} não é permitida em prompts.",
     ]
     assert "Este texto não pode ser usado assim; o formulário o recusaria:" in (
         response.content.decode()
