@@ -4,8 +4,11 @@
 prompt template for the selected agent (`agents.templating.validate_prompt_template`) and refuses
 a syntax error, an unknown variable, a tag left open, a tag, filter or attribute outside the
 allow-list, a template that cannot render or renders past the limit, with a message naming the
-problem (and its line where it helps); its help text lists every agent's variables (from
+problem and its line; its help text lists the chosen agent's variables (from
 `agents.prompts.variables`, the one place they are documented) and what the allow-list permits.
+
+`RuntimeConfigForm` edits the runtime configuration with its business hours as one field per
+weekday instead of raw JSON.
 """
 
 from typing import Any
