@@ -36,6 +36,11 @@ def _national_holidays(year: int) -> dict[date, str]:
     return dict(calendar.items())
 
 
+def national_holidays(year: int) -> list[tuple[date, str]]:
+    """The Brazilian national holidays of `year` (pt-BR names), in date order."""
+    return sorted(_national_holidays(year).items())
+
+
 def national_holiday(day: date) -> str | None:
     """The pt-BR name of the Brazilian national holiday on `day`, or None."""
     return _national_holidays(day.year).get(day)

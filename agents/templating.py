@@ -29,6 +29,7 @@ and anything that fails or passes the cap when rendered with the sample values o
 values (so both sides of `{% if customer_name == "" %}` are tried).
 """
 
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -87,6 +88,9 @@ _ALLOWED_FILTER_FUNCS = frozenset(
 
 ProblemKind = Literal[
     "syntax",
+    "load_not_allowed",
+    "unclosed_block",
+    "misplaced_tag",
     "unknown_variable",
     "unclosed_tag",
     "render",
@@ -171,7 +175,7 @@ def validate_prompt_template(
         template = _CHECK_ENGINE.from_string(text)
     except TemplateSyntaxError as exc:
         debug = getattr(exc, "template_debug", None) or {}
-        return [TemplateProblem("syntax", str(exc), debug.get("line"))]
+        return [syntax_problem(str(exc), debug.get("line"))]
     except RecursionError:
         return [TemplateProblem("too_deep", str(MAX_IF_DEPTH))]
 
@@ -186,6 +190,32 @@ def validate_prompt_template(
         except Exception as exc:
             return [TemplateProblem("render", f"{type(exc).__name__}: {exc}")]
     return []
+
+
+# Django's English syntax errors that an editor meets most, recognised so the admin can word them
+# itself (in pt-BR, naming the tag); anything else stays "syntax" with Django's text.
+_LOAD_RE = re.compile(r"^'(?P<name>[^']*)' is not a registered tag library")
+_UNCLOSED_BLOCK_RE = re.compile(r"^Unclosed tag on line \d+: '(?P<name>[^']+)'")
+_INVALID_TAG_RE = re.compile(r"^Invalid block tag on line \d+: '(?P<name>[^']+)'")
+_INVALID_FILTER_RE = re.compile(r"^Invalid filter: '(?P<name>[^']+)'")
+
+
+def syntax_problem(message: str, line: int | None) -> TemplateProblem:
+    """The problem a `TemplateSyntaxError` message describes: `{% load x %}` (no library can be
+    loaded), a block left open (`{% if %}` without `{% endif %}`), an allowed tag out of place
+    (`{% endif %}` without its `{% if %}`), a tag or filter outside the allow-list, or else a
+    plain syntax error."""
+    if match := _LOAD_RE.match(message):
+        return TemplateProblem("load_not_allowed", match["name"], line)
+    if match := _UNCLOSED_BLOCK_RE.match(message):
+        return TemplateProblem("unclosed_block", match["name"], line)
+    if match := _INVALID_TAG_RE.match(message):
+        name = match["name"]
+        kind: ProblemKind = "misplaced_tag" if name in ALLOWED_TAGS else "tag_not_allowed"
+        return TemplateProblem(kind, name, line)
+    if match := _INVALID_FILTER_RE.match(message):
+        return TemplateProblem("filter_not_allowed", match["name"], line)
+    return TemplateProblem("syntax", message, line)
 
 
 def empty_values(values: Mapping[str, Any]) -> dict[str, Any]:

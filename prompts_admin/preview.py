@@ -6,9 +6,10 @@
   recorded). A session in another stage is shown as if it were at the agent's first stage.
   Staff without `conversations.view_personal_data` see that session's personal data masked: the
   prompt is built from the masked session and its history is masked (`agents.masking`).
-- `prompt_override_start_from_builtin` creates an INACTIVE override holding the built-in
-  template verbatim, to edit and activate later.
-- `PromptOverrideToolsMixin` adds both to the PromptOverride admin (URLs, views, the action).
+- `start_from_builtin_initial` prefills the add form with an agent's built-in template verbatim
+  (`add/?from_builtin=<agent>`); nothing is stored until the editor saves.
+- `PromptOverrideToolsMixin` adds both to the PromptOverride admin (URLs, views, the prefill),
+  and the preview of the text in the form, unsaved.
 
 The sessions come from the conversations app, which imports this one: it registers a
 `PreviewSessionSource` when ready (`preview_session_source_register`), and this module never
@@ -18,14 +19,12 @@ imports it.
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
-from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
-from django.utils.translation import gettext, ngettext
-from django.utils.translation import gettext_lazy as _
+from django.urls import URLPattern, path
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from agents.codes import states_of
@@ -37,6 +36,7 @@ from agents.sources import OverrideTemplate
 from agents.states import PROMPT_AGENTS, AgentName
 from compat.django_private import unquote
 from knowledge_base.models import Intent, Segment, Service
+from prompts_admin.forms import override_problems, problem_error
 from prompts_admin.models import AGENT_CHOICES, PromptOverride
 
 SAMPLE_SESSION_ID = 0
@@ -97,14 +97,23 @@ def preview_session_source() -> PreviewSessionSource:
     return _session_source
 
 
-def prompt_override_start_from_builtin(*, agent: AgentName) -> PromptOverride:
-    """A new inactive override of `agent` holding its built-in template verbatim."""
-    return PromptOverride.objects.create(
-        agent=agent.value,
-        content=builtin_template(agent),
-        is_active=False,
-        note=gettext("Copy of the built-in prompt"),
-    )
+FROM_BUILTIN_PARAM = "from_builtin"
+
+
+def start_from_builtin_initial(agent_value: str) -> dict[str, Any]:
+    """The add form's initial data for "Start from the built-in prompt": `agent`'s built-in
+    template verbatim, inactive, with a note saying where it came from; empty for anything but a
+    prompt agent. Only initial data: nothing is stored until the editor saves (each click
+    used to store another inactive copy, which editors cannot delete)."""
+    if agent_value not in {agent.value for agent in PROMPT_AGENTS}:
+        return {}
+    agent = AgentName(agent_value)
+    return {
+        "agent": agent.value,
+        "content": builtin_template(agent),
+        "is_active": False,
+        "note": gettext("Copy of the built-in prompt"),
+    }
 
 
 def sample_session(agent: AgentName, instance: InstanceInfo | None) -> SessionContext:
@@ -224,9 +233,9 @@ class PromptOverrideToolsMixin(admin.ModelAdmin[PromptOverride]):
         wrap = self.admin_site.admin_view
         tools = [
             path(
-                "start-from-builtin/",
-                wrap(require_POST(self.start_from_builtin_view)),
-                name=f"{name}_start_from_builtin",
+                "preview/",
+                wrap(require_POST(self.unsaved_preview_view)),
+                name=f"{name}_preview_unsaved",
             ),
             path(
                 "preview/<str:agent>/",
@@ -248,46 +257,28 @@ class PromptOverrideToolsMixin(admin.ModelAdmin[PromptOverride]):
         context = {"prompt_agents": AGENT_CHOICES, **(extra_context or {})}
         return super().changelist_view(request, extra_context=context)
 
-    # Creates overrides: only for those who may add one (an action without `permissions` is
-    # open to anyone who can see the list).
-    @admin.action(description=_("Start from the built-in prompt"), permissions=["add"])
-    def start_from_builtin(self, request: HttpRequest, queryset: QuerySet[PromptOverride]) -> None:
-        agents = sorted(set(queryset.values_list("agent", flat=True)))
-        for agent in agents:
-            prompt_override_start_from_builtin(agent=AgentName(agent))
-        self.message_user(
-            request,
-            ngettext(
-                "Created %(count)d inactive override with the built-in prompt. "
-                "Review it, then activate it.",
-                "Created %(count)d inactive overrides with the built-in prompt. "
-                "Review them, then activate them.",
-                len(agents),
-            )
-            % {"count": len(agents)},
-            messages.SUCCESS,
-        )
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: PromptOverride | None = None,
+    ) -> HttpResponse:
+        """After a refused save the form's instance holds the posted values (the form copied
+        them before validating): the header and title show the override as it is stored, so
+        a refused deactivation does not read "(inativo)", nor a refused activation "(ativo)"."""
+        if change and obj is not None and obj.pk is not None and request.method == "POST":
+            stored = self.model._default_manager.filter(pk=obj.pk).first()
+            if stored is not None:
+                context = context | {"original": stored, "subtitle": str(stored)}
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
-    def start_from_builtin_view(self, request: HttpRequest) -> HttpResponse:
-        if not self.has_add_permission(request):
-            raise PermissionDenied
-        agent = _agent_or_404(request.POST.get("agent", ""))
-        override = prompt_override_start_from_builtin(agent=agent)
-        self.message_user(
-            request,
-            gettext(
-                "Created an inactive override with the built-in prompt. Edit it, then activate it."
-            ),
-            messages.SUCCESS,
-        )
-        opts = self.model._meta
-        return HttpResponseRedirect(
-            reverse(
-                f"admin:{opts.app_label}_{opts.model_name}_change",
-                args=[override.pk],
-                current_app=self.admin_site.name,
-            )
-        )
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        """`add/?from_builtin=<agent>` opens the add form with that agent's built-in prompt."""
+        initial = super().get_changeform_initial_data(request)
+        return initial | start_from_builtin_initial(request.GET.get(FROM_BUILTIN_PARAM, ""))
 
     def preview_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         obj = self.get_object(request, unquote(object_id))
@@ -302,27 +293,58 @@ class PromptOverrideToolsMixin(admin.ModelAdmin[PromptOverride]):
             raise PermissionDenied
         return self._render_preview(request, _agent_or_404(agent), None, None)
 
+    def unsaved_preview_view(self, request: HttpRequest) -> HttpResponse:
+        """The preview of the text as it is in the add or change form, not saved: the form's
+        "Preview the text in the form" button posts the whole form here. Nothing is stored.
+
+        Only for those who may write an override (add or change): previewing any text is an
+        editor's tool. A text the form would refuse is not previewed (the call would fall back
+        to the built-in prompt); its problems are listed instead, as the form words them.
+        """
+        if not (self.has_add_permission(request) or self.has_change_permission(request)):
+            raise PermissionDenied
+        agent = _agent_or_404(request.POST.get("agent", ""))
+        content = request.POST.get("content", "")
+        problems = [
+            message
+            for problem in override_problems(agent, content)
+            for message in problem_error(problem, agent).messages
+        ]
+        if not content.strip():
+            problems = [gettext("The text is empty: there is nothing to preview.")]
+        return self._render_preview(request, agent, content, None, unsaved=True, problems=problems)
+
     def _render_preview(
         self,
         request: HttpRequest,
         agent: AgentName,
         content: str | None,
         obj: PromptOverride | None,
+        *,
+        unsaved: bool = False,
+        problems: list[str] | None = None,
     ) -> HttpResponse:
         sessions = preview_session_source()
         # Session data is customer data: only staff who may read conversations pick one, and
         # see its personal data only with the permission for it.
         can_pick = sessions.may_pick_session(request.user)
         mask = not sessions.may_view_personal_data(request.user)
-        session_id = _int_or_none(request.GET.get("session")) if can_pick else None
+        # The unsaved preview is a POST (the text is too long for a URL); its session picker
+        # posts the text again with the chosen session.
+        params = request.POST if unsaved else request.GET
+        session_id = _int_or_none(params.get("session")) if can_pick else None
         # The preview never calls the model; the client is built but not used.
-        preview = prompt_preview(
-            agent=agent,
-            content=content,
-            session_id=session_id,
-            sessions=sessions,
-            invoker=sessions.invoker(),
-            mask_personal_data=mask,
+        preview = (
+            None
+            if problems
+            else prompt_preview(
+                agent=agent,
+                content=content,
+                session_id=session_id,
+                sessions=sessions,
+                invoker=sessions.invoker(),
+                mask_personal_data=mask,
+            )
         )
         opts = self.model._meta
         labels = dict(AGENT_CHOICES)
@@ -335,7 +357,11 @@ class PromptOverrideToolsMixin(admin.ModelAdmin[PromptOverride]):
             "original": obj,
             "agent_label": labels[agent.value],
             "preview": preview,
-            "prepared": preview.prepared,
+            "prepared": None if preview is None else preview.prepared,
+            "unsaved": unsaved,
+            "unsaved_agent": agent.value if unsaved else "",
+            "unsaved_content": content if unsaved else "",
+            "problems": problems or [],
             "sessions": (
                 sessions.recent_sessions(RECENT_SESSIONS, mask_personal_data=mask)
                 if can_pick

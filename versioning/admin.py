@@ -16,6 +16,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
+from django.utils.html import conditional_escape
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 from simple_history.admin import SimpleHistoryAdmin
 from simple_history.manager import HistoryManager
@@ -67,6 +69,50 @@ class VersionHistoryContextHelper(HistoricalRecordContextHelper):
         ):
             return display_value(field, value)
         return super().prepare_delta_change_value(change, value)
+
+    def stringify_delta_change_values(
+        self, change: ModelChange, old: Any, new: Any
+    ) -> tuple[SafeString, SafeString]:
+        """A multi-line text (a prompt, a package) shows its first changed line, numbered,
+        instead of simple-history's shortened middle ("[6137 chars]"); the compare page has the
+        whole diff."""
+        if isinstance(old, str) and isinstance(new, str) and ("\n" in old or "\n" in new):
+            line = first_changed_line(old, new)
+            if line is not None:
+                number, old_line, new_line = line
+                return (
+                    conditional_escape(numbered_line(number, old_line)),
+                    conditional_escape(numbered_line(number, new_line)),
+                )
+        return super().stringify_delta_change_values(change, old, new)
+
+
+HISTORY_LINE_MAX_CHARS = 80
+
+
+def first_changed_line(old: str, new: str) -> tuple[int, str | None, str | None] | None:
+    """(1-based number, old line, new line) of the first line that differs; None for a line
+    that is not there on that side; None when the lines are all the same."""
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    for index in range(max(len(old_lines), len(new_lines))):
+        before = old_lines[index] if index < len(old_lines) else None
+        after = new_lines[index] if index < len(new_lines) else None
+        if before != after:
+            return index + 1, before, after
+    return None
+
+
+def numbered_line(number: int, text: str | None) -> str:
+    """ "linha 12: …" for the history list, at most `HISTORY_LINE_MAX_CHARS` of the line."""
+    if text is None:
+        shown = gettext("(no line)")
+    elif not text.strip():
+        shown = gettext("(empty line)")
+    elif len(text) > HISTORY_LINE_MAX_CHARS:
+        shown = text[: HISTORY_LINE_MAX_CHARS - 1] + "…"
+    else:
+        shown = text
+    return gettext("line %(number)s: %(text)s") % {"number": number, "text": shown}
 
 
 class VersionedAdmin(SimpleHistoryAdmin[ModelT]):

@@ -39,7 +39,10 @@ def three_versions(admin_client: Client) -> tuple[PromptOverride, list[int]]:
     edited = "Linha 1\nLinha dois\nLinha 3"
     assert admin_client.post(url, form(content=edited, note="v2")).status_code == 302
     assert (
-        admin_client.post(url, form(content=edited, note="v3", is_active=None)).status_code == 302
+        admin_client.post(
+            url, form(content=edited, note="v3", is_active=None, confirm_builtin="on")
+        ).status_code
+        == 302
     )
     versions = list(override.history.order_by("history_date").values_list("history_id", flat=True))
     return override, versions
@@ -196,3 +199,153 @@ def test_the_history_list_shows_booleans_as_sim_nao(
     assert "<li><strong>Ativo:</strong> Sim&nbsp;&rarr;&nbsp;Não</li>" in page
     assert "True" not in page
     assert "False" not in page
+
+
+# --- Revert keeps the "active" flag; leaving an agent on the built-in prompt is confirmed -------
+
+LEAVES_BUILTIN = (
+    "Ao salvar, o agente triagem volta ao prompt padrão: este é o override ativo dele. Marque "
+    "“Deixar o agente no prompt padrão” e salve de novo para confirmar."
+)
+
+
+def test_the_revert_form_starts_with_the_current_active_flag(
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
+) -> None:
+    override, (v1, _v2, _v3) = three_versions  # active in v1, inactive now
+    page = admin_client.get(f"{BASE}{override.pk}/history/{v1}/")
+
+    assert page.context["adminform"].form.initial["is_active"] is False
+    assert page.context["adminform"].form.initial["content"] == "Linha 1\nLinha 2\nLinha 3"
+    assert 'name="is_active" id="id_is_active" checked' not in page.content.decode()
+
+
+def test_reverting_the_text_of_the_active_override_keeps_it_active(admin_client: Client) -> None:
+    assert admin_client.post(BASE + "add/", form(note="v1")).status_code == 302
+    override = PromptOverride.objects.get()
+    url = f"{BASE}{override.pk}/change/"
+    assert admin_client.post(url, form(content="Novo", note="v2")).status_code == 302
+    v1 = override.history.earliest().history_id
+    # An old version that was inactive: the form starts active, as the override is now.
+    PromptOverride.history.filter(history_id=v1).update(is_active=False)
+
+    page = admin_client.get(f"{BASE}{override.pk}/history/{v1}/")
+    assert page.context["adminform"].form.initial["is_active"] is True
+    data = {k: str(v) for k, v in page.context["adminform"].form.initial.items() if v}
+    data["is_active"] = "on"
+    response = admin_client.post(f"{BASE}{override.pk}/history/{v1}/", data | {"note": "volta"})
+
+    assert response.status_code == 302
+    override.refresh_from_db()
+    assert (override.content, override.is_active, override.note) == (
+        "Linha 1\nLinha 2\nLinha 3",
+        True,
+        "volta",
+    )
+
+
+def test_deactivating_the_active_override_asks_for_confirmation_first(
+    admin_client: Client,
+) -> None:
+    override = PromptOverride.objects.create(agent="triagem", content="Oi", is_active=True)
+    url = f"{BASE}{override.pk}/change/"
+
+    refused = admin_client.post(url, form(content="Oi", is_active=None))
+
+    assert refused.status_code == 200
+    errors = refused.context["adminform"].form.errors
+    assert errors == {"confirm_builtin": [LEAVES_BUILTIN]}
+    html_page = refused.content.decode()
+    assert '<input type="checkbox" name="confirm_builtin" aria-invalid="true"' in html_page
+    assert "Deixar o agente no prompt padrão" in html_page
+    override.refresh_from_db()
+    assert (override.is_active, override.history.count()) == (True, 1)
+
+    confirmed = admin_client.post(url, form(content="Oi", is_active=None, confirm_builtin="on"))
+
+    assert confirmed.status_code == 302
+    override.refresh_from_db()
+    assert override.is_active is False
+
+
+def test_moving_the_active_override_to_another_agent_asks_for_confirmation(
+    admin_client: Client,
+) -> None:
+    override = PromptOverride.objects.create(agent="triagem", content="Oi", is_active=True)
+
+    refused = admin_client.post(f"{BASE}{override.pk}/change/", form(agent="coleta", content="Oi"))
+
+    assert refused.context["adminform"].form.errors == {"confirm_builtin": [LEAVES_BUILTIN]}
+    assert PromptOverride.objects.get().agent == "triagem"
+
+
+def test_the_confirmation_box_is_hidden_when_nothing_leaves_the_built_in_prompt(
+    admin_client: Client,
+) -> None:
+    draft = PromptOverride.objects.create(agent="triagem", content="Oi", is_active=False)
+    active = PromptOverride.objects.create(agent="coleta", content="Oi", is_active=True)
+
+    page = admin_client.get(f"{BASE}{draft.pk}/change/").content.decode()
+    edited_draft = admin_client.post(
+        f"{BASE}{draft.pk}/change/", form(content="Oi", is_active=None)
+    )
+    edited_active = admin_client.post(
+        f"{BASE}{active.pk}/change/", form(agent="coleta", content="Novo")
+    )
+
+    assert '<div class="form-row hidden field-confirm_builtin">' in page
+    assert 'type="checkbox" name="confirm_builtin"' not in page
+    assert (edited_draft.status_code, edited_active.status_code) == (302, 302)
+    assert PromptOverride.objects.get(pk=active.pk).is_active is True
+
+
+def test_reverting_an_active_override_to_an_inactive_version_asks_for_confirmation(
+    admin_client: Client, three_versions: tuple[PromptOverride, list[int]]
+) -> None:
+    override, (v1, _v2, _v3) = three_versions
+    PromptOverride.objects.filter(pk=override.pk).update(is_active=True)
+
+    refused = admin_client.post(f"{BASE}{override.pk}/history/{v1}/", form(is_active=None))
+
+    assert refused.status_code == 200
+    assert refused.context["adminform"].form.errors == {"confirm_builtin": [LEAVES_BUILTIN]}
+    assert PromptOverride.objects.get().is_active is True
+
+
+def test_after_a_refused_save_the_header_shows_the_override_as_stored(
+    admin_client: Client,
+) -> None:
+    override = PromptOverride.objects.create(agent="triagem", content="Oi", is_active=True)
+
+    refused = admin_client.post(f"{BASE}{override.pk}/change/", form(content="Oi", is_active=None))
+
+    page = refused.content.decode()
+    assert refused.status_code == 200
+    assert f"<title>Erro: triagem (ativo) #{override.pk} | Modificar override de prompt" in page
+    assert f"<h2>triagem (ativo) #{override.pk}</h2>" in page
+    assert "(inativo)" not in page
+    assert refused.context["adminform"].form.instance.is_active is False  # the posted value
+
+
+def test_the_history_list_shows_the_first_changed_line_of_a_long_prompt(
+    admin_client: Client,
+) -> None:
+    long_line = "Você é Lia, assistente " + "x" * 100
+    base = "\n".join(["Cabeçalho"] * 60 + [long_line, "Fim"])
+    assert admin_client.post(BASE + "add/", form(content=base)).status_code == 302
+    override = PromptOverride.objects.get()
+    url = f"{BASE}{override.pk}/change/"
+    edited = base.replace("Você é Lia", "Você é <Ana>")
+    assert admin_client.post(url, form(content=edited)).status_code == 302
+    assert admin_client.post(url, form(content=edited + "\n\nNova")).status_code == 302
+
+    page = admin_client.get(f"{BASE}{override.pk}/history/").content.decode()
+
+    old61 = html.escape("linha 61: " + long_line[:79] + "…", quote=False)
+    new61 = html.escape("linha 61: " + edited.splitlines()[60][:79] + "…", quote=False)
+    assert f"<li><strong>Conteúdo:</strong> {old61}&nbsp;&rarr;&nbsp;{new61}</li>" in page
+    assert (
+        "<li><strong>Conteúdo:</strong> linha 63: (não existe)&nbsp;&rarr;&nbsp;"
+        "linha 63: (linha vazia)</li>"
+    ) in page
+    assert "chars]" not in page

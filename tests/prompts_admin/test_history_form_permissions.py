@@ -223,28 +223,3 @@ def test_a_group_with_change_permission_still_reverts(model: type[Model], group:
     assert reverted[field] == old_row[field]
     latest = history_of(obj).latest()
     assert (latest.history_type, latest.history_user, history_of(obj).count()) == ("~", editor, 3)
-
-
-def test_a_view_only_user_cannot_create_overrides_through_the_list_action() -> None:
-    override = baker.make(PromptOverride, agent="triagem", content="Olá")
-    client = logged_in(staff_member(permissions=(view_permission(PromptOverride),)))
-
-    response = client.post(
-        model_url(PromptOverride),
-        {"action": "start_from_builtin", "_selected_action": [override.pk]},
-    )
-
-    assert response.status_code == 200  # the list again: no such action for this user
-    assert list(PromptOverride.objects.values_list("pk", flat=True)) == [override.pk]
-
-
-def test_an_editor_still_runs_the_list_action(prompt_editor_client: Client) -> None:
-    override = baker.make(PromptOverride, agent="triagem", content="Olá")
-
-    response = prompt_editor_client.post(
-        model_url(PromptOverride),
-        {"action": "start_from_builtin", "_selected_action": [override.pk]},
-    )
-
-    assert response.status_code == 302
-    assert PromptOverride.objects.count() == 2

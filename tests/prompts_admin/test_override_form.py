@@ -80,13 +80,18 @@ def test_a_variable_of_another_agent_is_refused() -> None:
     [
         (
             "{% if is_open %}aberto",
-            "Template syntax error: Unclosed tag on line 1: 'if'. Looking for one of: elif, "
-            "else, endif.",
+            "The {% if %} block opened on line 1 is not closed: add its {% endif %}.",
+        ),
+        ("Oi\n{% endfor %}", "Line 2: The tag {% endfor %} is not allowed in prompts."),
+        (
+            "Oi\n{% else %}",
+            "{% else %} on line 2 is out of place: it only goes inside a block opened before "
+            "it ({% if %} … {% endif %}, or {% comment %} … {% endcomment %}), once.",
         ),
         (
-            "Oi\n{% endfor %}",
-            "Template syntax error: Invalid block tag on line 2: 'endfor'. Did you forget to "
-            "register or load this tag?",
+            "Oi\n\n{% if is_open x %}a{% endif %}",
+            "Syntax error on line 3 (Unused 'x' at end of if expression.): check the {{ }} and "
+            "{% %} of that line.",
         ),
         (
             "Oi\n\n{{ agent_name",
@@ -94,7 +99,7 @@ def test_a_variable_of_another_agent_is_refused() -> None:
         ),
         (
             '{% include "admin/base.html" %}',
-            "The tag {% include %} is not allowed in prompts.",
+            "Line 1: The tag {% include %} is not allowed in prompts.",
         ),
     ],
 )
@@ -118,7 +123,8 @@ def test_help_text_lists_every_agents_variables_with_descriptions() -> None:
     assert help_text.startswith("A Django template rendered for every call")
     assert "<code>{{ registration_data }}</code> — dados cadastrais já coletados" in help_text
     assert "strategic_companies" not in help_text
-    assert help_text.count("<li>") == 3
+    assert help_text.count('<li data-agent-variables="') == 3
+    assert " hidden>" not in help_text
     assert help_text.endswith(
         "</ul>Allowed: {% if %} / {% elif %} / {% else %} / {% endif %} (at most 10 levels), "
         "{% comment %} and {# … #}, and the filters capfirst, default, default_if_none, length, "
@@ -155,11 +161,48 @@ def test_the_admin_saves_a_valid_override(admin_client: Client, admin_user: User
 # --- The allow-list and the caps (issue 10 §2) -----------------------------------------------------
 
 ATTACK_MESSAGES = {
-    "lorem": "A tag {% lorem %} não é permitida em prompts.",
-    "ljust": "O filtro |ljust não é permitido em prompts.",
-    "nested-for": "A tag {% for %} não é permitida em prompts.",
-    "conditional": "O filtro |ljust não é permitido em prompts.",
+    "lorem": "Linha 2: A tag {% lorem %} não é permitida em prompts.",
+    "ljust": "Linha 1: O filtro |ljust não é permitido em prompts.",
+    "nested-for": "Linha 1: A tag {% for %} não é permitida em prompts.",
+    "conditional": "Linha 1: O filtro |ljust não é permitido em prompts.",
 }
+
+
+LOAD_REFUSED = (
+    "{%% load %%} não é permitido em prompts (linha %d): nenhuma biblioteca de tags pode ser "
+    "carregada. Permitidos: as tags {%% if %%}, {%% elif %%}, {%% else %%}, {%% endif %%}, "
+    "{%% comment %%} … {%% endcomment %%}, {# … #} e os filtros capfirst, default, "
+    "default_if_none, length, lower, title, truncatechars, truncatewords, upper, yesno."
+)
+
+
+def test_load_is_refused_in_pt_br_with_its_line_and_what_is_allowed() -> None:
+    assert pt_br_errors("coleta", "Oi\n{% load i18n %}") == [LOAD_REFUSED % 2]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            "Oi\n{% if is_open %}aberto",
+            "O bloco {% if %} aberto na linha 2 não foi fechado: falta o {% endif %}.",
+        ),
+        (
+            "Oi\n\n{% endif %}",
+            "O {% endif %} da linha 3 está fora de lugar: ele só vale dentro de um bloco aberto "
+            "antes ({% if %} … {% endif %}, ou {% comment %} … {% endcomment %}), uma vez.",
+        ),
+        (
+            "{{ agent_name|lower: }}",
+            "Erro de sintaxe na linha 1 (Could not parse the remainder: ':' from "
+            "'agent_name|lower:'): confira as {{ }} e {% %} dessa linha.",
+        ),
+        ("a\n{{ agent_name|nada }}", "Linha 2: O filtro |nada não é permitido em prompts."),
+    ],
+    ids=["unclosed-if", "stray-endif", "syntax", "unknown-filter"],
+)
+def test_syntax_errors_are_worded_in_pt_br_with_their_line(content: str, expected: str) -> None:
+    assert pt_br_errors("coleta", content) == [expected]
 
 
 def pt_br_errors(agent: str, content: str) -> list[str]:
@@ -189,27 +232,27 @@ def test_each_attack_is_refused_at_save_with_a_message_naming_the_construct_quic
         (
             '{% widthratio 1 1 100000000 %}{{ agent_name|center:"9" }}{% now "Y" %}',
             [
-                "A tag {% widthratio %} não é permitida em prompts.",
-                "O filtro |center não é permitido em prompts.",
-                "A tag {% now %} não é permitida em prompts.",
+                "Linha 1: A tag {% widthratio %} não é permitida em prompts.",
+                "Linha 1: O filtro |center não é permitido em prompts.",
+                "Linha 1: A tag {% now %} não é permitida em prompts.",
             ],
         ),
         (
             "{% load %}{% cycle 'a' 'b' %}{{ agent_name|rjust:5 }}",
             [
-                "A tag {% load %} não é permitida em prompts.",
-                "A tag {% cycle %} não é permitida em prompts.",
-                "O filtro |rjust não é permitido em prompts.",
+                LOAD_REFUSED % 1,
+                "Linha 1: A tag {% cycle %} não é permitida em prompts.",
+                "Linha 1: O filtro |rjust não é permitido em prompts.",
             ],
         ),
         (
             "{% with a=agent_name %}{{ a }}{% endwith %}",
-            ["A tag {% with %} não é permitida em prompts."],
+            ["Linha 1: A tag {% with %} não é permitida em prompts."],
         ),
         (
             "{{ customer_name.upper }}",
             [
-                "“customer_name.upper”: atributos de variáveis não são permitidos em prompts; "
+                "Linha 1: “customer_name.upper”: atributos de variáveis não são permitidos em prompts; "
                 "use a própria variável."
             ],
         ),
@@ -253,7 +296,42 @@ def test_the_admin_refuses_an_attack_and_writes_nothing(admin_client: Client) ->
     elapsed = time.perf_counter() - started
 
     assert response.status_code == 200
-    assert "A tag {% lorem %} não é permitida em prompts." in response.content.decode()
+    assert "Linha 2: A tag {% lorem %} não é permitida em prompts." in response.content.decode()
     assert PromptOverride.objects.count() == 0
     assert PromptOverride.history.count() == 0
     assert elapsed < 1.0
+
+
+# --- The help lists the selected agent's variables only -----------------------------------------
+
+
+def variable_groups(page: str) -> dict[str, bool]:
+    """agent -> whether its group of variables is shown."""
+    return {
+        agent: f'<li data-agent-variables="{agent}"><strong>' in page
+        for agent in ("triagem", "qualificacao", "coleta")
+        if f'data-agent-variables="{agent}"' in page
+    }
+
+
+def test_the_help_lists_the_variables_of_the_overrides_agent_only(admin_client: Client) -> None:
+    override = PromptOverride.objects.create(agent="coleta", content="Oi")
+
+    page = admin_client.get(f"/admin/prompts_admin/promptoverride/{override.pk}/change/")
+
+    html_page = page.content.decode()
+    assert variable_groups(html_page) == {"triagem": False, "qualificacao": False, "coleta": True}
+    assert '<li data-agent-variables="triagem" hidden><strong>triagem</strong>' in html_page
+    assert '<script src="/static/prompts_admin/admin/override_form.js"></script>' in html_page
+
+
+def test_the_add_form_lists_every_agent_until_one_is_chosen(admin_client: Client) -> None:
+    blank = admin_client.get(ADD_URL).content.decode()
+    prefilled = admin_client.get(f"{ADD_URL}?from_builtin=triagem").content.decode()
+    refused = admin_client.post(
+        ADD_URL, {"agent": "qualificacao", "content": "{{ nada }}"}
+    ).content.decode()
+
+    assert variable_groups(blank) == {"triagem": True, "qualificacao": True, "coleta": True}
+    assert variable_groups(prefilled) == {"triagem": True, "qualificacao": False, "coleta": False}
+    assert variable_groups(refused) == {"triagem": False, "qualificacao": True, "coleta": False}

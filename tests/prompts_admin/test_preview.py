@@ -12,13 +12,13 @@ from model_bakery import baker
 
 from agents.invoker import PreparedCall
 from agents.prompts import builtin_template
+from agents.prompts.variables import variable_names
 from agents.states import AgentName, SessionState
 from conversations.models import Direction, Instance, LLMCall, Message, Session
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.models import PromptOverride
-from prompts_admin.preview import prompt_override_start_from_builtin
 from tests.agents.support import TEMPLATE_ATTACKS
-from tests.support.staff import logged_in, staff_member
+from tests.support.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
 BASE = "/admin/prompts_admin/promptoverride/"
@@ -208,60 +208,79 @@ def test_agent_preview_of_an_unknown_agent_is_404(admin_client: Client) -> None:
     assert admin_client.get(f"{BASE}preview/summary/").status_code == 404
 
 
-def test_start_from_builtin_creates_an_inactive_copy_and_opens_it(admin_client: Client) -> None:
+def test_start_from_builtin_opens_the_add_form_prefilled_and_stores_nothing(
+    admin_client: Client,
+) -> None:
     PromptOverride.objects.create(agent="triagem", content="em uso", is_active=True)
 
-    response = admin_client.post(f"{BASE}start-from-builtin/", {"agent": "triagem"})
+    response = admin_client.get(f"{BASE}add/?from_builtin=coleta")
 
-    draft = PromptOverride.objects.exclude(content="em uso").get()
-    assert response.status_code == 302
-    assert response["Location"] == f"{BASE}{draft.pk}/change/"
-    assert (draft.agent, draft.is_active, draft.note) == (
-        "triagem",
-        False,
-        "Cópia do prompt padrão",
-    )
-    assert draft.content == builtin_template(AgentName.TRIAGEM)
-    assert PromptOverride.objects.get(content="em uso").is_active is True
+    assert response.status_code == 200
+    form = response.context["adminform"].form
+    assert form.initial["agent"] == "coleta"
+    assert form.initial["content"] == builtin_template(AgentName.COLETA)
+    assert form.initial["is_active"] is False
+    assert form.initial["note"] == "Cópia do prompt padrão"
+    html = response.content.decode()
+    assert '<option value="coleta" selected>' in html
+    assert 'name="note" value="Cópia do prompt padrão"' in html
+    assert list(PromptOverride.objects.values_list("content", flat=True)) == ["em uso"]
 
 
-def test_start_from_builtin_needs_post_and_a_prompt_agent(admin_client: Client) -> None:
-    assert admin_client.get(f"{BASE}start-from-builtin/?agent=triagem").status_code == 405
-    assert admin_client.post(f"{BASE}start-from-builtin/", {"agent": "summary"}).status_code == 404
-    assert PromptOverride.objects.count() == 0
+def test_saving_the_prefilled_form_stores_one_inactive_copy(admin_client: Client) -> None:
+    for agent in (AgentName.TRIAGEM, AgentName.QUALIFICACAO, AgentName.COLETA):
+        response = admin_client.post(
+            f"{BASE}add/",
+            {
+                "agent": agent.value,
+                "content": builtin_template(agent),
+                "note": "Cópia do prompt padrão",
+            },
+        )
+        assert response.status_code == 302, agent
+    drafts = PromptOverride.objects.order_by("agent")
+    assert [(d.agent, d.is_active, d.note) for d in drafts] == [
+        ("coleta", False, "Cópia do prompt padrão"),
+        ("qualificacao", False, "Cópia do prompt padrão"),
+        ("triagem", False, "Cópia do prompt padrão"),
+    ]
+    assert drafts[0].content == builtin_template(AgentName.COLETA)
+
+
+def test_start_from_builtin_of_an_unknown_agent_opens_an_empty_add_form(
+    admin_client: Client,
+) -> None:
+    response = admin_client.get(f"{BASE}add/?from_builtin=summary")
+
+    assert response.status_code == 200
+    form = response.context["adminform"].form
+    assert "content" not in form.initial
+    assert "agent" not in form.initial
 
 
 def test_start_from_builtin_needs_the_add_permission() -> None:
     client = logged_in(staff_member(permissions=("prompts_admin.view_promptoverride",)))
 
-    response = client.post(f"{BASE}start-from-builtin/", {"agent": "coleta"})
+    assert client.get(f"{BASE}add/?from_builtin=coleta").status_code == 403
+    listing = client.get(BASE).content.decode()
+    assert "?from_builtin=" not in listing
+    assert "Começar a partir do prompt padrão" not in listing
 
-    assert response.status_code == 403
-    assert PromptOverride.objects.count() == 0
 
+def test_the_old_start_from_builtin_url_and_action_are_gone(admin_client: Client) -> None:
+    override = PromptOverride.objects.create(agent="coleta", content="a")
 
-def test_the_admin_action_starts_one_draft_per_selected_agent(admin_client: Client) -> None:
-    a = PromptOverride.objects.create(agent="coleta", content="a")
-    b = PromptOverride.objects.create(agent="coleta", content="b")
-    c = PromptOverride.objects.create(agent="triagem", content="c")
-
-    response = admin_client.post(
-        BASE,
-        {"action": "start_from_builtin", "_selected_action": [a.pk, b.pk, c.pk]},
-        follow=True,
+    # The admin's catch-all redirects the old URL to a change page that does not exist.
+    response = admin_client.post(f"{BASE}start-from-builtin/", {"agent": "triagem"})
+    listing = admin_client.post(
+        BASE, {"action": "start_from_builtin", "_selected_action": [override.pk]}
     )
 
-    assert response.status_code == 200
-    drafts = PromptOverride.objects.filter(note="Cópia do prompt padrão").order_by("agent")
-    assert [(d.agent, d.is_active) for d in drafts] == [("coleta", False), ("triagem", False)]
-    assert drafts[0].content == builtin_template(AgentName.COLETA)
-    assert "2 overrides inativos criados com o prompt padrão." in response.content.decode()
-
-
-def test_the_built_in_copy_fits_the_override_length_limit() -> None:
-    for agent in (AgentName.TRIAGEM, AgentName.QUALIFICACAO, AgentName.COLETA):
-        draft = prompt_override_start_from_builtin(agent=agent)
-        draft.full_clean()
+    assert response.status_code == 302
+    assert response["Location"] == f"{BASE}start-from-builtin/change/"
+    # An unknown action: the list again, nothing done.
+    assert (listing.status_code, listing["Location"]) == (302, BASE)
+    assert PromptOverride.objects.count() == 1
 
 
 def test_change_list_and_change_form_link_to_the_tools(admin_client: Client) -> None:
@@ -270,7 +289,130 @@ def test_change_list_and_change_form_link_to_the_tools(admin_client: Client) -> 
     listing = admin_client.get(BASE).content.decode()
     form = admin_client.get(f"{BASE}{override.pk}/change/").content.decode()
 
-    assert 'action="/admin/prompts_admin/promptoverride/start-from-builtin/"' in listing
-    assert 'name="agent" value="qualificacao"' in listing
+    assert (
+        '<a class="button" href="/admin/prompts_admin/promptoverride/add/?from_builtin='
+        'qualificacao">Qualificação</a>'
+    ) in listing
     assert 'href="/admin/prompts_admin/promptoverride/preview/coleta/"' in listing
     assert f'href="/admin/prompts_admin/promptoverride/{override.pk}/preview/"' in form
+
+
+# --- The unsaved preview: the text as it is in the form ----------------------------------------
+
+
+def test_the_unsaved_preview_renders_the_posted_text_and_stores_nothing(
+    admin_client: Client, catalog: None
+) -> None:
+    override = PromptOverride.objects.create(agent="triagem", content="Salvo", is_active=True)
+
+    response = admin_client.post(
+        f"{BASE}preview/",
+        {"agent": "qualificacao", "content": "Rascunho de {{ agent_name }}", "is_active": "on"},
+    )
+
+    assert response.status_code == 200
+    assert final_prompt(response).startswith("Rascunho de Lia\n\n" + METADATA)
+    assert response.context["prepared"].prompt_version == "preview"
+    assert response.context["unsaved"] is True
+    html = response.content.decode()
+    assert "Texto do formulário, não salvo: nada foi gravado." in html
+    # The session picker posts the text again.
+    assert '<input type="hidden" name="agent" value="qualificacao">' in html
+    assert '<textarea name="content" hidden>\nRascunho de {{ agent_name }}</textarea>' in html
+    assert list(PromptOverride.objects.values_list("pk", "content")) == [(override.pk, "Salvo")]
+    assert PromptOverride.history.count() == 1
+    assert LLMCall.objects.count() == 0
+
+
+def test_the_unsaved_preview_takes_the_session_from_the_post(
+    admin_client: Client, catalog: None
+) -> None:
+    session = baker.make(
+        Session,
+        state=SessionState.DATA_COLLECT,
+        customer_phone="5511912345678",
+        last_message_at=timezone.now(),
+    )
+
+    response = admin_client.post(
+        f"{BASE}preview/?session=999",
+        {"agent": "coleta", "content": "Coleta de {{ customer_phone }}", "session": session.pk},
+    )
+
+    assert final_prompt(response).startswith("Coleta de +55 11 91234-5678")
+    assert response.context["selected_session"] == session.pk
+
+
+def test_the_unsaved_preview_lists_the_problems_of_a_refused_text(
+    admin_client: Client, catalog: None
+) -> None:
+    response = admin_client.post(
+        f"{BASE}preview/", {"agent": "triagem", "content": "Oi {{ nome }}\n{% lorem %}"}
+    )
+
+    assert response.status_code == 200
+    assert response.context["prepared"] is None
+    assert response.context["problems"] == [
+        "Variável desconhecida “nome” na linha 1. As variáveis deste agente são: "
+        + ", ".join(sorted(variable_names(AgentName.TRIAGEM)))
+        + ".",
+        "Linha 2: A tag {% lorem %} não é permitida em prompts.",
+    ]
+    assert "Este texto não pode ser usado assim; o formulário o recusaria:" in (
+        response.content.decode()
+    )
+    empty = admin_client.post(f"{BASE}preview/", {"agent": "triagem", "content": "  "})
+    assert empty.context["problems"] == ["O texto está vazio: não há o que pré-visualizar."]
+
+
+def test_the_unsaved_preview_needs_a_post_a_prompt_agent_and_a_write_permission() -> None:
+    admin = logged_in(staff_member(permissions=("prompts_admin.add_promptoverride",)))
+    assert admin.get(f"{BASE}preview/").status_code == 405
+    assert admin.post(f"{BASE}preview/", {"agent": "summary", "content": "x"}).status_code == 404
+    for client in (
+        logged_in(staff_member(SUPPORT)),
+        logged_in(staff_member(permissions=("prompts_admin.view_promptoverride",))),
+    ):
+        response = client.post(f"{BASE}preview/", {"agent": "triagem", "content": "Oi"})
+        assert response.status_code == 403
+    editor = logged_in(staff_member(PROMPT_EDITORS))
+    assert editor.post(f"{BASE}preview/", {"agent": "triagem", "content": "Oi"}).status_code == 200
+
+
+def test_the_unsaved_preview_refuses_a_post_without_the_csrf_token(catalog: None) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(staff_member(PROMPT_EDITORS))
+
+    response = client.post(f"{BASE}preview/", {"agent": "triagem", "content": "Oi"})
+
+    assert response.status_code == 403
+
+
+def test_the_add_and_change_forms_post_their_text_to_the_unsaved_preview(
+    admin_client: Client,
+) -> None:
+    override = PromptOverride.objects.create(agent="triagem", content="Oi")
+    button = (
+        '<button type="submit" class="button" id="preview-unsaved" name="_preview" '
+        'formaction="/admin/prompts_admin/promptoverride/preview/" formmethod="post" '
+        'formtarget="_blank" formnovalidate>Pré-visualizar o texto do formulário (não salvo)'
+        "</button>"
+    )
+
+    add = admin_client.get(f"{BASE}add/").content.decode()
+    change = admin_client.get(f"{BASE}{override.pk}/change/").content.decode()
+
+    assert button in add
+    assert button in change
+    # After the save buttons: Enter in a field still saves.
+    assert change.index('name="_save"') < change.index(button)
+    assert f"{BASE}{override.pk}/preview/" in change
+
+
+def test_a_view_only_user_sees_no_unsaved_preview_button() -> None:
+    client = logged_in(staff_member(permissions=("prompts_admin.view_promptoverride",)))
+    override = PromptOverride.objects.create(agent="triagem", content="Oi")
+
+    page = client.get(f"{BASE}{override.pk}/change/").content.decode()
+
+    assert 'id="preview-unsaved"' not in page

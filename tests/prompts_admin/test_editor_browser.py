@@ -1,0 +1,151 @@
+"""The prompt editor in a real browser (issue 14 §5): an editor changes the text of an override
+and previews it unsaved: the preview opens in a new tab with the text as it is in the form, and
+nothing is stored; the help lists the variables of the agent picked in the form only.
+
+Playwright drives Debian's chromium (`CHROMIUM`, launched by path, never downloaded), as in
+tests/conversations/test_queue_browser.py. Screenshots of the form and the preview at 1,366 px go
+to `BROWSER_SCREENSHOTS_DIR` (default: a new temporary directory); the path is printed.
+"""
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.db import connections
+from pytest_django.live_server_helper import LiveServer
+
+from prompts_admin.models import PromptOverride
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+PASSWORD = "Senha-de-teste-2026!"
+VIEWPORT = {"width": 1366, "height": 768}
+
+
+@pytest.fixture
+def screenshots_dir() -> Path:
+    configured = os.environ.get("BROWSER_SCREENSHOTS_DIR")
+    path = Path(configured) if configured else Path(tempfile.mkdtemp(prefix="editor-browser-"))
+    path.mkdir(parents=True, exist_ok=True)
+    print(f"\nbrowser screenshots: {path}")
+    return path
+
+
+@pytest.fixture
+def browser_page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    if not (shutil.which(CHROMIUM) or Path(CHROMIUM).is_file()):
+        reason = f"chromium not found at {CHROMIUM} (apt-get install chromium, or CHROMIUM_PATH)"
+        print(reason)
+        pytest.skip(reason)
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are
+    # synchronous and safe.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--headless=new", "--no-sandbox", "--disable-gpu"],
+        )
+        try:
+            context = browser.new_context(viewport=VIEWPORT, locale="pt-BR")
+            yield context.new_page()
+        finally:
+            # The ORM calls made while Playwright's loop runs use connections of their own;
+            # closed here, or the test database could not be dropped at the end of the run.
+            connections.close_all()
+            browser.close()
+
+
+def prompt_editor(username: str) -> User:
+    """A staff member with the Prompt editors' rights on overrides (a transactional test empties
+    the groups the data migrations create, so the permissions are granted to the user)."""
+    user = User.objects.create_user(username, password=PASSWORD, is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="prompts_admin",
+            codename__in=["add_promptoverride", "change_promptoverride", "view_promptoverride"],
+        )
+    )
+    return user
+
+
+def test_an_editor_previews_the_text_in_the_form_without_saving_it(
+    live_server: LiveServer, browser_page: Any, screenshots_dir: Path
+) -> None:
+    prompt_editor("bia")
+    override = PromptOverride.objects.create(
+        agent="triagem", content="Texto salvo.", is_active=True, note="em uso"
+    )
+    page = browser_page
+    change_url = f"/admin/prompts_admin/promptoverride/{override.pk}/change/"
+    page.goto(f"{live_server.url}/admin/login/?next={change_url}")
+    page.fill("#id_username", "bia")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"**{change_url}")
+
+    page.fill("#id_content", "Olá! Eu sou {{ agent_name }}, da {{ company_name }}.\nNova linha.")
+    page.screenshot(path=str(screenshots_dir / "editor-form.png"), full_page=True)
+    with page.expect_popup() as popup_info:
+        page.click("#preview-unsaved")
+    preview = popup_info.value
+    preview.wait_for_load_state()
+
+    assert preview.url == f"{live_server.url}/admin/prompts_admin/promptoverride/preview/"
+    prompt = preview.locator("#final-prompt").inner_text()
+    assert prompt.startswith("Olá! Eu sou Lia, da Laboratório Exemplo.\nNova linha.\n\n")
+    assert preview.locator(".unsaved-note").inner_text() == (
+        "Texto do formulário, não salvo: nada foi gravado. "
+        "Feche esta aba para voltar ao formulário."
+    )
+    assert preview.evaluate("document.documentElement.scrollWidth") <= VIEWPORT["width"]
+    preview.screenshot(path=str(screenshots_dir / "editor-unsaved-preview.png"), full_page=True)
+
+    # "Show" with the synthetic sample posts the same text again.
+    preview.click(".preview-picker input[type=submit]")
+    preview.wait_for_load_state()
+    assert preview.locator("#final-prompt").inner_text().startswith("Olá! Eu sou Lia, da ")
+
+    # Nothing stored, and the form still holds the edited text.
+    override.refresh_from_db()
+    assert (override.content, override.is_active, override.history.count()) == (
+        "Texto salvo.",
+        True,
+        1,
+    )
+    assert page.input_value("#id_content") == (
+        "Olá! Eu sou {{ agent_name }}, da {{ company_name }}.\nNova linha."
+    )
+
+
+def test_the_help_follows_the_agent_picked_in_the_form(
+    live_server: LiveServer, browser_page: Any, screenshots_dir: Path
+) -> None:
+    prompt_editor("bia")
+    page = browser_page
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/prompts_admin/promptoverride/add/")
+    page.fill("#id_username", "bia")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url("**/admin/prompts_admin/promptoverride/add/")
+
+    def shown() -> list[str]:
+        groups = page.locator("[data-agent-variables]")
+        return [
+            str(groups.nth(i).get_attribute("data-agent-variables"))
+            for i in range(groups.count())
+            if groups.nth(i).is_visible()
+        ]
+
+    assert shown() == ["triagem", "qualificacao", "coleta"]
+    page.select_option("#id_agent", "coleta")
+    assert shown() == ["coleta"]
+    page.select_option("#id_agent", "triagem")
+    assert shown() == ["triagem"]
+    page.screenshot(path=str(screenshots_dir / "editor-help-one-agent.png"), full_page=True)
