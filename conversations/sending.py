@@ -46,7 +46,12 @@ from conversations.models import (
     Session,
 )
 from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
-from conversations.whatsapp.client import DryRunSender, GraphAPIError, WhatsAppSender
+from conversations.whatsapp.client import (
+    DryRunSender,
+    GraphAPIError,
+    GraphClient,
+    WhatsAppSender,
+)
 from conversations.whatsapp.statuses import STATUS_ORDER, send_callback_data, statuses_before
 
 logger = logging.getLogger(__name__)
@@ -171,10 +176,12 @@ def inbound_message_mark_read(*, message_id: int, client: WhatsAppSender) -> boo
 
 
 def sender_for(session: Session, *, access_token: str, client: WhatsAppSender) -> WhatsAppSender:
-    """The dry-run sender when nothing may leave the machine: a simulated session, or no access
-    token at all (neither the instance's nor ``WHATSAPP_ACCESS_TOKEN``: the `make run` default,
-    where a real request could only fail); else `client`."""
-    if session.is_simulated or not access_token:
+    """The dry-run sender instead of the Graph API client when nothing may leave the machine: a
+    simulated session, or no access token at all (neither the instance's nor
+    ``WHATSAPP_ACCESS_TOKEN``: the `make run` default, where a real request could only fail);
+    else `client`. A sender that is not the Graph client (the demo loader's) is kept as given:
+    it never reaches the network anyway."""
+    if isinstance(client, GraphClient) and (session.is_simulated or not access_token):
         return DRY_RUN_SENDER
     return client
 
