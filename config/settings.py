@@ -213,6 +213,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 if CELERY_BROKER_URL.split("://", 1)[0] in ("redis", "rediss"):
     # kombu's Redis transport, with one redis-py client per channel (see the module).
     CELERY_BROKER_TRANSPORT = "config.redis_transport:Transport"
+# LGPD retention (conversations.retention): a conversation closed this many days ago is
+# anonymised; raw webhook bodies are emptied after theirs.
+RETENTION_DAYS = env.int("RETENTION_DAYS", default=365)
+WEBHOOK_BODY_RETENTION_DAYS = env.int("WEBHOOK_BODY_RETENTION_DAYS", default=30)
 # Where beat keeps the last run of each periodic task: a state file, never in the checkout.
 CELERY_BEAT_SCHEDULE_FILENAME = env.str(
     "CELERY_BEAT_SCHEDULE_FILENAME",
@@ -233,6 +237,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "requeue-received-deliveries": {
         "task": "conversations.requeue_received_deliveries",
         "schedule": 60.0,
+    },
+    # LGPD: anonymise conversations closed beyond RETENTION_DAYS; empty old webhook bodies.
+    "apply-retention": {
+        "task": "conversations.apply_retention",
+        "schedule": 24 * 60 * 60.0,
     },
 }
 

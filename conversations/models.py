@@ -151,6 +151,8 @@ class Session(models.Model):
     last_message_at = models.DateTimeField(_("last message"), null=True, blank=True)
     handed_off_at = models.DateTimeField(_("handed off at"), null=True, blank=True)
     closed_at = models.DateTimeField(_("closed at"), null=True, blank=True)
+    # LGPD (conversations.retention): set when the customer's personal data was anonymised.
+    anonymised_at = models.DateTimeField(_("anonymised at"), null=True, blank=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
     # A conversation of `python manage.py simulate` (conversations.simulator): its replies never
     # reach WhatsApp (conversations.sending), and it stays out of the queue, the handoff alerts
