@@ -487,6 +487,8 @@ def test_the_sweeps_are_named_and_scheduled_every_minute() -> None:
             "task": "conversations.requeue_received_deliveries",
             "schedule": 60.0,
         },
+        # LGPD retention, daily (tests/conversations/test_retention.py).
+        "apply-retention": {"task": "conversations.apply_retention", "schedule": 86400.0},
     }
 
 
