@@ -10,8 +10,9 @@ simulated conversation only; the page shows them with the latest handoff summary
 conversation. "Nova conversa" closes it (`simulated_session_reset`).
 
 Each staff member writes from a phone of their own (`simulated_phone`), so two editors never share
-a conversation. The prompt is always the active one: choosing a draft override per agent is not
-done yet.
+a conversation. For each agent with saved drafts (inactive overrides) the form offers the active
+prompt or one of them; the choice (kept in the Django session) reaches
+`simulated_message_send(prompt_overrides=…)` for that staff member's turns only.
 """
 
 import time
@@ -25,6 +26,8 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.translation import gettext as _
 
+from agents.labels import AGENT_LABELS
+from agents.states import PROMPT_AGENTS, AgentName
 from conversations.admin.queue import ATTEND_SESSION
 from conversations.inbound.session_rules import open_sessions
 from conversations.models import HandoffSummary, Instance, Session
@@ -35,11 +38,14 @@ from conversations.simulator import (
     simulated_message_send,
     simulated_session_reset,
 )
+from prompts_admin.models import PromptOverride
 
 SIMULATOR_URL_NAME = "conversations_session_simulator"
 CHANGE_PROMPT = "prompts_admin.change_promptoverride"
 # The Django session's key of the shown turns: {"session_id": int, "turns": [dict, ...]}.
 TURNS_KEY = "simulator_turns"
+# The Django session's key of the chosen drafts: {agent value: PromptOverride id}.
+PROMPTS_KEY = "simulator_prompts"
 # 55 00 is no Brazilian area code; 9 keeps these apart from `simulate`'s default phone.
 PHONE_PREFIX = "55009"
 MAX_TEXT = 4096
@@ -68,6 +74,43 @@ def _chosen_instance(request: HttpRequest, instances: list[Instance]) -> Instanc
         if instance.phone_number_id == DEMO_PHONE_NUMBER_ID:
             return instance
     return instances[0] if instances else None
+
+
+def _draft_choices(chosen: dict[str, int]) -> list[dict[str, Any]]:
+    """Per agent with saved drafts: its select's name, label and options (one query)."""
+    drafts: dict[str, list[dict[str, Any]]] = {}
+    for pk, agent, note in (
+        PromptOverride.objects.filter(is_active=False)
+        .order_by("agent", "-pk")
+        .values_list("pk", "agent", "note")
+    ):
+        label = _("Draft #%(id)s") % {"id": pk}
+        drafts.setdefault(agent, []).append(
+            {
+                "pk": pk,
+                "label": f"{label}: {note}" if note else label,
+                "selected": chosen.get(agent) == pk,
+            }
+        )
+    return [
+        {
+            "name": f"prompt_{agent.value}",
+            "label": _(AGENT_LABELS[agent]),
+            "options": drafts[agent.value],
+        }
+        for agent in PROMPT_AGENTS
+        if agent.value in drafts
+    ]
+
+
+def _chosen_drafts(request: HttpRequest) -> dict[str, int]:
+    """The drafts the send form chose, by agent value (empty: the active prompt)."""
+    chosen: dict[str, int] = {}
+    for agent in PROMPT_AGENTS:
+        value = request.POST.get(f"prompt_{agent.value}", "")
+        if value.isdigit():
+            chosen[agent.value] = int(value)
+    return chosen
 
 
 def _page_url(instance: Instance | None) -> str:
@@ -99,6 +142,7 @@ def session_simulator(
     session = _open_session(instance, phone) if instance else None
     stored = request.session.get(TURNS_KEY) or {}
     turns = stored.get("turns", []) if session and stored.get("session_id") == session.pk else []
+    chosen: dict[str, int] = request.session.get(PROMPTS_KEY) or {}
     summary = (
         HandoffSummary.objects.filter(session=session).order_by("-id").first() if session else None
     )
@@ -112,6 +156,7 @@ def session_simulator(
         "session": session,
         "turns": turns,
         "summary": summary,
+        "draft_choices": _draft_choices(chosen),
         "model_configured": model_configured(),
         "max_text": MAX_TEXT,
     }
@@ -130,15 +175,23 @@ def _post(request: HttpRequest, *, instance: Instance, phone: str) -> None:
     if not model_configured():
         messages.error(request, _("The simulator needs a model: set OPENAI_API_KEY."))
         return
+    chosen = _chosen_drafts(request)
+    request.session[PROMPTS_KEY] = chosen
     started = time.monotonic()
     try:
-        report = simulated_message_send(instance=instance, phone=phone, text=text)
+        report = simulated_message_send(
+            instance=instance,
+            phone=phone,
+            text=text,
+            prompt_overrides={AgentName(agent): pk for agent, pk in chosen.items()},
+        )
     except SimulationError as error:
         messages.error(request, str(error))
         return
     turn = {
         **asdict(report),
         "text": text,
+        "drafts": ", ".join(f"{agent} #{pk}" for agent, pk in chosen.items()),
         "latency_ms": round((time.monotonic() - started) * 1000),
     }
     stored = request.session.get(TURNS_KEY) or {}

@@ -5,6 +5,7 @@ OpenAI server, while a fake Graph API with an access token listens and must get 
 The POST tests commit (``transaction=True``), as the page does outside a test, so the sends
 and the handoff summary that run after the commit run here too."""
 
+import json
 import re
 
 import pytest
@@ -13,9 +14,15 @@ from django.test import Client
 from pytest_django import Settings
 from pytest_django.asserts import assertContains, assertNotContains
 
+from agents.states import AgentName
 from conversations.admin.simulator import TURNS_KEY, simulated_phone
-from conversations.models import Direction, Instance, Session
-from prompts_admin.models import RuntimeConfig
+from conversations.models import Direction, Instance, LLMCall, Session
+from prompts_admin.models import PromptOverride, RuntimeConfig
+from prompts_admin.selectors import (
+    ChosenOverridesPromptSource,
+    DatabasePromptSource,
+    override_version,
+)
 from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -217,3 +224,55 @@ def test_two_editors_do_not_share_a_conversation(
         simulated_phone(bia.pk),
     ]
     assert chat(clients[1].get(URL).content.decode()) == ["customer: Oi, sou Bia", "bot: Olá, Bia!"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chosen_draft_answers_for_this_editor_only(
+    admin_client: Client,
+    demo_instance: Instance,
+    openai_settings: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+) -> None:
+    draft = PromptOverride.objects.create(
+        agent="triagem", content="RASCUNHO DE TESTE: responda em JSON.", note="tom mais curto"
+    )
+    openai_settings.queue_text('{"s":1}Olá!')
+    openai_settings.queue_text('{"s":1}Olá, cliente!')
+
+    form = admin_client.get(URL)
+    admin_client.post(
+        URL, {"instance": demo_instance.pk, "text": "Oi", "prompt_triagem": str(draft.pk)}
+    )
+    page = admin_client.get(URL)
+
+    assertContains(form, '<option value="">Prompt ativo</option>', count=1)
+    assertContains(
+        form, f'<option value="{draft.pk}">Rascunho #{draft.pk}: tom mais curto</option>'
+    )
+    assertContains(page, f'<option value="{draft.pk}" selected>', count=1)
+    assert meta(page.content.decode(), "drafts") == [f"triagem #{draft.pk}"]
+    [simulated] = openai_settings.requests
+    assert "RASCUNHO DE TESTE" in json.dumps(simulated, ensure_ascii=False)
+    call = LLMCall.objects.get()
+    assert call.prompt_version == override_version(draft.history.latest().history_id, draft.pk)
+    # Customers still get the active prompt (none here: the built-in one).
+    assert DatabasePromptSource().active_override(AgentName.TRIAGEM) is None
+    draft.refresh_from_db()
+    assert draft.is_active is False
+    assert fake_graph.requests == []
+
+
+@pytest.mark.django_db
+def test_the_draft_source_falls_back_to_the_active_override() -> None:
+    active = PromptOverride.objects.create(agent="triagem", content="ativo", is_active=True)
+    draft = PromptOverride.objects.create(agent="triagem", content="rascunho")
+    other = PromptOverride.objects.create(agent="coleta", content="de outro agente")
+
+    chosen = ChosenOverridesPromptSource({AgentName.TRIAGEM: draft.pk})
+    wrong_agent = ChosenOverridesPromptSource({AgentName.TRIAGEM: other.pk})
+
+    assert [
+        getattr(chosen.active_override(AgentName.TRIAGEM), "content", None),
+        getattr(wrong_agent.active_override(AgentName.TRIAGEM), "content", None),
+        getattr(chosen.active_override(AgentName.COLETA), "content", None),
+    ] == ["rascunho", active.content, None]
