@@ -276,3 +276,15 @@ def test_the_draft_source_falls_back_to_the_active_override() -> None:
         getattr(wrong_agent.active_override(AgentName.TRIAGEM), "content", None),
         getattr(chosen.active_override(AgentName.COLETA), "content", None),
     ] == ["rascunho", active.content, None]
+
+
+@pytest.mark.django_db
+def test_the_index_links_the_simulator_for_those_who_may_use_it(
+    prompt_editor_client: Client,
+) -> None:
+    plain = Client()
+    plain.force_login(staff_member(permissions=("conversations.view_session",)))
+    link = f'<a href="{URL}">Converse com o bot como um cliente</a>'
+
+    assertContains(prompt_editor_client.get("/admin/"), link, count=1)
+    assertNotContains(plain.get("/admin/"), link)
