@@ -34,7 +34,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from agents.contract import parse_llm_response
-from agents.states import SessionState
+from agents.states import AgentName, SessionState
 from conversations.agent_sources import DatabaseCallRecorder
 from conversations.handoff import handoff_summary_generate
 from conversations.inbound.deliveries import webhook_delivery_receive
@@ -53,6 +53,7 @@ from conversations.sending import DRY_RUN_SENDER, outbound_message_send
 from conversations.turns.deps import PipelineConfig
 from conversations.turns.run import session_process
 from conversations.turns.tasks import build_pipeline_deps
+from prompts_admin.selectors import ChosenOverridesPromptSource
 
 logger = logging.getLogger(__name__)
 
@@ -153,9 +154,16 @@ def simulated_text_delivery(
 
 
 def simulated_message_send(
-    *, instance: Instance, phone: str, text: str, now: datetime | None = None
+    *,
+    instance: Instance,
+    phone: str,
+    text: str,
+    now: datetime | None = None,
+    prompt_overrides: Mapping[AgentName, int] | None = None,
 ) -> TurnReport:
-    """Deliver one customer text through the webhook use case and answer it in this process."""
+    """Deliver one customer text through the webhook use case and answer it in this process.
+
+    `prompt_overrides` picks, per agent, a saved override (a draft too) for this turn only."""
     now = now or timezone.now()
     _refuse_real_customer(instance, phone)
     wamid = f"wamid.SIM{uuid4().hex}"
@@ -181,7 +189,13 @@ def simulated_message_send(
     session_id = inbound.session_id
     Session.objects.filter(pk=session_id).update(is_simulated=True)
     # A session with a human has nothing pending: its turn only finds that out.
-    deps = replace(build_pipeline_deps(), send=_send, mark_read=_ignore, enqueue_summary=_summary)
+    prompts = ChosenOverridesPromptSource(prompt_overrides) if prompt_overrides else None
+    deps = replace(
+        build_pipeline_deps(prompts=prompts),
+        send=_send,
+        mark_read=_ignore,
+        enqueue_summary=_summary,
+    )
     session_process(session_id=session_id, deps=deps, config=PipelineConfig.from_settings())
     return turn_report(session_id=session_id, after_message_id=inbound.pk, after_call_id=last_call)
 

@@ -6,16 +6,32 @@
 companies).
 """
 
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from agents.phones import phone_digits as phone_digits_of
 from agents.sources import OverrideTemplate, RuntimeSettings, StrategicCompanyInfo
 from agents.states import AgentName
 from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
+
+
+def _override_template(overrides: QuerySet[PromptOverride]) -> OverrideTemplate | None:
+    """The first override of `overrides` with its version (one query)."""
+    latest = Subquery(
+        _historical_override()
+        .objects.filter(id=OuterRef("pk"))
+        .order_by("-history_id")
+        .values("history_id")[:1]
+    )
+    row = overrides.annotate(version=latest).values_list("pk", "content", "version").first()
+    if row is None:
+        return None
+    pk, content, history_id = row
+    return OverrideTemplate(content=content, version=override_version(history_id, pk))
 
 
 def override_version(history_id: int | None, override_id: int) -> str:
@@ -39,22 +55,7 @@ def _historical_override() -> Any:
 
 class DatabasePromptSource:
     def active_override(self, agent: AgentName) -> OverrideTemplate | None:
-        latest = Subquery(
-            _historical_override()
-            .objects.filter(id=OuterRef("pk"))
-            .order_by("-history_id")
-            .values("history_id")[:1]
-        )
-        row = (
-            PromptOverride.objects.filter(agent=agent.value, is_active=True)
-            .annotate(version=latest)
-            .values_list("pk", "content", "version")
-            .first()
-        )
-        if row is None:
-            return None
-        pk, content, history_id = row
-        return OverrideTemplate(content=content, version=override_version(history_id, pk))
+        return _override_template(PromptOverride.objects.filter(agent=agent.value, is_active=True))
 
     def runtime(self) -> RuntimeSettings:
         config = RuntimeConfig.load()
@@ -74,3 +75,22 @@ class DatabasePromptSource:
             unsupported_media_message=config.unsupported_media_message,
             invalid_format_message=config.invalid_format_message,
         )
+
+
+class ChosenOverridesPromptSource(DatabasePromptSource):
+    """The simulator's prompts (issue 14 §3): for the agents in `chosen`, that saved override,
+    active or a draft; the active one for the others. Built for one simulated turn only, so
+    what customers get never changes. A chosen override deleted since is the active one."""
+
+    def __init__(self, chosen: Mapping[AgentName, int]) -> None:
+        self._chosen = dict(chosen)
+
+    def active_override(self, agent: AgentName) -> OverrideTemplate | None:
+        override_id = self._chosen.get(agent)
+        if override_id is not None:
+            chosen = _override_template(
+                PromptOverride.objects.filter(pk=override_id, agent=agent.value)
+            )
+            if chosen is not None:
+                return chosen
+        return super().active_override(agent)

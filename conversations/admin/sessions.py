@@ -21,6 +21,7 @@ from conversations.admin.display import format_document
 from conversations.admin.failed_sends import SessionFailedSendsFilter
 from conversations.admin.masking import PersonalDataMaskingMixin
 from conversations.admin.queue import queue_urls
+from conversations.admin.simulator import simulator_urls
 from conversations.admin.staff_actions import staff_action_urls, staff_actions_panel
 from conversations.admin.transcript import session_transcript
 from conversations.labels import handoff_explanation, handoff_label
@@ -240,7 +241,12 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
 
     def get_urls(self) -> list[URLPattern]:
         # Before the admin's own `<path:object_id>/`, which would take them.
-        return [*queue_urls(self), *staff_action_urls(self), *super().get_urls()]
+        return [
+            *queue_urls(self),
+            *simulator_urls(self),
+            *staff_action_urls(self),
+            *super().get_urls(),
+        ]
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Session], search_term: str

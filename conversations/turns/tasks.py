@@ -25,7 +25,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents.llm import LLMClient
-from agents.sources import TaskScopedKBSource, TaskScopedPromptSource
+from agents.sources import PromptSource, TaskScopedKBSource, TaskScopedPromptSource
 from conversations.agent_sources import DatabaseCallRecorder, build_agent_invoker
 from conversations.handoff import handoff_summary_generate
 from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions_requeue
@@ -60,12 +60,15 @@ def _enqueue_summary(session_id: int) -> None:
     generate_handoff_summary.delay(session_id)
 
 
-def build_pipeline_deps(*, llm: LLMClient | None = None) -> PipelineDeps:
-    """The production collaborators of a turn (tests pass their own `llm`)."""
+def build_pipeline_deps(
+    *, llm: LLMClient | None = None, prompts: PromptSource | None = None
+) -> PipelineDeps:
+    """The production collaborators of a turn (tests pass their own `llm`; the simulator its
+    chosen `prompts`)."""
     client = llm or task_llm_client()
     # One read of the runtime settings, overrides and catalog per task, shared by the pipeline
     # and the invoker (instead of one per agent hop each).
-    prompts = TaskScopedPromptSource(DatabasePromptSource())
+    prompts = TaskScopedPromptSource(prompts or DatabasePromptSource())
     kb = TaskScopedKBSource(DatabaseKBSource())
     return PipelineDeps(
         invoker=build_agent_invoker(llm=client, prompts=prompts, kb=kb),
