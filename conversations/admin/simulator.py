@@ -30,6 +30,7 @@ from agents.labels import AGENT_LABELS
 from agents.states import PROMPT_AGENTS, AgentName
 from conversations.admin.queue import ATTEND_SESSION
 from conversations.inbound.session_rules import open_sessions
+from conversations.labels import handoff_label, state_label
 from conversations.models import HandoffSummary, Instance, Session
 from conversations.simulator import (
     DEMO_PHONE_NUMBER_ID,
@@ -154,7 +155,7 @@ def session_simulator(
         "instance": instance,
         "phone": phone,
         "session": session,
-        "turns": turns,
+        "turns": [_labelled(turn) for turn in turns],
         "summary": summary,
         "draft_choices": _draft_choices(chosen),
         "model_configured": model_configured(),
@@ -206,3 +207,12 @@ def simulator_urls(model_admin: admin.ModelAdmin[Session]) -> list[URLPattern]:
         return session_simulator(request, model_admin=model_admin)
 
     return [path("simulator/", model_admin.admin_site.admin_view(view), name=SIMULATOR_URL_NAME)]
+
+
+def _labelled(turn: dict[str, Any]) -> dict[str, Any]:
+    """A stored turn with its state and handoff reason as staff read them (pt-BR labels)."""
+    return {
+        **turn,
+        "state": state_label(str(turn.get("state", ""))),
+        "handoff_reason": handoff_label(str(turn.get("handoff_reason") or "")),
+    }
