@@ -18,7 +18,19 @@ _FALSE = {"nao", "não", "n", "false", "0", "no", "falso"}
 
 
 class ParameterSchemaError(ValueError):
-    """The schema itself is malformed."""
+    """The schema itself is malformed. `position` (1-based) names the entry at fault, if one is,
+    and `problem` is the message without the "parâmetro N" prefix, so a form that shows the
+    entries as rows can name the row its own way."""
+
+    def __init__(self, message: str, position: int | None = None, problem: str = "") -> None:
+        super().__init__(message)
+        self.position = position
+        self.problem = problem or message
+
+
+def _entry_error(position: int, name: str | None, problem: str) -> ParameterSchemaError:
+    where = f"parâmetro {position}" if name is None else f"parâmetro {position} ('{name}')"
+    return ParameterSchemaError(f"{where}: {problem}", position=position, problem=problem)
 
 
 class ParameterValueError(ValueError):
@@ -43,41 +55,37 @@ def parse_parameter_schema(raw: Any) -> list[ParameterSpec]:
     specs: list[ParameterSpec] = []
     seen: set[str] = set()
     for position, entry in enumerate(raw, start=1):
-        where = f"parâmetro {position}"
         if not isinstance(entry, dict):
-            raise ParameterSchemaError(f"{where}: deve ser um objeto")
+            raise _entry_error(position, None, "deve ser um objeto")
         unknown = set(entry) - {"name", "label", "type", "required", "choices"}
         if unknown:
-            raise ParameterSchemaError(f"{where}: chaves desconhecidas {sorted(unknown)}")
+            raise _entry_error(position, None, f"chaves desconhecidas {sorted(unknown)}")
         name = entry.get("name")
         if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise ParameterSchemaError(
-                f"{where}: 'name' deve ser snake_case minúsculo (ex.: tipo_amostra)"
+            raise _entry_error(
+                position, None, "'name' deve ser snake_case minúsculo (ex.: tipo_amostra)"
             )
         if name in seen:
-            raise ParameterSchemaError(f"{where}: nome repetido '{name}'")
+            raise _entry_error(position, None, f"nome repetido '{name}'")
         seen.add(name)
         label = entry.get("label", name)
         if not isinstance(label, str) or not label.strip():
-            raise ParameterSchemaError(f"{where} ('{name}'): 'label' deve ser um texto")
+            raise _entry_error(position, name, "'label' deve ser um texto")
         kind = entry.get("type", "text")
         if kind not in PARAMETER_TYPES:
-            raise ParameterSchemaError(
-                f"{where} ('{name}'): tipo '{kind}' inválido; "
-                f"use um de {', '.join(PARAMETER_TYPES)}"
+            raise _entry_error(
+                position, name, f"tipo '{kind}' inválido; use um de {', '.join(PARAMETER_TYPES)}"
             )
         required = entry.get("required", False)
         if not isinstance(required, bool):
-            raise ParameterSchemaError(f"{where} ('{name}'): 'required' deve ser true ou false")
+            raise _entry_error(position, name, "'required' deve ser true ou false")
         choices = entry.get("choices", [])
         if not isinstance(choices, list) or not all(isinstance(c, str) and c for c in choices):
-            raise ParameterSchemaError(
-                f"{where} ('{name}'): 'choices' deve ser uma lista de textos"
-            )
+            raise _entry_error(position, name, "'choices' deve ser uma lista de textos")
         if kind == "choice" and not choices:
-            raise ParameterSchemaError(f"{where} ('{name}'): tipo 'choice' exige 'choices'")
+            raise _entry_error(position, name, "tipo 'choice' exige 'choices'")
         if kind != "choice" and choices:
-            raise ParameterSchemaError(f"{where} ('{name}'): 'choices' só vale para tipo 'choice'")
+            raise _entry_error(position, name, "'choices' só vale para tipo 'choice'")
         specs.append(
             ParameterSpec(
                 name=name, label=label, type=kind, required=required, choices=tuple(choices)

@@ -1,15 +1,22 @@
 """Admin of the catalog (segments, intents, services) and the knowledge packages, all versioned."""
 
+from typing import TYPE_CHECKING
+
 from django import forms
 from django.contrib import admin
+from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from agents.parameters import ParameterSchemaError, parse_parameter_schema
+from knowledge_base.forms import ServiceForm
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from versioning.admin import MONOSPACE_TEXTAREA, VersionedAdmin
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldGroups
 
 
 @admin.register(Segment)
@@ -28,6 +35,10 @@ class IntentAdmin(VersionedAdmin[Intent]):
 
 @admin.register(Service)
 class ServiceAdmin(VersionedAdmin[Service]):
+    """Services with their parameter schema edited as rows (`ServiceForm`); a user who may only
+    view a service sees the same rows as a read-only table instead."""
+
+    form = ServiceForm
     list_display = ("code", "label", "segment", "parameter_count", "is_active")
     list_filter = ("is_active", "segment")
     list_select_related = ("segment",)
@@ -39,9 +50,14 @@ class ServiceAdmin(VersionedAdmin[Service]):
         "segment",
         "description",
         "parameter_schema",
-        "parameter_table",
         "is_active",
     )
+
+    def get_fields(self, request: HttpRequest, obj: Service | None = None) -> "_FieldGroups":
+        fields = super().get_fields(request, obj)
+        if obj is not None and not self.has_change_permission(request, obj):
+            return ["parameter_table" if f == "parameter_schema" else f for f in fields]
+        return fields
 
     @admin.display(description=_("parameters"))
     def parameter_count(self, obj: Service) -> int:

@@ -83,3 +83,20 @@ def test_bad_values_are_refused(kind: str, value: object, message: str) -> None:
     with pytest.raises(ParameterValueError) as excinfo:
         coerce_parameter_value(ParameterSpec("p", "P", kind), value)
     assert str(excinfo.value) == message
+
+
+@pytest.mark.parametrize(
+    ("raw", "position", "problem"),
+    [
+        ({"name": "x"}, None, "o esquema deve ser uma lista de parâmetros"),
+        ([{"name": "a"}, {"name": "a"}], 2, "nome repetido 'a'"),
+        ([{"name": "a"}, {"name": "b", "type": "choice"}], 2, "tipo 'choice' exige 'choices'"),
+    ],
+)
+def test_the_error_names_the_entry_and_the_problem_apart(
+    raw: object, position: int | None, problem: str
+) -> None:
+    """The admin's rows name the row themselves ("Linha 2: …"), so they need both apart."""
+    with pytest.raises(ParameterSchemaError) as excinfo:
+        parse_parameter_schema(raw)
+    assert (excinfo.value.position, excinfo.value.problem) == (position, problem)

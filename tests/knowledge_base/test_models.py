@@ -4,7 +4,6 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Model
-from django.test import Client
 from model_bakery import baker
 
 from knowledge_base.models import MAX_PACKAGE_CONTENT_CHARS, KBPackage, Segment, Service
@@ -114,54 +113,3 @@ def test_malformed_parameter_schema_is_refused_with_the_problem(
     assert validation_messages(service) == {
         "parameter_schema": [f"Esquema de parâmetros inválido: {problem}"]
     }
-
-
-def service_form(schema: str) -> dict[str, str]:
-    return {
-        "code": "AGUA_POTABILIDADE",
-        "label": "Potabilidade",
-        "segment": str(baker.make(Segment, code="AMBIENTAL").pk),
-        "description": "",
-        "parameter_schema": schema,
-        "is_active": "on",
-    }
-
-
-@pytest.mark.parametrize(
-    ("schema", "message"),
-    [
-        ('[{"name": "x",', "Insira um JSON válido"),
-        (
-            '[{"name": "tipo", "type": "choice"}]',
-            "Esquema de parâmetros inválido: parâmetro 1 (&#x27;tipo&#x27;): "
-            "tipo &#x27;choice&#x27; exige &#x27;choices&#x27;",
-        ),
-    ],
-)
-def test_admin_form_refuses_a_malformed_schema_and_stores_nothing(
-    admin_client: Client, schema: str, message: str
-) -> None:
-    response = admin_client.post("/admin/knowledge_base/service/add/", service_form(schema))
-    assert response.status_code == 200
-    assert message in response.content.decode()
-    assert Service.objects.count() == 0
-
-
-def test_admin_form_stores_a_valid_schema_and_shows_it_as_a_table(admin_client: Client) -> None:
-    schema = (
-        '[{"name": "tipo_amostra", "label": "Tipo de amostra", "type": "text", "required": true},'
-        ' {"name": "especie", "label": "Espécie", "type": "choice", "choices": ["Aves", "Suínos"]}]'
-    )
-    response = admin_client.post("/admin/knowledge_base/service/add/", service_form(schema))
-    assert response.status_code == 302
-    service = Service.objects.get()
-    assert service.parameter_schema == [
-        {"name": "tipo_amostra", "label": "Tipo de amostra", "type": "text", "required": True},
-        {"name": "especie", "label": "Espécie", "type": "choice", "choices": ["Aves", "Suínos"]},
-    ]
-    page = admin_client.get(f"/admin/knowledge_base/service/{service.pk}/change/").content.decode()
-    assert (
-        "<tr><td><code>tipo_amostra</code></td><td>Tipo de amostra</td><td>text</td>"
-        "<td>sim</td><td></td></tr>"
-    ) in page
-    assert "<td>Aves, Suínos</td>" in page

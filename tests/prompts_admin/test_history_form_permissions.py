@@ -76,6 +76,13 @@ def attack_form(model: type[Model], obj: Model) -> dict[str, Any]:
         value = form[name].value()
         if name == "is_active" or value is False:
             continue  # an unchecked box is not submitted: deactivates a strategic company
+        if name == "parameter_schema":  # a service's parameters, posted as the form's rows
+            data[f"{name}-TOTAL"] = str(len(value))
+            for i, entry in enumerate(value):
+                data |= {f"{name}-{i}-{key}": entry[key] for key in ("name", "label", "type")}
+                data |= {f"{name}-{i}-required": "on"} if entry.get("required") else {}
+                data[f"{name}-{i}-choices"] = ", ".join(entry.get("choices", []))
+            continue
         data[name] = "on" if value is True else ("" if value is None else value)
     data[VERSIONED[model][1]] = PWNED
     return data
