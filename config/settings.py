@@ -179,7 +179,7 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
 # Meta calls the webhook over HTTPS already; the health of a plain-HTTP load balancer probe
 # must not be redirected.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 31_536_000)
@@ -339,6 +339,9 @@ _check_outbound_webhooks()
 # --- Logging: one line per event, `event key=value ...`, secrets redacted ---
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 # "text": `time level logger event key=value ...`; "json": one JSON object per line.
+# /metrics answers only `Authorization: Bearer <METRICS_TOKEN>`; unset, the endpoint is a 404.
+# prometheus-client itself reads PROMETHEUS_MULTIPROC_DIR (README, Production, Metrics).
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 LOG_FORMAT = env.str("LOG_FORMAT", default="text")
 if LOG_FORMAT not in ("text", "json"):
     raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: use 'text' or 'json'.")

@@ -5,6 +5,7 @@ from django.utils.translation import gettext_lazy as _
 from django.views.generic import RedirectView
 
 from config.health import healthz, readyz
+from config.metrics_view import metrics
 from config.settings import DEFAULT_ADMIN_URL
 
 admin.site.site_header = _("WhatsApp attendance")
@@ -17,6 +18,7 @@ urlpatterns = [
     path("webhooks/", include("conversations.urls")),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    path("metrics", metrics, name="metrics"),
 ]
 # The site is the admin: the bare domain leads there (to its login when signed out), unless the
 # admin lives at a path of its own (ADMIN_URL), which a redirect would give away: then 404.

@@ -20,6 +20,7 @@ from agents.llm import CallPurpose, LLMCallResult, LLMClient, LLMError, OpenAICl
 from agents.sources import HistoryDirection, HistoryEntry, KBSource, PromptSource
 from agents.states import AgentName
 from conversations.message_order import newest_in_conversation_order
+from conversations.metrics import model_call_observed
 from conversations.models import DeliveryStatus, Direction, LLMCall, Message
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.selectors import DatabasePromptSource
@@ -83,7 +84,7 @@ class DatabaseCallRecorder:
             attempts, outcome, error_text = error.attempts, error.outcome, str(error)
         else:
             raise ValueError("record() needs a result or an error")
-        LLMCall.objects.create(
+        call = LLMCall.objects.create(
             session_id=session_id,
             message_id=message_id,
             turn_id=turn_id,
@@ -99,6 +100,13 @@ class DatabaseCallRecorder:
             prompt_version=prompt_version[:_VERSION_CHARS],
             context_snapshot=dict(context_snapshot) if context_snapshot is not None else None,
             raw_response=raw_response,
+        )
+        model_call_observed(
+            agent=call.agent,
+            model=call.model,
+            latency_ms=call.latency_ms,
+            tokens_input=call.tokens_input,
+            tokens_output=call.tokens_output,
         )
 
 

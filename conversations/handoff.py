@@ -52,6 +52,7 @@ from conversations.delivery_tasks import enqueue_handoff_alert
 from conversations.dispatcher import Handoff, handoff_event
 from conversations.events import EventCode
 from conversations.message_order import newest_in_conversation_order
+from conversations.metrics import handoff_counted
 from conversations.models import (
     DeliveryStatus,
     Direction,
@@ -185,6 +186,7 @@ def session_handoff(
             now=now,
         )
     created = Message.objects.bulk_create([*rows_before, event, *text_rows, *rows_after])
+    handoff_counted(reason.value)
     part_ids = tuple(m.pk for m in created if m.direction == Direction.OUTBOUND)
     # One hook each (conversations.commit_hooks); the parts first: the summary is a model call.
     for part_id in part_ids:

@@ -38,6 +38,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from conversations.metrics import send_counted
 from conversations.models import (
     DeliveryStatus,
     DeliveryStatusEvent,
@@ -226,6 +227,7 @@ def _send_part(
     if not session.customer_phone and not session.customer_user_id:
         _store_failure(message, code=None, title=NO_RECIPIENT)
         logger.error("whatsapp_send_failed", extra={**log, "title": NO_RECIPIENT})
+        send_counted(SendOutcome.FAILED)
         return SendOutcome.FAILED
     access_token = instance.access_token or settings.WHATSAPP_ACCESS_TOKEN
     client = sender_for(session, access_token=access_token, client=client)
@@ -254,6 +256,7 @@ def _send_part(
         if exc.retryable and not last_attempt:
             _release_claim(message, code=exc.code, title=exc.title)
             logger.warning("whatsapp_send_retry", extra=log)
+            send_counted("retry", exc.code)
             raise RetryableSendError(message_id=message.pk, error=exc) from exc
         window_open = message.created_at > timezone.now() - CUSTOMER_SERVICE_WINDOW
         if exc.retryable and swept_later and window_open:
@@ -261,11 +264,14 @@ def _send_part(
             # the customer-service window closes (then it marks the message failed).
             _release_claim(message, code=exc.code, title=exc.title)
             logger.error("whatsapp_send_deferred", extra=log)
+            send_counted(SendOutcome.DEFERRED, exc.code)
             return SendOutcome.DEFERRED
         _store_failure(message, code=exc.code, title=exc.title)
         logger.error("whatsapp_send_failed", extra=log)
+        send_counted(SendOutcome.FAILED, exc.code)
         return SendOutcome.FAILED
     _store_success(message, sent.wamid)
+    send_counted(SendOutcome.SENT)
     if isinstance(client, DryRunSender):
         # Stored as sent with its ``sim.`` wamid; the id alone is logged (no personal data).
         logger.info("whatsapp_send_simulated", extra={"message_id": message.pk})

@@ -39,6 +39,7 @@ from conversations.agent_sources import DatabaseCallRecorder
 from conversations.handoff import handoff_summary_generate
 from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.inbound.session_rules import open_sessions
+from conversations.model_prices import MODEL_PRICES_USD
 from conversations.models import (
     SUPERSEDED,
     Direction,
@@ -63,18 +64,6 @@ DEMO_PHONE_NUMBER_ID = "100000000000001"
 SIMULATED_PHONE = "5500000000001"
 SIMULATED_CUSTOMER_NAME = "Cliente Simulado"
 _HEADERS = {"Content-Type": "application/json", "User-Agent": "lab-attendance-simulator"}
-
-# USD per million tokens (input, output), OpenAI's list prices; a model not listed has no cost.
-MODEL_PRICES_USD: dict[str, tuple[Decimal, Decimal]] = {
-    "gpt-4o-mini": (Decimal("0.15"), Decimal("0.60")),
-    "gpt-4o": (Decimal("2.50"), Decimal("10.00")),
-    "gpt-4.1": (Decimal("2.00"), Decimal("8.00")),
-    "gpt-4.1-mini": (Decimal("0.40"), Decimal("1.60")),
-    "gpt-4.1-nano": (Decimal("0.10"), Decimal("0.40")),
-    "gpt-5": (Decimal("1.25"), Decimal("10.00")),
-    "gpt-5-mini": (Decimal("0.25"), Decimal("2.00")),
-    "gpt-5-nano": (Decimal("0.05"), Decimal("0.40")),
-}
 
 
 class SimulationError(Exception):

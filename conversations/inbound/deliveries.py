@@ -37,6 +37,7 @@ from django.utils import timezone
 from conversations.inbound.events import ApplyResult, EnqueueFn, describe_error, payload_apply
 from conversations.inbound.hot_path import insert_row
 from conversations.inbound.one_statement import one_statement_receive, single_text_message
+from conversations.metrics import webhook_delivery_counted
 from conversations.models import WebhookDelivery, WebhookOutcome
 from conversations.whatsapp.payload import (
     PayloadError,
@@ -104,6 +105,7 @@ def webhook_delivery_receive(
                 payload, stored, enqueue_turn, enqueue_send
             )
     logger.info("whatsapp_webhook_received", extra=_log_fields(receipt))
+    webhook_delivery_counted(receipt.outcome)
     return receipt
 
 

@@ -19,6 +19,7 @@ from uuid import UUID, uuid4
 
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.lease import lease_claim, lease_release
+from conversations.metrics import turn_counted
 from conversations.models import Message, Session
 from conversations.turns.commit import CommitOutcome, turn_commit, turn_skip
 from conversations.turns.deps import PipelineConfig, PipelineDeps
@@ -125,6 +126,7 @@ def _process_turn(
     if turn.state not in BOT_STATES:
         turn_skip(turn=turn, now=deps.clock())
         logger.info("turn_skipped", extra={**log, "state": turn.state.value})
+        turn_counted("skipped")
         return CommitOutcome.COMMITTED
 
     started = time.monotonic()
@@ -156,4 +158,5 @@ def _process_turn(
             "duration_ms": int((time.monotonic() - started) * 1000),
         },
     )
+    turn_counted(outcome.value)
     return outcome

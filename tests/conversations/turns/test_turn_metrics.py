@@ -1,0 +1,94 @@
+"""A turn's metrics (conversations.metrics), read through ``/metrics`` after a real turn with the
+fake model: the turn by outcome, its model call (latency, tokens, cost at the list prices), and a
+handoff by reason."""
+
+from typing import Any
+
+import pytest
+from django.test import Client
+from pytest_django import Settings
+
+from conversations.models import Instance
+from tests.conversations.turns.support import DuringCall, Pipeline, inbound, make_session, pipeline
+from tests.support.metrics import TOKEN, increase, scrape
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("catalog")]
+MODEL_CALL = 'agent="triagem",model="gpt-4o-mini"'
+
+
+@pytest.fixture(autouse=True)
+def metrics_token(settings: Settings) -> None:
+    settings.METRICS_TOKEN = TOKEN
+    settings.OPENAI_MODEL_TRIAGE = "gpt-4o-mini"  # a model with a list price
+
+
+def test_a_turn_counts_itself_and_its_model_call(
+    instance: Instance, capture: Any, client: Client
+) -> None:
+    session = make_session(instance)
+    inbound(session, "Oi, bom dia")
+    before = scrape(client)
+
+    pipeline('{"s":1}Olá! Como posso ajudar?').run(session, capture=capture)
+
+    after = scrape(client)
+    # (labels sorted by name) The fake model answers 100 tokens in, 10 out, in 5 ms: 0.005 s, in the first bucket.
+    assert increase(before, after, "lab_attendance_turns") == {
+        'lab_attendance_turns_total{outcome="committed"}': 1.0
+    }
+    assert increase(before, after, "lab_attendance_model_call_tokens") == {
+        "lab_attendance_model_call_tokens_total"
+        '{agent="triagem",direction="input",model="gpt-4o-mini"}': 100.0,
+        "lab_attendance_model_call_tokens_total"
+        '{agent="triagem",direction="output",model="gpt-4o-mini"}': 10.0,
+    }
+    # (100 x 0.15 + 10 x 0.60) / 1 000 000 USD
+    assert increase(before, after, "lab_attendance_model_call_cost") == {
+        f"lab_attendance_model_call_cost_usd_total{{{MODEL_CALL}}}": 0.000021
+    }
+    seconds = increase(before, after, "lab_attendance_model_call_seconds")
+    assert seconds[f"lab_attendance_model_call_seconds_count{{{MODEL_CALL}}}"] == 1.0
+    assert seconds[f"lab_attendance_model_call_seconds_sum{{{MODEL_CALL}}}"] == 0.005
+    assert (
+        seconds[
+            'lab_attendance_model_call_seconds_bucket{agent="triagem",le="0.25",model="gpt-4o-mini"}'
+        ]
+        == 1.0
+    )
+    assert (
+        seconds[
+            'lab_attendance_model_call_seconds_bucket{agent="triagem",le="+Inf",model="gpt-4o-mini"}'
+        ]
+        == 1.0
+    )
+    assert len(seconds) == 2 + 10  # count, sum, and every bucket (9 and +Inf)
+    assert increase(before, after, "lab_attendance_handoffs") == {}
+
+
+class OutOfTime(Exception):
+    """Stands for Celery's SoftTimeLimitExceeded."""
+
+
+def test_a_handoff_is_counted_by_its_reason(
+    instance: Instance, capture: Any, client: Client
+) -> None:
+    session = make_session(instance)
+    inbound(session, "Oi")
+
+    def deadline() -> None:
+        raise OutOfTime
+
+    before = scrape(client)
+
+    Pipeline(llm=DuringCall('{"s":1}nunca', hooks={0: deadline})).run(
+        session, capture=capture, deadline_errors=(OutOfTime,)
+    )
+
+    after = scrape(client)
+    assert increase(before, after, "lab_attendance_handoffs") == {
+        'lab_attendance_handoffs_total{reason="llm_timeout"}': 1.0
+    }
+    assert increase(before, after, "lab_attendance_turns") == {
+        'lab_attendance_turns_total{outcome="committed"}': 1.0
+    }
+    assert increase(before, after, "lab_attendance_model_call") == {}
