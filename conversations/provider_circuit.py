@@ -8,6 +8,7 @@ circuit opening, a probe, the first success after failures), under ``SELECT ... 
 a short transaction of its own, never across the model call.
 """
 
+import functools
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeVar
@@ -74,9 +75,25 @@ def circuit_policy_from_settings() -> CircuitPolicy:
 
 
 def task_llm_client() -> LLMClient:
-    """The model client of one task: the OpenAI client behind the shared circuit breaker."""
+    """The model client of one task: this process's OpenAI client behind the shared circuit
+    breaker (whose state is in the database, so a fresh wrapper per task is free)."""
     return CircuitBreakerClient(
-        OpenAIClient.from_settings(),
+        _openai_client(
+            settings.OPENAI_API_KEY,
+            settings.OPENAI_BASE_URL,
+            settings.LLM_TIMEOUT_SECONDS,
+            settings.LLM_RETRY_MAX,
+        ),
         store=DatabaseCircuitStore(),
         policy=circuit_policy_from_settings(),
     )
+
+
+@functools.lru_cache(maxsize=4)
+def _openai_client(
+    api_key: str, base_url: str | None, timeout: float, retry_max: int
+) -> OpenAIClient:
+    """One OpenAI client (and its keep-alive connection pool) per process and configuration,
+    reused by every turn and summary task instead of a new pool and TLS handshake per task;
+    built lazily, after a prefork worker's fork."""
+    return OpenAIClient(api_key=api_key, base_url=base_url, timeout=timeout, retry_max=retry_max)

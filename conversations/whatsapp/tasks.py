@@ -18,6 +18,7 @@ OUTBOUND messages whose send was never published, and fails those past the 24-ho
 (`conversations.sweeps.unsent_messages_requeue`).
 """
 
+import functools
 import time
 
 from celery import Task, shared_task
@@ -38,7 +39,16 @@ EAGER_SEND_BACKOFF: tuple[float, ...] = (0.5, 1.0)
 
 
 def graph_client() -> GraphClient:
-    return GraphClient(base_url=settings.WHATSAPP_API_BASE_URL)
+    """This process's Graph API client: one keep-alive connection pool reused by every send and
+    mark-read task (httpx's client is thread-safe), instead of a TLS handshake per task."""
+    return _graph_client_for(settings.WHATSAPP_API_BASE_URL)
+
+
+@functools.lru_cache(maxsize=4)
+def _graph_client_for(base_url: str) -> GraphClient:
+    # Keyed by the URL so a changed setting (a test's fake server) gets a client of its own;
+    # built lazily, so each forked worker process makes its own after the fork.
+    return GraphClient(base_url=base_url)
 
 
 @shared_task(
@@ -55,32 +65,30 @@ def send_message(self: Task[[int], str], message_id: int) -> str:
     if self.request.is_eager and self.app.conf.task_eager_propagates:
         return _send_in_process(message_id)
     last_attempt = self.request.retries >= SEND_MAX_RETRIES
-    with graph_client() as client:
-        outcome = outbound_message_send(
-            message_id=message_id, client=client, last_attempt=last_attempt
-        )
+    outcome = outbound_message_send(
+        message_id=message_id, client=graph_client(), last_attempt=last_attempt
+    )
     return outcome.value
 
 
 def _send_in_process(message_id: int) -> str:
     """The eager send: bounded retries with a short backoff, never Celery's `Retry`."""
-    with graph_client() as client:
-        for wait in EAGER_SEND_BACKOFF:
-            try:
-                return outbound_message_send(message_id=message_id, client=client).value
-            except RetryableSendError:
-                time.sleep(wait)
-        # No beat runs without a broker, so nothing would retry a deferred message: fail it.
-        return outbound_message_send(
-            message_id=message_id, client=client, last_attempt=True, swept_later=False
-        ).value
+    client = graph_client()
+    for wait in EAGER_SEND_BACKOFF:
+        try:
+            return outbound_message_send(message_id=message_id, client=client).value
+        except RetryableSendError:
+            time.sleep(wait)
+    # No beat runs without a broker, so nothing would retry a deferred message: fail it.
+    return outbound_message_send(
+        message_id=message_id, client=client, last_attempt=True, swept_later=False
+    ).value
 
 
 @shared_task(name="conversations.mark_read")
 def mark_read(message_id: int) -> bool:
     """Mark INBOUND message `message_id` read with a typing indicator; never fails the caller."""
-    with graph_client() as client:
-        return inbound_message_mark_read(message_id=message_id, client=client)
+    return inbound_message_mark_read(message_id=message_id, client=graph_client())
 
 
 @shared_task(name="conversations.requeue_unsent_messages")
