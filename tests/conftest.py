@@ -11,7 +11,7 @@ from tests.support.broker import IsolatedBroker
 from tests.support.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
 
 # The fake OpenAI Responses server (fixtures `fake_openai`, `openai_settings`).
-pytest_plugins = ["tests.fakes.openai_server"]
+pytest_plugins = ["tests.fakes.openai_server", "tests.support.browser"]
 
 
 def _is_postgres() -> bool:

@@ -10,9 +10,6 @@ temporary directory; `.ci/run` sets it and prints it). Skipped, with the reason,
 """
 
 import json
-import os
-import tempfile
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +17,6 @@ from typing import Any
 import httpx
 import pytest
 from django.contrib.auth.models import Group, User
-from django.db import connections
 from django.utils import timezone
 from pytest_django import Settings
 from pytest_httpserver import HTTPServer
@@ -30,47 +26,12 @@ from conversations.whatsapp.signature import compute_signature
 from tests.conversations.support import ensure_staff_groups
 from tests.fakes.graph_server import FakeGraphAPI
 
-CHROMIUM = Path("/usr/bin/chromium")
 PHONE_NUMBER_ID = "100000000000001"
 CUSTOMER_PHONE = "5511987654321"
 APP_SECRET = "test-app-secret"  # config/settings_test.py
 PASSWORD = "senha-de-teste-1"
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def screenshots() -> Path:
-    folder = Path(
-        os.environ.get("BROWSER_SCREENSHOTS_DIR") or tempfile.mkdtemp(prefix="browser-screenshots-")
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    print(f"browser screenshots: {folder}")
-    return folder
-
-
-@pytest.fixture
-def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium (bash .ci/run does)")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the ORM calls of the test itself
-    # are still plain synchronous code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--headless=new", "--no-sandbox", "--disable-gpu"],
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
-            # The ORM calls made while Playwright runs used a connection of their own (Django's
-            # connections are context-local, and Playwright switches greenlets): close it here,
-            # or PostgreSQL refuses to drop the test database at the end.
-            connections.close_all()
 
 
 @pytest.fixture
@@ -171,7 +132,7 @@ def delivered_webhook(base_url: str, wamid: str) -> int:
 
 
 def test_support_takes_over_replies_gives_back_and_closes(
-    live_server: Any, browser: Any, fake_graph: FakeGraphAPI, screenshots: Path
+    live_server: Any, browser: Any, fake_graph: FakeGraphAPI, screenshots_dir: Path
 ) -> None:
     session = bot_conversation()
     staff("Support", "ana")
@@ -179,7 +140,7 @@ def test_support_takes_over_replies_gives_back_and_closes(
     page = browser.new_page(viewport={"width": 1366, "height": 900}, locale="pt-BR")
 
     log_in(page, live_server.url, "ana", path)
-    page.screenshot(path=screenshots / "support-1-bot-conversation.png", full_page=True)
+    page.screenshot(path=screenshots_dir / "support-1-bot-conversation.png", full_page=True)
     assert page.locator("#action-reply").count() == 0
 
     page.click("#action-take-over")
@@ -201,7 +162,7 @@ def test_support_takes_over_replies_gives_back_and_closes(
     assert delivered_webhook(live_server.url, "wamid.FAKE0001") == 200
     page.reload()
     assert page.locator("li.bubble.staff .delivery").inner_text().startswith("entregue")
-    page.screenshot(path=screenshots / "support-2-replied-and-delivered.png", full_page=True)
+    page.screenshot(path=screenshots_dir / "support-2-replied-and-delivered.png", full_page=True)
 
     assert page.locator("#give-back-state").input_value() == "QUALIFYING"
     page.click("#action-give-back")
@@ -219,7 +180,7 @@ def test_support_takes_over_replies_gives_back_and_closes(
     page.wait_for_selector("ul.messagelist li.success")
     assert page.locator("ul.messagelist li.success").inner_text() == "Conversa encerrada."
     assert page.locator("#staff-actions button").count() == 0
-    page.screenshot(path=screenshots / "support-3-closed.png", full_page=True)
+    page.screenshot(path=screenshots_dir / "support-3-closed.png", full_page=True)
 
     session.refresh_from_db()
     assert (session.state, session.assigned_to_id) == ("CLOSED", None)
@@ -233,7 +194,7 @@ def test_support_takes_over_replies_gives_back_and_closes(
 
 
 def test_a_prompt_editor_sees_no_action_buttons(
-    live_server: Any, browser: Any, fake_graph: FakeGraphAPI, screenshots: Path
+    live_server: Any, browser: Any, fake_graph: FakeGraphAPI, screenshots_dir: Path
 ) -> None:
     session = bot_conversation()
     staff("Prompt editors", "carla")
@@ -245,4 +206,4 @@ def test_a_prompt_editor_sees_no_action_buttons(
     assert page.locator("#transcript li.bubble").count() == 2
     assert page.locator("#staff-actions").count() == 0
     assert page.locator("form[action*='/take-over/']").count() == 0
-    page.screenshot(path=screenshots / "prompt-editor-conversation.png", full_page=True)
+    page.screenshot(path=screenshots_dir / "prompt-editor-conversation.png", full_page=True)

@@ -6,18 +6,15 @@ import hashlib
 import hmac
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from uuid import uuid4
 
 import pytest
-from celery import Celery
 from django.utils import timezone
-from kombu import Exchange, Queue
 from model_bakery import baker
 
 from conversations.models import CrmStatus, HandoffSummary, Instance, Lead, Session
 from tests.fakes.webhook_receiver import WebhookReceiver, receiver  # noqa: F401
-from tests.support.broker import IsolatedBroker
+from tests.support.broker import BrokerClient, IsolatedBroker
 from tests.support.processes import celery_worker_command, project_env, start, stop, wait_for
 
 pytestmark = [
@@ -27,19 +24,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
 ]
 SECRET = "worker-secret"
-
-
-class BrokerClient:
-    def __init__(self, broker: IsolatedBroker) -> None:
-        self.broker = broker
-        self.app = Celery(set_as_current=False)
-
-    def send(self, task: str, *args: Any) -> None:
-        with self.broker.connection() as connection:
-            Queue("celery", Exchange("celery", type="direct"), routing_key="celery").bind(
-                connection
-            ).declare()
-            self.app.send_task(task, args=list(args), connection=connection)
 
 
 @pytest.fixture

@@ -14,14 +14,10 @@ from pytest_django.live_server_helper import LiveServer
 
 from conversations.models import Instance, Session
 from tests import baker_recipes as recipes
-from tests.conversations.test_queue_browser import (  # noqa: F401 (fixtures)
-    PASSWORD,
-    VIEWPORT,
-    browser_page,
-    screenshots_dir,
-)
+from tests.conversations.test_queue_browser import PASSWORD
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.browser import VIEWPORT
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -41,8 +37,8 @@ def prompt_editor(username: str) -> User:
 
 def test_an_editor_sends_a_message_and_sees_the_reply(
     live_server: LiveServer,
-    browser_page: Any,  # noqa: F811
-    screenshots_dir: Path,  # noqa: F811
+    browser_page: Any,
+    screenshots_dir: Path,
     openai_settings: FakeOpenAIServer,
     fake_graph: FakeGraphAPI,
 ) -> None:

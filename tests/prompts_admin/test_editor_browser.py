@@ -7,59 +7,19 @@ tests/conversations/test_queue_browser.py. Screenshots of the form and the previ
 to `BROWSER_SCREENSHOTS_DIR` (default: a new temporary directory); the path is printed.
 """
 
-import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
-from django.db import connections
 from pytest_django.live_server_helper import LiveServer
 
 from prompts_admin.models import PromptOverride
+from tests.support.browser import VIEWPORT
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 PASSWORD = "Senha-de-teste-2026!"
-VIEWPORT = {"width": 1366, "height": 768}
-
-
-@pytest.fixture
-def screenshots_dir() -> Path:
-    configured = os.environ.get("BROWSER_SCREENSHOTS_DIR")
-    path = Path(configured) if configured else Path(tempfile.mkdtemp(prefix="editor-browser-"))
-    path.mkdir(parents=True, exist_ok=True)
-    print(f"\nbrowser screenshots: {path}")
-    return path
-
-
-@pytest.fixture
-def browser_page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    if not (shutil.which(CHROMIUM) or Path(CHROMIUM).is_file()):
-        reason = f"chromium not found at {CHROMIUM} (apt-get install chromium, or CHROMIUM_PATH)"
-        print(reason)
-        pytest.skip(reason)
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are
-    # synchronous and safe.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--headless=new", "--no-sandbox", "--disable-gpu"],
-        )
-        try:
-            context = browser.new_context(viewport=VIEWPORT, locale="pt-BR")
-            yield context.new_page()
-        finally:
-            # The ORM calls made while Playwright's loop runs use connections of their own;
-            # closed here, or the test database could not be dropped at the end of the run.
-            connections.close_all()
-            browser.close()
 
 
 def prompt_editor(username: str) -> User:

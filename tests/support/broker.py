@@ -17,8 +17,9 @@ from typing import Any
 from uuid import uuid4
 
 import redis
+from celery import Celery
 from django.conf import settings
-from kombu import Connection
+from kombu import Connection, Exchange, Queue
 
 PREFIX_VARIABLE = "TEST_BROKER_KEY_PREFIX"
 SETTINGS_MODULE = "tests.support.broker_settings"
@@ -67,3 +68,23 @@ class IsolatedBroker:
         keys = list(client.scan_iter(match=f"{self.prefix}*", count=1000))
         if keys:
             client.delete(*keys)
+
+
+class BrokerClient:
+    """Sends tasks to the worker's broker.
+
+    Celery prefers the CELERY_BROKER_URL environment variable to any `broker=` argument, so the
+    connection is given explicitly; the default queue is declared first, so a task sent before
+    the worker has started waits for it instead of being dropped.
+    """
+
+    def __init__(self, broker: IsolatedBroker) -> None:
+        self.broker = broker
+        self.app = Celery(set_as_current=False)
+
+    def send(self, task: str, *args: Any) -> None:
+        with self.broker.connection() as connection:
+            Queue("celery", Exchange("celery", type="direct"), routing_key="celery").bind(
+                connection
+            ).declare()
+            self.app.send_task(task, args=list(args), connection=connection)

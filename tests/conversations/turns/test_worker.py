@@ -9,13 +9,10 @@ worker takes these tasks) and the test database of this run; both fakes are real
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from uuid import uuid4
 
 import pytest
-from celery import Celery
 from django.utils import timezone
-from kombu import Exchange, Queue
 from model_bakery import baker
 from pytest_httpserver import HTTPServer
 
@@ -23,7 +20,7 @@ from conversations.models import Direction, HandoffSummary, Instance, LLMCall, M
 from prompts_admin.models import RuntimeConfig
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.broker import IsolatedBroker
+from tests.support.broker import BrokerClient, IsolatedBroker
 from tests.support.processes import (
     celery_worker_command,
     project_env,
@@ -45,26 +42,6 @@ CUSTOMER_PHONE = "5511966665555"
 @pytest.fixture
 def fake_graph(httpserver: HTTPServer) -> FakeGraphAPI:
     return FakeGraphAPI(httpserver)
-
-
-class BrokerClient:
-    """Sends tasks to the worker's broker.
-
-    Celery prefers the CELERY_BROKER_URL environment variable to any `broker=` argument, so the
-    connection is given explicitly; the default queue is declared first, so a task sent before
-    the worker has started waits for it instead of being dropped.
-    """
-
-    def __init__(self, broker: IsolatedBroker) -> None:
-        self.broker = broker
-        self.app = Celery(set_as_current=False)
-
-    def send(self, task: str, *args: Any) -> None:
-        with self.broker.connection() as connection:
-            Queue("celery", Exchange("celery", type="direct"), routing_key="celery").bind(
-                connection
-            ).declare()
-            self.app.send_task(task, args=list(args), connection=connection)
 
 
 @pytest.fixture
