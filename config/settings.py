@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "knowledge_base",
     "prompts_admin",
     "conversations",
+    "governance",
     "agents",
     "axes",
     "staff_auth",
@@ -268,6 +269,22 @@ TURN_QUEUED_TTL_SECONDS = env.int("TURN_QUEUED_TTL_SECONDS", default=60)
 AGENT_NAME = env.str("AGENT_NAME", default="Lia")
 # Minutes a customer may wait for a human before the queue shows them late (near at 75 %).
 SUPPORT_SLA_MINUTES = env.int("SUPPORT_SLA_MINUTES", default=15)
+
+# --- Prompt governance (issue 15) ---
+# A replay stops (status "stopped by a cap", results kept) at this many calls or this spend.
+REPLAY_MAX_CALLS = env.int("REPLAY_MAX_CALLS", default=200)
+REPLAY_MAX_COST_USD = env.float("REPLAY_MAX_COST_USD", default=2.0)
+# Model calls one replay makes at a time.
+REPLAY_CONCURRENCY = env.int("REPLAY_CONCURRENCY", default=4)
+# Activating an override asks for a confirmation with a reason when its latest replay changed
+# more than this share (%) of handoffs, of codes, or had more contract errors; or has no replay.
+ACTIVATION_GATE_MAX_HANDOFF_CHANGE_PCT = env.float(
+    "ACTIVATION_GATE_MAX_HANDOFF_CHANGE_PCT", default=10.0
+)
+ACTIVATION_GATE_MAX_CODE_CHANGE_PCT = env.float("ACTIVATION_GATE_MAX_CODE_CHANGE_PCT", default=25.0)
+ACTIVATION_GATE_MAX_CONTRACT_ERROR_PCT = env.float(
+    "ACTIVATION_GATE_MAX_CONTRACT_ERROR_PCT", default=5.0
+)
 
 # --- WhatsApp Cloud API ---
 WHATSAPP_VERIFY_TOKEN = env.str("WHATSAPP_VERIFY_TOKEN", default="")

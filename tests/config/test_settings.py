@@ -158,7 +158,7 @@ def test_every_variable_settings_reads_is_documented() -> None:
     readme = (ROOT / "README.md").read_text()
     example = (ROOT / ".env.example").read_text()
 
-    assert len(variables) == 61
+    assert len(variables) == 67
     assert [v for v in variables if f"`{v}`" not in readme] == []
     assert [v for v in variables if v not in example] == []
 

@@ -37,7 +37,13 @@ EXPECTED_PERMISSIONS = {
         ]
         for action in ("add", "change", "view")
     }
-    | {"prompts_admin.change_runtimeconfig", "prompts_admin.view_runtimeconfig"},
+    | {"prompts_admin.change_runtimeconfig", "prompts_admin.view_runtimeconfig"}
+    | {
+        "governance.add_replayrun",
+        "governance.change_replayrun",
+        "governance.view_replayrun",
+        "governance.view_replayresult",
+    },
     "Support": CONVERSATION_VIEWS
     | {
         "conversations.view_personal_data",

@@ -1,0 +1,165 @@
+"""A replay run of a draft prompt override over recorded model calls, and its per-call results
+(issue 15 §1). The run keeps the draft's text and its hash, so the activation gate finds the
+latest replay of exactly the text being activated (§2) even after the override was edited.
+"""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from conversations.models import AGENT_CHOICES, LLMCall, Session
+from prompts_admin.models import PromptOverride
+
+
+class ReplayStatus(models.TextChoices):
+    QUEUED = "queued", _("queued")
+    RUNNING = "running", _("running")
+    DONE = "done", _("done")
+    CANCELLED = "cancelled", _("cancelled")
+    # A cap (REPLAY_MAX_CALLS, REPLAY_MAX_COST_USD) stopped it; the results so far are kept.
+    CAPPED = "capped", _("stopped by a cap")
+    FAILED = "failed", _("failed")
+
+
+FINISHED_STATUSES = (
+    ReplayStatus.DONE,
+    ReplayStatus.CANCELLED,
+    ReplayStatus.CAPPED,
+    ReplayStatus.FAILED,
+)
+
+
+class ContractOutcome(models.TextChoices):
+    VALID = "valid", _("valid")
+    REPAIRED = "repaired", _("repaired")
+    FAILED = "failed", _("failed")
+
+
+class ReplayRun(models.Model):
+    """One replay of a draft override's text over a selection of recorded calls of its agent."""
+
+    override = models.ForeignKey(
+        PromptOverride,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="replay_runs",
+        verbose_name=_("prompt override"),
+    )
+    agent = models.CharField(_("agent"), max_length=16, choices=AGENT_CHOICES)
+    # The draft's text as replayed, and its `prompts_admin.models.prompt_content_hash`.
+    content = models.TextField(_("replayed text"))
+    content_hash = models.CharField(_("content hash"), max_length=64, db_index=True)
+    model = models.CharField(_("model"), max_length=64, blank=True)
+    # date_from, date_to (ISO dates), segment, handoff_reason, last_n: what was selected.
+    filters = models.JSONField(_("filters"), default=dict, blank=True)
+    status = models.CharField(
+        _("status"), max_length=16, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED
+    )
+    cancel_requested = models.BooleanField(_("cancel requested"), default=False)
+    detail = models.CharField(_("detail"), max_length=255, blank=True)
+    task_id = models.CharField(_("task id"), max_length=64, blank=True)
+    # Totals, updated as results arrive (the admin shows the progress from them).
+    calls_selected = models.PositiveIntegerField(_("calls selected"), default=0)
+    calls_done = models.PositiveIntegerField(_("calls replayed"), default=0)
+    code_changed = models.PositiveIntegerField(_("codes changed"), default=0)
+    state_changed = models.PositiveIntegerField(_("state changes changed"), default=0)
+    handoff_changed = models.PositiveIntegerField(_("handoffs changed"), default=0)
+    contract_errors = models.PositiveIntegerField(_("contract errors"), default=0)
+    repaired = models.PositiveIntegerField(_("repaired answers"), default=0)
+    provider_errors = models.PositiveIntegerField(_("provider errors"), default=0)
+    tokens_input = models.PositiveIntegerField(_("input tokens"), default=0)
+    tokens_output = models.PositiveIntegerField(_("output tokens"), default=0)
+    cost_usd = models.DecimalField(
+        _("cost (USD)"), default=Decimal("0"), max_digits=12, decimal_places=6
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("started by"),
+    )
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("replay run")
+        verbose_name_plural = _("replay runs")
+        indexes = [
+            models.Index(fields=["content_hash", "-created_at"], name="replay_run_hash"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.agent} ({self.status})"
+
+
+class ReplayResult(models.Model):
+    """One recorded call replayed: what was recorded against what the draft answered."""
+
+    run = models.ForeignKey(
+        ReplayRun, on_delete=models.CASCADE, related_name="results", verbose_name=_("replay run")
+    )
+    # SET_NULL: retention may delete the conversation; the comparison stays readable.
+    llm_call = models.ForeignKey(
+        LLMCall,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("recorded call"),
+    )
+    session = models.ForeignKey(
+        Session,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("conversation"),
+    )
+    recorded_at = models.DateTimeField(_("recorded at"), null=True, blank=True)
+    recorded_prompt_version = models.CharField(_("recorded prompt version"), max_length=32)
+    recorded_code = models.SmallIntegerField(_("recorded code"), null=True, blank=True)
+    replayed_code = models.SmallIntegerField(_("replayed code"), null=True, blank=True)
+    # The session state after the answer ("" when it stays), recorded and replayed.
+    recorded_state = models.CharField(_("recorded next state"), max_length=16, blank=True)
+    replayed_state = models.CharField(_("replayed next state"), max_length=16, blank=True)
+    # The handoff reason the answer leads to ("" for none).
+    recorded_handoff = models.CharField(_("recorded handoff"), max_length=32, blank=True)
+    replayed_handoff = models.CharField(_("replayed handoff"), max_length=32, blank=True)
+    recorded_packages = models.JSONField(_("recorded packages requested"), default=list)
+    replayed_packages = models.JSONField(_("replayed packages requested"), default=list)
+    contract = models.CharField(
+        _("contract"), max_length=16, choices=ContractOutcome.choices, blank=True
+    )
+    error = models.TextField(_("error"), blank=True)
+    recorded_text = models.TextField(_("recorded message"), blank=True)
+    replayed_text = models.TextField(_("replayed message"), blank=True)
+    replayed_raw = models.TextField(_("replayed raw answer"), blank=True)
+    code_changed = models.BooleanField(_("code changed"), default=False)
+    state_changed = models.BooleanField(_("state change changed"), default=False)
+    handoff_changed = models.BooleanField(_("handoff changed"), default=False)
+    tokens_input = models.PositiveIntegerField(_("input tokens"), default=0)
+    tokens_output = models.PositiveIntegerField(_("output tokens"), default=0)
+    cost_usd = models.DecimalField(
+        _("cost (USD)"), default=Decimal("0"), max_digits=12, decimal_places=6
+    )
+    latency_ms = models.PositiveIntegerField(_("latency (ms)"), default=0)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "recorded_at", "id"]
+        verbose_name = _("replay result")
+        verbose_name_plural = _("replay results")
+        constraints = [
+            models.UniqueConstraint(fields=["run", "llm_call"], name="replay_result_once_per_call")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}: {self.recorded_code} → {self.replayed_code}"
