@@ -15,12 +15,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
-APPS = ["config", "conversations", "prompts_admin", "knowledge_base", "versioning", "staff_auth"]
+APPS = [
+    "config",
+    "governance",
+    "conversations",
+    "prompts_admin",
+    "knowledge_base",
+    "versioning",
+    "staff_auth",
+]
 APPS += ["agents", "compat"]
 CONTRACTS = [
     "The apps form layers: each imports only the layers below it",
     "agents imports no app",
-    "knowledge_base and prompts_admin do not import conversations",
+    "knowledge_base and prompts_admin do not import conversations or governance",
     "compat (the adapters over libraries' private APIs) imports no app",
 ]
 
