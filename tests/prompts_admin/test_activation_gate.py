@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 from django.contrib import admin
+from django.db import connection
 from django.test import Client, override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone, translation
 from model_bakery import baker
 
@@ -584,3 +586,18 @@ def test_the_override_admin_has_no_list_editing_nor_actions_that_could_activate(
 
     assert model_admin.list_editable == ()
     assert model_admin.actions == []
+
+
+def test_the_evidence_is_read_once_per_request(admin_client: Client) -> None:
+    replay()
+
+    with CaptureQueriesContext(connection) as page:
+        admin_client.get(ADD_URL + "?from_builtin=triagem")
+    with CaptureQueriesContext(connection) as refused:
+        # The posted text (CRLF) and the cleaned one have one hash: one lookup for both.
+        admin_client.post(ADD_URL, form(content="Outro texto\r\nde {{ agent_name }}"))
+
+    def lookups(queries: CaptureQueriesContext) -> int:
+        return sum('FROM "governance_replayrun"' in q["sql"] for q in queries.captured_queries)
+
+    assert (lookups(page), lookups(refused)) == (1, 1)
