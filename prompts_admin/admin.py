@@ -7,12 +7,24 @@ admin adds the prompt tools of `prompts_admin.preview`.
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
+from prompts_admin.activation import (
+    ActivationCheck,
+    ReplaySummary,
+    StoredOverride,
+    activation_change_reason,
+    activation_check,
+    evidence_html,
+    gate_message,
+    is_activation,
+    latest_replay,
+)
 from prompts_admin.forms import (
     HOURS_FIELD_PREFIX,
     WEEKDAY_LABELS,
@@ -20,9 +32,18 @@ from prompts_admin.forms import (
     RuntimeConfigForm,
     holidays_description,
 )
-from prompts_admin.models import AGENT_CHOICES, PromptOverride, RuntimeConfig, StrategicCompany
+from prompts_admin.models import (
+    AGENT_CHOICES,
+    PromptOverride,
+    RuntimeConfig,
+    StrategicCompany,
+    prompt_content_hash,
+)
 from prompts_admin.preview import PromptOverrideToolsMixin
 from versioning.admin import MONOSPACE_TEXTAREA, VersionedAdmin
+
+ACTIVATION_REASON_MAX_CHARS = 255
+AGENT_VALUES = {value for value, _label in AGENT_CHOICES}
 
 
 class PromptOverrideForm(PromptTemplateForm):
@@ -31,10 +52,27 @@ class PromptOverrideForm(PromptTemplateForm):
     A save that would leave an agent on the built-in prompt (the override is its active one and
     is deactivated, or moved to another agent) is refused once with a message saying so; the
     `confirm_builtin` box, hidden until then, lets the editor save it anyway.
+
+    The activation gate (`prompts_admin.activation`) works the same way: an activation with no
+    replay of its text, or over a threshold, is refused once; `confirm_activation` and
+    `activation_reason`, hidden until then, let the editor activate it anyway, and the reason
+    goes to the override's history. Every admin path that saves an override (add, change,
+    simple-history's revert) uses this form.
     """
 
     confirm_builtin = forms.BooleanField(
         label=_("Leave the agent on the built-in prompt"),
+        required=False,
+        widget=forms.HiddenInput,
+    )
+    confirm_activation = forms.BooleanField(
+        label=_("Activate anyway"),
+        required=False,
+        widget=forms.HiddenInput,
+    )
+    activation_reason = forms.CharField(
+        label=_("Reason for activating"),
+        max_length=ACTIVATION_REASON_MAX_CHARS,
         required=False,
         widget=forms.HiddenInput,
     )
@@ -44,19 +82,47 @@ class PromptOverrideForm(PromptTemplateForm):
         fields = ["agent", "content", "is_active", "note"]
         widgets = {"content": forms.Textarea(attrs=MONOSPACE_TEXTAREA.attrs | {"rows": 30})}
 
+    # What the gate found for this save (None: the save activates nothing); set by `clean`.
+    activation: ActivationCheck | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.replays: dict[tuple[str, str], ReplaySummary | None] = {}
+        # The editor sees the evidence of the text in the form before ticking "active".
+        is_active = self.fields.get("is_active")
+        agent, content = self.selected_agent(), self.form_content()
+        if is_active is not None and agent in AGENT_VALUES and content:
+            is_active.help_text = format_html(
+                "{}<br>{}", is_active.help_text, evidence_html(self.latest_replay(agent, content))
+            )
+
+    def form_content(self) -> str:
+        """The text the form holds: as posted, else as prefilled or stored."""
+        if self.is_bound:
+            return str(self.data.get(self.add_prefix("content")) or "")
+        return str(self.initial.get("content") or self.instance.content or "")
+
+    def latest_replay(self, agent: str, content: str) -> ReplaySummary | None:
+        """`prompts_admin.activation.latest_replay`, once per text for this form."""
+        key = (agent, prompt_content_hash(content))
+        if key not in self.replays:
+            self.replays[key] = latest_replay(agent=agent, content=content)
+        return self.replays[key]
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        stored = (
-            PromptOverride.objects.filter(pk=self.instance.pk, is_active=True)
-            .values_list("agent", flat=True)
-            .first()
-            if self.instance.pk is not None
-            else None
+        stored = self.stored_override()
+        agent, content, active = (
+            cleaned.get("agent"),
+            cleaned.get("content"),
+            bool(cleaned.get("is_active")),
         )
-        leaves_builtin = stored is not None and (
-            not cleaned.get("is_active") or cleaned.get("agent") != stored
-        )
-        if leaves_builtin and not cleaned.get("confirm_builtin"):
+        if (
+            stored is not None
+            and stored.is_active
+            and (not active or agent != stored.agent)
+            and not cleaned.get("confirm_builtin")
+        ):
             # Shown from now on, so the editor can tick it and save again.
             self.fields["confirm_builtin"].widget = forms.CheckboxInput()
             self.add_error(
@@ -68,10 +134,63 @@ class PromptOverrideForm(PromptTemplateForm):
                         "save again to confirm."
                     ),
                     code="leaves_builtin",
-                    params={"agent": dict(AGENT_CHOICES)[str(stored)]},
+                    params={"agent": dict(AGENT_CHOICES)[stored.agent]},
                 ),
             )
+        # A text the form refuses is not weighed: the save is refused anyway.
+        if (
+            isinstance(agent, str)
+            and isinstance(content, str)
+            and not self.has_error("content")
+            and is_activation(stored=stored, agent=agent, content=content, active=active)
+        ):
+            self.activation = activation_check(self.latest_replay(agent, content))
+            if self.activation.needs_confirmation:
+                self.gate(cleaned, self.activation)
         return cleaned
+
+    def gate(self, cleaned: dict[str, Any], check: ActivationCheck) -> None:
+        """Refuses an activation that needs a confirmation until it has one with a reason."""
+        # Shown from now on, so the editor can tick the box, write the reason and save again.
+        self.fields["confirm_activation"].widget = forms.CheckboxInput()
+        self.fields["activation_reason"].widget = forms.TextInput(
+            attrs={"class": "vTextField", "maxlength": ACTIVATION_REASON_MAX_CHARS}
+        )
+        if not cleaned.get("confirm_activation"):
+            self.add_error(
+                "confirm_activation",
+                ValidationError(gate_message(check), code="activation_unconfirmed"),
+            )
+        elif (
+            not self.has_error("activation_reason")
+            and not str(cleaned.get("activation_reason") or "").strip()
+        ):
+            self.add_error(
+                "activation_reason",
+                ValidationError(
+                    _("Write why you activate this text anyway: it goes to the history."),
+                    code="activation_reason_required",
+                ),
+            )
+
+    def stored_override(self) -> StoredOverride | None:
+        """The override as stored, before this save (None when new). On the revert page the
+        form's instance is the old version, so it is read from the database, not the instance."""
+        if self.instance.pk is None:
+            return None
+        row = (
+            PromptOverride.objects.filter(pk=self.instance.pk)
+            .values_list("agent", "content", "is_active")
+            .first()
+        )
+        return None if row is None else StoredOverride(*row)
+
+    def save(self, commit: bool = True) -> PromptOverride:
+        if self.activation is not None:
+            self.instance._change_reason = activation_change_reason(
+                self.activation, str(self.cleaned_data.get("activation_reason") or "").strip()
+            )
+        return super().save(commit)
 
 
 # simple-history's name for the version (revert) page of an override.
@@ -104,6 +223,16 @@ class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin[PromptOverrid
             if current is not None:
                 obj.is_active = current
         return super().get_form(request, obj, change, **kwargs)
+
+    def save_model(
+        self, request: HttpRequest, obj: PromptOverride, form: Any, change: bool
+    ) -> None:
+        """After an activation, says which replay it went with (or that it had none)."""
+        super().save_model(request, obj, form, change)
+        check: ActivationCheck | None = getattr(form, "activation", None)
+        if check is not None:
+            level = messages.WARNING if check.needs_confirmation else messages.INFO
+            self.message_user(request, evidence_html(check.evidence), level)
 
 
 @admin.register(RuntimeConfig)

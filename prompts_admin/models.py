@@ -77,7 +77,11 @@ class PromptOverride(models.Model):
     note = models.CharField(_("change note"), max_length=255, blank=True)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
-    history = HistoricalRecords()
+    # A text: the activation gate's reason (prompts_admin.activation) is the editor's 255
+    # characters after its own prefix, past simple-history's default of 100.
+    history = HistoricalRecords(history_change_reason_field=models.TextField(null=True))
+    # Read by simple-history when the next save writes a version (`history_change_reason`).
+    _change_reason: str
 
     class Meta:
         ordering = ["agent", "-is_active", "-updated_at"]

@@ -25,6 +25,10 @@ def form(**fields: str | None) -> dict[str, str]:
         "content": "Linha 1\nLinha 2\nLinha 3",
         "note": "",
         "is_active": "on",
+        # These texts have no replay: each activation is confirmed (the activation gate,
+        # tests/prompts_admin/test_activation_gate.py).
+        "confirm_activation": "on",
+        "activation_reason": "teste",
     }
     data.update(fields)
     return {k: v for k, v in data.items() if v is not None}
@@ -232,7 +236,7 @@ def test_reverting_the_text_of_the_active_override_keeps_it_active(admin_client:
     page = admin_client.get(f"{BASE}{override.pk}/history/{v1}/")
     assert page.context["adminform"].form.initial["is_active"] is True
     data = {k: str(v) for k, v in page.context["adminform"].form.initial.items() if v}
-    data["is_active"] = "on"
+    data |= {"is_active": "on", "confirm_activation": "on", "activation_reason": "teste"}
     response = admin_client.post(f"{BASE}{override.pk}/history/{v1}/", data | {"note": "volta"})
 
     assert response.status_code == 302

@@ -39,6 +39,9 @@ def test_a_template_using_the_agents_variables_is_accepted_and_saved() -> None:
             "content": "Você é {{ agent_name }}. Cadastro: {{ registration_data }}.\n"
             "{% if is_open %}Estamos abertos.{% endif %}",
             "is_active": "on",
+            # No replay of this text: the activation gate asks for a confirmation.
+            "confirm_activation": "on",
+            "activation_reason": "teste",
         }
     )
 
