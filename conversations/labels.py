@@ -103,7 +103,7 @@ def prompt_versions_lines(
     """(agent label, version label) of each prompt agent, in the agents' order."""
     return [
         (
-            agent_label(agent.value),
+            capfirst(agent_label(agent.value)),
             prompt_version_label(str(versions.get(agent.value, "")), override_ids),
         )
         for agent in PROMPT_AGENTS
@@ -292,7 +292,7 @@ def _staff_prompts_updated(message: Message) -> str:
     changes = "; ".join(
         gettext("%(agent)s: %(from)s → %(to)s")
         % {
-            "agent": agent_label(agent.value),
+            "agent": capfirst(agent_label(agent.value)),
             "from": prompt_version_label(str(before.get(agent.value, "")), ids),
             "to": prompt_version_label(str(after.get(agent.value, "")), ids),
         }
