@@ -94,3 +94,7 @@ class SessionContext:
     # The registration data as the code-4 message showed it to the customer (None outside
     # CONFIRM): a code 5 confirms exactly this, or it is not a confirmation (dispatcher).
     confirmation_data: Mapping[str, Any] | None = None
+    # The prompt version of each prompt agent the session keeps until it ends, keyed by agent
+    # value ("triagem" → "builtin" or "override:<history_id>"); empty until its first turn pins
+    # them (`agents.invoker` then uses the active prompt).
+    prompt_versions: Mapping[str, str] = field(default_factory=dict)

@@ -1,12 +1,20 @@
 """The agent invoker: assemble one agent call from its collaborators, make it, record it.
 
 Seed 001 and DESIGN.md §6: the invoker only assembles and calls; the pipeline parses, validates
-and applies the answer. One invocation reads the runtime settings and the agent's active override
-(prompt source), the catalog and the session's loaded packages (KB source) and the session's
-history (history source) — a fixed number of reads whatever the history length or catalog size —
-then builds the system prompt (override or built-in text rendered with the agent's variables →
+and applies the answer. One invocation reads the runtime settings and the agent's prompt (prompt
+source), the catalog and the session's loaded packages (KB source) and the session's history
+(history source) — a fixed number of reads whatever the history length or catalog size — then
+builds the system prompt (override or built-in text rendered with the agent's variables →
 metadata → guards), calls the model for the agent and records an `LLMCall` through the recorder
-for a success and for a failure alike.
+for a success and for a failure alike, with the prompt version it used.
+
+Which prompt (issue 15 §3), first match wins: the `override` given to `prepare` (the preview, a
+replay); the source's chosen override (the simulator's draft); the version the session pinned
+at its first turn (`SessionContext.prompt_versions`: "builtin" is the built-in prompt even if an
+override is active now, "override:<history_id>" that version's text even if edited or deactivated
+since); the active override, or the built-in prompt, when the session pinned nothing. A pin that
+cannot be read (its history row is gone, an unversioned override) falls back to the active one,
+logged once per invoker as ``prompt_pin_unresolved``.
 """
 
 import logging
@@ -95,6 +103,8 @@ class AgentInvoker:
         self._history = history
         self._recorder = recorder
         self._config = config
+        # (session, agent, version) of the pins already logged as unresolved.
+        self._unresolved: set[tuple[int, str, str]] = set()
 
     def invoke(
         self,
@@ -165,14 +175,14 @@ class AgentInvoker:
     ) -> PreparedCall:
         """Assemble the call without making it.
 
-        `override` replaces the agent's active override (the admin preview of a draft); None
-        uses the active one, or the built-in prompt when there is none.
+        `override` replaces the session's prompt (the admin preview of a draft, a replay);
+        None uses the chosen, pinned or active one (see the module docstring).
         """
         if AGENT_FOR_STATE.get(session.state) != agent:
             raise ValueError(f"agent {agent} does not serve session state {session.state}")
         runtime = self._prompts.runtime()
         if override is None:
-            override = self._prompts.active_override(agent)
+            override = self._session_override(session, agent)
         catalog = self._kb.catalog()
         loaded: dict[str, PackageInfo] = {}
         if session.loaded_packages:
@@ -222,6 +232,34 @@ class AgentInvoker:
                 history_messages=len(selection.messages),
             ),
         )
+
+    def _session_override(
+        self, session: SessionContext, agent: AgentName
+    ) -> OverrideTemplate | None:
+        """The override this session's call uses (None: the built-in prompt)."""
+        chosen = self._prompts.chosen_override(agent)
+        if chosen is not None:
+            return chosen
+        pinned = session.prompt_versions.get(agent.value)
+        if pinned is None:
+            return self._prompts.active_override(agent)
+        if pinned == BUILTIN_PROMPT_VERSION:
+            return None
+        found = self._prompts.override_at(agent, pinned)
+        if found is not None:
+            return found
+        key = (session.session_id, agent.value, pinned)
+        if key not in self._unresolved:
+            self._unresolved.add(key)
+            logger.warning(
+                "prompt_pin_unresolved",
+                extra={
+                    "session_id": session.session_id,
+                    "agent": agent.value,
+                    "prompt_version": pinned,
+                },
+            )
+        return self._prompts.active_override(agent)
 
     def _render_text(
         self, inputs: PromptInputs, override: OverrideTemplate | None

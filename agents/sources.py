@@ -12,7 +12,7 @@ from uuid import UUID
 
 from agents.context import CatalogSnapshot, PackageInfo
 from agents.llm import CallPurpose, LLMCallResult, LLMError
-from agents.states import AgentName
+from agents.states import PROMPT_AGENTS, AgentName
 
 # Values of conversations.models.Direction (agents never imports conversations).
 HistoryDirection = Literal["INBOUND", "OUTBOUND", "SYSTEM"]
@@ -22,11 +22,23 @@ BUILTIN_PROMPT_VERSION = "builtin"
 
 @dataclass(frozen=True, slots=True)
 class OverrideTemplate:
-    """The active PromptOverride of an agent: its template text and the version it is."""
+    """A PromptOverride of an agent as one version of it: its template text and that version."""
 
     content: str
-    # "override:<history_id>": the django-simple-history row of the override as it is now.
+    # "override:<history_id>": the django-simple-history row of the override this text is.
     version: str
+
+
+def prompt_versions_of(
+    overrides: Mapping[AgentName, OverrideTemplate | None],
+) -> dict[str, str]:
+    """What a session pins: each prompt agent's version, keyed by agent value ("builtin" for an
+    agent with no override)."""
+    versions: dict[str, str] = {}
+    for agent in PROMPT_AGENTS:
+        override = overrides.get(agent)
+        versions[agent.value] = override.version if override is not None else BUILTIN_PROMPT_VERSION
+    return versions
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +80,21 @@ class HistoryEntry:
 class PromptSource(Protocol):
     def active_override(self, agent: AgentName) -> OverrideTemplate | None:
         """The agent's active override, or None to use the built-in prompt."""
+        ...
+
+    def active_overrides(self) -> Mapping[AgentName, OverrideTemplate | None]:
+        """Every prompt agent's active override (None: built-in), in one read: what a session
+        pins at its first turn."""
+        ...
+
+    def override_at(self, agent: AgentName, version: str) -> OverrideTemplate | None:
+        """The agent's override as it was at `version` ("override:<history_id>"), even if it was
+        edited, deactivated or deleted since; None when that version cannot be read."""
+        ...
+
+    def chosen_override(self, agent: AgentName) -> OverrideTemplate | None:
+        """An override the caller chose for this run, which wins over the session's pinned
+        version (the simulator's draft); None for none."""
         ...
 
     def runtime(self) -> RuntimeSettings: ...
@@ -115,17 +142,41 @@ class TaskScopedPromptSource:
 
     One per task run (a Celery `process_session`): the pipeline and the invoker then share one
     read instead of each reading again at every agent hop. A staff edit reaches the next task.
+    A version read once is kept (history rows do not change); the version a first turn pins is
+    served from the active overrides it was pinned from, with no second read.
     """
 
     def __init__(self, inner: PromptSource) -> None:
         self._inner = inner
         self._runtime: RuntimeSettings | None = None
         self._overrides: dict[AgentName, OverrideTemplate | None] = {}
+        self._actives: Mapping[AgentName, OverrideTemplate | None] | None = None
+        self._versions: dict[tuple[AgentName, str], OverrideTemplate | None] = {}
+        self._chosen: dict[AgentName, OverrideTemplate | None] = {}
 
     def active_override(self, agent: AgentName) -> OverrideTemplate | None:
         if agent not in self._overrides:
             self._overrides[agent] = self._inner.active_override(agent)
         return self._overrides[agent]
+
+    def active_overrides(self) -> Mapping[AgentName, OverrideTemplate | None]:
+        if self._actives is None:
+            self._actives = self._inner.active_overrides()
+        return self._actives
+
+    def override_at(self, agent: AgentName, version: str) -> OverrideTemplate | None:
+        active = self._actives.get(agent) if self._actives is not None else None
+        if active is not None and active.version == version:
+            return active
+        key = (agent, version)
+        if key not in self._versions:
+            self._versions[key] = self._inner.override_at(agent, version)
+        return self._versions[key]
+
+    def chosen_override(self, agent: AgentName) -> OverrideTemplate | None:
+        if agent not in self._chosen:
+            self._chosen[agent] = self._inner.chosen_override(agent)
+        return self._chosen[agent]
 
     def runtime(self) -> RuntimeSettings:
         if self._runtime is None:

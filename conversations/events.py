@@ -41,6 +41,8 @@ class EventCode(StrEnum):
     STAFF_GIVEN_BACK = "staff_given_back"  # json_part {"state"}
     STAFF_CLOSED = "staff_closed"  # json_part {"from_state"}
     STAFF_SUMMARY_REQUESTED = "staff_summary_requested"  # json_part {"form_token"}
+    # json_part {"from", "to": {agent: prompt version}, "overrides": {history id: override id}}
+    STAFF_PROMPTS_UPDATED = "staff_prompts_updated"
     # Written by the handoff alert (conversations.alerts): action "<channel>_<outcome>";
     # json_part {"channel", "outcome", ...}.
     HANDOFF_ALERT = "handoff_alert"

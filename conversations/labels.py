@@ -15,9 +15,11 @@ from django.utils.text import capfirst
 from django.utils.translation import gettext, gettext_lazy
 
 from agents.labels import AGENT_LABELS, STATE_LABELS, handoff_label_msgid
-from agents.states import AgentName, HandoffMotive, HandoffReason, SessionState
+from agents.sources import BUILTIN_PROMPT_VERSION
+from agents.states import PROMPT_AGENTS, AgentName, HandoffMotive, HandoffReason, SessionState
 from conversations.events import ACTION_UNSUPPORTED_MEDIA, CLOSED_IDLE, EventCode
 from conversations.models import Message
+from prompts_admin.selectors import unversioned_override_id, version_history_id
 
 # Why a session went to a human, explained for staff; the stored detail is for engineers (an
 # English parser error, an HTTP status) and stays in the message log.
@@ -71,6 +73,41 @@ def agent_label(value: str) -> str:
     if value in AgentName._value2member_map_:
         return gettext(AGENT_LABELS[AgentName(value)])
     return value
+
+
+def prompt_version_label(version: str, override_ids: Mapping[int, int]) -> str:
+    """A prompt version for staff: "padrão", "override #12 (versão 345)"; `override_ids` maps
+    history ids to override ids (`prompts_admin.selectors.override_ids_of`)."""
+    if not version:
+        return gettext("not pinned yet")
+    if version == BUILTIN_PROMPT_VERSION:
+        return gettext("built-in")
+    history_id = version_history_id(version)
+    if history_id is not None:
+        override_id = override_ids.get(history_id)
+        if override_id is None:
+            return gettext("version %(version)s (no longer recorded)") % {"version": history_id}
+        return gettext("override #%(override)s (version %(version)s)") % {
+            "override": override_id,
+            "version": history_id,
+        }
+    unversioned = unversioned_override_id(version)
+    if unversioned is not None:
+        return gettext("override #%(override)s (unversioned)") % {"override": unversioned}
+    return version
+
+
+def prompt_versions_lines(
+    versions: Mapping[str, Any], override_ids: Mapping[int, int]
+) -> list[tuple[str, str]]:
+    """(agent label, version label) of each prompt agent, in the agents' order."""
+    return [
+        (
+            capfirst(agent_label(agent.value)),
+            prompt_version_label(str(versions.get(agent.value, "")), override_ids),
+        )
+        for agent in PROMPT_AGENTS
+    ]
 
 
 def handoff_label(reason: str, detail: str = "") -> str:
@@ -248,6 +285,26 @@ def _staff_summary_requested(message: Message) -> str:
     return gettext("%(who)s requested a new summary.") % {"who": _by(message)}
 
 
+def _staff_prompts_updated(message: Message) -> str:
+    params = _params(message)
+    before, after = params.get("from") or {}, params.get("to") or {}
+    ids = {int(h): int(o) for h, o in (params.get("overrides") or {}).items()}
+    changes = "; ".join(
+        gettext("%(agent)s: %(from)s → %(to)s")
+        % {
+            "agent": capfirst(agent_label(agent.value)),
+            "from": prompt_version_label(str(before.get(agent.value, "")), ids),
+            "to": prompt_version_label(str(after.get(agent.value, "")), ids),
+        }
+        for agent in PROMPT_AGENTS
+        if before.get(agent.value) != after.get(agent.value)
+    )
+    return gettext("%(who)s moved the conversation to the current prompts: %(changes)s.") % {
+        "who": _by(message),
+        "changes": changes,
+    }
+
+
 def _handoff_alert(message: Message) -> str:
     params = _params(message)
     values = {
@@ -289,6 +346,7 @@ _EVENT_TEXTS: Mapping[EventCode, Callable[[Message], str]] = {
     EventCode.STAFF_GIVEN_BACK: _staff_given_back,
     EventCode.STAFF_CLOSED: _staff_closed,
     EventCode.STAFF_SUMMARY_REQUESTED: _staff_summary_requested,
+    EventCode.STAFF_PROMPTS_UPDATED: _staff_prompts_updated,
     EventCode.HANDOFF_ALERT: _handoff_alert,
 }
 

@@ -116,6 +116,18 @@ class Session(models.Model):
         help_text=_("The registration data the customer was asked to confirm (code 4)."),
     )
     loaded_packages = models.JSONField(_("loaded packages"), default=list, blank=True)
+    # Issue 15 §3: each prompt agent's version ("builtin" or "override:<history_id>"), keyed by
+    # agent, pinned by the session's first turn and kept until it ends (or staff moves it to the
+    # current prompts, `conversations.staff_actions.session_prompts_update`).
+    prompt_versions = models.JSONField(
+        _("prompt versions"),
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text=_(
+            "The prompt version of each agent this conversation keeps: pinned at its first turn."
+        ),
+    )
     handoff_reason = models.CharField(
         _("handoff reason"), max_length=32, choices=HANDOFF_REASON_CHOICES, blank=True
     )

@@ -39,6 +39,9 @@ Rules chosen here:
   team's (`agents.history.STAFF_MARK`).
 - Close: any open state → CLOSED with ``closed_at``; the customer's next message opens a new
   session (`conversations.inbound.sessions`).
+- Use the current prompts (issue 15 §3): any open state; the session's pinned prompt versions
+  (`Session.prompt_versions`, pinned by its first turn) become the ones active now, so its next
+  turn uses them. A session already on them is left as it is (the double submit's no-op).
 """
 
 import logging
@@ -56,6 +59,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils.translation import gettext as _
 
+from agents.sources import prompt_versions_of
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.commit_hooks import on_commit_call
 from conversations.events import EventCode
@@ -71,6 +75,7 @@ from conversations.sending import TEMPLATE_MESSAGE_TYPE, TemplatePayload
 from conversations.turns.tasks import generate_handoff_summary
 from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 from conversations.whatsapp.tasks import send_message
+from prompts_admin.selectors import DatabasePromptSource, override_ids_of
 
 logger = logging.getLogger(__name__)
 
@@ -491,3 +496,43 @@ def session_summary_regenerate(
         _admin_log(user=user, session=session, text=_("Requested a new summary."))
     logger.info("staff_summary_requested", extra={"session_id": session_id, "user_id": user.pk})
     return ActionOutcome(True, _("A new summary was requested; reload in a moment."), event.pk)
+
+
+def session_prompts_update(*, session_id: int, user: User, now: datetime) -> ActionOutcome:
+    """Pin an open session to the prompt versions active now; its next turn uses them."""
+    with transaction.atomic():
+        session = _locked_session(session_id)
+        if session.state == SessionState.CLOSED:
+            raise StaffActionRefused(_("This conversation is closed."))
+        # Read under the session's lock: the versions written are the ones active at the click.
+        current = prompt_versions_of(DatabasePromptSource().active_overrides())
+        before = {str(agent): str(v) for agent, v in (session.prompt_versions or {}).items()}
+        if before == current:
+            return ActionOutcome(False, _("The conversation already uses the current prompts."))
+        Session.objects.filter(pk=session_id).update(prompt_versions=current)
+        # The override ids, so the event reads "override #12 (versão 345)" with no query.
+        overrides = override_ids_of([*before.values(), *current.values()])
+        event = _event(
+            session_id=session_id,
+            event=EventCode.STAFF_PROMPTS_UPDATED,
+            user=user,
+            now=now,
+            **{
+                "from": before,
+                "to": current,
+                "overrides": {str(h): o for h, o in sorted(overrides.items())},
+            },
+        )
+        _admin_log(
+            user=user, session=session, text=_("Moved the conversation to the current prompts.")
+        )
+    logger.info(
+        "staff_prompts_update",
+        extra={
+            "session_id": session_id,
+            "user_id": user.pk,
+            "from_versions": ",".join(f"{a}={v}" for a, v in sorted(before.items())),
+            "to_versions": ",".join(f"{a}={v}" for a, v in sorted(current.items())),
+        },
+    )
+    return ActionOutcome(True, _("The conversation now uses the current prompts."), event.pk)

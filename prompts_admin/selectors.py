@@ -1,12 +1,14 @@
 """Prompts and runtime settings as the agents read them: `DatabasePromptSource` implements
 `agents.sources.PromptSource`.
 
-`active_override()` is one query (the override and its latest history id); `runtime()` is two
-(the RuntimeConfig row, created with its defaults on first use, and the active strategic
-companies).
+`active_override()` is one query (the override and its latest history id), and so is
+`active_overrides()` (every prompt agent's), `override_at()` (one history row: an override's
+text as of a version) and `override_ids_of()`; `runtime()` is two (the RuntimeConfig row, created
+with its defaults on first use, and the active strategic companies).
 """
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any
 
@@ -15,19 +17,26 @@ from django.db.models import OuterRef, QuerySet, Subquery
 
 from agents.phones import phone_digits as phone_digits_of
 from agents.sources import OverrideTemplate, RuntimeSettings, StrategicCompanyInfo
-from agents.states import AgentName
+from agents.states import PROMPT_AGENTS, AgentName
 from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
 
 
-def _override_template(overrides: QuerySet[PromptOverride]) -> OverrideTemplate | None:
-    """The first override of `overrides` with its version (one query)."""
-    latest = Subquery(
+def _latest_history_id() -> Subquery:
+    return Subquery(
         _historical_override()
         .objects.filter(id=OuterRef("pk"))
         .order_by("-history_id")
         .values("history_id")[:1]
     )
-    row = overrides.annotate(version=latest).values_list("pk", "content", "version").first()
+
+
+def _override_template(overrides: QuerySet[PromptOverride]) -> OverrideTemplate | None:
+    """The first override of `overrides` with its version (one query)."""
+    row = (
+        overrides.annotate(version=_latest_history_id())
+        .values_list("pk", "content", "version")
+        .first()
+    )
     if row is None:
         return None
     pk, content, history_id = row
@@ -39,6 +48,35 @@ def override_version(history_id: int | None, override_id: int) -> str:
     if history_id is None:
         return f"override:unversioned-{override_id}"
     return f"override:{history_id}"
+
+
+_VERSIONED = re.compile(r"override:(\d+)")
+_UNVERSIONED = re.compile(r"override:unversioned-(\d+)")
+
+
+def version_history_id(version: str) -> int | None:
+    """The history id of an "override:<history_id>" version; None for any other version."""
+    match = _VERSIONED.fullmatch(version)
+    return int(match.group(1)) if match else None
+
+
+def unversioned_override_id(version: str) -> int | None:
+    """The override id of an "override:unversioned-<id>" version; None for any other."""
+    match = _UNVERSIONED.fullmatch(version)
+    return int(match.group(1)) if match else None
+
+
+def override_ids_of(versions: Iterable[str]) -> dict[int, int]:
+    """{history id: override id} of the "override:<history_id>" among `versions` (one query,
+    none when there is no such version); a history row that is gone is absent."""
+    history_ids = {h for h in map(version_history_id, versions) if h is not None}
+    if not history_ids:
+        return {}
+    return dict(
+        _historical_override()
+        .objects.filter(history_id__in=history_ids)
+        .values_list("history_id", "id")
+    )
 
 
 def phone_digits(lines: str) -> tuple[str, ...]:
@@ -56,6 +94,36 @@ def _historical_override() -> Any:
 class DatabasePromptSource:
     def active_override(self, agent: AgentName) -> OverrideTemplate | None:
         return _override_template(PromptOverride.objects.filter(agent=agent.value, is_active=True))
+
+    def active_overrides(self) -> dict[AgentName, OverrideTemplate | None]:
+        rows = (
+            PromptOverride.objects.filter(
+                is_active=True, agent__in=[agent.value for agent in PROMPT_AGENTS]
+            )
+            .annotate(version=_latest_history_id())
+            .values_list("agent", "pk", "content", "version")
+        )
+        found = {
+            agent: OverrideTemplate(content=content, version=override_version(history_id, pk))
+            for agent, pk, content, history_id in rows
+        }
+        return {agent: found.get(agent.value) for agent in PROMPT_AGENTS}
+
+    def override_at(self, agent: AgentName, version: str) -> OverrideTemplate | None:
+        history_id = version_history_id(version)
+        if history_id is None:
+            # "builtin" is not an override; an unversioned override has no text to go back to.
+            return None
+        content = (
+            _historical_override()
+            .objects.filter(history_id=history_id, agent=agent.value)
+            .values_list("content", flat=True)
+            .first()
+        )
+        return OverrideTemplate(content=content, version=version) if content is not None else None
+
+    def chosen_override(self, agent: AgentName) -> OverrideTemplate | None:
+        return None
 
     def runtime(self) -> RuntimeSettings:
         config = RuntimeConfig.load()
@@ -79,18 +147,20 @@ class DatabasePromptSource:
 
 class ChosenOverridesPromptSource(DatabasePromptSource):
     """The simulator's prompts (issue 14 §3): for the agents in `chosen`, that saved override,
-    active or a draft; the active one for the others. Built for one simulated turn only, so
-    what customers get never changes. A chosen override deleted since is the active one."""
+    active or a draft, over the simulated session's pinned version (`chosen_override`); the
+    session's own prompt for the others. Built for one simulated turn only, so what customers
+    get never changes. A chosen override deleted since is not chosen: the session's prompt
+    serves (the active one for `active_override`)."""
 
     def __init__(self, chosen: Mapping[AgentName, int]) -> None:
         self._chosen = dict(chosen)
 
-    def active_override(self, agent: AgentName) -> OverrideTemplate | None:
+    def chosen_override(self, agent: AgentName) -> OverrideTemplate | None:
         override_id = self._chosen.get(agent)
-        if override_id is not None:
-            chosen = _override_template(
-                PromptOverride.objects.filter(pk=override_id, agent=agent.value)
-            )
-            if chosen is not None:
-                return chosen
-        return super().active_override(agent)
+        if override_id is None:
+            return None
+        return _override_template(PromptOverride.objects.filter(pk=override_id, agent=agent.value))
+
+    def active_override(self, agent: AgentName) -> OverrideTemplate | None:
+        chosen = self.chosen_override(agent)
+        return chosen if chosen is not None else super().active_override(agent)

@@ -10,7 +10,7 @@ from django.http import HttpRequest
 from django.urls import URLPattern, reverse
 from django.utils import timezone
 from django.utils.formats import date_format
-from django.utils.html import escape
+from django.utils.html import escape, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import capfirst
 from django.utils.translation import gettext_lazy as _
@@ -24,10 +24,11 @@ from conversations.admin.queue import queue_urls
 from conversations.admin.simulator import simulator_urls
 from conversations.admin.staff_actions import staff_action_urls, staff_actions_panel
 from conversations.admin.transcript import session_transcript
-from conversations.labels import handoff_explanation, handoff_label
+from conversations.labels import handoff_explanation, handoff_label, prompt_versions_lines
 from conversations.models import Message, Session
 from conversations.personal_data import masker_of
 from knowledge_base.models import Segment
+from prompts_admin.selectors import override_ids_of
 
 # Shorter terms would match most messages and could not use the trigram index on PostgreSQL.
 MIN_MESSAGE_SEARCH_CHARS = 3
@@ -162,6 +163,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
                     "loaded_packages",
                     "handoff",
                     "handoff_explanation",
+                    "prompts",
                 )
             },
         ),
@@ -193,7 +195,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
         ),
     )
 
-    readonly_fields = ("document", "handoff", "handoff_explanation")
+    readonly_fields = ("document", "handoff", "handoff_explanation", "prompts")
 
     class Media:
         css = {"all": ("conversations/admin/session_list.css",)}
@@ -228,6 +230,16 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
     @admin.display(description=_("handoff detail"))
     def handoff_explanation(self, obj: Session) -> str:
         return handoff_explanation(obj.handoff_reason, obj.handoff_detail) or "—"
+
+    @admin.display(description=_("prompt versions"))
+    def prompts(self, obj: Session) -> str:
+        """The versions the conversation keeps, per agent ("Triagem: override #12 (versão 345)");
+        one query for the override ids, none when every agent is on the built-in prompt."""
+        versions = obj.prompt_versions or {}
+        if not versions:
+            return str(_("Not pinned yet: the conversation's first turn pins the active prompts."))
+        lines = prompt_versions_lines(versions, override_ids_of(map(str, versions.values())))
+        return format_html_join(mark_safe("<br>"), "{}: {}", lines)
 
     @admin.display(description=_("customer"), ordering="customer_name")
     def customer(self, obj: Session) -> str:

@@ -34,6 +34,7 @@ from conversations.staff_actions import (
     session_assign,
     session_close,
     session_give_back,
+    session_prompts_update,
     session_reply,
     session_send_template,
     session_summary_regenerate,
@@ -50,6 +51,7 @@ ACTION_NAMES = (
     "give_back",
     "close",
     "regenerate_summary",
+    "prompts_update",
 )
 BOT_STATE_CHOICES = [(value, label) for value, label in STATE_CHOICES if value in BOT_STATES]
 
@@ -135,6 +137,10 @@ def _regenerate_summary(request: HttpRequest, session_id: int, now: datetime) ->
     )
 
 
+def _prompts_update(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
+    return session_prompts_update(session_id=session_id, user=_staff(request), now=now)
+
+
 RUNS: dict[str, Run] = {
     "take_over": _take_over,
     "assign": _assign,
@@ -143,6 +149,7 @@ RUNS: dict[str, Run] = {
     "give_back": _give_back,
     "close": _close,
     "regenerate_summary": _regenerate_summary,
+    "prompts_update": _prompts_update,
 }
 
 
@@ -195,7 +202,7 @@ class StaffActionsPanel:
     state: str
     can_take_over: bool
     with_team: bool  # HUMAN: reply, templates, give back, new summary
-    is_open: bool  # not CLOSED: assign, close
+    is_open: bool  # not CLOSED: assign, close, use the current prompts
     window_open: bool
     window_text: str
     assigned_to: str

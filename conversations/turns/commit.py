@@ -4,7 +4,8 @@ If the lease is no longer ours, nothing is written. If a newer inbound message a
 (or staff took the session), the model's draft is stored with ``error="superseded"``, not sent,
 and the turn runs again with every pending message. Otherwise the session fields, the SYSTEM
 events, the lead (code 5), the OUTBOUND parts and ``processed_at`` of the turn's messages are
-written together, and the parts are sent — and the summary enqueued on a handoff — after commit.
+written together (with the prompt versions a session's first turn pinned), and the parts are
+sent — and the summary enqueued on a handoff — after commit.
 A handoff is written by `conversations.handoff.session_handoff`, in the same statements.
 
 A handoff or a failure is committed even when a newer message arrived (the newer message then
@@ -14,7 +15,7 @@ sweep, `conversations.sweeps`) exactly as a failed turn's commit does.
 """
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
 from uuid import UUID, uuid4
@@ -58,7 +59,7 @@ def turn_commit(
     with transaction.atomic():
         session = (
             Session.objects.select_for_update(no_key=_no_key_lock())
-            .only("id", "state", "lease_token")
+            .only("id", "state", "lease_token", "prompt_versions")
             .get(pk=turn.session_id)
         )
         if session.lease_token != turn.token:
@@ -86,7 +87,14 @@ def turn_commit(
             logger.info("turn_discarded", extra={**log, "state": session.state})
             return CommitOutcome.COMMITTED
         _write_turn(
-            turn, result, now, runtime, send=deps.send, enqueue_summary=deps.enqueue_summary
+            turn,
+            result,
+            now,
+            runtime,
+            send=deps.send,
+            enqueue_summary=deps.enqueue_summary,
+            # Staff may have pinned the session meanwhile (the current prompts): theirs stays.
+            pin=None if session.prompt_versions else turn.pin,
         )
     return CommitOutcome.COMMITTED
 
@@ -168,13 +176,17 @@ def _write_turn(
     *,
     send: Callable[[int], None],
     enqueue_summary: Callable[[int], None],
+    pin: Mapping[str, str] | None = None,
 ) -> list[int]:
     """Write everything the turn decided, send its parts after commit; their ids, in order.
 
     One UPDATE of the session and one INSERT of its rows either way: a handoff's go through
     `session_handoff` with the turn's own (which also registers the sends and the summary).
+    `pin`: the prompt versions the session's first turn pinned, written in that same UPDATE.
     """
     fields = session_fields(result, now)
+    if pin:
+        fields["prompt_versions"] = dict(pin)
     events = event_rows(turn, result.events, now)
     replies = reply_rows(turn, result.reply, now) if result.reply is not None else []
     if result.handoff is not None:

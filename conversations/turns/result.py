@@ -6,7 +6,7 @@ Thinking (`conversations.turns.think`) builds a `TurnResult`; the commit
 (`conversations.turns.commit`) writes it.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -30,6 +30,9 @@ class Turn:
     last_inbound_id: int
     # What the customer wrote this turn (searched for a strategic company's name or CNPJ).
     texts: tuple[str, ...] = ()
+    # The prompt versions this turn pinned (the session's first turn; None: pinned before).
+    # The commit writes them only if the session has none yet.
+    pin: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,17 +6,20 @@ inbound message before it releases, then looks once more, so a message that arri
 released is not stranded. Each turn is read (`conversations.turns.selectors`), thought through
 with no DB transaction open (`conversations.turns.think`) and committed
 (`conversations.turns.commit`); a HUMAN or CLOSED session's messages are only marked processed.
-The task's soft time limit (`deadline_errors`) ends the current turn in an ``llm_timeout``
-handoff. The phases and every failure's outcome: `conversations.turns`.
+A session's first turn pins the active prompt versions (`Session.prompt_versions`, one read of
+the three agents' overrides), written by its commit; later turns use the pinned ones. The
+task's soft time limit (`deadline_errors`) ends the current turn in an ``llm_timeout`` handoff.
+The phases and every failure's outcome: `conversations.turns`.
 """
 
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from uuid import UUID, uuid4
 
+from agents.sources import prompt_versions_of
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.lease import lease_claim, lease_release
 from conversations.metrics import turn_counted
@@ -133,6 +136,12 @@ def _process_turn(
     logger.info("turn_started", extra={**log, "state": turn.state.value})
     deps.mark_read(turn.last_inbound_id)
     context = session_context(session)
+    if not context.prompt_versions:
+        # The session's first turn pins the prompts active now (issue 15 §3); its commit
+        # writes them, and every later turn of the session uses them.
+        pin = prompt_versions_of(deps.prompts.active_overrides())
+        context = replace(context, prompt_versions=pin)
+        turn = replace(turn, pin=pin)
     runtime = deps.prompts.runtime()
     try:
         result = turn_think(

@@ -37,6 +37,7 @@ def session_context(session: Session) -> SessionContext:
         confirmation_data=(
             dict(session.confirmation_data) if session.confirmation_data is not None else None
         ),
+        prompt_versions={str(k): str(v) for k, v in (session.prompt_versions or {}).items()},
     )
 
 

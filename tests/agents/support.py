@@ -28,7 +28,7 @@ from agents.sources import (
     RuntimeSettings,
     StrategicCompanyInfo,
 )
-from agents.states import AGENT_FOR_STATE, AgentName, SessionState
+from agents.states import AGENT_FOR_STATE, PROMPT_AGENTS, AgentName, SessionState
 from agents.templating import ProblemKind
 
 # Tuesday 2026-03-10 10:00 in São Paulo: open with the weekly hours below.
@@ -166,16 +166,35 @@ def make_inputs(
 
 
 class FakePromptSource:
+    """`overrides`: the active ones; `versions`: older texts by version (what `override_at`
+    finds); `chosen`: the simulator's choice."""
+
     def __init__(
         self,
         runtime: RuntimeSettings = RUNTIME,
         overrides: Mapping[AgentName, OverrideTemplate] | None = None,
+        versions: Mapping[str, OverrideTemplate] | None = None,
+        chosen: Mapping[AgentName, OverrideTemplate] | None = None,
     ) -> None:
         self._runtime = runtime
         self.overrides = dict(overrides or {})
+        self.versions = dict(versions or {})
+        self.chosen = dict(chosen or {})
 
     def active_override(self, agent: AgentName) -> OverrideTemplate | None:
         return self.overrides.get(agent)
+
+    def active_overrides(self) -> dict[AgentName, OverrideTemplate | None]:
+        return {agent: self.overrides.get(agent) for agent in PROMPT_AGENTS}
+
+    def override_at(self, agent: AgentName, version: str) -> OverrideTemplate | None:
+        active = self.overrides.get(agent)
+        if active is not None and active.version == version:
+            return active
+        return self.versions.get(version)
+
+    def chosen_override(self, agent: AgentName) -> OverrideTemplate | None:
+        return self.chosen.get(agent)
 
     def runtime(self) -> RuntimeSettings:
         return self._runtime

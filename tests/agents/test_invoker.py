@@ -448,3 +448,107 @@ def test_business_hours_come_from_the_runtime_and_the_clock() -> None:
         "- Horário de atendimento humano: fechado agora; próxima abertura: quarta-feira, "
         "11/03/2026, 08:00."
     ) in call.instructions
+
+
+# --- The session's pinned prompt versions (issue 15 §3) -----------------------------------------
+
+OLD = OverrideTemplate("Texto antigo de {{ agent_name }}.", "override:11")
+NEW = OverrideTemplate("Texto novo de {{ agent_name }}.", "override:12")
+PINNED_OLD = {"triagem": "override:11", "qualificacao": "builtin", "coleta": "builtin"}
+
+
+def test_a_pinned_override_version_is_used_though_another_is_active() -> None:
+    prompts = FakePromptSource(overrides={AgentName.TRIAGEM: NEW}, versions={OLD.version: OLD})
+    recorder = RecordingRecorder()
+
+    call = make_invoker(prompts=prompts, recorder=recorder).invoke(
+        session=make_session(prompt_versions=PINNED_OLD), agent=AgentName.TRIAGEM
+    )
+
+    assert call.instructions.startswith("Texto antigo de Lia.")
+    assert (call.prompt_version, recorder.calls[0]["prompt_version"]) == (
+        "override:11",
+        "override:11",
+    )
+    assert call.context_snapshot["prompt_version"] == "override:11"
+
+
+def test_a_pinned_builtin_prompt_is_used_though_an_override_is_active() -> None:
+    prompts = FakePromptSource(overrides={AgentName.QUALIFICACAO: NEW})
+
+    call = make_invoker(prompts=prompts).invoke(
+        session=make_session(AgentName.QUALIFICACAO, prompt_versions=PINNED_OLD),
+        agent=AgentName.QUALIFICACAO,
+    )
+
+    assert call.prompt_version == "builtin"
+    assert call.instructions.startswith("Você é Lia, assistente virtual")
+
+
+def test_an_agent_the_session_did_not_pin_uses_the_active_override() -> None:
+    prompts = FakePromptSource(overrides={AgentName.TRIAGEM: NEW})
+
+    call = make_invoker(prompts=prompts).invoke(
+        session=make_session(prompt_versions={}), agent=AgentName.TRIAGEM
+    )
+
+    assert call.prompt_version == "override:12"
+
+
+def test_an_unresolved_pin_falls_back_to_the_active_override_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # No text for override:11 (its history row is gone).
+    prompts = FakePromptSource(overrides={AgentName.TRIAGEM: NEW})
+    invoker = make_invoker(prompts=prompts)
+    session = make_session(prompt_versions=PINNED_OLD)
+
+    with caplog.at_level(logging.WARNING, logger="agents.invoker"):
+        calls = [invoker.invoke(session=session, agent=AgentName.TRIAGEM) for _ in range(2)]
+
+    assert [c.prompt_version for c in calls] == ["override:12", "override:12"]
+    assert calls[0].instructions.startswith("Texto novo de Lia.")
+    assert [
+        (r.getMessage(), vars(r)["session_id"], vars(r)["agent"], vars(r)["prompt_version"])
+        for r in caplog.records
+    ] == [("prompt_pin_unresolved", 7, "triagem", "override:11")]
+    assert "Marina" not in caplog.text
+    assert "5519987654321" not in caplog.text
+
+
+def test_an_unresolved_pin_with_no_active_override_uses_the_builtin_prompt() -> None:
+    call = make_invoker(prompts=FakePromptSource()).invoke(
+        session=make_session(prompt_versions=PINNED_OLD), agent=AgentName.TRIAGEM
+    )
+
+    assert call.prompt_version == "builtin"
+
+
+def test_the_simulators_chosen_override_wins_over_the_pin() -> None:
+    draft = OverrideTemplate("Rascunho de {{ agent_name }}.", "override:40")
+    prompts = FakePromptSource(
+        overrides={AgentName.TRIAGEM: NEW},
+        versions={OLD.version: OLD},
+        chosen={AgentName.TRIAGEM: draft},
+    )
+
+    call = make_invoker(prompts=prompts).invoke(
+        session=make_session(prompt_versions=PINNED_OLD), agent=AgentName.TRIAGEM
+    )
+
+    assert (call.prompt_version, call.instructions[:18]) == ("override:40", "Rascunho de Lia.\n\n")
+
+
+def test_an_explicit_override_wins_over_the_pin_and_the_choice() -> None:
+    prompts = FakePromptSource(
+        versions={OLD.version: OLD},
+        chosen={AgentName.TRIAGEM: NEW},
+    )
+
+    prepared = make_invoker(prompts=prompts).prepare(
+        session=make_session(prompt_versions=PINNED_OLD),
+        agent=AgentName.TRIAGEM,
+        override=OverrideTemplate("Prévia.", "preview"),
+    )
+
+    assert (prepared.prompt_version, prepared.instructions[:9]) == ("preview", "Prévia.\n\n")

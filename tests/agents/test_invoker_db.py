@@ -3,6 +3,7 @@
 
 import logging
 import time
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -272,6 +273,49 @@ def test_one_invocation_makes_a_fixed_number_of_queries(
 
     assert len(call.messages) == min(messages, 50)
     assert call.instructions.count("Conteúdo completo do pacote") == loaded
+
+
+@pytest.mark.parametrize("pinned", ["override", "builtin"])
+def test_a_pinned_version_costs_one_query_for_an_override_and_none_for_the_builtin(
+    django_assert_num_queries: DjangoAssertNumQueries,
+    models_per_agent: dict[AgentName, str],
+    pinned: str,
+) -> None:
+    session = make_world()
+    old = PromptOverride.objects.create(agent="triagem", content="Antigo", is_active=True)
+    version = f"override:{old.history.get().history_id}" if pinned == "override" else "builtin"
+    PromptOverride.objects.filter(pk=old.pk).update(is_active=False)
+    PromptOverride.objects.create(agent="triagem", content="Novo", is_active=True)
+    context = replace(session_context(session), prompt_versions={"triagem": version})
+    invoker = build_agent_invoker(llm=FakeLLM())
+
+    # The pinned history row instead of the active override; nothing for the built-in prompt.
+    expected = QUERIES_PER_INVOCATION if pinned == "override" else QUERIES_PER_INVOCATION - 1
+    with django_assert_num_queries(expected):
+        call = invoker.invoke(session=context, agent=AgentName.TRIAGEM)
+
+    assert call.prompt_version == version
+    assert call.instructions.startswith("Antigo" if pinned == "override" else "Você é Lia")
+
+
+def test_a_pin_whose_history_row_is_gone_uses_the_active_override(
+    models_per_agent: dict[AgentName, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    session = make_world()
+    old = PromptOverride.objects.create(agent="triagem", content="Antigo", is_active=False)
+    gone = old.history.get().history_id
+    old.history.all().delete()
+    active = PromptOverride.objects.create(agent="triagem", content="Ativo", is_active=True)
+    context = replace(session_context(session), prompt_versions={"triagem": f"override:{gone}"})
+
+    with caplog.at_level(logging.WARNING, logger="agents.invoker"):
+        call = build_agent_invoker(llm=FakeLLM()).invoke(session=context, agent=AgentName.TRIAGEM)
+
+    assert call.instructions.startswith("Ativo")
+    assert LLMCall.objects.get().prompt_version == f"override:{active.history.get().history_id}"
+    assert [(r.getMessage(), vars(r)["prompt_version"]) for r in caplog.records] == [
+        ("prompt_pin_unresolved", f"override:{gone}")
+    ]
 
 
 def test_build_agent_invoker_defaults_to_the_openai_client_from_settings(

@@ -20,7 +20,11 @@ from conversations.models import Direction, LLMCall, Message, Session
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
-from prompts_admin.selectors import DatabasePromptSource
+from prompts_admin.selectors import (
+    ChosenOverridesPromptSource,
+    DatabasePromptSource,
+    override_ids_of,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -139,6 +143,93 @@ def test_active_override_with_its_latest_history_id(
 
     assert found == OverrideTemplate("v2 {{ agent_name }}", f"override:{latest}")
     assert DatabasePromptSource().active_override(AgentName.COLETA) is None
+
+
+def test_active_overrides_of_every_prompt_agent_in_one_query(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
+    PromptOverride.objects.create(agent="triagem", content="rascunho", is_active=False)
+    triagem = PromptOverride.objects.create(agent="triagem", content="t1", is_active=True)
+    triagem.content = "t2"
+    triagem.save()
+    coleta = PromptOverride.objects.create(agent="coleta", content="c1", is_active=True)
+
+    with django_assert_num_queries(1):
+        found = DatabasePromptSource().active_overrides()
+
+    assert found == {
+        AgentName.TRIAGEM: OverrideTemplate(
+            "t2", f"override:{triagem.history.latest('history_id').history_id}"
+        ),
+        AgentName.QUALIFICACAO: None,
+        AgentName.COLETA: OverrideTemplate("c1", f"override:{coleta.history.get().history_id}"),
+    }
+
+
+def test_override_at_reads_the_text_as_of_that_version_in_one_query(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
+    override = PromptOverride.objects.create(agent="triagem", content="antigo", is_active=True)
+    old = override.history.get().history_id
+    override.content = "novo"
+    override.is_active = False
+    override.save()
+
+    with django_assert_num_queries(1):
+        found = DatabasePromptSource().override_at(AgentName.TRIAGEM, f"override:{old}")
+
+    assert found == OverrideTemplate("antigo", f"override:{old}")
+
+
+@pytest.mark.parametrize(
+    ("agent", "version", "queries"),
+    [
+        # Another agent's version is not this agent's prompt.
+        (AgentName.COLETA, "override:{old}", 1),
+        (AgentName.TRIAGEM, "override:999999", 1),
+        (AgentName.TRIAGEM, "override:unversioned-3", 0),
+        (AgentName.TRIAGEM, "builtin", 0),
+        (AgentName.TRIAGEM, "", 0),
+    ],
+)
+def test_override_at_is_none_for_a_version_it_cannot_read(
+    django_assert_num_queries: DjangoAssertNumQueries, agent: AgentName, version: str, queries: int
+) -> None:
+    override = PromptOverride.objects.create(agent="triagem", content="antigo", is_active=True)
+    old = override.history.get().history_id
+
+    with django_assert_num_queries(queries):
+        assert DatabasePromptSource().override_at(agent, version.format(old=old)) is None
+
+
+def test_override_ids_of_the_versions_in_one_query(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
+    override = PromptOverride.objects.create(agent="triagem", content="v1")
+    first = override.history.get().history_id
+    override.content = "v2"
+    override.save()
+    second = override.history.latest("history_id").history_id
+
+    with django_assert_num_queries(1):
+        ids = override_ids_of([f"override:{first}", f"override:{second}", "builtin", "override:0"])
+
+    assert ids == {first: override.pk, second: override.pk}
+    with django_assert_num_queries(0):
+        assert override_ids_of(["builtin", "override:unversioned-4"]) == {}
+
+
+def test_only_the_simulators_source_has_a_chosen_override() -> None:
+    draft = PromptOverride.objects.create(agent="triagem", content="rascunho")
+    chosen = ChosenOverridesPromptSource({AgentName.TRIAGEM: draft.pk})
+
+    assert chosen.chosen_override(AgentName.TRIAGEM) == OverrideTemplate(
+        "rascunho", f"override:{draft.history.get().history_id}"
+    )
+    assert chosen.chosen_override(AgentName.COLETA) is None
+    assert DatabasePromptSource().chosen_override(AgentName.TRIAGEM) is None
+    draft.delete()
+    assert chosen.chosen_override(AgentName.TRIAGEM) is None
 
 
 def test_runtime_settings_from_config_and_active_strategic_companies(

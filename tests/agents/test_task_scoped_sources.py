@@ -22,6 +22,22 @@ class CountingPromptSource:
             return OverrideTemplate(content="Olá", version="override:7")
         return None
 
+    def active_overrides(self) -> dict[AgentName, OverrideTemplate | None]:
+        self.calls.append("actives")
+        return {
+            AgentName.TRIAGEM: OverrideTemplate(content="Olá", version="override:7"),
+            AgentName.QUALIFICACAO: None,
+            AgentName.COLETA: None,
+        }
+
+    def override_at(self, agent: AgentName, version: str) -> OverrideTemplate | None:
+        self.calls.append(f"at:{agent.value}:{version}")
+        return OverrideTemplate(content=f"texto de {version}", version=version)
+
+    def chosen_override(self, agent: AgentName) -> OverrideTemplate | None:
+        self.calls.append(f"chosen:{agent.value}")
+        return None
+
     def runtime(self) -> RuntimeSettings:
         self.calls.append("runtime")
         return RuntimeSettings(agent_name="Lia", company_name="Lab", business_hours={})
@@ -52,6 +68,27 @@ def test_prompt_source_reads_runtime_once_and_each_agents_override_once() -> Non
     assert source.active_override(AgentName.COLETA) is None
 
     assert inner.calls == ["runtime", "override:triagem", "override:coleta"]
+
+
+def test_prompt_source_reads_the_active_overrides_once_and_serves_their_versions() -> None:
+    inner = CountingPromptSource()
+    source = TaskScopedPromptSource(inner)
+
+    actives = source.active_overrides()
+    assert source.active_overrides() is actives
+    # The version a first turn pins is the active override it was read with: no second read.
+    assert source.override_at(AgentName.TRIAGEM, "override:7") == OverrideTemplate(
+        "Olá", "override:7"
+    )
+    # An older version is read once (history rows never change).
+    for _ in range(2):
+        assert source.override_at(AgentName.TRIAGEM, "override:3") == OverrideTemplate(
+            "texto de override:3", "override:3"
+        )
+    for _ in range(2):
+        assert source.chosen_override(AgentName.COLETA) is None
+
+    assert inner.calls == ["actives", "at:triagem:override:3", "chosen:coleta"]
 
 
 def test_kb_source_reads_the_catalog_once_and_packages_every_time() -> None:

@@ -46,6 +46,7 @@ ACTIONS = (
     "give-back",
     "close",
     "regenerate-summary",
+    "prompts-update",
 )
 
 
@@ -852,7 +853,12 @@ def buttons(page: str) -> list[str]:
 def test_support_sees_take_over_on_a_bot_conversation(session: Session, support: User) -> None:
     page = client_of(support).get(page_url(session)).content.decode()
 
-    assert buttons(page) == ["action-take-over", "action-assign", "action-close"]
+    assert buttons(page) == [
+        "action-take-over",
+        "action-assign",
+        "action-close",
+        "action-prompts-update",
+    ]
     assert 'id="reply-form"' not in page
 
 
@@ -879,6 +885,7 @@ def test_support_sees_the_reply_box_and_templates_with_the_team(
         "action-regenerate-summary",
         "action-assign",
         "action-close",
+        "action-prompts-update",
         "action-reply",
         "action-send-template",
     ]

@@ -4,6 +4,7 @@
 No database here: pytest-django blocks it, so a preview that still read a session itself fails.
 """
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,12 +13,18 @@ from django.http import Http404
 
 from agents.invoker import AgentInvoker
 from agents.masking import Masker, known_values
-from agents.sources import HistoryEntry
+from agents.sources import HistoryEntry, OverrideTemplate
 from agents.states import AgentName, SessionState
 from conversations.prompt_preview import DatabasePreviewSessionSource
 from prompts_admin import preview
 from prompts_admin.preview import PreviewSession, prompt_preview, sample_session
-from tests.agents.support import INSTANCE, FakeHistorySource, make_invoker, make_session
+from tests.agents.support import (
+    INSTANCE,
+    FakeHistorySource,
+    FakePromptSource,
+    make_invoker,
+    make_session,
+)
 
 SESSION = make_session(AgentName.COLETA)  # session 7, Marina, a water sample
 SAID = "Sou a Marina, meu número é 5519987654321"
@@ -28,6 +35,7 @@ class FakePreviewSessions:
 
     def __init__(self) -> None:
         self.reads: list[tuple[int, bool]] = []
+        self.context = SESSION
 
     def may_pick_session(self, user: Any) -> bool:
         return True
@@ -49,7 +57,7 @@ class FakePreviewSessions:
                 data=[dict(SESSION.registration_data)],
             )
         )
-        return PreviewSession(context=SESSION, masker=masker if mask_personal_data else None)
+        return PreviewSession(context=self.context, masker=masker if mask_personal_data else None)
 
     def recent_sessions(self, limit: int, *, mask_personal_data: bool) -> list[tuple[int, str]]:
         return []
@@ -98,6 +106,24 @@ def test_an_unmasked_preview_at_another_agent_shows_the_session_at_its_first_sta
     assert shown.session.state is SessionState.TRIAGE
     assert shown.stage_changed is True
     assert [m.content for m in shown.prepared.messages] == [SAID]
+
+
+def test_the_preview_shows_the_active_prompt_not_the_sessions_pinned_version() -> None:
+    sessions = FakePreviewSessions()
+    active = OverrideTemplate("Coleta ativa de {{ agent_name }}.", "override:30")
+    pinned = replace(
+        SESSION,
+        prompt_versions={"triagem": "builtin", "qualificacao": "builtin", "coleta": "builtin"},
+    )
+    sessions.context = pinned
+    invoker = make_invoker(prompts=FakePromptSource(overrides={AgentName.COLETA: active}))
+
+    shown = prompt_preview(
+        agent=AgentName.COLETA, content=None, session_id=7, sessions=sessions, invoker=invoker
+    )
+
+    assert shown.prepared.prompt_version == "override:30"
+    assert shown.prepared.instructions.startswith("Coleta ativa de Lia.")
 
 
 def test_a_session_the_source_does_not_know_is_404() -> None:

@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from agents.states import SessionState
 from conversations.models import DeliveryStatus, Instance, LLMCall, Session
 from conversations.turns.run import ProcessOutcome, ProcessReport, session_process
+from prompts_admin.models import PromptOverride
 from tests.agents.support import NOW
 from tests.conversations.turns.support import (
     OPEN_TEXT,
@@ -238,13 +239,16 @@ def test_an_unexpected_error_releases_the_lease_and_keeps_the_message_pending(
 # services, packages). The pipeline's own: claim the lease (1), the pending messages (1), the
 # session with its instance (1), the commit (5: lock the session, look for newer messages, update
 # the session, insert the messages, mark the turn's messages processed), and the drain (3: pending
-# again, release, look once more). Each agent call: its agent's override (1), the history (1) and
-# its LLMCall (1).
+# again, release, look once more). Each agent call: the history (1) and its LLMCall (1), and its
+# prompt: a session's first turn reads every agent's active override once (1, the versions it
+# pins, which its calls then use with no other read); a later turn reads the pinned version of an
+# override (1 per agent called), and nothing for a pinned built-in prompt.
 SHARED_READS = 2 + 4
+PIN_READ = 1
 
 
 PIPELINE_QUERIES = 1 + 1 + 1 + 5 + 3
-AGENT_CALL_QUERIES = 1 + 1 + 1
+AGENT_CALL_QUERIES = 1 + 1
 
 
 def _queries_of_one_run(session: Session, run: Pipeline, capture: Any) -> list[str]:
@@ -261,8 +265,28 @@ def test_a_respond_turn_runs_a_fixed_number_of_queries(instance: Instance, captu
 
     sql = _queries_of_one_run(session, run, capture)
 
-    assert len(sql) == PIPELINE_QUERIES + SHARED_READS + AGENT_CALL_QUERIES == 20
+    assert len(sql) == PIPELINE_QUERIES + SHARED_READS + PIN_READ + AGENT_CALL_QUERIES == 20
     assert len(outbound(session)) == 1
+
+
+def test_a_later_turn_reads_the_pinned_override_and_nothing_for_the_builtin(
+    instance: Instance, capture: Any
+) -> None:
+    override = PromptOverride.objects.create(agent="triagem", content="Oi!", is_active=True)
+    version = f"override:{override.history.get().history_id}"
+    pinned = {"triagem": version, "qualificacao": "builtin", "coleta": "builtin"}
+    session = make_session(instance, prompt_versions=pinned)
+    for text in ("Oi", "quero um orçamento"):
+        inbound(session, text)
+    run = pipeline(
+        '{"s":2,"segmento":"AMBIENTAL","intencao":"ORCAMENTO"}', '{"s":1}Qual a origem da água?'
+    )
+
+    sql = _queries_of_one_run(session, run, capture)
+
+    # triagem's pinned override (1), qualificacao's built-in prompt (0).
+    assert len(sql) == PIPELINE_QUERIES + SHARED_READS + 1 + 2 * AGENT_CALL_QUERIES == 22
+    assert [c.prompt_version for c in LLMCall.objects.order_by("id")] == [version, "builtin"]
 
 
 def test_a_routing_turn_adds_only_the_second_agent_call(instance: Instance, capture: Any) -> None:
@@ -275,7 +299,8 @@ def test_a_routing_turn_adds_only_the_second_agent_call(instance: Instance, capt
 
     sql = _queries_of_one_run(session, run, capture)
 
-    # Three messages in the turn cost no more than one; the routing event shares the insert.
-    assert len(sql) == PIPELINE_QUERIES + SHARED_READS + 2 * AGENT_CALL_QUERIES == 23
+    # Three messages in the turn cost no more than one; the routing event shares the insert; the
+    # second agent's prompt is the version pinned with the first's (no read).
+    assert len(sql) == PIPELINE_QUERIES + SHARED_READS + PIN_READ + 2 * AGENT_CALL_QUERIES == 22
     assert len(outbound(session)) == 1
     assert events(session) == [("state_changed", "to_qualification")]
