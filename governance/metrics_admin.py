@@ -47,10 +47,10 @@ DASH = "—"
 class MetricsFilterForm(forms.Form):
     agent = forms.ChoiceField(label=gettext_lazy("Agent"), choices=AGENT_CHOICES)
     date_from = forms.DateField(
-        label=gettext_lazy("From"), widget=forms.DateInput(attrs={"type": "date"})
+        label=gettext_lazy("Start date"), widget=forms.DateInput(attrs={"type": "date"})
     )
     date_to = forms.DateField(
-        label=gettext_lazy("To"), widget=forms.DateInput(attrs={"type": "date"})
+        label=gettext_lazy("End date"), widget=forms.DateInput(attrs={"type": "date"})
     )
     include_simulated = forms.BooleanField(
         label=gettext_lazy("Include simulated conversations"), required=False
@@ -122,7 +122,8 @@ def version_label(metrics: VersionMetrics) -> str:
 def decimal(value: float | None, places: int = 1) -> str:
     if value is None:
         return DASH
-    return number_format(value, places, force_grouping=True)
+    # Rounded first: `number_format` cuts the digits beyond `places` off.
+    return number_format(round(value, places), places, force_grouping=True)
 
 
 def points_change(current: float, previous: float | None) -> str:
@@ -180,7 +181,7 @@ def version_rows(metrics: PromptMetrics, reasons: list[HandoffReason]) -> list[V
                 turns_to_confirmation=decimal(one.turns_to_confirmation),
                 leads_per_session=decimal(one.leads_per_session, 2),
                 tokens_per_session=decimal(one.tokens_per_session, 0),
-                cost_per_session=DASH if cost is None else number_format(cost, 4),
+                cost_per_session=DASH if cost is None else number_format(round(cost, 6), 6),
                 latency=f"{decimal(one.latency_p50_ms, 0)} / {decimal(one.latency_p95_ms, 0)}",
                 by_reason=[
                     f"{decimal(one.handoff_rate_for(reason.value))} %" for reason in reasons
@@ -236,10 +237,10 @@ def handoff_chart(metrics: PromptMetrics, *, agent_label: str) -> SafeString:
         "per": per,
     }
     description = _(
-        "Share of the conversations that spoke to each version in the %(bucket)s and were "
-        "handed to a person (confirmed leads excluded), from %(start)s to %(end)s."
+        "Share of the conversations that spoke to each version and were handed to a person "
+        "(confirmed leads excluded), %(per)s, from %(start)s to %(end)s."
     ) % {
-        "bucket": _("day") if bucket == "day" else _("week"),
+        "per": per,
         "start": date_format(metrics.filters.date_from, "SHORT_DATE_FORMAT"),
         "end": date_format(metrics.filters.date_to, "SHORT_DATE_FORMAT"),
     }
