@@ -25,10 +25,10 @@ Definitions (README, "Outcome metrics per prompt version"):
   `latency_ms`, failed calls included (a timeout is the time the customer waited).
 
 Query count: `prompt_metrics` runs 7 queries (6 when no override version is in the period,
-where the override labels need none), whatever the number of versions, conversations and
-calls (tests/governance/test_metrics.py asserts it). Percentiles are computed by PostgreSQL;
-on SQLite (the suite without PostgreSQL) the same queries return the values and Python
-interpolates them the same way.
+where the override labels need none; one more on PostgreSQL, `without_jit`), whatever the
+number of versions, conversations and calls (tests/governance/test_metrics.py asserts it).
+Percentiles are computed by PostgreSQL; on SQLite (the suite without PostgreSQL) the same
+queries return the values and Python interpolates them the same way.
 """
 
 import math
@@ -39,7 +39,7 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, Literal
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Aggregate, Count, FloatField, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import TruncDate, TruncWeek
 from django.utils import timezone
@@ -231,24 +231,35 @@ def _calls(filters: MetricsFilters, purpose: LLMCallPurpose) -> QuerySet[LLMCall
 
 def prompt_metrics(*, filters: MetricsFilters) -> PromptMetrics:
     """The metrics of every version of `filters.agent` that ran in the period."""
-    agent_calls = _calls(filters, LLMCallPurpose.AGENT)
-    versions: dict[str, VersionMetrics] = {}
-    _add_outcomes(versions, agent_calls)
-    if not versions:
-        return PromptMetrics(filters=filters, versions=[], buckets=[], points={})
-    priced = _add_tokens(versions, agent_calls)
-    _add_repairs(versions, filters, priced)
-    _set_costs(versions, priced)
-    _add_latencies(versions, agent_calls)
-    _add_turns_to_milestones(versions, filters)
-    _add_override_versions(versions)
+    # No savepoint inside a caller's transaction: `SET LOCAL` then lasts until it ends.
+    with transaction.atomic(savepoint=False):
+        without_jit()
+        agent_calls = _calls(filters, LLMCallPurpose.AGENT)
+        versions: dict[str, VersionMetrics] = {}
+        _add_outcomes(versions, agent_calls)
+        if not versions:
+            return PromptMetrics(filters=filters, versions=[], buckets=[], points={})
+        priced = _add_tokens(versions, agent_calls)
+        _add_repairs(versions, filters, priced)
+        _set_costs(versions, priced)
+        _add_latencies(versions, agent_calls)
+        _add_turns_to_milestones(versions, filters)
+        _add_override_versions(versions)
+        points = _chart_points(agent_calls, filters.bucket)
     ordered = sorted(versions.values(), key=lambda v: (v.first_call_at, v.version), reverse=True)
     return PromptMetrics(
-        filters=filters,
-        versions=ordered,
-        buckets=chart_buckets(filters),
-        points=_chart_points(agent_calls, filters.bucket),
+        filters=filters, versions=ordered, buckets=chart_buckets(filters), points=points
     )
+
+
+def without_jit() -> None:
+    """PostgreSQL: no JIT compilation for the rest of the transaction. These queries' estimated
+    costs pass `jit_above_cost` while they run in tenths of a second: compiling them took
+    longer than running them (4.3 s instead of 1.2 s at 200,000 calls, bench/prompt_metrics.py).
+    One more query on PostgreSQL."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL jit = off")
 
 
 def _add_outcomes(versions: dict[str, VersionMetrics], calls: QuerySet[LLMCall]) -> None:
@@ -376,13 +387,16 @@ def _grouped(rows: Iterable[tuple[str, float]]) -> dict[str, list[float]]:
 # - scope: the (version, conversation) pairs of the period (the attribution);
 # - reached: when each conversation reached the milestone: its Lead's creation ("confirmation")
 #   and, for triage versions, its first `qualificacao` agent call ("qualification");
-# - counted: the conversation's distinct turns of agent calls (any agent) up to that moment.
+# - counted: the conversation's distinct turns of agent calls (any agent) up to that moment, a
+#   subquery per conversation on the index (session, created_at): a join of the calls with the
+#   reached conversations made PostgreSQL read the whole call table (2.4 s instead of about
+#   0.2 s at 200,000 calls, bench/prompt_metrics.py).
 TURNS_SCOPE_SQL = """
 WITH scope AS (
     SELECT DISTINCT c.prompt_version, c.session_id
     FROM {llmcall} c JOIN {session} s ON s.id = c.session_id
     WHERE c.agent = %s AND c.purpose = 'agent' AND c.created_at >= %s AND c.created_at < %s
-      AND (%s OR s.is_simulated = %s)
+      {real_only}
 ),
 reached AS (
     SELECT 'confirmation' AS milestone, l.session_id, l.created_at AS reached_at
@@ -390,14 +404,15 @@ reached AS (
     {qualification}
 ),
 counted AS (
-    SELECT r.milestone, scope.prompt_version, COUNT(DISTINCT t.turn_id) AS turns
-    FROM scope
-    JOIN reached r ON r.session_id = scope.session_id
-    JOIN {llmcall} t ON t.session_id = scope.session_id AND t.purpose = 'agent'
-        AND t.created_at <= r.reached_at
-    GROUP BY r.milestone, scope.prompt_version, scope.session_id
+    SELECT r.milestone, scope.prompt_version, (
+        SELECT COUNT(DISTINCT t.turn_id) FROM {llmcall} t
+        WHERE t.session_id = scope.session_id AND t.purpose = 'agent'
+          AND t.created_at <= r.reached_at
+    ) AS turns
+    FROM scope JOIN reached r ON r.session_id = scope.session_id
 )
 """
+REAL_ONLY_SQL = "AND s.is_simulated = %s"
 QUALIFICATION_SQL = """
     UNION ALL
     SELECT 'qualification', q.session_id, MIN(q.created_at)
@@ -420,11 +435,14 @@ def turns_sql(filters: MetricsFilters, *, median: bool) -> tuple[str, list[Any]]
         "lead": connection.ops.quote_name(Lead._meta.db_table),
     }
     qualification = QUALIFICATION_SQL.format(**tables) if filters.agent is AgentName.TRIAGEM else ""
-    sql = TURNS_SCOPE_SQL.format(qualification=qualification, **tables)
+    real_only = "" if filters.include_simulated else REAL_ONLY_SQL
+    sql = TURNS_SCOPE_SQL.format(qualification=qualification, real_only=real_only, **tables)
     sql += TURNS_MEDIAN_SQL if median else TURNS_VALUES_SQL
     start, end = period_bounds(filters)
     adapt = connection.ops.adapt_datetimefield_value
-    params = [filters.agent.value, adapt(start), adapt(end), filters.include_simulated, False]
+    params: list[Any] = [filters.agent.value, adapt(start), adapt(end)]
+    if not filters.include_simulated:
+        params.append(False)
     return sql, params
 
 

@@ -202,6 +202,14 @@ def bucket_label(day: date, bucket: str) -> str:
     return _("week of %(date)s") % {"date": text} if bucket == "week" else text
 
 
+def handoff_chart_title(metrics: PromptMetrics, *, agent_label: str) -> str:
+    per = _("per day") if metrics.filters.bucket == "day" else _("per week")
+    return _("Handoff rate of the %(agent)s agent's prompt versions, %(per)s") % {
+        "agent": agent_label,
+        "per": per,
+    }
+
+
 def handoff_chart(metrics: PromptMetrics, *, agent_label: str) -> SafeString:
     """The handoff rate per version and day (or week), oldest version first in the legend."""
     bucket = metrics.filters.bucket
@@ -232,10 +240,7 @@ def handoff_chart(metrics: PromptMetrics, *, agent_label: str) -> SafeString:
         series.append(Series(name=name, points=points))
     y_max = min(100.0, max(10.0, 10 * -(-top // 10)))
     per = _("per day") if bucket == "day" else _("per week")
-    title = _("Handoff rate of the %(agent)s agent's prompt versions, %(per)s") % {
-        "agent": agent_label,
-        "per": per,
-    }
+    title = handoff_chart_title(metrics, agent_label=agent_label)
     description = _(
         "Share of the conversations that spoke to each version and were handed to a person "
         "(confirmed leads excluded), %(per)s, from %(start)s to %(end)s."
@@ -279,6 +284,7 @@ def prompt_metrics_view(request: HttpRequest) -> HttpResponse:
             "rows": version_rows(metrics, reasons),
             "reasons": [str(_(HANDOFF_REASON_LABELS[reason])) for reason in reasons],
             "chart": handoff_chart(metrics, agent_label=agent_label) if metrics.versions else "",
+            "chart_title": handoff_chart_title(metrics, agent_label=agent_label),
             "is_triage": filters.agent is AgentName.TRIAGEM,
         }
     return TemplateResponse(request, "admin/governance/prompt_metrics.html", context)
