@@ -195,10 +195,11 @@ def main() -> None:
     import django
 
     django.setup()
+    from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import transaction
-    from django.test import Client
+    from django.test import Client, override_settings
     from django.urls import reverse
     from django.utils import timezone
 
@@ -206,6 +207,13 @@ def main() -> None:
     from conversations.models import LLMCall
     from governance.metrics import MetricsFilters, default_filters, prompt_metrics
 
+    # The page's static URLs without `collectstatic`'s manifest (DEBUG is off here).
+    override_settings(
+        STORAGES={
+            **settings.STORAGES,
+            "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+        }
+    ).enable()
     call_command("migrate", verbosity=0)
     if args.reseed or LLMCall.objects.filter(purpose="agent").count() < N_AGENT_CALLS:
         call_command("flush", interactive=False, verbosity=0)
