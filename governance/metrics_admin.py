@@ -101,6 +101,8 @@ def version_label(metrics: VersionMetrics) -> str:
     """ "Padrão (built-in)", "Override #3 · versão 345 · 12/11", or the recorded version."""
     if metrics.version == BUILTIN_PROMPT_VERSION:
         return _("Built-in (default)")
+    if not metrics.version:  # calls recorded before the version was
+        return _("No version recorded")
     override = metrics.override
     if override is not None:
         when = date_format(timezone.localtime(override.date), "d/m")

@@ -118,6 +118,26 @@ def test_the_handoffs_by_reason_show_the_reasons_some_version_had(
     assert cells(html, data.override_version, "handoff-reasons")[1:] == ["0,0 %", "0,0 %", "33,3 %"]
 
 
+@pytest.mark.parametrize(
+    ("version", "label"),
+    [
+        ("override:unversioned-7", "Override #7 (sem versão)"),
+        ("override:999999", "Override, versão 999999 (excluído)"),
+        ("", "Sem versão registrada"),
+    ],
+)
+def test_versions_without_a_history_row_are_named_by_what_they_recorded(
+    prompt_editor_client: Client, version: str, label: str
+) -> None:
+    data = metrics_data.build()
+    session = metrics_data.conversation(data.instance)
+    metrics_data.call(session, turn=uuid.uuid4(), at=metrics_data.OVERRIDE_DAY, version=version)
+
+    html = prompt_editor_client.get(URL + PERIOD_QUERY).content.decode()
+
+    assert cells(html, version)[:2] == [label, "1"]
+
+
 def test_the_chart_is_inline_svg_with_a_series_per_version(prompt_editor_client: Client) -> None:
     data = metrics_data.build()
 
