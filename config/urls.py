@@ -14,6 +14,8 @@ admin.site.index_title = _("Attendance administration")
 
 
 urlpatterns = [
+    # Before the admin's own URLs: its catch-all would answer first.
+    path(f"{settings.ADMIN_URL}governance/", include("governance.urls")),
     path(settings.ADMIN_URL, admin.site.urls),
     path("webhooks/", include("conversations.urls")),
     path("healthz", healthz, name="healthz"),

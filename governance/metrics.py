@@ -1,0 +1,538 @@
+"""Outcome metrics per prompt version (issue 15 §4): what each version of an agent's prompt did
+to the conversations it spoke in. Pure numbers; the admin page (`governance.metrics_admin`)
+labels, formats and charts them.
+
+Attribution. A conversation counts for (agent, version) when it has an agent call of that agent
+recorded with that `LLMCall.prompt_version` in the period; a conversation that met two versions
+(an override activated mid-conversation) counts for both. Its handoff and its lead are
+attributed to every version it counts for. Turns are the distinct turns of the version's agent
+calls; repairs are the repair calls (`purpose="repair"`, recorded as built-in) in those turns.
+
+Definitions (README, "Outcome metrics per prompt version"):
+
+- handoff: a conversation whose `Session.handoff_reason` is set, except `qualified_lead` (a
+  confirmed lead goes to people by design and is counted as a lead). The reason is the
+  conversation's current one: a conversation given back to the bot has none.
+- contract violation: a handoff for a reason that means the model broke the output contract
+  (`CONTRACT_VIOLATIONS`): an answer that could not be read even after the repair, an answer
+  outside the contract, a package that does not exist. Counted per 100 agent calls.
+- turns to qualification (triage versions only): the conversation's turns up to and including
+  the one in which `qualificacao` was first called; turns to confirmation: up to and including
+  the one that created the Lead. Medians over the conversations that got there.
+- tokens and cost: the version's agent calls and its repair calls, per conversation; the cost
+  is at `conversations.model_prices` (None when a model used has no listed price).
+- latency: p50 and p95 (`percentile_cont`, linear interpolation) of the agent calls'
+  `latency_ms`, failed calls included (a timeout is the time the customer waited).
+
+Query count: `prompt_metrics` runs 7 queries (6 when no override version is in the period,
+where the override labels need none; one more on PostgreSQL, `without_jit`), whatever the
+number of versions, conversations and calls (tests/governance/test_metrics.py asserts it).
+Percentiles are computed by PostgreSQL; on SQLite (the suite without PostgreSQL) the same
+queries return the values and Python interpolates them the same way.
+"""
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any, Literal
+
+from django.db import connection, transaction
+from django.db.models import Aggregate, Count, FloatField, Min, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import TruncDate, TruncWeek
+from django.utils import timezone
+
+from agents.sources import BUILTIN_PROMPT_VERSION
+from agents.states import AgentName, HandoffReason
+from conversations.model_prices import call_cost_usd
+from conversations.models import Lead, LLMCall, LLMCallPurpose, Session
+from prompts_admin.models import PromptOverride
+
+OVERRIDE_PREFIX = "override:"
+# Handoff reasons that mean the model broke the output contract (README lists them).
+CONTRACT_VIOLATIONS: tuple[HandoffReason, ...] = (
+    HandoffReason.LLM_INVALID_JSON,
+    HandoffReason.LLM_INVALID_CONTRACT,
+    HandoffReason.UNKNOWN_PACKAGE,
+)
+# Every handoff but a confirmed lead's, in the enum's order (the page's columns).
+HANDOFF_REASONS: tuple[HandoffReason, ...] = tuple(
+    reason for reason in HandoffReason if reason is not HandoffReason.QUALIFIED_LEAD
+)
+# Longer periods are charted per week.
+DAILY_CHART_MAX_DAYS = 45
+DEFAULT_PERIOD_DAYS = 30
+LATENCY_FRACTIONS = (0.5, 0.95)
+
+Bucket = Literal["day", "week"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsFilters:
+    agent: AgentName
+    date_from: date
+    date_to: date  # inclusive
+    include_simulated: bool = False
+
+    @property
+    def bucket(self) -> Bucket:
+        days = (self.date_to - self.date_from).days + 1
+        return "day" if days <= DAILY_CHART_MAX_DAYS else "week"
+
+
+def default_filters(*, today: date, agent: AgentName = AgentName.TRIAGEM) -> MetricsFilters:
+    """The last `DEFAULT_PERIOD_DAYS` days, today included, real conversations only."""
+    return MetricsFilters(
+        agent=agent, date_from=today - timedelta(days=DEFAULT_PERIOD_DAYS - 1), date_to=today
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OverrideVersion:
+    """What names an override version: the override, the history row, when and why."""
+
+    override_id: int
+    history_id: int
+    date: datetime
+    note: str
+
+
+@dataclass(slots=True)
+class VersionMetrics:
+    version: str
+    first_call_at: datetime
+    sessions: int = 0
+    turns: int = 0
+    calls: int = 0
+    handoffs_by_reason: dict[str, int] = field(default_factory=dict)
+    leads: int = 0
+    repairs: int = 0
+    tokens_input: int = 0
+    tokens_output: int = 0
+    cost_usd: Decimal | None = Decimal("0")
+    latency_p50_ms: float | None = None
+    latency_p95_ms: float | None = None
+    turns_to_qualification: float | None = None
+    turns_to_confirmation: float | None = None
+    override: OverrideVersion | None = None
+
+    @property
+    def handoffs(self) -> int:
+        return sum(self.handoffs_by_reason.values())
+
+    @property
+    def handoff_rate(self) -> float:
+        """Handed-off conversations, % of the version's conversations."""
+        return percent(self.handoffs, self.sessions)
+
+    def handoff_rate_for(self, reason: str) -> float:
+        return percent(self.handoffs_by_reason.get(reason, 0), self.sessions)
+
+    @property
+    def contract_violations(self) -> int:
+        return sum(self.handoffs_by_reason.get(reason.value, 0) for reason in CONTRACT_VIOLATIONS)
+
+    @property
+    def contract_violations_per_100_calls(self) -> float:
+        return percent(self.contract_violations, self.calls)
+
+    @property
+    def repairs_per_100_calls(self) -> float:
+        return percent(self.repairs, self.calls)
+
+    @property
+    def leads_per_session(self) -> float:
+        return self.leads / self.sessions if self.sessions else 0.0
+
+    @property
+    def tokens_per_session(self) -> float:
+        total = self.tokens_input + self.tokens_output
+        return total / self.sessions if self.sessions else 0.0
+
+    @property
+    def cost_per_session_usd(self) -> Decimal | None:
+        if self.cost_usd is None or not self.sessions:
+            return None
+        return self.cost_usd / self.sessions
+
+
+@dataclass(frozen=True, slots=True)
+class ChartPoint:
+    sessions: int
+    handoffs: int
+
+    @property
+    def handoff_rate(self) -> float:
+        return percent(self.handoffs, self.sessions)
+
+
+@dataclass(frozen=True, slots=True)
+class PromptMetrics:
+    filters: MetricsFilters
+    # Newest first: by the version's first agent call in the period.
+    versions: list[VersionMetrics]
+    # The chart's x axis: every day (or Monday of every week) of the period.
+    buckets: list[date]
+    # version -> bucket -> conversations that spoke to the version in that bucket.
+    points: dict[str, dict[date, ChartPoint]]
+
+
+def percent(part: int, whole: int) -> float:
+    return 100.0 * part / whole if whole else 0.0
+
+
+def percentile_cont(values: Sequence[float], fraction: float) -> float | None:
+    """PostgreSQL's `percentile_cont`: linear interpolation between the closest ranks."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    lower = math.floor(position)
+    upper = math.ceil(position)
+    return ordered[lower] + (ordered[upper] - ordered[lower]) * (position - lower)
+
+
+class PercentileCont(Aggregate):
+    """PostgreSQL's ordered-set aggregate `percentile_cont(fraction) WITHIN GROUP (...)`."""
+
+    function = "percentile_cont"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression: Any, *, fraction: float) -> None:
+        super().__init__(expression)
+        # A literal, not a parameter: fixed by the code, and PostgreSQL wants a constant here.
+        self.extra["fraction"] = repr(float(fraction))
+
+
+def uses_percentile_cont() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def period_bounds(filters: MetricsFilters) -> tuple[datetime, datetime]:
+    """[start, end) in the site's time zone: from the first day's midnight to the day after."""
+    zone = timezone.get_current_timezone()
+    start = datetime.combine(filters.date_from, time.min, tzinfo=zone)
+    end = datetime.combine(filters.date_to + timedelta(days=1), time.min, tzinfo=zone)
+    return start, end
+
+
+def _calls(filters: MetricsFilters, purpose: LLMCallPurpose) -> QuerySet[LLMCall]:
+    start, end = period_bounds(filters)
+    calls = LLMCall.objects.filter(
+        agent=filters.agent.value, purpose=purpose, created_at__gte=start, created_at__lt=end
+    )
+    if not filters.include_simulated:
+        calls = calls.filter(session__is_simulated=False)
+    return calls.order_by()
+
+
+def prompt_metrics(*, filters: MetricsFilters) -> PromptMetrics:
+    """The metrics of every version of `filters.agent` that ran in the period."""
+    # No savepoint inside a caller's transaction: `SET LOCAL` then lasts until it ends.
+    with transaction.atomic(savepoint=False):
+        without_jit()
+        agent_calls = _calls(filters, LLMCallPurpose.AGENT)
+        versions: dict[str, VersionMetrics] = {}
+        _add_outcomes(versions, agent_calls)
+        if not versions:
+            return PromptMetrics(filters=filters, versions=[], buckets=[], points={})
+        priced = _add_tokens(versions, agent_calls)
+        _add_repairs(versions, filters, priced)
+        _set_costs(versions, priced)
+        _add_latencies(versions, agent_calls)
+        _add_turns_to_milestones(versions, filters)
+        _add_override_versions(versions)
+        points = _chart_points(agent_calls, filters.bucket)
+    ordered = sorted(versions.values(), key=lambda v: (v.first_call_at, v.version), reverse=True)
+    return PromptMetrics(
+        filters=filters, versions=ordered, buckets=chart_buckets(filters), points=points
+    )
+
+
+def without_jit() -> None:
+    """PostgreSQL: no JIT compilation for the rest of the transaction. These queries' estimated
+    costs pass `jit_above_cost` while they run in tenths of a second: compiling them took
+    longer than running them (4.3 s instead of 1.2 s at 200,000 calls, bench/prompt_metrics.py).
+    One more query on PostgreSQL."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL jit = off")
+
+
+def _add_outcomes(versions: dict[str, VersionMetrics], calls: QuerySet[LLMCall]) -> None:
+    """Query 1: per version and handoff reason, the conversations, turns, calls and leads.
+
+    Grouped by the reason as well, a conversation falls in exactly one group of its version,
+    and a turn in one conversation: the groups add up to the version's totals."""
+    rows = calls.values("prompt_version", "session__handoff_reason").annotate(
+        n_sessions=Count("session_id", distinct=True),
+        n_turns=Count("turn_id", distinct=True),
+        n_calls=Count("id"),
+        n_leads=Count("session__lead", distinct=True),
+        first_call_at=Min("created_at"),
+    )
+    for row in rows:
+        version = row["prompt_version"]
+        metrics = versions.get(version)
+        if metrics is None:
+            metrics = versions[version] = VersionMetrics(
+                version=version, first_call_at=row["first_call_at"]
+            )
+        metrics.first_call_at = min(metrics.first_call_at, row["first_call_at"])
+        metrics.sessions += row["n_sessions"]
+        metrics.turns += row["n_turns"]
+        metrics.calls += row["n_calls"]
+        metrics.leads += row["n_leads"]
+        reason = row["session__handoff_reason"]
+        if reason and reason != HandoffReason.QUALIFIED_LEAD:
+            metrics.handoffs_by_reason[reason] = row["n_sessions"]
+
+
+# version -> model -> [tokens_input, tokens_output]
+Priced = dict[str, dict[str, list[int]]]
+
+
+def _add_tokens(versions: dict[str, VersionMetrics], calls: QuerySet[LLMCall]) -> Priced:
+    """Query 2: the agent calls' tokens per version and model (priced per model)."""
+    priced: Priced = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    rows = calls.values_list("prompt_version", "model").annotate(
+        tokens_in=Sum("tokens_input"), tokens_out=Sum("tokens_output")
+    )
+    for version, model, tokens_in, tokens_out in rows:
+        _count_tokens(versions[version], priced, model, tokens_in, tokens_out)
+    return priced
+
+
+def _add_repairs(
+    versions: dict[str, VersionMetrics], filters: MetricsFilters, priced: Priced
+) -> None:
+    """Query 3: the repair calls of the agent, each attributed to the version of the agent call
+    of its turn (repair calls record the built-in repair prompt, not the agent's version)."""
+    version_of_turn = (
+        LLMCall.objects.filter(
+            turn_id=OuterRef("turn_id"), agent=filters.agent.value, purpose=LLMCallPurpose.AGENT
+        )
+        .order_by("created_at")
+        .values("prompt_version")[:1]
+    )
+    rows = (
+        _calls(filters, LLMCallPurpose.REPAIR)
+        .annotate(agent_version=Subquery(version_of_turn))
+        .filter(agent_version__isnull=False)
+        .values_list("agent_version", "model")
+        .annotate(n=Count("id"), tokens_in=Sum("tokens_input"), tokens_out=Sum("tokens_output"))
+    )
+    for version, model, repairs, tokens_in, tokens_out in rows:
+        metrics = versions.get(version)
+        if metrics is None:  # the agent call's version is outside the period's agent calls
+            continue
+        metrics.repairs += repairs
+        _count_tokens(metrics, priced, model, tokens_in, tokens_out)
+
+
+def _count_tokens(
+    metrics: VersionMetrics, priced: Priced, model: str, tokens_in: int, tokens_out: int
+) -> None:
+    metrics.tokens_input += tokens_in
+    metrics.tokens_output += tokens_out
+    totals = priced[metrics.version][model]
+    totals[0] += tokens_in
+    totals[1] += tokens_out
+
+
+def _set_costs(versions: dict[str, VersionMetrics], priced: Priced) -> None:
+    for version, models in priced.items():
+        cost: Decimal | None = Decimal("0")
+        for model, (tokens_in, tokens_out) in models.items():
+            price = call_cost_usd(model, tokens_input=tokens_in, tokens_output=tokens_out)
+            cost = None if cost is None or price is None else cost + price
+        versions[version].cost_usd = cost
+
+
+def _add_latencies(versions: dict[str, VersionMetrics], calls: QuerySet[LLMCall]) -> None:
+    """Query 4: latency p50 and p95 of the agent calls per version."""
+    if uses_percentile_cont():
+        rows = calls.values_list("prompt_version").annotate(
+            p50=PercentileCont("latency_ms", fraction=LATENCY_FRACTIONS[0]),
+            p95=PercentileCont("latency_ms", fraction=LATENCY_FRACTIONS[1]),
+        )
+        for version, p50, p95 in rows:
+            versions[version].latency_p50_ms = _ms(p50)
+            versions[version].latency_p95_ms = _ms(p95)
+        return
+    values = _grouped(calls.values_list("prompt_version", "latency_ms"))
+    for version, latencies in values.items():
+        versions[version].latency_p50_ms = _ms(percentile_cont(latencies, LATENCY_FRACTIONS[0]))
+        versions[version].latency_p95_ms = _ms(percentile_cont(latencies, LATENCY_FRACTIONS[1]))
+
+
+def _ms(value: float | None) -> float | None:
+    # To a tenth of a millisecond: the two ways of interpolating may differ in the last bits.
+    return None if value is None else round(value, 1)
+
+
+def _grouped(rows: Iterable[tuple[str, float]]) -> dict[str, list[float]]:
+    grouped: dict[str, list[float]] = defaultdict(list)
+    for key, value in rows:
+        grouped[key].append(value)
+    return grouped
+
+
+# Turns to a milestone, per (milestone, version, conversation). Hand-written: the count per
+# conversation is aggregated again per version (a median), which the ORM cannot express as one
+# query; the conditions are the ORM's ones (`_calls`) spelled out.
+# - scope: the (version, conversation) pairs of the period (the attribution);
+# - reached: when each conversation reached the milestone: its Lead's creation ("confirmation")
+#   and, for triage versions, its first `qualificacao` agent call ("qualification");
+# - counted: the conversation's distinct turns of agent calls (any agent) up to that moment, a
+#   subquery per conversation on the index (session, created_at): a join of the calls with the
+#   reached conversations made PostgreSQL read the whole call table (2.4 s instead of about
+#   0.2 s at 200,000 calls, bench/prompt_metrics.py).
+TURNS_SCOPE_SQL = """
+WITH scope AS (
+    SELECT DISTINCT c.prompt_version, c.session_id
+    FROM {llmcall} c JOIN {session} s ON s.id = c.session_id
+    WHERE c.agent = %s AND c.purpose = 'agent' AND c.created_at >= %s AND c.created_at < %s
+      {real_only}
+),
+reached AS (
+    SELECT 'confirmation' AS milestone, l.session_id, l.created_at AS reached_at
+    FROM {lead} l WHERE l.session_id IN (SELECT session_id FROM scope)
+    {qualification}
+),
+counted AS (
+    SELECT r.milestone, scope.prompt_version, (
+        SELECT COUNT(DISTINCT t.turn_id) FROM {llmcall} t
+        WHERE t.session_id = scope.session_id AND t.purpose = 'agent'
+          AND t.created_at <= r.reached_at
+    ) AS turns
+    FROM scope JOIN reached r ON r.session_id = scope.session_id
+)
+"""
+REAL_ONLY_SQL = "AND s.is_simulated = %s"
+QUALIFICATION_SQL = """
+    UNION ALL
+    SELECT 'qualification', q.session_id, MIN(q.created_at)
+    FROM {llmcall} q
+    WHERE q.agent = 'qualificacao' AND q.purpose = 'agent'
+      AND q.session_id IN (SELECT session_id FROM scope)
+    GROUP BY q.session_id
+"""
+TURNS_MEDIAN_SQL = """
+SELECT milestone, prompt_version, percentile_cont(0.5) WITHIN GROUP (ORDER BY turns)
+FROM counted GROUP BY milestone, prompt_version
+"""
+TURNS_VALUES_SQL = "SELECT milestone, prompt_version, turns FROM counted"
+
+
+def turns_sql(filters: MetricsFilters, *, median: bool) -> tuple[str, list[Any]]:
+    tables = {
+        "llmcall": connection.ops.quote_name(LLMCall._meta.db_table),
+        "session": connection.ops.quote_name(Session._meta.db_table),
+        "lead": connection.ops.quote_name(Lead._meta.db_table),
+    }
+    qualification = QUALIFICATION_SQL.format(**tables) if filters.agent is AgentName.TRIAGEM else ""
+    real_only = "" if filters.include_simulated else REAL_ONLY_SQL
+    sql = TURNS_SCOPE_SQL.format(qualification=qualification, real_only=real_only, **tables)
+    sql += TURNS_MEDIAN_SQL if median else TURNS_VALUES_SQL
+    start, end = period_bounds(filters)
+    adapt = connection.ops.adapt_datetimefield_value
+    params: list[Any] = [filters.agent.value, adapt(start), adapt(end)]
+    if not filters.include_simulated:
+        params.append(False)
+    return sql, params
+
+
+def turns_to_milestones(filters: MetricsFilters, *, median: bool) -> dict[tuple[str, str], float]:
+    """(milestone, version) -> median turns; `median=False` computes it in Python from the
+    per-conversation counts (SQLite; on PostgreSQL the tests compare both)."""
+    sql, params = turns_sql(filters, median=median)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows: list[tuple[str, str, float]] = cursor.fetchall()
+    if median:
+        return {(milestone, version): float(value) for milestone, version, value in rows}
+    values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for milestone, version, turns in rows:
+        values[(milestone, version)].append(turns)
+    medians = {key: percentile_cont(counts, 0.5) for key, counts in values.items()}
+    return {key: value for key, value in medians.items() if value is not None}
+
+
+def _add_turns_to_milestones(versions: dict[str, VersionMetrics], filters: MetricsFilters) -> None:
+    """Query 5."""
+    medians = turns_to_milestones(filters, median=uses_percentile_cont())
+    for (milestone, version), value in medians.items():
+        metrics = versions.get(version)
+        if metrics is None:
+            continue
+        if milestone == "qualification":
+            metrics.turns_to_qualification = value
+        else:
+            metrics.turns_to_confirmation = value
+
+
+def override_history_id(version: str) -> int | None:
+    """The history id of an `override:<history id>` version; None for any other version."""
+    if not version.startswith(OVERRIDE_PREFIX):
+        return None
+    tail = version.removeprefix(OVERRIDE_PREFIX)
+    return int(tail) if tail.isdigit() else None
+
+
+def _add_override_versions(versions: Mapping[str, VersionMetrics]) -> None:
+    """Query 6 (none when only the built-in prompt ran): the override behind each version."""
+    history_ids = {
+        history_id: version
+        for version in versions
+        if version != BUILTIN_PROMPT_VERSION
+        and (history_id := override_history_id(version)) is not None
+    }
+    if not history_ids:
+        return
+    rows = (
+        PromptOverride.history.model.objects.filter(history_id__in=list(history_ids))
+        .order_by()
+        .values_list("history_id", "id", "history_date", "note")
+    )
+    for history_id, override_id, history_date, note in rows:
+        versions[history_ids[history_id]].override = OverrideVersion(
+            override_id=override_id, history_id=history_id, date=history_date, note=note
+        )
+
+
+def chart_buckets(filters: MetricsFilters) -> list[date]:
+    """Every day of the period, or the Monday of every week it touches."""
+    if filters.bucket == "day":
+        first, step = filters.date_from, timedelta(days=1)
+    else:
+        first, step = filters.date_from - timedelta(days=filters.date_from.weekday()), timedelta(7)
+    buckets = []
+    current = first
+    while current <= filters.date_to:
+        buckets.append(current)
+        current += step
+    return buckets
+
+
+def _chart_points(calls: QuerySet[LLMCall], bucket: Bucket) -> dict[str, dict[date, ChartPoint]]:
+    """Query 7: per version and day (or week, in the site's time zone), the conversations that
+    spoke to the version then, and how many of them were handed off."""
+    handed_off = Q(session__handoff_reason__in=[reason.value for reason in HANDOFF_REASONS])
+    truncated = TruncDate("created_at") if bucket == "day" else TruncWeek("created_at")
+    rows = (
+        calls.annotate(bucket=truncated)
+        .values_list("prompt_version", "bucket")
+        .annotate(
+            n_sessions=Count("session_id", distinct=True),
+            n_handoffs=Count("session_id", distinct=True, filter=handed_off),
+        )
+    )
+    points: dict[str, dict[date, ChartPoint]] = defaultdict(dict)
+    for version, day, sessions, handoffs in rows:
+        key = day.date() if isinstance(day, datetime) else day
+        points[version][key] = ChartPoint(sessions=sessions, handoffs=handoffs)
+    return dict(points)
