@@ -489,6 +489,8 @@ class LLMCall(models.Model):
         indexes = [
             models.Index(fields=["session", "created_at"], name="llmcall_session"),
             models.Index(fields=["turn_id"], name="llmcall_turn"),
+            # The metrics per prompt version read one agent's calls in a period (issue 15 §4).
+            models.Index(fields=["agent", "purpose", "created_at"], name="llmcall_agent_period"),
         ]
 
     def __str__(self) -> str:
