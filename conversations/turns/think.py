@@ -88,6 +88,8 @@ class AgentStop:
     raw: str = ""  # the offending answer, kept on the handoff event
     # Logged with ``llm_failure_handoff`` after the reason.
     log: Mapping[str, Any] = field(default_factory=dict)
+    # The answer as parsed, when it parsed but broke the contract (the replay shows its code).
+    parsed: ParsedLLMResponse | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +196,7 @@ def agent_answer_read(
     parsed, repaired_raw, repaired = read
     action = _validate(parsed, repaired_raw, agent=agent, context=context, catalog=catalog)
     if isinstance(action, AgentStop):
-        return action
+        return replace(action, parsed=parsed)
     if action.ignored_keys:
         logger.info("llm_response_ignored_keys", extra={**log, "keys": action.ignored_keys})
     step = dispatch(action, context=context, raw_response=repaired_raw)
