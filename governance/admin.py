@@ -150,6 +150,9 @@ class ReplayRunAdmin(admin.ModelAdmin[ReplayRun]):
     def has_delete_permission(self, request: HttpRequest, obj: ReplayRun | None = None) -> bool:
         return False
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ReplayRun]:
+        return super().get_queryset(request).select_related("override", "created_by")
+
     def may_start(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("governance.add_replayrun"))
 
