@@ -45,9 +45,11 @@ def record_turn(
     return call
 
 
-def draft(agent: str = "triagem", content: str = DRAFT_TEXT, **fields: Any) -> PromptOverride:
+def draft(
+    agent: str = "triagem", content: str = DRAFT_TEXT, *, is_active: bool = False
+) -> PromptOverride:
     override: PromptOverride = PromptOverride.objects.create(
-        agent=agent, content=content, is_active=False, **fields
+        agent=agent, content=content, is_active=is_active
     )
     return override
 
