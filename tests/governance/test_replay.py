@@ -9,6 +9,7 @@ import pytest
 from conversations.models import Instance, LLMCall
 from governance.models import ContractOutcome, ReplayResult, ReplayRun, ReplayStatus
 from governance.replay import ReplayFilters, replay_run_execute, replay_run_start
+from knowledge_base.models import KBPackage
 from prompts_admin.models import prompt_content_hash
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -303,3 +304,31 @@ def test_a_run_cancelled_before_it_starts_calls_no_model(
         0,
         0,
     )
+
+
+def test_loaded_packages_are_replayed_at_the_version_the_call_was_given(
+    instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
+) -> None:
+    package = KBPackage.objects.create(
+        package_id="COLETA_AGUA",
+        title="Coleta de água",
+        description="Como coletar",
+        content="Versão antiga: use o frasco azul.",
+    )
+    session = conversation(instance, loaded_packages=["COLETA_AGUA"])
+    call = record_turn(
+        session, "Como coleto?", GREETING, model=model, capture=django_capture_on_commit_callbacks
+    )
+    package.content = "Versão nova: use o frasco verde."
+    package.save()
+    model.reset()
+    model.queue_text(GREETING)
+
+    replay()
+
+    [sent] = model.requests
+    assert "Versão antiga: use o frasco azul." in sent["instructions"]
+    assert "frasco verde" not in sent["instructions"]
+    assert call.context_snapshot["loaded_packages"] == [
+        {"package_id": "COLETA_AGUA", "version": package.history.earliest().history_id}
+    ]
