@@ -167,15 +167,12 @@ class VersionedKBSource:
         return found | (self._inner.load_packages(missing) if missing else {})
 
 
-@dataclass(slots=True)
 class MemoryRecorder:
-    """A `CallRecorder` that stores nothing: it adds up the replay's own calls (the format
-    repair) for its result, and never writes an `LLMCall`."""
-
-    calls: list[LLMCallResult]
+    """A `CallRecorder` that stores nothing: it keeps the replay's own calls (the format
+    repair) in memory for its result, and never writes an `LLMCall`."""
 
     def __init__(self) -> None:
-        self.calls = []
+        self.calls: list[LLMCallResult] = []
 
     def record(
         self,

@@ -133,3 +133,35 @@ def test_an_active_override_may_be_replayed_and_the_run_says_so(
         "O override estava ativo quando foi simulado.",
         1,
     )
+
+
+@pytest.mark.django_db
+def test_calls_run_concurrently_up_to_the_setting(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    record_three(instance, model, django_capture_on_commit_callbacks)
+    # The same answer for each: with three at a time, the order they are served in is free.
+    for _ in range(3):
+        model.queue_text(GREETING, input_tokens=100, output_tokens=10, delay=0.2)
+    settings.REPLAY_CONCURRENCY = 3
+    run = replay_run_start(override=draft(), filters=ReplayFilters(), user=None)
+
+    run = replay_run_execute(run_id=run.pk)
+
+    assert (
+        run.status,
+        run.calls_done,
+        run.code_changed,
+        run.tokens_input,
+        model.request_count,
+    ) == (
+        ReplayStatus.DONE,
+        3,
+        0,
+        300,
+        3,
+    )
+    assert list(run.results.values_list("replayed_code", flat=True)) == [1, 1, 1]
