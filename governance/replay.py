@@ -308,9 +308,11 @@ def _execute(run: ReplayRun, deps: ReplayDeps, totals: _Totals) -> tuple[ReplayS
     with ThreadPoolExecutor(max_workers=deps.concurrency, thread_name_prefix="replay") as pool:
         while True:
             while stop is None and len(pending) < deps.concurrency:
-                stop = _stop_reason(run, deps, totals)
-                call = next(calls, None) if stop is None else None
+                call = next(calls, None)
                 if call is None:
+                    break
+                stop = _stop_reason(run, deps, totals)
+                if stop is not None:
                     break
                 case = _case(call, draft=draft, catalog=catalog, deps=deps)
                 if isinstance(case, str):
