@@ -9,7 +9,8 @@ rules again (`agents.history`). `DatabaseCallRecorder` writes one `LLMCall`
 row per call, success or failure, for agents, repairs and summaries alike.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, cast
 from uuid import UUID
 
@@ -17,7 +18,14 @@ from django.conf import settings
 
 from agents.invoker import AgentInvoker, InvokerConfig
 from agents.llm import CallPurpose, LLMCallResult, LLMClient, LLMError, OpenAIClient
-from agents.sources import HistoryDirection, HistoryEntry, KBSource, PromptSource
+from agents.sources import (
+    CallRecorder,
+    HistoryDirection,
+    HistoryEntry,
+    HistorySource,
+    KBSource,
+    PromptSource,
+)
 from agents.states import AgentName
 from conversations.message_order import newest_in_conversation_order
 from conversations.metrics import model_call_observed
@@ -31,12 +39,20 @@ _VERSION_CHARS = LLMCall._meta.get_field("prompt_version").max_length or 32
 
 
 class DatabaseHistorySource:
+    """`before`: only the messages stored before that moment (a replay rebuilds the history
+    as a recorded call saw it, `governance.replay`)."""
+
+    def __init__(self, *, before: datetime | None = None) -> None:
+        self._before = before
+
     def history(self, session_id: int, limit: int) -> list[HistoryEntry]:
         if limit <= 0:
             return []
+        rows = Message.objects.conversational().filter(session_id=session_id)
+        if self._before is not None:
+            rows = rows.filter(created_at__lt=self._before)
         messages, _older = newest_in_conversation_order(
-            Message.objects.conversational()
-            .filter(session_id=session_id)
+            rows
             # The customer never saw a reply WhatsApp refused (e.g. 131047 outside the 24-hour
             # window): the model must not believe it was said.
             .exclude(delivery_status=DeliveryStatus.FAILED)
@@ -115,16 +131,20 @@ def build_agent_invoker(
     llm: LLMClient | None = None,
     prompts: PromptSource | None = None,
     kb: KBSource | None = None,
+    history: HistorySource | None = None,
+    recorder: CallRecorder | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> AgentInvoker:
     """The production invoker: database sources, the LLMCall recorder, models per agent from
     OPENAI_MODEL_TRIAGE / _QUALIFICATION / _COLLECTION, MAX_HISTORY_MESSAGES; `llm` defaults to
-    `OpenAIClient.from_settings()`; `prompts` and `kb` let a caller share its own sources."""
+    `OpenAIClient.from_settings()`; `prompts` and `kb` let a caller share its own sources; a
+    replay passes its own `history`, `recorder` and `clock` (the recorded call's time)."""
     return AgentInvoker(
         llm=llm if llm is not None else OpenAIClient.from_settings(),
         prompts=prompts if prompts is not None else DatabasePromptSource(),
         kb=kb if kb is not None else DatabaseKBSource(),
-        history=DatabaseHistorySource(),
-        recorder=DatabaseCallRecorder(),
+        history=history if history is not None else DatabaseHistorySource(),
+        recorder=recorder if recorder is not None else DatabaseCallRecorder(),
         config=InvokerConfig(
             models={
                 AgentName.TRIAGEM: settings.OPENAI_MODEL_TRIAGE,
@@ -132,5 +152,6 @@ def build_agent_invoker(
                 AgentName.COLETA: settings.OPENAI_MODEL_COLLECTION,
             },
             max_history_messages=settings.MAX_HISTORY_MESSAGES,
+            **({"clock": clock} if clock is not None else {}),
         ),
     )

@@ -46,7 +46,8 @@ def display_value(field: models.Field[Any, Any], value: Any) -> str:
     return str(localize(value))
 
 
-def _line_diff(old: str, new: str) -> tuple[DiffLine, ...]:
+def line_diff(old: str, new: str) -> tuple[DiffLine, ...]:
+    """A unified diff of two texts, line by line (`DIFF_CONTEXT_LINES` of context)."""
     lines: list[DiffLine] = []
     diff = difflib.unified_diff(
         old.splitlines(), new.splitlines(), lineterm="", n=DIFF_CONTEXT_LINES
@@ -87,7 +88,7 @@ def diff_versions(*, model: type[Model], old: Any, new: Any) -> list[FieldChange
                 label=capfirst(str(field.verbose_name)),
                 old=old_text,
                 new=new_text,
-                lines=_line_diff(old_text, new_text) if (long_value or multiline) else (),
+                lines=line_diff(old_text, new_text) if (long_value or multiline) else (),
             )
         )
     return changes

@@ -10,7 +10,7 @@ next agent at once (at most `PipelineConfig.max_agent_hops` hops, else ``routing
 ``enrichment_limit``). A CNPJ or company name the turn collected that is a strategic company's
 hands off instead of the reply.
 
-Every way the agents can fail is a `_Stop` (the reason, the detail, the raw answer): the loop
+Every way the agents can fail is an `AgentStop` (the reason, the detail, the raw answer): the loop
 returns it and `turn_think` turns it into the failure's `TurnResult` in one place.
 """
 
@@ -23,9 +23,9 @@ from agents.actions import Action, ContractError, map_action
 from agents.context import CatalogSnapshot, SessionContext
 from agents.contract import LLMResponseParseError, ParsedLLMResponse, parse_llm_response
 from agents.invoker import AgentCall
-from agents.llm import LLMError, LLMRateLimitError, LLMTimeoutError
+from agents.llm import LLMClient, LLMError, LLMRateLimitError, LLMTimeoutError
 from agents.repair import repair_llm_response
-from agents.sources import BUILTIN_PROMPT_VERSION, RuntimeSettings
+from agents.sources import BUILTIN_PROMPT_VERSION, CallRecorder, RuntimeSettings
 from agents.states import AGENT_FOR_STATE, AgentName, HandoffReason
 from conversations.dispatcher import Handoff, Next, Step, SystemEvent, dispatch
 from conversations.handoff import strategic_company_for
@@ -80,24 +80,27 @@ def turn_think(
 
 
 @dataclass(frozen=True, slots=True)
-class _Stop:
-    """Why the agents' loop hands the session off instead of answering."""
+class AgentStop:
+    """Why the agents' loop hands the session off instead of answering (`agent_answer_read`)."""
 
     reason: HandoffReason
     detail: str  # after the agent's name
     raw: str = ""  # the offending answer, kept on the handoff event
     # Logged with ``llm_failure_handoff`` after the reason.
     log: Mapping[str, Any] = field(default_factory=dict)
+    # The answer as parsed, when it parsed but broke the contract (the replay shows its code).
+    parsed: ParsedLLMResponse | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class _Answer:
-    """One agent's answer, read, validated and dispatched."""
+class AgentAnswer:
+    """One agent's answer, read, validated and dispatched (`agent_answer_read`)."""
 
     action: Action
     step: Step
     parsed: ParsedLLMResponse
     raw: str  # the text that parsed: the repaired one after a repair
+    repaired: bool = False  # the answer parsed only after the format-repair call
 
 
 @dataclass(slots=True)
@@ -118,7 +121,7 @@ def _agents_answer(
     catalog = deps.kb.catalog()
     loop = _Loop(agent=AGENT_FOR_STATE[context.state], context=context)
     outcome = _follow(loop, turn=turn, catalog=catalog, deps=deps, config=config)
-    if isinstance(outcome, _Stop):
+    if isinstance(outcome, AgentStop):
         return _stopped(loop, outcome, turn=turn)
     return _finish(outcome, loop)
 
@@ -130,11 +133,11 @@ def _follow(
     catalog: CatalogSnapshot,
     deps: PipelineDeps,
     config: PipelineConfig,
-) -> _Answer | _Stop:
+) -> AgentAnswer | AgentStop:
     """Call agents until one answers the customer or ends the turn; or why the turn stops."""
     while True:
         answer = _agent_answer(loop, turn=turn, catalog=catalog, deps=deps, config=config)
-        if isinstance(answer, _Stop) or answer.step.next not in _CALL_AGAIN:
+        if isinstance(answer, AgentStop) or answer.step.next not in _CALL_AGAIN:
             return answer
         stop = _over_limit(loop, answer, config)
         if stop is not None:
@@ -149,27 +152,64 @@ def _agent_answer(
     catalog: CatalogSnapshot,
     deps: PipelineDeps,
     config: PipelineConfig,
-) -> _Answer | _Stop:
+) -> AgentAnswer | AgentStop:
     """Call `loop.agent` once and read, validate and dispatch its answer."""
-    log = _log_fields(turn, loop.agent)
     call = _invoke(loop, turn=turn, deps=deps)
-    if isinstance(call, _Stop):
+    if isinstance(call, AgentStop):
         return call
-    raw = call.result.raw_response
-    read = _parse_or_repair(raw, agent=loop.agent, turn=turn, deps=deps, config=config, log=log)
+    return agent_answer_read(
+        call.result.raw_response,
+        agent=loop.agent,
+        context=loop.context,
+        catalog=catalog,
+        turn=turn,
+        llm=deps.llm,
+        recorder=deps.recorder,
+        config=config,
+    )
+
+
+def agent_answer_read(
+    raw: str,
+    *,
+    agent: AgentName,
+    context: SessionContext,
+    catalog: CatalogSnapshot,
+    turn: Turn,
+    llm: LLMClient,
+    recorder: CallRecorder,
+    config: PipelineConfig,
+) -> AgentAnswer | AgentStop:
+    """Read one raw answer of `agent` exactly as a turn does: parse it strictly (one
+    format-repair call through `llm` on a parse error, recorded through `recorder`), validate it
+    into an `Action` and dispatch it on `context` (in memory); or why the turn would stop.
+
+    The replay of a draft prompt (`governance.replay`) reads its answers, and the recorded ones,
+    through this same function.
+    """
+    log = _log_fields(turn, agent)
+    read = _parse_or_repair(
+        raw, agent=agent, turn=turn, llm=llm, recorder=recorder, config=config, log=log
+    )
     if isinstance(read, str):
-        return _Stop(HandoffReason.LLM_INVALID_JSON, read, raw=raw, log={"error": read})
-    parsed, raw = read
-    action = _validate(parsed, raw, loop=loop, catalog=catalog)
-    if isinstance(action, _Stop):
-        return action
+        return AgentStop(HandoffReason.LLM_INVALID_JSON, read, raw=raw, log={"error": read})
+    parsed, repaired_raw, repaired = read
+    action = _validate(parsed, repaired_raw, agent=agent, context=context, catalog=catalog)
+    if isinstance(action, AgentStop):
+        return replace(action, parsed=parsed)
     if action.ignored_keys:
         logger.info("llm_response_ignored_keys", extra={**log, "keys": action.ignored_keys})
-    step = dispatch(action, context=loop.context, raw_response=raw)
-    return _Answer(action=action, step=step, parsed=parsed, raw=raw)
+    step = dispatch(action, context=context, raw_response=repaired_raw)
+    return AgentAnswer(
+        action=action,
+        step=step,
+        parsed=parsed,
+        raw=repaired_raw,
+        repaired=repaired,
+    )
 
 
-def _invoke(loop: _Loop, *, turn: Turn, deps: PipelineDeps) -> AgentCall | _Stop:
+def _invoke(loop: _Loop, *, turn: Turn, deps: PipelineDeps) -> AgentCall | AgentStop:
     try:
         # The turn's messages are stored already: the history carries them all, so no
         # `current_message` is appended (it would repeat one when arrival and WhatsApp
@@ -181,28 +221,35 @@ def _invoke(loop: _Loop, *, turn: Turn, deps: PipelineDeps) -> AgentCall | _Stop
             message_id=turn.last_inbound_id,
         )
     except LLMError as exc:
-        return _Stop(handoff_reason_for(exc), str(exc), log={"error": str(exc)})
+        return AgentStop(handoff_reason_for(exc), str(exc), log={"error": str(exc)})
 
 
 def _validate(
-    parsed: ParsedLLMResponse, raw: str, *, loop: _Loop, catalog: CatalogSnapshot
-) -> Action | _Stop:
+    parsed: ParsedLLMResponse,
+    raw: str,
+    *,
+    agent: AgentName,
+    context: SessionContext,
+    catalog: CatalogSnapshot,
+) -> Action | AgentStop:
     try:
-        return map_action(parsed, agent=loop.agent, context=loop.context, catalog=catalog)
+        return map_action(parsed, agent=agent, context=context, catalog=catalog)
     except ContractError as exc:
-        return _Stop(exc.reason, str(exc), raw=raw, log={"problem": exc.problem, "error": str(exc)})
+        return AgentStop(
+            exc.reason, str(exc), raw=raw, log={"problem": exc.problem, "error": str(exc)}
+        )
 
 
-def _over_limit(loop: _Loop, answer: _Answer, config: PipelineConfig) -> _Stop | None:
+def _over_limit(loop: _Loop, answer: AgentAnswer, config: PipelineConfig) -> AgentStop | None:
     """Why another call would be one too many in this turn (None: it is allowed)."""
     if answer.step.next is Next.INVOKE and loop.hops >= config.max_agent_hops:
-        return _Stop(
+        return AgentStop(
             HandoffReason.ROUTING_LOOP,
             f"code {answer.action.code.value} after {loop.hops} agent changes in one turn",
             raw=answer.raw,
         )
     if answer.step.next is Next.ENRICH and loop.enrichments >= config.max_enrichments:
-        return _Stop(
+        return AgentStop(
             HandoffReason.ENRICHMENT_LIMIT,
             f"code 99 after {loop.enrichments} package loads in one turn",
             raw=answer.raw,
@@ -222,7 +269,7 @@ def _advance(loop: _Loop, step: Step) -> None:
     loop.agent = step.agent
 
 
-def _finish(answer: _Answer, loop: _Loop) -> TurnResult:
+def _finish(answer: AgentAnswer, loop: _Loop) -> TurnResult:
     step = answer.step
     reply = Reply(step.reply, loop.agent, answer.parsed, answer.raw)
     return TurnResult(
@@ -236,7 +283,7 @@ def _finish(answer: _Answer, loop: _Loop) -> TurnResult:
     )
 
 
-def _stopped(loop: _Loop, stop: _Stop, *, turn: Turn) -> TurnResult:
+def _stopped(loop: _Loop, stop: AgentStop, *, turn: Turn) -> TurnResult:
     """The failure's result, with what the turn had found before the failing answer."""
     logger.warning(
         "llm_failure_handoff",
@@ -264,14 +311,15 @@ def _parse_or_repair(
     *,
     agent: AgentName,
     turn: Turn,
-    deps: PipelineDeps,
+    llm: LLMClient,
+    recorder: CallRecorder,
     config: PipelineConfig,
     log: Mapping[str, Any],
-) -> tuple[ParsedLLMResponse, str] | str:
-    """The parsed answer and the text it came from, after at most one repair call; or why it
-    could not be read."""
+) -> tuple[ParsedLLMResponse, str, bool] | str:
+    """The parsed answer, the text it came from and whether a repair call made it parse (at
+    most one); or why it could not be read."""
     try:
-        return parse_llm_response(raw), raw
+        return parse_llm_response(raw), raw, False
     except LLMResponseParseError as exc:
         logger.warning("llm_response_parse_retry", extra={**log, "error": str(exc)})
         parse_error = str(exc)
@@ -285,14 +333,14 @@ def _parse_or_repair(
         "message_id": turn.last_inbound_id,
     }
     try:
-        repair = repair_llm_response(llm=deps.llm, model=config.repair_model, raw_response=raw)
+        repair = repair_llm_response(llm=llm, model=config.repair_model, raw_response=raw)
     except LLMError as exc:
-        deps.recorder.record(
+        recorder.record(
             model=config.repair_model, result=None, error=exc, raw_response="", **record
         )
         logger.warning("llm_response_repair_unavailable", extra={**log, "error": str(exc)})
         return f"{parse_error}; repair unavailable: {exc}"
-    deps.recorder.record(
+    recorder.record(
         model=repair.call.model,
         result=repair.call,
         error=None,
@@ -303,7 +351,7 @@ def _parse_or_repair(
         logger.warning("llm_response_repair_failed", extra={**log, "error": repair.error})
         return f"{parse_error}; {repair.error}"
     logger.info("llm_response_repair_success", extra=dict(log))
-    return repair.parsed, repair.call.raw_response
+    return repair.parsed, repair.call.raw_response, True
 
 
 # --- The strategic rule, after the agents ---------------------------------------------------------

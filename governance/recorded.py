@@ -1,0 +1,288 @@
+"""A recorded agent call as the replay rebuilds it: the session it saw, its history, the KB
+package versions it was given, and what its own answer did.
+
+Everything here reads the database or is pure; nothing writes. `conversations.models.LLMCall`
+keeps the session context of each agent call (`agents.invoker.context_snapshot`): the replay
+builds the same request from it with another prompt text, and reads the recorded answer (and its
+format repair, if the turn made one) through the same parse, repair, validation and dispatch as
+a turn (`conversations.turns.think.agent_answer_read`) — the repair answered from the recorded
+repair call, not the model.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+from agents.context import CatalogSnapshot, InstanceInfo, PackageInfo, SessionContext
+from agents.contract import LLMResponseParseError, parse_llm_response
+from agents.llm import (
+    CallPurpose,
+    ChatMessage,
+    LLMCallResult,
+    LLMError,
+    LLMProviderError,
+)
+from agents.sources import HistoryEntry, KBSource
+from agents.states import AgentName, SessionState
+from conversations.agent_sources import OK_OUTCOME, DatabaseHistorySource
+from conversations.models import LLMCall, LLMCallPurpose, Session
+from conversations.turns.deps import PipelineConfig
+from conversations.turns.result import Turn
+from conversations.turns.think import AgentAnswer, AgentStop, agent_answer_read
+from governance.models import ContractOutcome
+from knowledge_base.models import KBPackage
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerOutcome:
+    """What one agent answer did, in the terms the replay compares."""
+
+    code: int | None
+    # The state the answer moves the session to ("" when it stays).
+    state: str
+    # The handoff reason it leads to ("" for none): a code 98 or 5, or a failure.
+    handoff: str
+    # Packages requested (code 99).
+    packages: tuple[str, ...]
+    contract: ContractOutcome
+    text: str  # the customer message of the answer (the raw text when it did not parse)
+
+
+def answer_outcome(read: AgentAnswer | AgentStop, *, before: SessionContext) -> AnswerOutcome:
+    """The comparable outcome of `agent_answer_read`'s result on the session `before`."""
+    if isinstance(read, AgentStop):
+        parsed = read.parsed
+        return AnswerOutcome(
+            code=parsed.s if parsed is not None else None,
+            state="",
+            handoff=read.reason.value,
+            packages=(),
+            contract=ContractOutcome.FAILED,
+            text=parsed.message if parsed is not None else read.raw,
+        )
+    step = read.step
+    return AnswerOutcome(
+        code=read.action.code.value,
+        state=step.context.state.value if step.context.state != before.state else "",
+        handoff=step.handoff.reason.value if step.handoff is not None else "",
+        packages=tuple(read.action.packages),
+        contract=ContractOutcome.REPAIRED if read.repaired else ContractOutcome.VALID,
+        text=read.parsed.message,
+    )
+
+
+# --- The session and sources as the recorded call saw them -------------------------------------
+
+
+class SnapshotError(ValueError):
+    """A recorded call whose context snapshot cannot be replayed (its text says why)."""
+
+
+def snapshot_context(snapshot: Mapping[str, Any], *, session: Session) -> SessionContext:
+    """The session as the recorded call saw it. The instance's phone and brand text are not in
+    the snapshot: they are the instance's current ones. Extras are not recorded either."""
+    try:
+        instance = snapshot["instance"]
+        return SessionContext(
+            session_id=session.pk,
+            state=SessionState(snapshot["state"]),
+            instance=InstanceInfo(
+                name=str(instance["name"]),
+                display_phone=session.instance.display_phone,
+                brand_context=session.instance.brand_context,
+                health_sensitive=bool(instance["health_sensitive"]),
+            ),
+            customer_phone=str(snapshot.get("customer_phone", "")),
+            customer_name=str(snapshot.get("customer_name", "")),
+            segment=str(snapshot.get("segment", "")),
+            intent=str(snapshot.get("intent", "")),
+            service=str(snapshot.get("service", "")),
+            technical_data=dict(snapshot.get("technical_data") or {}),
+            registration_data=dict(snapshot.get("registration_data") or {}),
+            loaded_packages=tuple(
+                str(p["package_id"]) for p in snapshot.get("loaded_packages") or ()
+            ),
+            confirmation_data=(
+                dict(snapshot["confirmation_data"])
+                if snapshot.get("confirmation_data") is not None
+                else None
+            ),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SnapshotError(f"unreadable context snapshot ({type(exc).__name__}: {exc})") from exc
+
+
+def snapshot_package_versions(snapshot: Mapping[str, Any]) -> dict[str, int]:
+    """The history id of each loaded package the call was given (when it was recorded)."""
+    return {
+        str(p["package_id"]): int(p["version"])
+        for p in snapshot.get("loaded_packages") or ()
+        if isinstance(p, Mapping) and isinstance(p.get("version"), int)
+    }
+
+
+class RecordedHistorySource:
+    """The session's conversation as it was when the recorded call read it: the messages
+    stored before the call started, at most as many as it was given."""
+
+    def __init__(self, *, call: LLMCall, messages: int | None) -> None:
+        # The call is stored when the answer arrives; its history was read before it started.
+        self._inner = DatabaseHistorySource(
+            before=call.created_at - timedelta(milliseconds=call.latency_ms)
+        )
+        self._messages = messages
+
+    def history(self, session_id: int, limit: int) -> list[HistoryEntry]:
+        if self._messages is not None:
+            limit = min(limit, self._messages)
+        return self._inner.history(session_id, limit)
+
+
+class VersionedKBSource:
+    """The current catalog, and each loaded package at the version the recorded call was given
+    (its django-simple-history row); the current one when that version is gone or unknown."""
+
+    def __init__(self, inner: KBSource, *, versions: Mapping[str, int]) -> None:
+        self._inner = inner
+        self._versions = dict(versions)
+
+    def catalog(self) -> CatalogSnapshot:
+        return self._inner.catalog()
+
+    def load_packages(self, package_ids: Sequence[str]) -> dict[str, PackageInfo]:
+        wanted = {pid: self._versions[pid] for pid in package_ids if pid in self._versions}
+        found: dict[str, PackageInfo] = {}
+        if wanted:
+            rows = KBPackage.history.filter(history_id__in=list(wanted.values())).values_list(
+                "package_id", "title", "description", "health_sensitive", "content", "history_id"
+            )
+            for package_id, title, description, health, content, history_id in rows:
+                if wanted.get(package_id) == history_id:
+                    found[package_id] = PackageInfo(
+                        package_id, title, description, health, content, history_id
+                    )
+        missing = [pid for pid in package_ids if pid not in found]
+        return found | (self._inner.load_packages(missing) if missing else {})
+
+
+class MemoryRecorder:
+    """A `CallRecorder` that stores nothing: it keeps the replay's own calls (the format
+    repair) in memory for its result, and never writes an `LLMCall`."""
+
+    def __init__(self) -> None:
+        self.calls: list[LLMCallResult] = []
+
+    def record(
+        self,
+        *,
+        session_id: int,
+        agent: AgentName,
+        purpose: CallPurpose,
+        model: str,
+        result: LLMCallResult | None,
+        error: LLMError | None,
+        prompt_version: str,
+        context_snapshot: Mapping[str, Any] | None,
+        raw_response: str,
+        turn_id: UUID | None,
+        message_id: int | None,
+    ) -> None:
+        if result is not None:
+            self.calls.append(result)
+
+
+class RecordedRepairLLM:
+    """An `LLMClient` that answers the format repair with what the recorded turn's repair call
+    answered (or failed with): the recorded answer is read as the turn read it, at no cost."""
+
+    def __init__(self, repair: LLMCall | None) -> None:
+        self._repair = repair
+
+    def chat(
+        self,
+        *,
+        model: str,
+        instructions: str,
+        messages: Sequence[ChatMessage],
+        purpose: CallPurpose,
+    ) -> LLMCallResult:
+        repair = self._repair
+        if repair is None or repair.outcome != OK_OUTCOME:
+            raise LLMProviderError(
+                "no recorded repair call" if repair is None else repair.error or repair.outcome
+            )
+        return LLMCallResult(
+            raw_response=repair.raw_response,
+            model=repair.model,
+            tokens_input=0,
+            tokens_output=0,
+            latency_ms=0,
+        )
+
+
+def replay_turn(call: LLMCall, state: SessionState) -> Turn:
+    """The `Turn` an answer is read under (only its ids are used: logs and the recorder)."""
+    return Turn(
+        session_id=call.session_id,
+        turn_id=call.turn_id or uuid4(),
+        token=uuid4(),
+        state=state,
+        inbound_ids=(),
+        last_inbound_id=call.message_id or 0,
+    )
+
+
+def recorded_repair(call: LLMCall) -> LLMCall | None:
+    """The format-repair call the recorded turn made for this answer, if any: the first repair
+    of the same turn after it."""
+    if call.turn_id is None:
+        return None
+    return (
+        LLMCall.objects.filter(
+            turn_id=call.turn_id,
+            session_id=call.session_id,
+            purpose=LLMCallPurpose.REPAIR,
+            created_at__gte=call.created_at,
+        )
+        .exclude(pk=call.pk)
+        .order_by("created_at", "id")
+        .first()
+    )
+
+
+def recorded_outcome(
+    call: LLMCall,
+    *,
+    agent: AgentName,
+    context: SessionContext,
+    catalog: CatalogSnapshot,
+    config: PipelineConfig,
+) -> AnswerOutcome:
+    """What the recorded answer did, read now with the turn's code (the parse, its recorded
+    repair, the validation against today's catalog, the dispatch on the snapshot's session)."""
+    raw = call.raw_response
+    repair: LLMCall | None = None
+    # Only an answer the strict parser refuses had a repair: no query for the others.
+    if not _parses(raw):
+        repair = recorded_repair(call)
+    read = agent_answer_read(
+        raw,
+        agent=agent,
+        context=context,
+        catalog=catalog,
+        turn=replay_turn(call, context.state),
+        llm=RecordedRepairLLM(repair),
+        recorder=MemoryRecorder(),
+        config=replace(config, repair_model=repair.model if repair is not None else ""),
+    )
+    return answer_outcome(read, before=context)
+
+
+def _parses(raw: str) -> bool:
+    try:
+        parse_llm_response(raw)
+    except LLMResponseParseError:
+        return False
+    return True

@@ -1,0 +1,512 @@
+"""Replay a draft prompt override over recorded calls of its agent (issue 15 §1).
+
+`replay_run_start` stores a `ReplayRun` (the draft's text and hash, the filters, how many calls
+they select); the ``governance.replay_run`` task (or ``python manage.py replay``) runs
+`replay_run_execute`. For each selected call — the newest agent calls of the override's agent
+that succeeded, carry a context snapshot and belong to a real (not simulated) conversation — the
+request is rebuilt from the snapshot with the draft in place of the recorded prompt
+(`agents.invoker.AgentInvoker.prepare` with an override: the same metadata and guards; the
+history as the call saw it; the KB packages at the recorded versions; the clock at the call's
+time), the configured model is called, and the answer is read by the turn's own code
+(`conversations.turns.think.agent_answer_read`: parse, one repair, validation, dispatch) on an
+in-memory session. The recorded answer is read the same way. Nothing is sent, no session
+changes, no `LLMCall` is written: the replay's calls are counted on its results only.
+
+The model calls run in a bounded thread pool (`REPLAY_CONCURRENCY`); every database read and
+write stays in the calling thread, between calls, so no transaction is open across a model call
+and the workers never open a connection. Each result is written, with the run's totals, as it
+arrives. Before each call the run checks whether it was cancelled and whether a cap is reached:
+`REPLAY_MAX_CALLS` (only that many of the selected calls are replayed) and
+`REPLAY_MAX_COST_USD` (no new call once the cost reaches it; calls already in flight finish, so
+the cost may pass it by at most `REPLAY_CONCURRENCY - 1` calls). A capped run keeps its results.
+A provider error on one call is that call's result (`error`, counted in `provider_errors`);
+anything unexpected ends the run FAILED with a detail, and is logged.
+"""
+
+import logging
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import date, datetime, time
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import connections, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+from django.utils.translation import gettext
+
+from agents.context import CatalogSnapshot, SessionContext
+from agents.invoker import PreparedCall
+from agents.llm import LLMCallResult, LLMClient, LLMError, OpenAIClient
+from agents.sources import (
+    KBSource,
+    OverrideTemplate,
+    PromptSource,
+    TaskScopedKBSource,
+    TaskScopedPromptSource,
+)
+from agents.states import AGENT_FOR_STATE, AgentName
+from conversations.agent_sources import OK_OUTCOME, build_agent_invoker
+from conversations.model_prices import call_cost_usd
+from conversations.models import LLMCall, LLMCallPurpose
+from conversations.turns.deps import PipelineConfig
+from conversations.turns.think import agent_answer_read
+from governance.models import ContractOutcome, ReplayResult, ReplayRun, ReplayStatus
+from governance.recorded import (
+    AnswerOutcome,
+    MemoryRecorder,
+    RecordedHistorySource,
+    SnapshotError,
+    VersionedKBSource,
+    answer_outcome,
+    recorded_outcome,
+    replay_turn,
+    snapshot_context,
+    snapshot_package_versions,
+)
+from knowledge_base.selectors import DatabaseKBSource
+from prompts_admin.models import PromptOverride, prompt_content_hash
+from prompts_admin.selectors import DatabasePromptSource
+
+logger = logging.getLogger(__name__)
+
+# The version the replay's requests carry (never recorded: the replay writes no LLMCall).
+REPLAY_PROMPT_VERSION = "replay"
+_DETAIL_CHARS = ReplayRun._meta.get_field("detail").max_length or 255
+
+
+# --- Selection ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayFilters:
+    """Which recorded calls a run replays. Dates are local days (TIME_ZONE), both included;
+    `segment` and `handoff_reason` are the conversation's (as it is now); `last_n` keeps the
+    newest N."""
+
+    date_from: date | None = None
+    date_to: date | None = None
+    segment: str = ""
+    handoff_reason: str = ""
+    last_n: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "date_from": self.date_from.isoformat() if self.date_from else None,
+            "date_to": self.date_to.isoformat() if self.date_to else None,
+            "segment": self.segment,
+            "handoff_reason": self.handoff_reason,
+            "last_n": self.last_n,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ReplayFilters":
+        def day(value: Any) -> date | None:
+            return date.fromisoformat(value) if value else None
+
+        last_n = data.get("last_n")
+        return cls(
+            date_from=day(data.get("date_from")),
+            date_to=day(data.get("date_to")),
+            segment=str(data.get("segment") or ""),
+            handoff_reason=str(data.get("handoff_reason") or ""),
+            last_n=int(last_n) if last_n else None,
+        )
+
+
+def replay_calls(
+    *, agent: str, filters: ReplayFilters, until: datetime | None = None
+) -> QuerySet[LLMCall]:
+    """The recorded calls a replay of `agent` may replay under `filters`, newest first (without
+    `last_n`: slice it). `until` keeps the calls recorded by then (a run's creation), so the
+    selection a run counted at its start is the one it replays."""
+    calls = LLMCall.objects.filter(
+        agent=agent,
+        purpose=LLMCallPurpose.AGENT,
+        outcome=OK_OUTCOME,
+        context_snapshot__isnull=False,
+        session__is_simulated=False,
+    )
+    zone = timezone.get_current_timezone()
+    if filters.date_from is not None:
+        calls = calls.filter(created_at__gte=datetime.combine(filters.date_from, time.min, zone))
+    if filters.date_to is not None:
+        calls = calls.filter(created_at__lte=datetime.combine(filters.date_to, time.max, zone))
+    if until is not None:
+        calls = calls.filter(created_at__lte=until)
+    if filters.segment:
+        calls = calls.filter(session__segment=filters.segment)
+    if filters.handoff_reason:
+        calls = calls.filter(session__handoff_reason=filters.handoff_reason)
+    return calls.order_by("-created_at", "-id")
+
+
+def replay_calls_count(*, agent: str, filters: ReplayFilters, until: datetime | None = None) -> int:
+    """How many calls the filters select (`last_n` included)."""
+    count = replay_calls(agent=agent, filters=filters, until=until).count()
+    return min(count, filters.last_n) if filters.last_n else count
+
+
+# --- Start --------------------------------------------------------------------------------------
+
+
+def replay_model(agent: str) -> str:
+    """The model the agent is configured with (the replay calls it, not the recorded one)."""
+    models = {
+        AgentName.TRIAGEM.value: settings.OPENAI_MODEL_TRIAGE,
+        AgentName.QUALIFICACAO.value: settings.OPENAI_MODEL_QUALIFICATION,
+        AgentName.COLETA.value: settings.OPENAI_MODEL_COLLECTION,
+    }
+    return str(models.get(agent, ""))
+
+
+def replay_run_start(
+    *, override: PromptOverride, filters: ReplayFilters, user: Any | None
+) -> ReplayRun:
+    """A queued run of `override`'s text (as it is now) over the calls `filters` select.
+
+    An active override may be replayed too (its text against what the calls recorded, e.g.
+    after the built-in prompt served them); the run's detail says it was active.
+    """
+    created = timezone.now()
+    return ReplayRun.objects.create(
+        override=override,
+        agent=override.agent,
+        content=override.content,
+        content_hash=prompt_content_hash(override.content),
+        model=replay_model(override.agent),
+        filters=filters.as_json(),
+        calls_selected=replay_calls_count(agent=override.agent, filters=filters, until=created),
+        created_by=user if user is not None and user.is_authenticated else None,
+        created_at=created,
+        detail=gettext("The override was active when replayed.") if override.is_active else "",
+    )
+
+
+def replay_run_cancel(*, run: ReplayRun) -> bool:
+    """Ask a run to stop (it does before its next call); False when it is finished already."""
+    updated = ReplayRun.objects.filter(
+        pk=run.pk, status__in=(ReplayStatus.QUEUED, ReplayStatus.RUNNING)
+    ).update(cancel_requested=True)
+    return updated == 1
+
+
+# --- Execute ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayDeps:
+    """What a run calls and reads: the model client, the prompt and KB sources, the limits."""
+
+    llm: LLMClient
+    prompts: PromptSource
+    kb: KBSource
+    config: PipelineConfig
+    max_calls: int
+    max_cost_usd: Decimal
+    concurrency: int
+
+    @classmethod
+    def from_settings(cls, *, llm: LLMClient | None = None) -> "ReplayDeps":
+        # The plain client, not the production circuit breaker: a replay's failures must not
+        # open the circuit customers' turns depend on.
+        return cls(
+            llm=llm if llm is not None else OpenAIClient.from_settings(),
+            prompts=TaskScopedPromptSource(DatabasePromptSource()),
+            kb=TaskScopedKBSource(DatabaseKBSource()),
+            config=PipelineConfig.from_settings(),
+            max_calls=settings.REPLAY_MAX_CALLS,
+            max_cost_usd=Decimal(str(settings.REPLAY_MAX_COST_USD)),
+            concurrency=max(1, settings.REPLAY_CONCURRENCY),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayCase:
+    """One recorded call, ready to replay: built in the run's thread (it reads the database)."""
+
+    call: LLMCall
+    agent: AgentName
+    context: SessionContext
+    prepared: PreparedCall
+    recorded: AnswerOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayAnswer:
+    """What a worker thread brings back: the draft's outcome and its calls, or the error."""
+
+    outcome: AnswerOutcome | None
+    raw: str = ""
+    calls: tuple[LLMCallResult, ...] = ()
+    error: str = ""
+    provider_error: bool = False
+    latency_ms: int = 0
+
+
+@dataclass(slots=True)
+class _Totals:
+    calls_done: int = 0
+    code_changed: int = 0
+    state_changed: int = 0
+    handoff_changed: int = 0
+    contract_errors: int = 0
+    repaired: int = 0
+    provider_errors: int = 0
+    tokens_input: int = 0
+    tokens_output: int = 0
+    cost_usd: Decimal = field(default_factory=lambda: Decimal("0"))
+
+    def as_fields(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def replay_run_execute(
+    *,
+    run_id: int,
+    deps: ReplayDeps | None = None,
+    deadline_errors: tuple[type[BaseException], ...] = (),
+) -> ReplayRun:
+    """Run a queued run to its end (see the module docstring); a run that is not queued is
+    left as is, so the task is safe to retry. `deadline_errors` (the task's soft time limit)
+    end the run FAILED with the results so far."""
+    run = ReplayRun.objects.get(pk=run_id)
+    if run.status != ReplayStatus.QUEUED:
+        return run
+    if run.cancel_requested:
+        return _finish(run, ReplayStatus.CANCELLED, _Totals(), "")
+    run.status, run.started_at = ReplayStatus.RUNNING, timezone.now()
+    run.save(update_fields=["status", "started_at"])
+    totals = _Totals()
+    try:
+        status, detail = _execute(run, deps or ReplayDeps.from_settings(), totals)
+    except deadline_errors:
+        logger.warning("replay_run_deadline", extra={"run_id": run.pk})
+        detail = gettext("Stopped at the task's time limit; the results so far are kept.")
+        return _finish(run, ReplayStatus.FAILED, totals, detail)
+    except Exception as exc:
+        logger.exception("replay_run_failed", extra={"run_id": run.pk})
+        detail = gettext("Unexpected error: %(error)s") % {"error": type(exc).__name__}
+        return _finish(run, ReplayStatus.FAILED, totals, detail)
+    return _finish(run, status, totals, detail)
+
+
+def _execute(run: ReplayRun, deps: ReplayDeps, totals: _Totals) -> tuple[ReplayStatus, str]:
+    draft = OverrideTemplate(run.content, REPLAY_PROMPT_VERSION)
+    selection = replay_calls(
+        agent=run.agent, filters=ReplayFilters.from_json(run.filters), until=run.created_at
+    )
+    selected = run.calls_selected
+    newest = list(selection.select_related("session__instance")[: min(selected, deps.max_calls)])
+    # Oldest first: the results read in the order the conversations happened.
+    calls: Iterator[LLMCall] = reversed(newest)
+    catalog = deps.kb.catalog()
+    stop: tuple[ReplayStatus, str] | None = None
+    pending: dict[Future[ReplayAnswer], ReplayCase] = {}
+    with ThreadPoolExecutor(max_workers=deps.concurrency, thread_name_prefix="replay") as pool:
+        while True:
+            while stop is None and len(pending) < deps.concurrency:
+                call = next(calls, None)
+                if call is None:
+                    break
+                stop = _stop_reason(run, deps, totals)
+                if stop is not None:
+                    break
+                case = _case(call, draft=draft, catalog=catalog, deps=deps)
+                if isinstance(case, str):
+                    _result_write(run, totals, call=call, case=None, answer=None, error=case)
+                    continue
+                pending[pool.submit(_replay_answer, case, catalog=catalog, deps=deps)] = case
+            if not pending:
+                break
+            done, _running = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                case = pending.pop(future)
+                _result_write(
+                    run, totals, call=case.call, case=case, answer=future.result(), error=""
+                )
+    if stop is not None:
+        return stop
+    if selected > deps.max_calls:
+        return ReplayStatus.CAPPED, gettext(
+            "Stopped at REPLAY_MAX_CALLS: %(max)s of the %(selected)s selected calls replayed."
+        ) % {"max": deps.max_calls, "selected": selected}
+    return ReplayStatus.DONE, ""
+
+
+def _stop_reason(
+    run: ReplayRun, deps: ReplayDeps, totals: _Totals
+) -> tuple[ReplayStatus, str] | None:
+    """Whether the next call must not start: a cancel (read fresh: the admin sets it) or the
+    cost cap."""
+    if ReplayRun.objects.filter(pk=run.pk, cancel_requested=True).exists():
+        return ReplayStatus.CANCELLED, ""
+    if totals.cost_usd >= deps.max_cost_usd:
+        return ReplayStatus.CAPPED, gettext(
+            "Stopped at REPLAY_MAX_COST_USD: the calls cost US$ %(cost)s (limit US$ %(max)s)."
+        ) % {"cost": f"{totals.cost_usd:.6f}", "max": str(deps.max_cost_usd)}
+    return None
+
+
+def _case(
+    call: LLMCall, *, draft: OverrideTemplate, catalog: CatalogSnapshot, deps: ReplayDeps
+) -> ReplayCase | str:
+    """The call rebuilt with the draft, and its recorded outcome; or why it cannot be."""
+    snapshot = call.context_snapshot or {}
+    try:
+        context = snapshot_context(snapshot, session=call.session)
+        agent = AgentName(call.agent)
+        if AGENT_FOR_STATE.get(context.state) != agent:
+            raise SnapshotError(f"agent {agent} does not serve state {context.state}")
+    except (SnapshotError, ValueError) as exc:
+        return str(exc)
+    messages = snapshot.get("history_messages")
+    invoker = build_agent_invoker(
+        llm=deps.llm,
+        prompts=deps.prompts,
+        kb=VersionedKBSource(deps.kb, versions=snapshot_package_versions(snapshot)),
+        history=RecordedHistorySource(
+            call=call, messages=messages if isinstance(messages, int) else None
+        ),
+        recorder=MemoryRecorder(),
+        clock=lambda: call.created_at,
+    )
+    prepared = invoker.prepare(session=context, agent=agent, override=draft)
+    if prepared.prompt_version != draft.version:
+        # The invoker serves the built-in prompt when an override does not render: replaying
+        # that would not test the draft.
+        return gettext(
+            "The draft's text does not render for this conversation (a turn would use the "
+            "built-in prompt)."
+        )
+    recorded = recorded_outcome(
+        call, agent=agent, context=context, catalog=catalog, config=deps.config
+    )
+    return ReplayCase(call=call, agent=agent, context=context, prepared=prepared, recorded=recorded)
+
+
+def _replay_answer(case: ReplayCase, *, catalog: CatalogSnapshot, deps: ReplayDeps) -> ReplayAnswer:
+    """In a worker thread: the draft's call and the reading of its answer (no database)."""
+    try:
+        prepared = case.prepared
+        try:
+            result = deps.llm.chat(
+                model=prepared.model,
+                instructions=prepared.instructions,
+                messages=prepared.messages,
+                purpose="agent",
+            )
+        except LLMError as exc:
+            return ReplayAnswer(
+                outcome=None, error=str(exc), provider_error=True, latency_ms=exc.latency_ms
+            )
+        recorder = MemoryRecorder()
+        read = agent_answer_read(
+            result.raw_response,
+            agent=case.agent,
+            context=case.context,
+            catalog=catalog,
+            turn=replay_turn(case.call, case.context.state),
+            llm=deps.llm,
+            recorder=recorder,
+            config=deps.config,
+        )
+        return ReplayAnswer(
+            outcome=answer_outcome(read, before=case.context),
+            raw=result.raw_response,
+            calls=(result, *recorder.calls),
+            latency_ms=result.latency_ms,
+        )
+    finally:
+        # Defensive: nothing here reads the database, but a connection a thread opened would
+        # outlive it.
+        connections.close_all()
+
+
+def _cost(calls: tuple[LLMCallResult, ...]) -> Decimal:
+    total = Decimal("0")
+    for result in calls:
+        cost = call_cost_usd(
+            result.model, tokens_input=result.tokens_input, tokens_output=result.tokens_output
+        )
+        total += cost if cost is not None else Decimal("0")
+    return total
+
+
+def _result_write(
+    run: ReplayRun,
+    totals: _Totals,
+    *,
+    call: LLMCall,
+    case: ReplayCase | None,
+    answer: ReplayAnswer | None,
+    error: str,
+) -> None:
+    """One result and the run's totals, in one short transaction."""
+    recorded = case.recorded if case is not None else None
+    replayed = answer.outcome if answer is not None else None
+    calls = answer.calls if answer is not None else ()
+    cost = _cost(calls)
+    tokens = (sum(c.tokens_input for c in calls), sum(c.tokens_output for c in calls))
+    changed = {"code": False, "state": False, "handoff": False}
+    if recorded is not None and replayed is not None:
+        changed = {
+            "code": recorded.code != replayed.code,
+            "state": recorded.state != replayed.state,
+            "handoff": recorded.handoff != replayed.handoff,
+        }
+    totals.calls_done += 1
+    totals.code_changed += changed["code"]
+    totals.state_changed += changed["state"]
+    totals.handoff_changed += changed["handoff"]
+    if replayed is not None:
+        totals.contract_errors += replayed.contract == ContractOutcome.FAILED
+        totals.repaired += replayed.contract == ContractOutcome.REPAIRED
+    totals.provider_errors += answer is not None and answer.provider_error
+    totals.tokens_input += tokens[0]
+    totals.tokens_output += tokens[1]
+    totals.cost_usd += cost
+    snapshot = call.context_snapshot or {}
+    with transaction.atomic():
+        ReplayResult.objects.create(
+            run=run,
+            llm_call=call,
+            session_id=call.session_id,
+            recorded_at=call.created_at,
+            recorded_prompt_version=call.prompt_version or str(snapshot.get("prompt_version", "")),
+            recorded_code=recorded.code if recorded else None,
+            replayed_code=replayed.code if replayed else None,
+            recorded_state=recorded.state if recorded else "",
+            replayed_state=replayed.state if replayed else "",
+            recorded_handoff=recorded.handoff if recorded else "",
+            replayed_handoff=replayed.handoff if replayed else "",
+            recorded_packages=list(recorded.packages) if recorded else [],
+            replayed_packages=list(replayed.packages) if replayed else [],
+            contract=replayed.contract if replayed else "",
+            error=error or (answer.error if answer is not None else ""),
+            recorded_text=recorded.text if recorded else "",
+            replayed_text=replayed.text if replayed else "",
+            replayed_raw=answer.raw if answer is not None else "",
+            code_changed=changed["code"],
+            state_changed=changed["state"],
+            handoff_changed=changed["handoff"],
+            tokens_input=tokens[0],
+            tokens_output=tokens[1],
+            cost_usd=cost,
+            latency_ms=answer.latency_ms if answer is not None else 0,
+        )
+        ReplayRun.objects.filter(pk=run.pk).update(**totals.as_fields())
+
+
+def _finish(run: ReplayRun, status: ReplayStatus, totals: _Totals, detail: str) -> ReplayRun:
+    notes = [note for note in (detail, run.detail) if note]
+    ReplayRun.objects.filter(pk=run.pk).update(
+        status=status,
+        detail="; ".join(notes)[:_DETAIL_CHARS],
+        finished_at=timezone.now(),
+        **totals.as_fields(),
+    )
+    run.refresh_from_db()
+    return run

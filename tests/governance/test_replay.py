@@ -1,0 +1,334 @@
+"""The replay of a draft prompt over recorded calls (issue 15 §1): recorded by real turns, replayed
+through the real OpenAI SDK against the fake server; nothing sent, nothing changed."""
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from conversations.models import Instance, LLMCall
+from governance.models import ContractOutcome, ReplayResult, ReplayRun, ReplayStatus
+from governance.replay import ReplayFilters, replay_run_execute, replay_run_start
+from knowledge_base.models import KBPackage
+from prompts_admin.models import prompt_content_hash
+from tests.fakes.graph_server import FakeGraphAPI
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.governance.support import (
+    DRAFT_TEXT,
+    GREETING,
+    conversation,
+    database_state,
+    draft,
+    record_turn,
+)
+
+pytestmark = pytest.mark.django_db
+
+HANDOFF_ANSWER = '{"s":98,"motivo":"pedido_cliente"}Vou chamar alguém da equipe.'
+
+
+def three_greetings(instance: Instance, model: FakeOpenAIServer, capture: Any) -> list[LLMCall]:
+    texts = ["Oi, bom dia", "Quero um orçamento", "Vocês atendem sábado?"]
+    return [
+        record_turn(conversation(instance), text, GREETING, model=model, capture=capture)
+        for text in texts
+    ]
+
+
+def replay(**filters: Any) -> ReplayRun:
+    run = replay_run_start(override=draft(), filters=ReplayFilters(**filters), user=None)
+    return replay_run_execute(run_id=run.pk)
+
+
+def test_a_draft_that_turns_one_answer_into_a_handoff_changes_one_code_and_one_handoff(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    calls = three_greetings(instance, model, django_capture_on_commit_callbacks)
+    model.reset()
+    sent_before = len(fake_graph.requests)
+    assert sent_before == 6  # the recorded turns' replies and read receipts
+    before = database_state()
+    model.queue_text(GREETING, input_tokens=1000, output_tokens=100)
+    model.queue_text(HANDOFF_ANSWER, input_tokens=1000, output_tokens=100)
+    model.queue_text(GREETING, input_tokens=1000, output_tokens=100)
+
+    run = replay()
+
+    assert (
+        run.status,
+        run.calls_selected,
+        run.calls_done,
+        run.code_changed,
+        run.state_changed,
+        run.handoff_changed,
+        run.contract_errors,
+        run.repaired,
+        run.provider_errors,
+        run.tokens_input,
+        run.tokens_output,
+        run.cost_usd,
+        run.content,
+        run.content_hash,
+        run.model,
+    ) == (
+        ReplayStatus.DONE,
+        3,
+        3,
+        1,
+        0,
+        1,
+        0,
+        0,
+        0,
+        3000,
+        300,
+        # gpt-4o-mini: 3000 × 0.15 + 300 × 0.60 per million tokens.
+        Decimal("0.000630"),
+        DRAFT_TEXT,
+        prompt_content_hash(DRAFT_TEXT),
+        "gpt-4o-mini",
+    )
+    rows = list(
+        ReplayResult.objects.filter(run=run)
+        .order_by("recorded_at")
+        .values_list(
+            "llm_call_id",
+            "recorded_code",
+            "replayed_code",
+            "recorded_handoff",
+            "replayed_handoff",
+            "code_changed",
+            "handoff_changed",
+            "contract",
+            "recorded_text",
+            "replayed_text",
+        )
+    )
+    assert rows == [
+        (calls[0].pk, 1, 1, "", "", False, False, ContractOutcome.VALID, "Olá! Como posso ajudar?",
+         "Olá! Como posso ajudar?"),
+        (calls[1].pk, 1, 98, "", "model_requested", True, True, ContractOutcome.VALID,
+         "Olá! Como posso ajudar?", "Vou chamar alguém da equipe."),
+        (calls[2].pk, 1, 1, "", "", False, False, ContractOutcome.VALID, "Olá! Como posso ajudar?",
+         "Olá! Como posso ajudar?"),
+    ]  # fmt: skip
+    # Nothing sent, nothing changed, nothing recorded.
+    assert len(fake_graph.requests) == sent_before
+    assert database_state() == before
+
+
+def test_the_drafts_text_reaches_the_model_with_the_recorded_customer_messages(
+    instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
+) -> None:
+    session = conversation(instance)
+    record_turn(session, "Oi", GREETING, model=model, capture=django_capture_on_commit_callbacks)
+    recorded = record_turn(
+        session,
+        "Preciso analisar a água do poço",
+        GREETING,
+        model=model,
+        capture=django_capture_on_commit_callbacks,
+    )
+    production = model.requests[-1]
+    model.reset()
+    model.queue_text(GREETING)
+
+    run = replay(last_n=1)
+
+    [sent] = model.requests
+    assert DRAFT_TEXT in sent["instructions"]
+    assert "Você é a triagem do laboratório (rascunho)" not in production["instructions"]
+    # The same conversation as the recorded call saw it: the messages and their order.
+    assert sent["input"] == production["input"]
+    assert [m["content"] for m in sent["input"]] == [
+        "Oi",
+        "Olá! Como posso ajudar?",
+        "Preciso analisar a água do poço",
+    ]
+    assert sent["model"] == "gpt-4o-mini"
+    # Everything after the prompt text (the metadata at the call's time, the guards) is the
+    # recorded call's.
+    tail = sent["instructions"].split(DRAFT_TEXT)[1]
+    assert tail.startswith("\n\n")
+    assert len(tail) > 500
+    assert production["instructions"].endswith(tail)
+    assert ReplayResult.objects.get(run=run).llm_call_id == recorded.pk
+
+
+def test_a_provider_error_is_that_calls_result_and_the_run_goes_on(
+    instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
+) -> None:
+    calls = three_greetings(instance, model, django_capture_on_commit_callbacks)
+    model.reset()
+    model.queue_error(400)
+    model.queue_text(GREETING)
+
+    run = replay(last_n=2)
+
+    assert (run.status, run.calls_done, run.provider_errors, run.code_changed) == (
+        ReplayStatus.DONE,
+        2,
+        1,
+        0,
+    )
+    failed, answered = ReplayResult.objects.filter(run=run).order_by("recorded_at")
+    assert (failed.llm_call_id, failed.recorded_code, failed.replayed_code, failed.contract) == (
+        calls[1].pk,
+        1,
+        None,
+        "",
+    )
+    assert failed.error == "HTTP 400: Error code: 400 - Invalid value for 'input'."
+    assert (answered.replayed_code, answered.contract, answered.error) == (
+        1,
+        ContractOutcome.VALID,
+        "",
+    )
+
+
+def test_answers_are_read_like_a_turn_reads_them_repair_and_contract_errors_counted(
+    instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
+) -> None:
+    capture = django_capture_on_commit_callbacks
+    # A recorded answer that only parsed after the turn's format repair.
+    session = conversation(instance)
+    support_inbound_text = "Oi"
+    model.queue_text('{"s":1}Olá! Como posso ajudar?')  # the turn's repair answers this
+    repaired_call = record_turn(
+        session, support_inbound_text, 'Claro! {"s":1}Olá!', model=model, capture=capture
+    )
+    plain_call = record_turn(
+        conversation(instance), "Bom dia", GREETING, model=model, capture=capture
+    )
+    model.reset()
+    model.queue_text('Resposta: {"s":1}Olá!')  # the draft's answer needs a repair...
+    model.queue_text('{"s":1}Olá!')  # ...which the repair call gives
+    model.queue_text('{"s":98}')  # no "motivo": the contract refuses it
+
+    run = replay()
+
+    assert (
+        run.calls_done,
+        run.repaired,
+        run.contract_errors,
+        run.code_changed,
+        run.handoff_changed,
+        run.tokens_input,
+    ) == (2, 1, 1, 1, 1, 30)
+    rows = list(
+        ReplayResult.objects.filter(run=run)
+        .order_by("recorded_at")
+        .values_list(
+            "llm_call_id", "recorded_code", "replayed_code", "replayed_handoff", "contract"
+        )
+    )
+    assert rows == [
+        (repaired_call.pk, 1, 1, "", ContractOutcome.REPAIRED),
+        (plain_call.pk, 1, 98, "llm_invalid_contract", ContractOutcome.FAILED),
+    ]
+    assert model.requests[1]["input"] == [{"role": "user", "content": 'Resposta: {"s":1}Olá!'}]
+
+
+def test_the_calls_cap_replays_the_newest_calls_and_stops_capped(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    calls = three_greetings(instance, model, django_capture_on_commit_callbacks)
+    model.reset()
+    model.queue_text(GREETING)
+    model.queue_text(GREETING)
+    settings.REPLAY_MAX_CALLS = 2
+
+    run = replay()
+
+    assert (run.status, run.calls_selected, run.calls_done, model.request_count) == (
+        ReplayStatus.CAPPED,
+        3,
+        2,
+        2,
+    )
+    assert run.detail == (
+        "Parou no limite REPLAY_MAX_CALLS: 2 das 3 chamadas selecionadas foram simuladas."
+    )
+    assert list(
+        ReplayResult.objects.filter(run=run)
+        .order_by("recorded_at")
+        .values_list("llm_call_id", flat=True)
+    ) == [calls[1].pk, calls[2].pk]
+
+
+def test_the_cost_cap_stops_the_run_once_the_cost_reaches_it(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    three_greetings(instance, model, django_capture_on_commit_callbacks)
+    model.reset()
+    model.queue_text(GREETING, input_tokens=1000, output_tokens=100)
+    settings.REPLAY_MAX_COST_USD = 0.0002
+
+    run = replay()
+
+    assert (run.status, run.calls_selected, run.calls_done, model.request_count, run.cost_usd) == (
+        ReplayStatus.CAPPED,
+        3,
+        1,
+        1,
+        Decimal("0.000210"),
+    )
+    assert run.detail == (
+        "Parou no limite REPLAY_MAX_COST_USD: as chamadas custaram US$ 0.000210 "
+        "(limite US$ 0.0002)."
+    )
+
+
+def test_a_run_cancelled_before_it_starts_calls_no_model(
+    instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
+) -> None:
+    three_greetings(instance, model, django_capture_on_commit_callbacks)
+    model.reset()
+    run = replay_run_start(override=draft(), filters=ReplayFilters(), user=None)
+    ReplayRun.objects.filter(pk=run.pk).update(cancel_requested=True)
+
+    run = replay_run_execute(run_id=run.pk)
+
+    assert (run.status, run.calls_done, model.request_count, run.results.count()) == (
+        ReplayStatus.CANCELLED,
+        0,
+        0,
+        0,
+    )
+
+
+def test_loaded_packages_are_replayed_at_the_version_the_call_was_given(
+    instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
+) -> None:
+    package = KBPackage.objects.create(
+        package_id="COLETA_AGUA",
+        title="Coleta de água",
+        description="Como coletar",
+        content="Versão antiga: use o frasco azul.",
+    )
+    session = conversation(instance, loaded_packages=["COLETA_AGUA"])
+    call = record_turn(
+        session, "Como coleto?", GREETING, model=model, capture=django_capture_on_commit_callbacks
+    )
+    package.content = "Versão nova: use o frasco verde."
+    package.save()
+    model.reset()
+    model.queue_text(GREETING)
+
+    replay()
+
+    [sent] = model.requests
+    assert "Versão antiga: use o frasco azul." in sent["instructions"]
+    assert "frasco verde" not in sent["instructions"]
+    assert (call.context_snapshot or {})["loaded_packages"] == [
+        {"package_id": "COLETA_AGUA", "version": package.history.earliest().history_id}
+    ]

@@ -1,0 +1,97 @@
+"""The replay in a real browser (issue 15 §1): from the override's page an editor opens "Simular
+este rascunho", sees how many recorded calls match, starts the replay and lands on the run's page
+with its results. The model is the fake OpenAI server; the run executes eagerly after the start's
+commit, as in `make run`.
+
+Screenshots of the start page and the run page at 1,366 px go to `BROWSER_SCREENSHOTS_DIR`
+(default: a new temporary directory; the path is printed).
+"""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from pytest_django.live_server_helper import LiveServer
+
+from conversations.models import Instance
+from governance.models import ReplayRun, ReplayStatus
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.governance.support import GREETING, conversation, draft, record_turn
+from tests.support.browser import VIEWPORT
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+PASSWORD = "Senha-de-teste-2026!"
+EDITOR_PERMISSIONS = {
+    "prompts_admin": ["view_promptoverride", "change_promptoverride"],
+    "governance": ["add_replayrun", "change_replayrun", "view_replayrun", "view_replayresult"],
+}
+
+
+def prompt_editor(username: str) -> User:
+    """A prompt editor's rights, granted to the user (a transactional test empties the groups
+    the data migrations create)."""
+    user = User.objects.create_user(username, password=PASSWORD, is_staff=True)
+    for app_label, codenames in EDITOR_PERMISSIONS.items():
+        user.user_permissions.add(
+            *Permission.objects.filter(content_type__app_label=app_label, codename__in=codenames)
+        )
+    return user
+
+
+def test_an_editor_replays_a_draft_from_its_page_and_reads_the_results(
+    live_server: LiveServer,
+    browser_page: Any,
+    screenshots_dir: Path,
+    instance: Instance,
+    model: FakeOpenAIServer,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    for text in ("Oi, bom dia", "Quero falar com alguém"):
+        record_turn(
+            conversation(instance),
+            text,
+            GREETING,
+            model=model,
+            capture=django_capture_on_commit_callbacks,
+        )
+    model.reset()
+    model.queue_text(GREETING)
+    model.queue_text('{"s":98,"motivo":"pedido_cliente"}Vou chamar alguém da equipe.')
+    prompt_editor("bia")
+    override = draft()
+    page = browser_page
+    change_url = f"/admin/prompts_admin/promptoverride/{override.pk}/change/"
+    page.goto(f"{live_server.url}/admin/login/?next={change_url}")
+    page.fill("#id_username", "bia")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"**{change_url}")
+
+    page.click("#replay-this-draft")
+    page.wait_for_selector("#replay-matching")
+    assert page.locator("#replay-matching").inner_text() == "2 chamadas gravadas correspondem."
+    page.screenshot(path=str(screenshots_dir / "replay-start.png"), full_page=True)
+    page.click("#replay-start")
+    page.wait_for_selector("#replay-results")
+
+    run = ReplayRun.objects.get()
+    assert page.url == f"{live_server.url}/admin/governance/replayrun/{run.pk}/change/"
+    assert (run.status, run.calls_done, run.code_changed, run.handoff_changed) == (
+        ReplayStatus.DONE,
+        2,
+        1,
+        1,
+    )
+    assert page.locator("#replay-status").inner_text() == "concluída"
+    assert page.locator("#total-code-changed").inner_text() == "1"
+    rows = page.locator("#replay-results tbody tr")
+    assert rows.count() == 2
+    changed = page.locator("#replay-results tbody tr.replay-changed")
+    assert changed.count() == 1
+    assert "1 → 98" in changed.inner_text()
+    assert "— → transferida pela assistente" in changed.inner_text()
+    assert "- Olá! Como posso ajudar?\n+ Vou chamar alguém da equipe." in changed.inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth") <= VIEWPORT["width"]
+    page.screenshot(path=str(screenshots_dir / "replay-run.png"), full_page=True)

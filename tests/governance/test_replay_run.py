@@ -1,0 +1,167 @@
+"""A replay run as a whole: cancelled while it runs, an unexpected error, the Celery task."""
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from django.db import connections
+
+from agents.llm import CallPurpose, ChatMessage, LLMCallResult
+from conversations.models import Instance
+from governance.models import ReplayRun, ReplayStatus
+from governance.replay import (
+    ReplayDeps,
+    ReplayFilters,
+    replay_run_cancel,
+    replay_run_execute,
+    replay_run_start,
+)
+from governance.tasks import replay_run
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.governance.support import GREETING, conversation, draft, record_turn
+
+
+def record_three(instance: Instance, model: FakeOpenAIServer, capture: Any) -> None:
+    for text in ("Oi", "Bom dia", "Olá"):
+        record_turn(conversation(instance), text, GREETING, model=model, capture=capture)
+    model.reset()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_stops_a_running_run_before_its_next_call(
+    instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
+) -> None:
+    record_three(instance, model, django_capture_on_commit_callbacks)
+    # The first call takes 0.3 s (the client's timeout is 0.5 s): cancel meanwhile.
+    model.queue_text(GREETING, delay=0.3)
+    run = replay_run_start(override=draft(), filters=ReplayFilters(), user=None)
+    finished: list[ReplayRun] = []
+
+    def execute() -> None:
+        try:
+            finished.append(replay_run_execute(run_id=run.pk))
+        finally:
+            connections.close_all()
+
+    worker = threading.Thread(target=execute)
+    worker.start()
+    deadline = time.monotonic() + 10
+    while model.request_count == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert replay_run_cancel(run=run) is True
+    worker.join(timeout=20)
+
+    [done] = finished
+    assert (done.status, done.calls_selected, done.calls_done, model.request_count) == (
+        ReplayStatus.CANCELLED,
+        3,
+        1,
+        1,
+    )
+    assert done.results.count() == 1
+
+
+class BrokenLLM:
+    """A model client with a bug (not a provider error): the run must say it failed."""
+
+    def chat(
+        self,
+        *,
+        model: str,
+        instructions: str,
+        messages: Sequence[ChatMessage],
+        purpose: CallPurpose,
+    ) -> LLMCallResult:
+        raise RuntimeError("a bug, not a provider error")
+
+
+@pytest.mark.django_db
+def test_an_unexpected_error_ends_the_run_failed_with_a_detail(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    django_capture_on_commit_callbacks: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    record_three(instance, model, django_capture_on_commit_callbacks)
+    run = replay_run_start(override=draft(), filters=ReplayFilters(), user=None)
+
+    run = replay_run_execute(run_id=run.pk, deps=ReplayDeps.from_settings(llm=BrokenLLM()))
+
+    assert (run.status, run.detail, run.calls_done, run.finished_at is not None) == (
+        ReplayStatus.FAILED,
+        "Erro inesperado: RuntimeError",
+        0,
+        True,
+    )
+    assert [r.message for r in caplog.records if r.name == "governance.replay"] == [
+        "replay_run_failed"
+    ]
+
+
+@pytest.mark.django_db
+def test_the_task_runs_the_run_and_a_second_delivery_changes_nothing(
+    instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
+) -> None:
+    record_three(instance, model, django_capture_on_commit_callbacks)
+    for _ in range(3):
+        model.queue_text(GREETING)
+    run = replay_run_start(override=draft(), filters=ReplayFilters(), user=None)
+
+    first = replay_run.delay(run.pk).get()
+    again = replay_run.delay(run.pk).get()
+
+    assert replay_run.name == "governance.replay_run"
+    assert (first, again, model.request_count) == ("done", "done", 3)
+    assert ReplayRun.objects.get().results.count() == 3
+
+
+@pytest.mark.django_db
+def test_an_active_override_may_be_replayed_and_the_run_says_so(
+    instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
+) -> None:
+    record_three(instance, model, django_capture_on_commit_callbacks)
+    model.queue_text(GREETING)
+    active = draft(is_active=True)
+
+    run = replay_run_start(override=active, filters=ReplayFilters(last_n=1), user=None)
+    run = replay_run_execute(run_id=run.pk)
+
+    assert (run.status, run.detail, run.calls_done) == (
+        ReplayStatus.DONE,
+        "O override estava ativo quando foi simulado.",
+        1,
+    )
+
+
+@pytest.mark.django_db
+def test_calls_run_concurrently_up_to_the_setting(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    record_three(instance, model, django_capture_on_commit_callbacks)
+    # The same answer for each: with three at a time, the order they are served in is free.
+    for _ in range(3):
+        model.queue_text(GREETING, input_tokens=100, output_tokens=10, delay=0.2)
+    settings.REPLAY_CONCURRENCY = 3
+    run = replay_run_start(override=draft(), filters=ReplayFilters(), user=None)
+
+    run = replay_run_execute(run_id=run.pk)
+
+    assert (
+        run.status,
+        run.calls_done,
+        run.code_changed,
+        run.tokens_input,
+        model.request_count,
+    ) == (
+        ReplayStatus.DONE,
+        3,
+        0,
+        300,
+        3,
+    )
+    assert list(run.results.values_list("replayed_code", flat=True)) == [1, 1, 1]
