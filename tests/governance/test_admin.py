@@ -204,7 +204,7 @@ def test_the_progress_json(prompt_editor_client: Client) -> None:
 
     assert response.json() == {
         "status": "running",
-        "status_label": "em execução",
+        "status_label": "em andamento",
         "finished": False,
         "cancel_requested": False,
         "done": 7,
