@@ -136,10 +136,11 @@ def test_defaults_of_the_documented_variables() -> None:
     ]  # fmt: skip
 
 
-def test_a_broker_url_turns_eager_mode_off_and_postgres_keeps_connections() -> None:
+def test_a_broker_url_turns_eager_mode_off_and_postgres_pools_connections() -> None:
     result = run_python(
         "import django; django.setup(); from django.conf import settings as s; "
         "print(s.CELERY_TASK_ALWAYS_EAGER, s.DATABASES['default']['CONN_MAX_AGE'], "
+        "s.DATABASES['default']['OPTIONS'], "
         "s.CELERY_BROKER_TRANSPORT_OPTIONS['visibility_timeout'] > s.CELERY_TASK_TIME_LIMIT)",
         {
             "DEBUG": "True",
@@ -147,7 +148,38 @@ def test_a_broker_url_turns_eager_mode_off_and_postgres_keeps_connections() -> N
             "DATABASE_URL": "postgres://u@127.0.0.1:5432/x",
         },
     )
-    assert result.stdout.split() == ["False", "60", "True"]
+    assert result.stdout.strip() == (
+        "False 0 {'pool': {'min_size': 1, 'max_size': 8, 'timeout': 30.0}} True"
+    )
+
+
+def test_without_the_pool_postgres_keeps_persistent_connections() -> None:
+    result = run_python(
+        "import django; django.setup(); from django.conf import settings as s; "
+        "d = s.DATABASES['default']; print(d['CONN_MAX_AGE'], d['CONN_HEALTH_CHECKS'], "
+        "'pool' in d.get('OPTIONS', {}))",
+        {"DEBUG": "True", "DATABASE_URL": "postgres://u@127.0.0.1:5432/x", "DB_POOL_MAX_SIZE": "0"},
+    )
+    assert result.stdout.split() == ["60", "True", "False"]
+
+
+def test_sqlite_has_no_pool_and_the_worker_defaults_to_threads() -> None:
+    result = run_python(
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.DATABASES['default'].get('OPTIONS', {}), s.CELERY_WORKER_POOL, "
+        "s.CELERY_WORKER_CONCURRENCY)",
+        {"DEBUG": "True", "DATABASE_URL": ""},
+    )
+    assert result.stdout.split() == ["{}", "threads", "100"]
+
+
+def test_a_prefork_worker_defaults_to_one_process_per_core() -> None:
+    result = run_python(
+        "import os, django; django.setup(); from django.conf import settings as s; "
+        "print(s.CELERY_WORKER_POOL, s.CELERY_WORKER_CONCURRENCY == os.cpu_count())",
+        {"DEBUG": "True", "CELERY_WORKER_POOL": "prefork"},
+    )
+    assert result.stdout.split() == ["prefork", "True"]
 
 
 def test_every_variable_settings_reads_is_documented() -> None:
@@ -158,7 +190,7 @@ def test_every_variable_settings_reads_is_documented() -> None:
     readme = (ROOT / "README.md").read_text()
     example = (ROOT / ".env.example").read_text()
 
-    assert len(variables) == 67
+    assert len(variables) == 72
     assert [v for v in variables if f"`{v}`" not in readme] == []
     assert [v for v in variables if v not in example] == []
 
