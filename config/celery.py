@@ -46,6 +46,14 @@ def soft_time_limits_in_threads(sender: Any, **kwargs: Any) -> None:
     task_deadlines.enabled = issubclass(pool, ThreadPool | SoloPool)
 
 
+@worker_init.connect
+def preload_the_model_sdk(**kwargs: Any) -> None:
+    """Import the OpenAI SDK (agents.llm imports it lazily, for the web's sake) when the worker
+    starts, not in its first turn: a second or more of imports on a busy machine would count
+    against that turn's soft time limit (and be paid once per prefork child instead of once)."""
+    import openai  # noqa: F401
+
+
 @task_prerun.connect
 def _task_started(sender: Any, task_id: str, **kwargs: Any) -> None:
     task_deadlines.task_started(sender, task_id)

@@ -1,0 +1,82 @@
+"""A thread's pooled PostgreSQL connection goes back to the pool before each model call
+(conversations/db_connections.py), never inside a transaction, and the next query takes one
+again."""
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+
+from agents.llm import CallPurpose, ChatMessage, LLMCallResult
+from conversations.db_connections import ConnectionReleasingClient, pooled_connections_release
+from conversations.models import Session
+from tests.agents.support import FakeLLM
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+class ConnectionWatchingLLM(FakeLLM):
+    """Records whether the thread held a database connection when the model was called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[bool] = []
+
+    def chat(
+        self,
+        *,
+        model: str,
+        instructions: str,
+        messages: Sequence[ChatMessage],
+        purpose: CallPurpose,
+    ) -> LLMCallResult:
+        self.held.append(connection.connection is not None)
+        return super().chat(
+            model=model, instructions=instructions, messages=messages, purpose=purpose
+        )
+
+
+def call(client: Any) -> LLMCallResult:
+    result: LLMCallResult = client.chat(
+        model="gpt-4o-mini", instructions="", messages=[], purpose="agent"
+    )
+    return result
+
+
+def test_the_settings_pool_postgresql_connections() -> None:
+    assert connection.settings_dict["OPTIONS"]["pool"] == {
+        "min_size": 1,
+        "max_size": 8,
+        "timeout": 30.0,
+    }
+    assert connection.settings_dict["CONN_MAX_AGE"] == 0
+
+
+def test_the_connection_is_returned_before_the_model_call_and_taken_again_after() -> None:
+    inner = ConnectionWatchingLLM()
+    assert Session.objects.count() == 0
+    assert connection.connection is not None
+
+    call(ConnectionReleasingClient(inner))
+
+    assert inner.held == [False]
+    assert Session.objects.count() == 0  # the next query takes a connection from the pool
+    assert connection.connection is not None
+
+
+def test_inside_a_transaction_the_connection_is_kept() -> None:
+    inner = ConnectionWatchingLLM()
+    with transaction.atomic():
+        Session.objects.count()
+        call(ConnectionReleasingClient(inner))
+        assert pooled_connections_release() == 0
+
+    assert inner.held == [True]
+
+
+def test_release_counts_only_open_pooled_connections() -> None:
+    Session.objects.count()
+
+    assert pooled_connections_release() == 1
+    assert pooled_connections_release() == 0
