@@ -47,6 +47,14 @@ def soft_time_limits_in_threads(sender: Any, **kwargs: Any) -> None:
 
 
 @worker_init.connect
+def pool_the_database_connections(**kwargs: Any) -> None:
+    """The worker's threads share a bounded PostgreSQL pool (conversations/db_connections.py)."""
+    from conversations.db_connections import worker_connection_pool_enable
+
+    worker_connection_pool_enable()
+
+
+@worker_init.connect
 def preload_the_model_sdk(**kwargs: Any) -> None:
     """Import the OpenAI SDK (agents.llm imports it lazily, for the web's sake) when the worker
     starts, not in its first turn: a second or more of imports on a busy machine would count

@@ -141,26 +141,28 @@ TEMPLATES = [
 
 DATABASE_URL = env.str("DATABASE_URL", default="") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
 DATABASES = {"default": environ.Env.db_url_config(DATABASE_URL)}
-# PostgreSQL: a bounded connection pool per process (psycopg_pool, Django's "pool" option), so a
-# worker running a hundred turns at once holds a few connections, not a hundred: a turn gives its
-# connection back to the pool while it waits on the model (conversations.db_connections).
-# DB_POOL_MAX_SIZE=0 turns the pool off: one persistent connection per thread (DB_CONN_MAX_AGE).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A Celery worker's connection pool (psycopg_pool through Django's "pool" option), switched on
+# when the worker starts (conversations.db_connections.worker_connection_pool_enable): a worker
+# runs up to CELERY_WORKER_CONCURRENCY turns at once in threads, each giving its connection back
+# while it waits on the model, so a hundred turns in flight share a few connections. The web
+# (sync gunicorn workers: one request at a time) and beat keep one persistent connection each,
+# which also fails a request at once while PostgreSQL is down (a pool would wait for it).
+# DB_POOL_MAX_SIZE=0: no pool, one persistent connection per worker thread.
 DB_POOL_MIN_SIZE = env.int("DB_POOL_MIN_SIZE", default=1)
 DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=8)
 DB_POOL_TIMEOUT = env.float("DB_POOL_TIMEOUT", default=30.0)
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    if DB_POOL_MAX_SIZE > 0:
-        # Pooling replaces persistent connections (Django refuses both): a closed connection
-        # goes back to the pool, and the pool checks nothing on the way out (no health query).
-        DATABASES["default"]["CONN_MAX_AGE"] = 0
-        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            "min_size": min(DB_POOL_MIN_SIZE, DB_POOL_MAX_SIZE),
-            "max_size": DB_POOL_MAX_SIZE,
-            "timeout": DB_POOL_TIMEOUT,
-        }
-    else:
-        DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
-        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASE_WORKER_POOL: dict[str, Any] | None = (
+    {
+        "min_size": min(DB_POOL_MIN_SIZE, DB_POOL_MAX_SIZE),
+        "max_size": DB_POOL_MAX_SIZE,
+        "timeout": DB_POOL_TIMEOUT,
+    }
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DB_POOL_MAX_SIZE > 0
+    else None
+)
 # The webhook's hot statements are prepared once per connection (conversations/inbound/hot_path.py);
 # False behind a transaction-mode pooler that cannot keep them (PgBouncer older than 1.21).
 DB_PREPARE_HOT_STATEMENTS = env.bool("DB_PREPARE_HOT_STATEMENTS", default=True)

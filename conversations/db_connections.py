@@ -1,6 +1,11 @@
-"""A thread's database connection goes back to the pool while the thread waits on the model.
+"""A Celery worker's PostgreSQL connection pool, and a thread's connection going back to it
+while the thread waits on the model.
 
-With the PostgreSQL pool (config/settings.py, ``DB_POOL_MAX_SIZE``) a worker runs many turns at
+`worker_connection_pool_enable` switches the worker's process to Django's psycopg pool
+(``settings.DATABASE_WORKER_POOL``, from ``DB_POOL_*``) when the worker starts, before any
+connection is made; the web and beat keep their persistent connections (config/settings.py).
+
+With the pool a worker runs many turns at
 once on threads, each waiting a second or more on the model; a connection held across that wait
 would make the pool's size the number of turns in flight. No transaction is ever open across a
 model call (the turn thinks outside any transaction: conversations.turns.think), so the thread's
@@ -14,9 +19,25 @@ closed either: Django would mark the transaction broken.
 
 from collections.abc import Sequence
 
+from django.conf import settings
 from django.db import connections
 
 from agents.llm import CallPurpose, ChatMessage, LLMCallResult, LLMClient
+
+
+def worker_connection_pool_enable() -> bool:
+    """Use the connection pool in this process from now on (a Celery worker, at start-up);
+    False when there is none to use (SQLite, ``DB_POOL_MAX_SIZE=0``)."""
+    pool = settings.DATABASE_WORKER_POOL
+    if pool is None:
+        return False
+    # Open connections were made without the pool: close them first (Django refuses to pool
+    # with persistent connections, hence CONN_MAX_AGE 0: closing returns one to the pool).
+    connections.close_all()
+    database = settings.DATABASES["default"]
+    database["CONN_MAX_AGE"] = 0
+    database.setdefault("OPTIONS", {})["pool"] = dict(pool)
+    return True
 
 
 def pooled_connections_release() -> int:

@@ -136,11 +136,10 @@ def test_defaults_of_the_documented_variables() -> None:
     ]  # fmt: skip
 
 
-def test_a_broker_url_turns_eager_mode_off_and_postgres_pools_connections() -> None:
+def test_a_broker_url_turns_eager_mode_off_and_postgres_keeps_connections() -> None:
     result = run_python(
         "import django; django.setup(); from django.conf import settings as s; "
         "print(s.CELERY_TASK_ALWAYS_EAGER, s.DATABASES['default']['CONN_MAX_AGE'], "
-        "s.DATABASES['default']['OPTIONS'], "
         "s.CELERY_BROKER_TRANSPORT_OPTIONS['visibility_timeout'] > s.CELERY_TASK_TIME_LIMIT)",
         {
             "DEBUG": "True",
@@ -148,29 +147,33 @@ def test_a_broker_url_turns_eager_mode_off_and_postgres_pools_connections() -> N
             "DATABASE_URL": "postgres://u@127.0.0.1:5432/x",
         },
     )
-    assert result.stdout.strip() == (
-        "False 0 {'pool': {'min_size': 1, 'max_size': 8, 'timeout': 30.0}} True"
-    )
+    assert result.stdout.split() == ["False", "60", "True"]
 
 
-def test_without_the_pool_postgres_keeps_persistent_connections() -> None:
-    result = run_python(
+def test_a_worker_s_connection_pool_is_read_from_the_environment() -> None:
+    code = (
         "import django; django.setup(); from django.conf import settings as s; "
-        "d = s.DATABASES['default']; print(d['CONN_MAX_AGE'], d['CONN_HEALTH_CHECKS'], "
-        "'pool' in d.get('OPTIONS', {}))",
-        {"DEBUG": "True", "DATABASE_URL": "postgres://u@127.0.0.1:5432/x", "DB_POOL_MAX_SIZE": "0"},
+        "print(s.DATABASE_WORKER_POOL)"
     )
-    assert result.stdout.split() == ["60", "True", "False"]
+    postgres = {"DEBUG": "True", "DATABASE_URL": "postgres://u@127.0.0.1:5432/x"}
+
+    assert run_python(code, postgres).stdout.strip() == (
+        "{'min_size': 1, 'max_size': 8, 'timeout': 30.0}"
+    )
+    assert run_python(code, {**postgres, "DB_POOL_MAX_SIZE": "0"}).stdout.strip() == "None"
+    assert run_python(code, {**postgres, "DB_POOL_MAX_SIZE": "2", "DB_POOL_MIN_SIZE": "4",
+                             "DB_POOL_TIMEOUT": "5"}).stdout.strip() == (
+        "{'min_size': 2, 'max_size': 2, 'timeout': 5.0}"
+    )  # fmt: skip
 
 
 def test_sqlite_has_no_pool_and_the_worker_defaults_to_threads() -> None:
     result = run_python(
         "import django; django.setup(); from django.conf import settings as s; "
-        "print(s.DATABASES['default'].get('OPTIONS', {}), s.CELERY_WORKER_POOL, "
-        "s.CELERY_WORKER_CONCURRENCY)",
+        "print(s.DATABASE_WORKER_POOL, s.CELERY_WORKER_POOL, s.CELERY_WORKER_CONCURRENCY)",
         {"DEBUG": "True", "DATABASE_URL": ""},
     )
-    assert result.stdout.split() == ["{}", "threads", "100"]
+    assert result.stdout.split() == ["None", "threads", "100"]
 
 
 def test_a_prefork_worker_defaults_to_one_process_per_core() -> None:

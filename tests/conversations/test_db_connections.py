@@ -1,19 +1,36 @@
-"""A thread's pooled PostgreSQL connection goes back to the pool before each model call
-(conversations/db_connections.py), never inside a transaction, and the next query takes one
-again."""
+"""A Celery worker's PostgreSQL connection pool (conversations/db_connections.py): switched on at
+the worker's start, and a thread's pooled connection goes back to the pool before each model
+call, never inside a transaction; the next query takes one again. Without the pool (the web,
+the embedded default) nothing is released."""
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 from django.db import connection, transaction
 
 from agents.llm import CallPurpose, ChatMessage, LLMCallResult
-from conversations.db_connections import ConnectionReleasingClient, pooled_connections_release
+from conversations.db_connections import (
+    ConnectionReleasingClient,
+    pooled_connections_release,
+    worker_connection_pool_enable,
+)
 from conversations.models import Session
 from tests.agents.support import FakeLLM
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def pooled() -> Iterator[None]:
+    """This test process's connection switched to the pool as a worker's is; restored after."""
+    database = connection.settings_dict
+    saved = (database["CONN_MAX_AGE"], dict(database.get("OPTIONS", {})))
+    assert worker_connection_pool_enable()
+    yield
+    connection.close()
+    connection.close_pool()
+    database["CONN_MAX_AGE"], database["OPTIONS"] = saved
 
 
 class ConnectionWatchingLLM(FakeLLM):
@@ -44,15 +61,28 @@ def call(client: Any) -> LLMCallResult:
     return result
 
 
-def test_the_settings_pool_postgresql_connections() -> None:
+def test_only_a_worker_pools_its_connections(pooled: None) -> None:
     assert connection.settings_dict["OPTIONS"]["pool"] == {
         "min_size": 1,
         "max_size": 8,
         "timeout": 30.0,
     }
     assert connection.settings_dict["CONN_MAX_AGE"] == 0
+    Session.objects.count()
+    assert connection.pool is not None
 
 
+def test_without_the_pool_nothing_is_released() -> None:
+    inner = ConnectionWatchingLLM()
+    Session.objects.count()
+
+    call(ConnectionReleasingClient(inner))
+
+    assert inner.held == [True]
+    assert "pool" not in connection.settings_dict.get("OPTIONS", {})
+
+
+@pytest.mark.usefixtures("pooled")
 def test_the_connection_is_returned_before_the_model_call_and_taken_again_after() -> None:
     inner = ConnectionWatchingLLM()
     assert Session.objects.count() == 0
@@ -65,6 +95,7 @@ def test_the_connection_is_returned_before_the_model_call_and_taken_again_after(
     assert connection.connection is not None
 
 
+@pytest.mark.usefixtures("pooled")
 def test_inside_a_transaction_the_connection_is_kept() -> None:
     inner = ConnectionWatchingLLM()
     with transaction.atomic():
@@ -75,6 +106,7 @@ def test_inside_a_transaction_the_connection_is_kept() -> None:
     assert inner.held == [True]
 
 
+@pytest.mark.usefixtures("pooled")
 def test_release_counts_only_open_pooled_connections() -> None:
     Session.objects.count()
 
