@@ -4,10 +4,11 @@ call, never inside a transaction; the next query takes one again. Without the po
 the embedded default) nothing is released."""
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from django.db import connection, transaction
+from django.db.backends.postgresql.base import DatabaseWrapper
 
 from agents.llm import CallPurpose, ChatMessage, LLMCallResult
 from conversations.db_connections import (
@@ -29,7 +30,7 @@ def pooled() -> Iterator[None]:
     assert worker_connection_pool_enable()
     yield
     connection.close()
-    connection.close_pool()
+    cast(DatabaseWrapper, connection).close_pool()
     database["CONN_MAX_AGE"], database["OPTIONS"] = saved
 
 
@@ -69,7 +70,7 @@ def test_only_a_worker_pools_its_connections(pooled: None) -> None:
     }
     assert connection.settings_dict["CONN_MAX_AGE"] == 0
     Session.objects.count()
-    assert connection.pool is not None
+    assert cast(DatabaseWrapper, connection).pool is not None
 
 
 def test_without_the_pool_nothing_is_released() -> None:
