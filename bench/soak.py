@@ -242,7 +242,7 @@ class Worker:
 
     def start(self) -> None:
         command = [
-            sys.executable, "-m", "celery", "-A", "config", "worker",
+            sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=prefork",
             f"--concurrency={self.concurrency}",
             "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=WARNING",
             f"--hostname=soak-{os.getpid()}-{time.monotonic_ns()}@localhost",

@@ -7,6 +7,7 @@ Every variable is listed, with its default and meaning, in `.env.example` and th
 import base64
 import binascii
 import hashlib
+import os
 import re
 import tempfile
 from datetime import timedelta
@@ -17,6 +18,7 @@ import django_stubs_ext
 import environ
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
 
 # The Django classes that django-stubs declares generic (`admin.ModelAdmin[Session]`) become
 # subscriptable at run time too.
@@ -142,6 +144,25 @@ DATABASES = {"default": environ.Env.db_url_config(DATABASE_URL)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A Celery worker's connection pool (psycopg_pool through Django's "pool" option), switched on
+# when the worker starts (conversations.db_connections.worker_connection_pool_enable): a worker
+# runs up to CELERY_WORKER_CONCURRENCY turns at once in threads, each giving its connection back
+# while it waits on the model, so a hundred turns in flight share a few connections. The web
+# (sync gunicorn workers: one request at a time) and beat keep one persistent connection each,
+# which also fails a request at once while PostgreSQL is down (a pool would wait for it).
+# DB_POOL_MAX_SIZE=0: no pool, one persistent connection per worker thread.
+DB_POOL_MIN_SIZE = env.int("DB_POOL_MIN_SIZE", default=1)
+DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=8)
+DB_POOL_TIMEOUT = env.float("DB_POOL_TIMEOUT", default=30.0)
+DATABASE_WORKER_POOL: dict[str, Any] | None = (
+    {
+        "min_size": min(DB_POOL_MIN_SIZE, DB_POOL_MAX_SIZE),
+        "max_size": DB_POOL_MAX_SIZE,
+        "timeout": DB_POOL_TIMEOUT,
+    }
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DB_POOL_MAX_SIZE > 0
+    else None
+)
 # The webhook's hot statements are prepared once per connection (conversations/inbound/hot_path.py);
 # False behind a transaction-mode pooler that cannot keep them (PgBouncer older than 1.21).
 DB_PREPARE_HOT_STATEMENTS = env.bool("DB_PREPARE_HOT_STATEMENTS", default=True)
@@ -219,6 +240,35 @@ if CELERY_BROKER_URL.split("://", 1)[0] in ("redis", "rediss"):
 RETENTION_DAYS = env.int("RETENTION_DAYS", default=365)
 WEBHOOK_BODY_RETENTION_DAYS = env.int("WEBHOOK_BODY_RETENTION_DAYS", default=30)
 # Where beat keeps the last run of each periodic task: a state file, never in the checkout.
+# Queues: a reply's send never waits behind other customers' turns, nor a turn behind a sweep.
+# Routed by task name (the names are the tasks' public API: never renamed); anything not listed
+# (alerts, CRM, replays) goes to the default queue "celery". A worker started without -Q consumes
+# every queue listed here; production runs one worker per queue group (README, Production).
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(name, type="direct"), routing_key=name)
+    for name in ("turns", "sends", "summaries", "sweeps", CELERY_TASK_DEFAULT_QUEUE)
+]
+CELERY_TASK_ROUTES = {
+    "conversations.process_session": {"queue": "turns"},
+    "conversations.apply_webhook_delivery": {"queue": "turns"},
+    "conversations.send_message": {"queue": "sends"},
+    "conversations.mark_read": {"queue": "sends"},
+    "conversations.generate_handoff_summary": {"queue": "summaries"},
+    "conversations.requeue_expired_leases": {"queue": "sweeps"},
+    "conversations.requeue_unsent_messages": {"queue": "sweeps"},
+    "conversations.requeue_received_deliveries": {"queue": "sweeps"},
+    "conversations.apply_retention": {"queue": "sweeps"},
+}
+# The worker's pool when `celery worker` is given no --pool / --concurrency: threads, because a
+# turn spends its life waiting on the model (and sends on the Graph API), so one process overlaps
+# many; prefork (one task per process at a time) only when asked. Threads get no hard time limit
+# from Celery; the soft limit is raised in the task's thread by config.task_deadlines.
+CELERY_WORKER_POOL = env.str("CELERY_WORKER_POOL", default="threads")
+CELERY_WORKER_CONCURRENCY = env.int(
+    "CELERY_WORKER_CONCURRENCY",
+    default=100 if CELERY_WORKER_POOL == "threads" else (os.cpu_count() or 1),
+)
 CELERY_BEAT_SCHEDULE_FILENAME = env.str(
     "CELERY_BEAT_SCHEDULE_FILENAME",
     default=str(Path(tempfile.gettempdir()) / "lab-attendance-celerybeat-schedule"),

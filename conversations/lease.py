@@ -6,9 +6,11 @@ and no transaction is held while the model thinks. A worker that finds the lease
 once: the holder drains every pending inbound message before it releases. A lease whose expiry
 has passed belongs to a worker that died (or was killed at the task's hard time limit) and may be
 taken over; its TTL is therefore longer than the task's hard time limit, so a live holder never
-loses it. Every write of a turn's outcome re-checks the token under a row lock, so a worker that
-lost its lease writes and sends nothing. `stalled_sessions_requeue` (beat, every minute)
-re-enqueues the sessions nobody would answer otherwise.
+loses it in a prefork worker (a threads worker has no hard limit: a turn that ignored the soft
+one and overran the TTL loses the lease). Every write of a turn's outcome re-checks the token
+under a row lock, so a worker that lost its lease writes and sends nothing.
+`stalled_sessions_requeue` (beat, every minute) re-enqueues the sessions nobody would answer
+otherwise.
 """
 
 import logging

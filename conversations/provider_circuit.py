@@ -23,6 +23,7 @@ from agents.circuit import (
     CircuitState,
 )
 from agents.llm import LLMClient, OpenAIClient
+from conversations.db_connections import ConnectionReleasingClient
 from conversations.models import ProviderCircuit
 
 T = TypeVar("T")
@@ -78,7 +79,7 @@ def task_llm_client() -> LLMClient:
     """The model client of one task: this process's OpenAI client behind the shared circuit
     breaker (whose state is in the database, so a fresh wrapper per task is free)."""
     return CircuitBreakerClient(
-        _openai_client(
+        _releasing_client(
             settings.OPENAI_API_KEY,
             settings.OPENAI_BASE_URL,
             settings.LLM_TIMEOUT_SECONDS,
@@ -87,6 +88,16 @@ def task_llm_client() -> LLMClient:
         store=DatabaseCircuitStore(),
         policy=circuit_policy_from_settings(),
     )
+
+
+@functools.lru_cache(maxsize=4)
+def _releasing_client(
+    api_key: str, base_url: str | None, timeout: float, retry_max: int
+) -> ConnectionReleasingClient:
+    """The process's OpenAI client, giving the thread's pooled database connection back before
+    each request (conversations.db_connections): the circuit's reads and the call records take
+    one again after the model answers."""
+    return ConnectionReleasingClient(_openai_client(api_key, base_url, timeout, retry_max))
 
 
 @functools.lru_cache(maxsize=4)

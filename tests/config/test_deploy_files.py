@@ -1,6 +1,8 @@
-"""The deployment files in deploy/ run what the README's Production section documents: the same
-three commands (web, worker, beat; only gunicorn's bind address differs in a container), every
-variable they set is one the README documents, and nginx overwrites the forwarded headers."""
+"""The deployment files in deploy/ run what the README's Production section documents: the
+systemd units its commands (web, the three per-queue workers, beat), the one-machine compose file
+the same web and beat and the one worker for every queue (only gunicorn's bind address differs in
+a container); every variable they set is one the README documents, and nginx overwrites the
+forwarded headers."""
 
 import re
 import shlex
@@ -8,16 +10,21 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 README = (ROOT / "README.md").read_text()
-PROCESSES = ("web", "worker", "beat")
+WORKERS = ("worker-turns", "worker-sends", "worker-other")
+PROCESSES = ("web", *WORKERS, "beat")
+ONE_MACHINE = ("web", "worker", "beat")
+PRODUCTION = README.split("## Production", 1)[1]
 
 
 def readme_commands() -> dict[str, list[str]]:
-    """The Production block's gunicorn / celery worker / celery beat lines, as argv."""
-    block = README.split("## Production", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    """The Production block's gunicorn / celery worker / celery beat lines, as argv; a worker
+    is named after its --hostname (``turns@%h`` -> worker-turns)."""
+    block = PRODUCTION.split("```sh", 1)[1].split("```", 1)[0]
     commands: dict[str, list[str]] = {}
     for line in block.splitlines():
         if not line.startswith(("gunicorn ", "celery ")):
@@ -26,10 +33,19 @@ def readme_commands() -> dict[str, list[str]]:
         if argv[:1] == ["gunicorn"]:
             commands["web"] = argv
         elif argv[:4] == ["celery", "-A", "config", "worker"]:
-            commands["worker"] = argv
+            hostname = argv[argv.index("--hostname") + 1]
+            commands[f"worker-{hostname.split('@')[0]}"] = argv
         elif argv[:4] == ["celery", "-A", "config", "beat"]:
             commands["beat"] = argv
     return commands
+
+
+def readme_one_machine_commands() -> dict[str, list[str]]:
+    """Web and beat as in production, and the worker for every queue (the second block)."""
+    block = PRODUCTION.split("```sh", 2)[2].split("```", 1)[0]
+    [worker] = [shlex.split(line) for line in block.splitlines() if line.startswith("celery ")]
+    commands = readme_commands()
+    return {"web": commands["web"], "worker": worker, "beat": commands["beat"]}
 
 
 def without_bind(argv: list[str]) -> list[str]:
@@ -60,11 +76,25 @@ def test_the_readme_documents_the_three_processes() -> None:
     assert set(readme_commands()) == set(PROCESSES)
 
 
-def test_compose_runs_the_readme_commands() -> None:
-    services = compose()["services"]
-    expected = readme_commands()
+def test_the_readme_workers_cover_every_queue_once() -> None:
+    queues = [
+        queue
+        for process in WORKERS
+        for queue in readme_commands()[process][
+            readme_commands()[process].index("--queues") + 1
+        ].split(",")
+    ]
 
-    for process in PROCESSES:
+    assert sorted(queues) == sorted(q.name for q in settings.CELERY_TASK_QUEUES)
+    assert "--queues" not in readme_one_machine_commands()["worker"]
+
+
+def test_compose_runs_the_readme_one_machine_commands() -> None:
+    services = compose()["services"]
+    expected = readme_one_machine_commands()
+
+    assert expected["worker"] == ["celery", "-A", "config", "worker", "--loglevel=INFO"]
+    for process in ONE_MACHINE:
         assert without_bind(shlex.split(services[process]["command"])) == without_bind(
             expected[process]
         ), process
@@ -75,7 +105,7 @@ def test_the_systemd_units_run_the_readme_commands_from_the_venv() -> None:
 
     for process in PROCESSES:
         [exec_start] = unit(process)["ExecStart"]
-        argv = shlex.split(exec_start)
+        argv = shlex.split(exec_start.replace("%%", "%"))  # systemd's escape of a literal %
         assert argv[0] == f"/srv/lab-attendance/.venv/bin/{expected[process][0]}"
         assert argv[1:] == expected[process][1:], process
 

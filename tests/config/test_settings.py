@@ -150,6 +150,41 @@ def test_a_broker_url_turns_eager_mode_off_and_postgres_keeps_connections() -> N
     assert result.stdout.split() == ["False", "60", "True"]
 
 
+def test_a_worker_s_connection_pool_is_read_from_the_environment() -> None:
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.DATABASE_WORKER_POOL)"
+    )
+    postgres = {"DEBUG": "True", "DATABASE_URL": "postgres://u@127.0.0.1:5432/x"}
+
+    assert run_python(code, postgres).stdout.strip() == (
+        "{'min_size': 1, 'max_size': 8, 'timeout': 30.0}"
+    )
+    assert run_python(code, {**postgres, "DB_POOL_MAX_SIZE": "0"}).stdout.strip() == "None"
+    assert run_python(code, {**postgres, "DB_POOL_MAX_SIZE": "2", "DB_POOL_MIN_SIZE": "4",
+                             "DB_POOL_TIMEOUT": "5"}).stdout.strip() == (
+        "{'min_size': 2, 'max_size': 2, 'timeout': 5.0}"
+    )  # fmt: skip
+
+
+def test_sqlite_has_no_pool_and_the_worker_defaults_to_threads() -> None:
+    result = run_python(
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.DATABASE_WORKER_POOL, s.CELERY_WORKER_POOL, s.CELERY_WORKER_CONCURRENCY)",
+        {"DEBUG": "True", "DATABASE_URL": ""},
+    )
+    assert result.stdout.split() == ["None", "threads", "100"]
+
+
+def test_a_prefork_worker_defaults_to_one_process_per_core() -> None:
+    result = run_python(
+        "import os, django; django.setup(); from django.conf import settings as s; "
+        "print(s.CELERY_WORKER_POOL, s.CELERY_WORKER_CONCURRENCY == os.cpu_count())",
+        {"DEBUG": "True", "CELERY_WORKER_POOL": "prefork"},
+    )
+    assert result.stdout.split() == ["prefork", "True"]
+
+
 def test_every_variable_settings_reads_is_documented() -> None:
     settings_source = (ROOT / "config" / "settings.py").read_text()
     variables = sorted(
@@ -158,7 +193,7 @@ def test_every_variable_settings_reads_is_documented() -> None:
     readme = (ROOT / "README.md").read_text()
     example = (ROOT / ".env.example").read_text()
 
-    assert len(variables) == 67
+    assert len(variables) == 72
     assert [v for v in variables if f"`{v}`" not in readme] == []
     assert [v for v in variables if v not in example] == []
 

@@ -314,6 +314,10 @@ def test_graph_down_the_reply_is_retried_with_backoff_and_delivered_once_when_it
     )
     graph.down = False
     wait_for(lambda: graph.delivered_to(phone(0)), timeout=60, what="the reply")
+    # The worker commits the send's outcome just after the Graph API answered it.
+    wait_for(
+        lambda: replies_to(phone(0))[0].delivery_status == "sent", timeout=10, what="the commit"
+    )
 
     [reply] = replies_to(phone(0))
     assert (reply.delivery_status, reply.wa_message_id) == ("sent", "wamid.FAKE0001")

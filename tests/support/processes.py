@@ -78,7 +78,8 @@ def project_env(*, broker: str | IsolatedBroker, **overrides: str) -> dict[str, 
 
 
 def celery_worker_command(hostname: str) -> list[str]:
-    """A one-process prefork worker (time limits need prefork) of the real app."""
+    """A worker of the real app with the production pool and concurrency (the settings':
+    threads; the soft time limit comes from config/task_deadlines.py there)."""
     return [
         sys.executable,
         "-m",
@@ -86,7 +87,6 @@ def celery_worker_command(hostname: str) -> list[str]:
         "-A",
         "config",
         "worker",
-        "--concurrency=1",
         "--without-gossip",
         "--without-mingle",
         "--without-heartbeat",

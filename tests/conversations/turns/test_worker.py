@@ -51,7 +51,8 @@ def worker(
     tmp_path: Path,
     isolated_broker: IsolatedBroker,
 ) -> Iterator[BrokerClient]:
-    """A prefork worker (time limits need prefork) of the real app; yields a client app."""
+    """A worker of the real app (the default threads pool, where the soft time limit is
+    config/task_deadlines.py's); yields a client app."""
     env = project_env(
         broker=isolated_broker,
         OPENAI_BASE_URL=fake_openai.base_url,

@@ -1,0 +1,426 @@
+"""Turns per second under model latency: the real topology, 100 first messages at a time.
+
+    PYTHONPATH=. .venv/bin/python bench/latency.py [--customers 100] [--latencies 0,0.5,1,2]
+                                                   [--web-workers 2] [--no-solo]
+
+gunicorn (``--web-workers`` sync workers) serves the webhook and one Celery worker started as
+``celery -A config worker`` with no flags (its pool, concurrency and queues come from the
+settings: README, Capacity) runs the turns, on PostgreSQL (DATABASE_URL, default
+``postgres://postgres@127.0.0.1:5432/lab_attendance_latency``, created and migrated when
+missing, emptied of conversations first) and a throwaway redis-server of its own
+(tests/support/throwaway.py). The model and the Graph API are fake HTTP servers in this process:
+the model answers every request after the round's latency with a greeting (code 1, so each turn
+is one model call and one send); the Graph API accepts every send and read receipt.
+
+Each round posts, as fast as 8 connections allow, one signed first message from each of
+``--customers`` new customers, and waits until each has had its answer at the Graph API. It
+prints, per round: the completion time (first POST to last answer), turns/s, the worker's peak
+RSS (the process and its children), the worker's CPU per turn (user + system, the turn, its
+send and its read receipt), and the peak of PostgreSQL connections held by the worker and by
+gunicorn (pg_stat_activity, by application_name, sampled every 50 ms). First, unless
+``--no-solo``, the baseline: the same round at zero latency on a worker started with
+``--pool solo`` (one task at a time in one process). A warm-up round of 5 customers precedes
+each worker's measured rounds. Exits 1 when a customer got no answer or more than one.
+"""
+
+import argparse
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+from uuid import uuid4
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import psutil  # noqa: E402
+import psycopg  # noqa: E402
+from pytest_httpserver import HTTPServer  # noqa: E402
+from werkzeug import Request, Response  # noqa: E402
+
+from bench.support import ensure_database  # noqa: E402
+from tests.fakes.openai_server import responses_object  # noqa: E402
+from tests.support.throwaway import ThrowawayRedis, free_port  # noqa: E402
+from tests.support.webhooks import PHONE_NUMBER_ID, healthy, post_delivery, text_delivery  # noqa: E402
+
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/lab_attendance_latency"
+APP_SECRET = "latency-bench-app-secret"
+ANSWER = '{"s":1}Olá! Sou a Lia. Como posso ajudar?'
+WORKER_APP, WEB_APP, SAMPLER_APP = "bench-worker", "bench-web", "bench-sampler"
+POSTERS = 8
+
+
+@dataclass
+class Fakes:
+    """The fake model and Graph API; `latency` is the model's, in seconds, for the next calls."""
+
+    model: HTTPServer
+    graph: HTTPServer
+    latency: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    sends: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    model_calls: int = 0
+
+    @property
+    def model_url(self) -> str:
+        return self.model.url_for("/v1")
+
+    @property
+    def graph_url(self) -> str:
+        return self.graph.url_for("/v23.0").rstrip("/")
+
+    def answered(self, phones: list[str]) -> int:
+        with self.lock:
+            return sum(1 for phone in phones if self.sends.get(phone))
+
+    def _model(self, request: Request) -> Response:
+        body = json.loads(request.get_data() or b"{}")
+        time.sleep(self.latency)
+        with self.lock:
+            self.model_calls += 1
+        payload = responses_object(ANSWER, model=str(body.get("model", "")))
+        return Response(json.dumps(payload), content_type="application/json")
+
+    def _graph(self, request: Request) -> Response:
+        body = json.loads(request.get_data() or b"{}")
+        if body.get("status") == "read":
+            return Response('{"success": true}', content_type="application/json")
+        phone = body.get("to", "")
+        with self.lock:
+            self.sends[phone].append(time.monotonic())
+        answer = {
+            "messaging_product": "whatsapp",
+            "contacts": [{"input": phone, "wa_id": phone}],
+            "messages": [{"id": f"wamid.LAT{uuid4().hex}"}],
+        }
+        return Response(json.dumps(answer), content_type="application/json")
+
+
+@contextmanager
+def fakes_running() -> Iterator[Fakes]:
+    model = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+    graph = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+    fakes = Fakes(model=model, graph=graph)
+    model.expect_request("/v1/responses", method="POST").respond_with_handler(fakes._model)
+    graph.expect_request(re.compile(r"^/v23\.0/\d+/messages$"), method="POST").respond_with_handler(
+        fakes._graph
+    )
+    model.start()
+    graph.start()
+    try:
+        yield fakes
+    finally:
+        model.stop()
+        graph.stop()
+
+
+def with_application_name(database_url: str, name: str) -> str:
+    """The URL with ``?application_name=`` (pg_stat_activity tells the processes apart)."""
+    parts = urlsplit(database_url)
+    query = "&".join(q for q in (parts.query, f"application_name={name}") if q)
+    return urlunsplit(parts._replace(query=query))
+
+
+def bench_env(*, database_url: str, broker: str, fakes: Fakes) -> dict[str, str]:
+    """The production settings (DEBUG=False) against the fakes; no .env."""
+    return os.environ | {
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "ENV_FILE": "/nonexistent/.env",
+        "DEBUG": "False",
+        "SECRET_KEY": "latency-bench-secret-key",
+        "FIELD_ENCRYPTION_KEYS": "bGF0ZW5jeS1iZW5jaC1maWVsZC1lbmNyeXB0aW9uISE=",
+        "WHATSAPP_APP_SECRET": APP_SECRET,
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "SECURE_SSL_REDIRECT": "False",
+        "DATABASE_URL": database_url,
+        "CELERY_BROKER_URL": broker,
+        "OPENAI_API_KEY": "latency-bench-key",
+        "OPENAI_BASE_URL": fakes.model_url,
+        "LLM_TIMEOUT_SECONDS": "30",
+        "WHATSAPP_API_BASE_URL": fakes.graph_url,
+        "WHATSAPP_ACCESS_TOKEN": "latency-bench-token",
+        "LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+@dataclass
+class Topology:
+    """gunicorn and a worker, started; `worker` is the worker's main process."""
+
+    port: int
+    web: subprocess.Popen[bytes]
+    worker: subprocess.Popen[bytes]
+
+    @property
+    def worker_process(self) -> psutil.Process:
+        return psutil.Process(self.worker.pid)
+
+
+@contextmanager
+def topology(
+    env: Mapping[str, str],
+    *,
+    logs: Path,
+    worker_args: tuple[str, ...] = (),
+    web_workers: int = 2,
+) -> Iterator[Topology]:
+    """gunicorn and ``celery -A config worker`` (plus `worker_args`), each with `env` and its
+    own application_name, until the block ends."""
+    port = free_port()
+    database_url = env["DATABASE_URL"]
+    web_env = {**env, "DATABASE_URL": with_application_name(database_url, WEB_APP)}
+    worker_env = {**env, "DATABASE_URL": with_application_name(database_url, WORKER_APP)}
+    gunicorn = str(Path(sys.executable).with_name("gunicorn"))
+    web_command = [gunicorn, "config.wsgi:application", f"--bind=127.0.0.1:{port}"]
+    web_command.append(f"--workers={web_workers}")
+    worker_command = [sys.executable, "-m", "celery", "-A", "config", "worker", *worker_args]
+    logs.mkdir(parents=True, exist_ok=True)
+    with (logs / "web.log").open("a") as web_log, (logs / "worker.log").open("a") as worker_log:
+        web = subprocess.Popen(web_command, cwd=ROOT, env=web_env, stdout=web_log, stderr=web_log)
+        worker = subprocess.Popen(
+            worker_command, cwd=ROOT, env=worker_env, stdout=worker_log, stderr=worker_log
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not healthy(port):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"gunicorn did not answer; see {logs / 'web.log'}")
+            time.sleep(0.2)
+        yield Topology(port=port, web=web, worker=worker)
+    finally:
+        for process in (worker, web):
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+
+
+def _cpu_seconds(process: psutil.Process) -> float:
+    total = 0.0
+    for each in [process, *process.children(recursive=True)]:
+        try:
+            times = each.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def _rss_bytes(process: psutil.Process) -> int:
+    total = 0
+    for each in [process, *process.children(recursive=True)]:
+        try:
+            total += each.memory_info().rss
+        except psutil.NoSuchProcess:
+            continue
+    return total
+
+
+class Sampler:
+    """Samples the worker's RSS and the PostgreSQL connections per application every 50 ms."""
+
+    def __init__(self, worker: psutil.Process, dsn: str) -> None:
+        self.worker = worker
+        self.dsn = dsn
+        self.rss_peak = 0
+        self.connections_peak: dict[str, int] = defaultdict(int)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "Sampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True, application_name=SAMPLER_APP) as conn:
+            while not self._stop.is_set():
+                self.rss_peak = max(self.rss_peak, _rss_bytes(self.worker))
+                rows = conn.execute(
+                    "SELECT application_name, count(*) FROM pg_stat_activity"
+                    " WHERE datname = current_database() GROUP BY 1"
+                ).fetchall()
+                for application, count in rows:
+                    self.connections_peak[application] = max(
+                        self.connections_peak[application], count
+                    )
+                time.sleep(0.05)
+
+
+@dataclass(frozen=True)
+class Round:
+    label: str
+    latency: float
+    customers: int
+    seconds: float
+    answered: int
+    duplicates: int
+    rss_peak_mb: float
+    cpu_ms_per_turn: float
+    worker_connections: int
+    web_connections: int
+
+    @property
+    def turns_per_second(self) -> float:
+        return self.answered / self.seconds if self.seconds else 0.0
+
+    def line(self) -> str:
+        return (
+            f"| {self.label} | {self.latency:g} | {self.answered}/{self.customers} | "
+            f"{self.seconds:.1f} | {self.turns_per_second:.1f} | {self.rss_peak_mb:.0f} | "
+            f"{self.cpu_ms_per_turn:.0f} | {self.worker_connections} | {self.web_connections} |"
+        )
+
+
+HEADER = (
+    "| worker | model latency s | answered | completion s | turns/s | worker RSS peak MB "
+    "| worker CPU ms/turn | PG conns worker (peak) | PG conns web (peak) |\n"
+    "|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def run_round(
+    *,
+    label: str,
+    fakes: Fakes,
+    topo: Topology,
+    dsn: str,
+    latency: float,
+    customers: int,
+    timeout: float = 300,
+) -> Round:
+    """Post one first message from each of `customers` new customers; wait for every answer."""
+    fakes.latency = latency
+    batch = uuid4().int % 10**6
+    phones = [f"55119{batch:06d}{n:04d}" for n in range(customers)]
+    bodies = [
+        text_delivery(phone=phone, wamid=f"wamid.LAT{uuid4().hex}", text="Oi, bom dia!")
+        for phone in phones
+    ]
+    worker = topo.worker_process
+    cpu_before = _cpu_seconds(worker)
+    with Sampler(worker, dsn) as sampler:
+        started = time.monotonic()
+        with ThreadPoolExecutor(POSTERS) as posters:
+            statuses = list(
+                posters.map(lambda body: post_delivery(topo.port, body, secret=APP_SECRET), bodies)
+            )
+        if statuses != [200] * customers:
+            raise RuntimeError(f"the webhook answered {sorted(set(statuses))}")
+        deadline = started + timeout
+        while fakes.answered(phones) < customers and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with fakes.lock:
+            last = max((fakes.sends[p][0] for p in phones if fakes.sends.get(p)), default=started)
+        time.sleep(0.5)  # a duplicate send would come now
+    cpu = _cpu_seconds(worker) - cpu_before
+    with fakes.lock:
+        answered = sum(1 for p in phones if fakes.sends.get(p))
+        duplicates = sum(max(0, len(fakes.sends.get(p, [])) - 1) for p in phones)
+    return Round(
+        label=label,
+        latency=latency,
+        customers=customers,
+        seconds=last - started,
+        answered=answered,
+        duplicates=duplicates,
+        rss_peak_mb=sampler.rss_peak / 2**20,
+        cpu_ms_per_turn=cpu * 1000 / max(answered, 1),
+        worker_connections=sampler.connections_peak.get(WORKER_APP, 0),
+        web_connections=sampler.connections_peak.get(WEB_APP, 0),
+    )
+
+
+def prepare_database(env: Mapping[str, str]) -> None:
+    python = sys.executable
+    subprocess.run(
+        [python, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
+    )
+    setup = (
+        "import django; django.setup();"
+        "from conversations.models import Instance, Session, WebhookDelivery, ProviderCircuit;"
+        "Session.objects.all().delete(); WebhookDelivery.objects.all().delete();"
+        "ProviderCircuit.objects.all().delete();"
+        f"Instance.objects.update_or_create(phone_number_id='{PHONE_NUMBER_ID}',"
+        "defaults={'name': 'Latency bench', 'is_active': True})"
+    )
+    subprocess.run([python, "-c", setup], cwd=ROOT, env=env, check=True)
+
+
+def libpq_dsn(database_url: str) -> str:
+    """A DSN psycopg accepts for a django-environ ``postgres://`` URL."""
+    parts = urlsplit(database_url)
+    return urlunsplit(parts._replace(scheme="postgresql", query=""))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--customers", type=int, default=100)
+    parser.add_argument("--latencies", default="0,0.5,1,2", help="model latencies, seconds")
+    parser.add_argument("--web-workers", type=int, default=2)
+    parser.add_argument("--no-solo", action="store_true", help="skip the solo baseline")
+    args = parser.parse_args()
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # the fakes' access log
+    database_url = os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL)
+    ensure_database(database_url, script="bench/latency.py")
+    dsn = libpq_dsn(database_url)
+    logs = Path(os.environ.get("LATENCY_LOGS", "/tmp/latency-bench"))
+    latencies = [float(value) for value in args.latencies.split(",")]
+    rounds: list[Round] = []
+    redis_server = ThrowawayRedis().start()
+    try:
+        with fakes_running() as fakes:
+            env = bench_env(database_url=database_url, broker=redis_server.url(), fakes=fakes)
+            prepare_database(env)
+            workers: list[tuple[str, tuple[str, ...], list[float]]] = []
+            if not args.no_solo:
+                workers.append(("solo (--pool solo)", ("--pool", "solo"), [0.0]))
+            workers.append(("no flags", (), latencies))
+            for label, worker_args, worker_latencies in workers:
+                with topology(
+                    env, logs=logs, worker_args=worker_args, web_workers=args.web_workers
+                ) as topo:
+                    run_round(label="warm-up", fakes=fakes, topo=topo, dsn=dsn, latency=0,
+                              customers=5)  # fmt: skip
+                    for latency in worker_latencies:
+                        result = run_round(
+                            label=label,
+                            fakes=fakes,
+                            topo=topo,
+                            dsn=dsn,
+                            latency=latency,
+                            customers=args.customers,
+                        )
+                        rounds.append(result)
+                        print(result.line() if len(rounds) > 1 else f"{HEADER}\n{result.line()}")
+                        sys.stdout.flush()
+    finally:
+        redis_server.stop()
+    load = os.getloadavg()
+    print(f"\nload average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
+          f"({os.cpu_count()} cores); logs in {logs}")  # fmt: skip
+    bad = [r for r in rounds if r.answered != r.customers or r.duplicates]
+    if bad:
+        print("customers without exactly one answer in:", ", ".join(r.line() for r in bad))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
