@@ -11,6 +11,7 @@ from functools import cache
 from typing import Any
 
 from django.conf import settings
+from django.db import connections
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from agents.phones import phone_digits as phone_digits_of
@@ -53,18 +54,27 @@ def _historical_override() -> Any:
     return PromptOverride.history.model
 
 
+# Every turn reads them: hand-written, as compiling the ORM's query cost the worker more CPU than
+# running it (bench/worker_cpu.py). The ORM's, which tests/prompts_admin/test_runtime_sql.py
+# checks it against:
+# StrategicCompany.objects.filter(is_active=True).order_by("name")
+#     .values_list("name", "cnpj", "phone_numbers")
+STRATEGIC_COMPANIES_SQL = f"""SELECT name, cnpj, phone_numbers
+    FROM {StrategicCompany._meta.db_table} WHERE is_active ORDER BY name"""
+
+
 class DatabasePromptSource:
     def active_override(self, agent: AgentName) -> OverrideTemplate | None:
         return _override_template(PromptOverride.objects.filter(agent=agent.value, is_active=True))
 
     def runtime(self) -> RuntimeSettings:
         config = RuntimeConfig.load()
-        companies = tuple(
-            StrategicCompanyInfo(name=name, cnpj=cnpj, phones=phone_digits(phones))
-            for name, cnpj, phones in StrategicCompany.objects.filter(is_active=True)
-            .order_by("name")
-            .values_list("name", "cnpj", "phone_numbers")
-        )
+        with connections[StrategicCompany.objects.db].cursor() as cursor:
+            cursor.execute(STRATEGIC_COMPANIES_SQL)
+            companies = tuple(
+                StrategicCompanyInfo(name=name, cnpj=cnpj, phones=phone_digits(phones))
+                for name, cnpj, phones in cursor.fetchall()
+            )
         return RuntimeSettings(
             agent_name=config.agent_name or settings.AGENT_NAME,
             company_name=config.company_name,
