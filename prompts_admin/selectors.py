@@ -54,6 +54,22 @@ def _historical_override() -> Any:
     return PromptOverride.history.model
 
 
+@cache
+def _active_override_sql() -> str:
+    """The agent's active override with its latest history id, hand-written: every agent call
+    reads it, and compiling the ORM's query (with its subquery) cost the worker more CPU than
+    running it (bench/worker_cpu.py). The ORM's, which tests/prompts_admin/test_runtime_sql.py
+    checks it against: `_override_template(PromptOverride.objects.filter(agent=agent,
+    is_active=True))`. Built on first use: the historical model is simple-history's."""
+    history = _historical_override()._meta.db_table
+    return f"""SELECT o.id, o.content,
+            (SELECT h.history_id FROM {history} h WHERE h.id = o.id
+                ORDER BY h.history_id DESC LIMIT 1)
+        FROM {PromptOverride._meta.db_table} o
+        WHERE o.agent = %s AND o.is_active
+        ORDER BY o.id LIMIT 1"""
+
+
 # Every turn reads them: hand-written, as compiling the ORM's query cost the worker more CPU than
 # running it (bench/worker_cpu.py). The ORM's, which tests/prompts_admin/test_runtime_sql.py
 # checks it against:
@@ -65,7 +81,13 @@ STRATEGIC_COMPANIES_SQL = f"""SELECT name, cnpj, phone_numbers
 
 class DatabasePromptSource:
     def active_override(self, agent: AgentName) -> OverrideTemplate | None:
-        return _override_template(PromptOverride.objects.filter(agent=agent.value, is_active=True))
+        with connections[PromptOverride.objects.db].cursor() as cursor:
+            cursor.execute(_active_override_sql(), [agent.value])
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        pk, content, history_id = row
+        return OverrideTemplate(content=content, version=override_version(history_id, pk))
 
     def runtime(self) -> RuntimeSettings:
         config = RuntimeConfig.load()

@@ -130,10 +130,29 @@ def _no_key_lock() -> bool:
     return bool(connection.features.has_select_for_no_key_update)
 
 
+# Hand-written for the same reason as `LOCKED_SESSION_SQL`; the ORM's, which
+# tests/conversations/test_lease_sql.py checks it against:
+# Message.objects.pending_inbound().filter(pk__in=inbound_ids)
+#     .update(processed_at=now, turn_id=turn_id)
+MARK_PROCESSED_SQL = f"""UPDATE {Message._meta.db_table} SET processed_at = %s, turn_id = %s
+    WHERE direction = '{Direction.INBOUND.value}' AND processed_at IS NULL AND id IN ({{ids}})"""
+
+
 def _mark_processed(turn: Turn, now: datetime) -> None:
-    Message.objects.pending_inbound().filter(pk__in=turn.inbound_ids).update(
-        processed_at=now, turn_id=turn.turn_id
-    )
+    if not turn.inbound_ids:
+        return
+    statement = MARK_PROCESSED_SQL.format(ids=", ".join(["%s"] * len(turn.inbound_ids)))
+    params = [
+        _PROCESSED_AT.get_db_prep_value(now, connection),
+        _TURN_ID.get_db_prep_value(turn.turn_id, connection),
+        *turn.inbound_ids,
+    ]
+    with hot_cursor(connection) as cursor:
+        cursor.execute(statement, params)
+
+
+_PROCESSED_AT = Message._meta.get_field("processed_at")
+_TURN_ID = Message._meta.get_field("turn_id")
 
 
 def _store_draft(turn: Turn, reply: Reply, now: datetime) -> None:

@@ -12,9 +12,11 @@ from django.db.models import F, Q
 from django.utils import timezone
 from model_bakery import baker
 
+from agents.states import SessionState
 from conversations.lease import lease_claim, lease_release
 from conversations.models import Direction, Message, Session
-from conversations.turns.commit import _locked_session
+from conversations.turns.commit import _locked_session, _mark_processed
+from conversations.turns.result import Turn
 from conversations.turns.selectors import session_has_pending, session_pending_inbound
 
 pytestmark = pytest.mark.django_db
@@ -161,3 +163,40 @@ def test_the_commit_reads_the_state_and_lease_the_orm_read(lease: str) -> None:
     assert _locked_session(session.pk) == ("COLLECTION", token)
     with pytest.raises(Session.DoesNotExist):
         _locked_session(10**9)
+
+
+def test_marking_the_turn_s_messages_processed_writes_what_the_orm_wrote() -> None:
+    ours, orm = baker.make(Session, _quantity=2)
+    done = NOW - timedelta(minutes=1)
+
+    def messages(session: Session) -> list[Message]:
+        return [
+            baker.make(Message, session=session, direction=Direction.INBOUND, processed_at=None),
+            baker.make(Message, session=session, direction=Direction.INBOUND, processed_at=done),
+            baker.make(Message, session=session, direction=Direction.OUTBOUND, processed_at=None),
+            baker.make(Message, session=session, direction=Direction.INBOUND, processed_at=None),
+        ]
+
+    mine, theirs = messages(ours), messages(orm)
+    turn_id = uuid4()
+    turn = Turn(
+        session_id=ours.pk,
+        turn_id=turn_id,
+        token=uuid4(),
+        state=SessionState.TRIAGE,
+        inbound_ids=tuple(m.pk for m in mine[:3]),
+        last_inbound_id=mine[2].pk,
+    )
+
+    _mark_processed(turn, NOW)
+    Message.objects.pending_inbound().filter(pk__in=[m.pk for m in theirs[:3]]).update(
+        processed_at=NOW, turn_id=turn_id
+    )
+
+    def written(rows: list[Message]) -> list[tuple[object, ...]]:
+        return [
+            tuple(Message.objects.values_list("processed_at", "turn_id").get(pk=m.pk)) for m in rows
+        ]
+
+    assert written(mine) == written(theirs)
+    assert written(mine) == [(NOW, turn_id), (done, None), (None, None), (None, None)]

@@ -1,12 +1,14 @@
-"""The runtime settings' hand-written read of the strategic companies (prompts_admin/selectors.py)
-against the ORM query it replaces, quoted in its comment."""
+"""The prompt source's hand-written reads (prompts_admin/selectors.py): the strategic companies and
+the agent's active override with its version, against the ORM queries they replace, quoted in
+their comments."""
 
 import pytest
 from model_bakery import baker
 
-from agents.sources import StrategicCompanyInfo
-from prompts_admin.models import StrategicCompany
-from prompts_admin.selectors import DatabasePromptSource, phone_digits
+from agents.sources import OverrideTemplate, StrategicCompanyInfo
+from agents.states import AgentName
+from prompts_admin.models import PromptOverride, StrategicCompany
+from prompts_admin.selectors import DatabasePromptSource, _override_template, phone_digits
 
 pytestmark = pytest.mark.django_db
 
@@ -34,3 +36,30 @@ def test_the_strategic_companies_are_the_orm_s_active_ones_by_name() -> None:
         ("Alfa Águas Claras", "12.345.678/0001-90", ("551133334444", "14155550100")),
         ("Zeta Alimentos", "", ("5511912345678",)),
     ]
+
+
+def orm_active_override(agent: AgentName) -> OverrideTemplate | None:
+    return _override_template(PromptOverride.objects.filter(agent=agent.value, is_active=True))
+
+
+def test_the_active_override_and_its_version_are_the_orm_s() -> None:
+    source = DatabasePromptSource()
+    assert source.active_override(AgentName.TRIAGEM) is None
+    draft = PromptOverride.objects.create(agent="triagem", content="rascunho", is_active=False)
+    active = PromptOverride.objects.create(agent="triagem", content="v1", is_active=True)
+    active.content = "v2"
+    active.save()
+    PromptOverride.objects.create(agent="coleta", content="outro agente", is_active=True)
+    unversioned = PromptOverride.objects.create(agent="qualificacao", content="q", is_active=True)
+    unversioned.history.all().delete()
+    latest = active.history.order_by("-history_id").values_list("history_id", flat=True)[0]
+
+    for agent in AgentName:
+        assert source.active_override(agent) == orm_active_override(agent), agent
+    assert source.active_override(AgentName.TRIAGEM) == OverrideTemplate(
+        content="v2", version=f"override:{latest}"
+    )
+    assert source.active_override(AgentName.QUALIFICACAO) == OverrideTemplate(
+        content="q", version=f"override:unversioned-{unversioned.pk}"
+    )
+    assert draft.pk != active.pk
