@@ -19,7 +19,13 @@ from conversations.models import (
     Message,
     Session,
 )
-from conversations.sending import _store_success, _turn_chain, inbound_message_mark_read
+from conversations.sending import (
+    SendOutcome,
+    _store_success,
+    _turn_chain,
+    inbound_message_mark_read,
+    outbound_message_send,
+)
 from conversations.whatsapp.client import GraphClient
 from conversations.whatsapp.statuses import statuses_before
 from tests.fakes.graph_server import FakeGraphAPI
@@ -199,3 +205,25 @@ def test_the_mark_read_reads_what_the_orm_read(fake_graph: FakeGraphAPI, setting
             "typing_indicator": {"type": "text"},
         },
     )
+
+
+def test_a_send_and_a_mark_read_cost_these_statements(
+    fake_graph: FakeGraphAPI, django_assert_num_queries: Any
+) -> None:
+    instance = baker.make(Instance, phone_number_id="100000000000001", access_token="tok-1")
+    session = baker.make(Session, instance=instance, customer_phone="5511988887777")
+    reply = make(session, turn_id=uuid.uuid4(), delivery_status="")
+    received = make(session, direction=Direction.INBOUND, wa_message_id="wamid.IN")
+    client = GraphClient(base_url=fake_graph.base_url)
+
+    # The chain (1); the claim: savepoint, locked read, update, release (4); the store:
+    # savepoint, wamid and status, early statuses, release (4).
+    with django_assert_num_queries(9):
+        assert outbound_message_send(message_id=reply.pk, client=client) == SendOutcome.SENT
+    # The mark-read's one read.
+    with django_assert_num_queries(1):
+        assert inbound_message_mark_read(message_id=received.pk, client=client) is True
+    assert [r.json.get("type", r.json.get("status")) for r in fake_graph.requests] == [
+        "text",
+        "read",
+    ]
