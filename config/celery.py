@@ -15,7 +15,8 @@ from config import task_deadlines
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-app = Celery("lab_attendance")
+# Celery's Django fix-up, with Django's connection lifetime (CONN_MAX_AGE) around each task.
+app = Celery("lab_attendance", fixups=["config.celery_fixup:fixup"])
 # A dict copy of the CELERY_* settings under Celery's lowercase names, read without a namespace:
 # cheaper look-ups than the lazy settings, and no deprecated names (see the module).
 app.config_from_object("config.celery_settings:CELERY_SETTINGS")

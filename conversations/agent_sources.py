@@ -27,6 +27,7 @@ from agents.sources import (
     PromptSource,
 )
 from agents.states import AgentName
+from conversations.inbound.hot_path import insert_row
 from conversations.message_order import newest_in_conversation_order
 from conversations.metrics import model_call_observed
 from conversations.models import DeliveryStatus, Direction, LLMCall, Message
@@ -100,7 +101,7 @@ class DatabaseCallRecorder:
             attempts, outcome, error_text = error.attempts, error.outcome, str(error)
         else:
             raise ValueError("record() needs a result or an error")
-        call = LLMCall.objects.create(
+        call = LLMCall(
             session_id=session_id,
             message_id=message_id,
             turn_id=turn_id,
@@ -117,6 +118,9 @@ class DatabaseCallRecorder:
             context_snapshot=dict(context_snapshot) if context_snapshot is not None else None,
             raw_response=raw_response,
         )
+        # The INSERT compiled once per process (`insert_row`), not per call: its compilation
+        # cost the worker more CPU than the insert itself (bench/worker_cpu.py).
+        call.pk = insert_row(LLMCall, row=call)
         model_call_observed(
             agent=call.agent,
             model=call.model,

@@ -30,6 +30,15 @@ T = TypeVar("T")
 PROVIDER = "openai"
 
 
+# Every model call reads the circuit first: hand-written, as compiling the ORM's query cost the
+# worker more CPU than running it (bench/worker_cpu.py). The ORM's, which
+# tests/conversations/test_provider_circuit.py checks it against:
+# ProviderCircuit.objects.filter(pk=name).first()
+READ_SQL = f"""SELECT name, state, failures, first_failure_at, opened_at, probe_started_at,
+        updated_at
+    FROM {ProviderCircuit._meta.db_table} WHERE name = %s"""
+
+
 class DatabaseCircuitStore:
     """`CircuitStore` on one `ProviderCircuit` row, created on first use."""
 
@@ -37,7 +46,7 @@ class DatabaseCircuitStore:
         self.name = name
 
     def read(self) -> CircuitSnapshot:
-        row = ProviderCircuit.objects.filter(pk=self.name).first()
+        row = next(iter(ProviderCircuit.objects.raw(READ_SQL, [self.name])), None)
         return CircuitSnapshot() if row is None else _snapshot(row)
 
     def update(self, change: Callable[[CircuitSnapshot], tuple[CircuitSnapshot, T]]) -> T:

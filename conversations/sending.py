@@ -34,15 +34,19 @@ from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from conversations.encryption import decrypt
+from conversations.inbound.hot_path import hot_cursor
 from conversations.metrics import send_counted
 from conversations.models import (
+    SUPERSEDED,
     DeliveryStatus,
     DeliveryStatusEvent,
     Direction,
+    Instance,
     Message,
     Session,
 )
@@ -147,26 +151,35 @@ def outbound_message_send(
     return SendOutcome.IN_FLIGHT
 
 
+# What a mark-read needs, hand-written for the same reason as the send's statements below
+# (the ORM's wide select_related query cost a mark-read task a third of its CPU). The ORM's,
+# which tests/conversations/whatsapp/test_sending_sql.py checks it against:
+#   Message.objects.select_related("session__instance")
+#       .filter(pk=message_id, direction=INBOUND).exclude(wa_message_id=None).first()
+MARK_READ_SQL = f"""SELECT m.wa_message_id, s.is_simulated, i.id, i.phone_number_id, i.access_token
+    FROM {Message._meta.db_table} m
+    JOIN {Session._meta.db_table} s ON s.id = m.session_id
+    JOIN {Instance._meta.db_table} i ON i.id = s.instance_id
+    WHERE m.id = %s AND m.direction = '{Direction.INBOUND.value}' AND m.wa_message_id IS NOT NULL"""
+
+
 def inbound_message_mark_read(*, message_id: int, client: WhatsAppSender) -> bool:
     """Mark an INBOUND message read with a typing indicator; a failure is logged, never raised."""
-    message = (
-        Message.objects.select_related("session__instance")
-        .filter(pk=message_id, direction=Direction.INBOUND)
-        .exclude(wa_message_id=None)
-        .first()
-    )
-    if message is None:
+    with hot_cursor(connections[Message.objects.db]) as cursor:
+        cursor.execute(MARK_READ_SQL, [message_id])
+        row = cursor.fetchone()
+    if row is None:
         logger.warning("whatsapp_mark_read_skipped", extra={"message_id": message_id})
         return False
-    session = message.session
-    access_token = session.instance.access_token or settings.WHATSAPP_ACCESS_TOKEN
-    client = sender_for(session, access_token=access_token, client=client)
+    wamid, simulated, instance_id, phone_number_id, stored_token = row
+    # As the instance's access_token attribute reads it (`EncryptedTextField`).
+    instance_token = (
+        decrypt(stored_token, what=f"Instance #{instance_id} access_token") if stored_token else ""
+    )
+    access_token = instance_token or settings.WHATSAPP_ACCESS_TOKEN
+    client = _sender(simulated=bool(simulated), access_token=access_token, client=client)
     try:
-        client.mark_read(
-            phone_number_id=session.instance.phone_number_id,
-            access_token=access_token,
-            wamid=message.wa_message_id or "",
-        )
+        client.mark_read(phone_number_id=phone_number_id, access_token=access_token, wamid=wamid)
     except GraphAPIError as exc:
         logger.warning(
             "whatsapp_mark_read_failed",
@@ -182,33 +195,62 @@ def sender_for(session: Session, *, access_token: str, client: WhatsAppSender) -
     ``WHATSAPP_ACCESS_TOKEN``: the `make run` default, where a real request could only fail);
     else `client`. A sender that is not the Graph client (the demo loader's) is kept as given:
     it never reaches the network anyway."""
-    if isinstance(client, GraphClient) and (session.is_simulated or not access_token):
+    return _sender(simulated=session.is_simulated, access_token=access_token, client=client)
+
+
+def _sender(*, simulated: bool, access_token: str, client: WhatsAppSender) -> WhatsAppSender:
+    if isinstance(client, GraphClient) and (simulated or not access_token):
         return DRY_RUN_SENDER
     return client
 
 
+# The send's hot statements, hand-written: compiling the ORM's queries costs the worker more CPU
+# than running them (about 0.6-0.9 ms per statement on the 2-core bench machine; together a
+# tenth of a send, bench/worker_cpu.py). tests/conversations/whatsapp/test_sending_sql.py checks
+# each against the ORM's, quoted in the comments.
+_MESSAGE = Message._meta.db_table
+_NOT_SUPERSEDED = f"<> '{SUPERSEDED}'"
+# The parts sent together with the message: itself (an OUTBOUND message, not superseded) and the
+# other parts of its turn, in sending order; none when it is no such message. One statement for
+# the ORM's two:
+#   origin = Message.objects.filter(pk=message_id, direction=OUTBOUND).not_superseded()
+#       .values("session_id", "turn_id").first()
+#   [message_id] if origin["turn_id"] is None else list(Message.objects.filter(
+#       session_id=origin["session_id"], turn_id=origin["turn_id"], direction=OUTBOUND)
+#       .not_superseded().order_by("part_index", "id").values_list("id", flat=True))
+TURN_CHAIN_SQL = f"""SELECT part.id FROM {_MESSAGE} origin
+    JOIN {_MESSAGE} part ON part.id = origin.id OR (
+        part.session_id = origin.session_id AND part.turn_id = origin.turn_id
+        AND part.direction = '{Direction.OUTBOUND.value}' AND part.error {_NOT_SUPERSEDED})
+    WHERE origin.id = %s AND origin.direction = '{Direction.OUTBOUND.value}'
+        AND origin.error {_NOT_SUPERSEDED}
+    ORDER BY part.part_index, part.id"""
+# The wamid, and SENT unless a status callback already moved the message on (forward only: it may
+# have named this message by its biz_opaque_callback_data), in one statement for the ORM's two:
+#   Message.objects.filter(pk=pk).update(wa_message_id=wamid)
+#   Message.objects.filter(pk=pk, delivery_status__in=statuses_before(SENT)).update(
+#       delivery_status=SENT, delivery_status_at=now, delivery_error_code=None,
+#       delivery_error_title="")
+_BEFORE_SENT = ", ".join(f"'{status}'" for status in statuses_before(DeliveryStatus.SENT))
+_WHEN_BEFORE_SENT = f"CASE WHEN delivery_status IN ({_BEFORE_SENT})"
+STORE_SENT_SQL = f"""UPDATE {_MESSAGE} SET wa_message_id = %s,
+        delivery_status = {_WHEN_BEFORE_SENT} THEN %s ELSE delivery_status END,
+        delivery_status_at = {_WHEN_BEFORE_SENT} THEN %s ELSE delivery_status_at END,
+        delivery_error_code = {_WHEN_BEFORE_SENT} THEN NULL ELSE delivery_error_code END,
+        delivery_error_title = {_WHEN_BEFORE_SENT} THEN '' ELSE delivery_error_title END
+    WHERE id = %s"""
+# Whether a status callback of this wamid arrived before it was stored (kept unlinked): rare, so
+# the ORM's fold (`_fold_early_statuses`) runs only then.
+#   DeliveryStatusEvent.objects.filter(wa_message_id=wamid, message__isnull=True).exists()
+EARLY_STATUS_SQL = f"""SELECT 1 FROM {DeliveryStatusEvent._meta.db_table}
+    WHERE wa_message_id = %s AND message_id IS NULL LIMIT 1"""
+
+
 def _turn_chain(message_id: int) -> list[int]:
-    """The ids of the parts sent together with `message_id`, in sending order."""
-    message = (
-        Message.objects.filter(pk=message_id, direction=Direction.OUTBOUND)
-        .not_superseded()
-        .values("session_id", "turn_id")
-        .first()
-    )
-    if message is None:
-        return []
-    if message["turn_id"] is None:
-        return [message_id]
-    return list(
-        Message.objects.filter(
-            session_id=message["session_id"],
-            turn_id=message["turn_id"],
-            direction=Direction.OUTBOUND,
-        )
-        .not_superseded()
-        .order_by("part_index", "id")
-        .values_list("id", flat=True)
-    )
+    """The ids of the parts sent together with `message_id`, in sending order (`TURN_CHAIN_SQL`)."""
+    with hot_cursor(connections[Message.objects.db]) as cursor:
+        cursor.execute(TURN_CHAIN_SQL, [message_id])
+        return [row[0] for row in cursor.fetchall()]
 
 
 def _send_part(
@@ -336,20 +378,16 @@ def _store_failure(message: Message, *, code: int | None, title: str) -> None:
 
 
 def _store_success(message: Message, wamid: str) -> None:
-    now = timezone.now()
-    with transaction.atomic():
-        Message.objects.filter(pk=message.pk).update(wa_message_id=wamid)
-        # Forward only: a status callback may have named this message already (its
-        # biz_opaque_callback_data) and moved it on, to delivered or even failed.
-        Message.objects.filter(
-            pk=message.pk, delivery_status__in=statuses_before(DeliveryStatus.SENT)
-        ).update(
-            delivery_status=DeliveryStatus.SENT,
-            delivery_status_at=now,
-            delivery_error_code=None,
-            delivery_error_title="",
-        )
-        _fold_early_statuses(message.pk, wamid)
+    connection = connections[Message.objects.db]
+    sent_at = _STATUS_AT.get_db_prep_value(timezone.now(), connection)
+    with transaction.atomic(), hot_cursor(connection) as cursor:
+        cursor.execute(STORE_SENT_SQL, [wamid, DeliveryStatus.SENT.value, sent_at, message.pk])
+        cursor.execute(EARLY_STATUS_SQL, [wamid])
+        if cursor.fetchone() is not None:
+            _fold_early_statuses(message.pk, wamid)
+
+
+_STATUS_AT = Message._meta.get_field("delivery_status_at")
 
 
 def _fold_early_statuses(message_id: int, wamid: str) -> None:

@@ -24,9 +24,11 @@ from django.db import connection, transaction
 
 from agents.sources import RuntimeSettings
 from agents.states import HandoffReason, SessionState
+from compat.django_private import mark_saved
 from conversations.commit_hooks import on_commit_call
 from conversations.delivery_tasks import enqueue_lead_delivery
 from conversations.handoff import session_handoff
+from conversations.inbound.hot_path import hot_cursor, insert_row
 from conversations.leads import lead_create
 from conversations.models import SUPERSEDED, Direction, Message, Session
 from conversations.turns.deps import PipelineDeps
@@ -38,7 +40,7 @@ from conversations.turns.rows import (
     reply_rows,
     session_fields,
 )
-from conversations.turns.selectors import session_context
+from conversations.turns.selectors import session_context, session_has_pending
 from conversations.whatsapp.formatting import format_ai_message_for_whatsapp
 
 logger = logging.getLogger(__name__)
@@ -57,21 +59,12 @@ def turn_commit(
     now = deps.clock()
     log = {"session_id": turn.session_id, "turn_id": str(turn.turn_id)}
     with transaction.atomic():
-        session = (
-            Session.objects.select_for_update(no_key=_no_key_lock())
-            .only("id", "state", "lease_token", "prompt_versions")
-            .get(pk=turn.session_id)
-        )
-        if session.lease_token != turn.token:
+        state, lease_token, pinned = _locked_session(turn.session_id)
+        if lease_token != turn.token:
             logger.warning("session_lease_lost", extra=log)
             return CommitOutcome.LEASE_LOST
-        newer = (
-            Message.objects.pending_inbound()
-            .filter(session_id=turn.session_id)
-            .exclude(pk__in=turn.inbound_ids)
-            .exists()
-        )
-        state_changed = session.state != turn.state.value
+        newer = session_has_pending(session_id=turn.session_id, excluding=turn.inbound_ids)
+        state_changed = state != turn.state.value
         if result.supersedable and (newer or state_changed):
             assert result.reply is not None
             _store_draft(turn, result.reply, now)
@@ -84,7 +77,7 @@ def turn_commit(
             # Staff took the session (or it was closed) while a failure was being handled: the
             # session is theirs now; the messages were answered by them.
             _mark_processed(turn, now)
-            logger.info("turn_discarded", extra={**log, "state": session.state})
+            logger.info("turn_discarded", extra={**log, "state": state})
             return CommitOutcome.COMMITTED
         _write_turn(
             turn,
@@ -94,7 +87,7 @@ def turn_commit(
             send=deps.send,
             enqueue_summary=deps.enqueue_summary,
             # Staff may have pinned the session meanwhile (the current prompts): theirs stays.
-            pin=None if session.prompt_versions else turn.pin,
+            pin=None if pinned else turn.pin,
         )
     return CommitOutcome.COMMITTED
 
@@ -108,16 +101,71 @@ def turn_skip(*, turn: Turn, now: datetime) -> None:
     Message.objects.pending_inbound().filter(pk__in=turn.inbound_ids).update(processed_at=now)
 
 
+# The session's state, lease and pins under its row lock, hand-written: the turn's commit runs
+# it every time, and the ORM's compilation costs more CPU than running it (bench/worker_cpu.py).
+# tests/conversations/test_lease_sql.py checks it against the ORM's, quoted here:
+# Session.objects.select_for_update(no_key=_no_key_lock())
+#     .only("id", "state", "lease_token", "prompt_versions").get(pk=session_id)
+LOCKED_SESSION_SQL = (
+    f"SELECT state, lease_token, prompt_versions FROM {Session._meta.db_table} WHERE id = %s"
+)
+
+
+def _locked_session(session_id: int) -> tuple[str, UUID | None, bool]:
+    """The session's state, lease token and whether its prompt versions are pinned, its row
+    locked until the transaction ends (FOR NO KEY UPDATE on PostgreSQL; no lock clause where the
+    database has none: SQLite)."""
+    features = connection.features
+    lock = (
+        " FOR NO KEY UPDATE"
+        if _no_key_lock()
+        else " FOR UPDATE"
+        if features.has_select_for_update
+        else ""
+    )
+    with hot_cursor(connection) as cursor:
+        cursor.execute(LOCKED_SESSION_SQL + lock, [session_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Session.DoesNotExist(f"Session {session_id} does not exist")
+    state, token, prompt_versions = row
+    pins = _PROMPT_VERSIONS.from_db_value(prompt_versions, None, connection)
+    return state, _LEASE_TOKEN.to_python(token), bool(pins)
+
+
+_LEASE_TOKEN = Session._meta.get_field("lease_token")
+_PROMPT_VERSIONS = Session._meta.get_field("prompt_versions")
+
+
 def _no_key_lock() -> bool:
     # FOR NO KEY UPDATE does not block the webhook inserting messages of this session (their
     # foreign key takes FOR KEY SHARE on the row); only PostgreSQL has it.
     return bool(connection.features.has_select_for_no_key_update)
 
 
+# Hand-written for the same reason as `LOCKED_SESSION_SQL`; the ORM's, which
+# tests/conversations/test_lease_sql.py checks it against:
+# Message.objects.pending_inbound().filter(pk__in=inbound_ids)
+#     .update(processed_at=now, turn_id=turn_id)
+MARK_PROCESSED_SQL = f"""UPDATE {Message._meta.db_table} SET processed_at = %s, turn_id = %s
+    WHERE direction = '{Direction.INBOUND.value}' AND processed_at IS NULL AND id IN ({{ids}})"""
+
+
 def _mark_processed(turn: Turn, now: datetime) -> None:
-    Message.objects.pending_inbound().filter(pk__in=turn.inbound_ids).update(
-        processed_at=now, turn_id=turn.turn_id
-    )
+    if not turn.inbound_ids:
+        return
+    statement = MARK_PROCESSED_SQL.format(ids=", ".join(["%s"] * len(turn.inbound_ids)))
+    params = [
+        _PROCESSED_AT.get_db_prep_value(now, connection),
+        _TURN_ID.get_db_prep_value(turn.turn_id, connection),
+        *turn.inbound_ids,
+    ]
+    with hot_cursor(connection) as cursor:
+        cursor.execute(statement, params)
+
+
+_PROCESSED_AT = Message._meta.get_field("processed_at")
+_TURN_ID = Message._meta.get_field("turn_id")
 
 
 def _store_draft(turn: Turn, reply: Reply, now: datetime) -> None:
@@ -214,7 +262,16 @@ def _write_turn(
     else:
         assert result.reply is not None, "a turn without a reply is a handoff"
         Session.objects.filter(pk=turn.session_id).update(**fields)
-        created = Message.objects.bulk_create([*events, *replies])
+        created = [*events, *replies]
+        if len(created) == 1:
+            # The common turn (one reply): its INSERT compiled once per process (`insert_row`);
+            # compiling bulk_create's costs the worker more CPU than the insert itself
+            # (bench/worker_cpu.py). Several rows share one bulk INSERT.
+            [row] = created
+            row.pk = insert_row(Message, row=row)
+            mark_saved(row)
+        else:
+            created = Message.objects.bulk_create(created)
         part_ids = [m.pk for m in created if m.direction == Direction.OUTBOUND]
         # One hook each, every one attempted whatever the others do (conversations.commit_hooks).
         for part_id in part_ids:

@@ -2,14 +2,17 @@
 
 `session_context` is also the prompt preview's reading of a real session
 (`conversations.prompt_preview`); this module imports only the models and the pure core, so the
-preview does not load the rest of the turn with it.
+preview does not load the rest of the turn with it (and the hot-statement cursor).
 """
 
-from django.db.models import F
+from collections.abc import Sequence
+
+from django.db import connections
 
 from agents.context import InstanceInfo, SessionContext
 from agents.states import SessionState
-from conversations.models import Message, Session
+from conversations.inbound.hot_path import hot_cursor
+from conversations.models import Direction, Message, Session
 
 
 def session_context(session: Session) -> SessionContext:
@@ -41,15 +44,34 @@ def session_context(session: Session) -> SessionContext:
     )
 
 
+# The drain loop's two reads, hand-written: it runs them around every turn, and the ORM's
+# compilation costs more CPU than running them (bench/worker_cpu.py).
+# tests/conversations/test_lease_sql.py checks them against the ORM's, quoted here:
+# Message.objects.pending_inbound().filter(session_id=session_id)
+#     .order_by(F("wa_timestamp").asc(nulls_last=True), "id").only("id", "content", "wa_timestamp")
+_PENDING = f"""FROM {Message._meta.db_table}
+    WHERE session_id = %s AND direction = '{Direction.INBOUND.value}' AND processed_at IS NULL"""
+PENDING_INBOUND_SQL = f"""SELECT id, content, wa_timestamp {_PENDING}
+    ORDER BY wa_timestamp ASC NULLS LAST, id"""
+
+
 def session_pending_inbound(*, session_id: int) -> list[Message]:
-    """The session's pending inbound messages, one turn, in WhatsApp's order (then arrival)."""
-    return list(
-        Message.objects.pending_inbound()
-        .filter(session_id=session_id)
-        .order_by(F("wa_timestamp").asc(nulls_last=True), "id")
-        .only("id", "content", "wa_timestamp")
+    """The session's pending inbound messages, one turn, in WhatsApp's order (then arrival);
+    only their id, content and WhatsApp timestamp are loaded."""
+    return list(Message.objects.raw(PENDING_INBOUND_SQL, [session_id]))
+
+
+# Message.objects.pending_inbound().filter(session_id=session_id)
+#     .exclude(pk__in=excluding).exists()
+HAS_PENDING_SQL = f"SELECT 1 {_PENDING}{{excluding}} LIMIT 1"
+
+
+def session_has_pending(*, session_id: int, excluding: Sequence[int] = ()) -> bool:
+    """Whether the session has an inbound message no turn has answered yet (`pending_inbound`),
+    other than `excluding`."""
+    statement = HAS_PENDING_SQL.format(
+        excluding=f" AND id NOT IN ({', '.join(['%s'] * len(excluding))})" if excluding else ""
     )
-
-
-def session_has_pending(*, session_id: int) -> bool:
-    return Message.objects.pending_inbound().filter(session_id=session_id).exists()
+    with hot_cursor(connections[Message.objects.db]) as cursor:
+        cursor.execute(statement, [session_id, *excluding])
+        return cursor.fetchone() is not None

@@ -211,3 +211,31 @@ def test_after_the_cool_down_concurrent_workers_let_exactly_one_probe_through() 
 
     assert sorted(answers) == sorted([Admission.PROBE] + [Admission.REJECT] * (workers - 1))
     assert ProviderCircuit.objects.get().state == CircuitState.HALF_OPEN
+
+
+@pytest.mark.django_db
+def test_the_store_reads_what_the_orm_read() -> None:
+    store = DatabaseCircuitStore()
+    assert store.read() == CircuitSnapshot()
+    opened = timezone.now() - timedelta(seconds=5)
+    ProviderCircuit.objects.create(
+        pk=PROVIDER,
+        state=CircuitState.OPEN.value,
+        failures=5,
+        first_failure_at=opened - timedelta(seconds=30),
+        opened_at=opened,
+    )
+
+    snapshot = store.read()
+
+    row = ProviderCircuit.objects.filter(pk=PROVIDER).first()
+    assert row is not None
+    assert snapshot == CircuitSnapshot(
+        state=CircuitState(row.state),
+        failures=row.failures,
+        first_failure_at=row.first_failure_at,
+        opened_at=row.opened_at,
+        probe_started_at=row.probe_started_at,
+    )
+    assert (snapshot.state, snapshot.failures, snapshot.opened_at) == (CircuitState.OPEN, 5, opened)
+    assert DatabaseCircuitStore("another").read() == CircuitSnapshot()

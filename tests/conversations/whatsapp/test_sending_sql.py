@@ -1,0 +1,229 @@
+"""The send's hand-written statements (conversations/sending.py) against the ORM queries they
+replace, quoted in their comments: same rows, same outcome, on every case the send meets."""
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db.models import QuerySet
+from django.utils import timezone
+from model_bakery import baker
+
+from conversations.models import (
+    SUPERSEDED,
+    DeliveryStatus,
+    DeliveryStatusEvent,
+    Direction,
+    Instance,
+    Message,
+    Session,
+)
+from conversations.sending import (
+    SendOutcome,
+    _store_success,
+    _turn_chain,
+    inbound_message_mark_read,
+    outbound_message_send,
+)
+from conversations.whatsapp.client import GraphClient
+from conversations.whatsapp.statuses import statuses_before
+from tests.fakes.graph_server import FakeGraphAPI
+
+pytestmark = pytest.mark.django_db
+
+
+def orm_turn_chain(message_id: int) -> list[int]:
+    origin = (
+        Message.objects.filter(pk=message_id, direction=Direction.OUTBOUND)
+        .not_superseded()
+        .values("session_id", "turn_id")
+        .first()
+    )
+    if origin is None:
+        return []
+    if origin["turn_id"] is None:
+        return [message_id]
+    return list(
+        Message.objects.filter(
+            session_id=origin["session_id"],
+            turn_id=origin["turn_id"],
+            direction=Direction.OUTBOUND,
+        )
+        .not_superseded()
+        .order_by("part_index", "id")
+        .values_list("id", flat=True)
+    )
+
+
+def make(session: Session, **fields: Any) -> Message:
+    fields.setdefault("direction", Direction.OUTBOUND)
+    message: Message = baker.make(Message, session=session, **fields)
+    return message
+
+
+def test_the_turn_chain_is_the_orm_s_in_every_case() -> None:
+    session, other = baker.make(Session, _quantity=2)
+    turn, lone_turn = uuid.uuid4(), uuid.uuid4()
+    # Parts stored out of order, one superseded, an inbound message and another session's
+    # message of the same turn id, a part index tie broken by id.
+    third = make(session, turn_id=turn, part_index=2)
+    first = make(session, turn_id=turn, part_index=0)
+    second = make(session, turn_id=turn, part_index=1)
+    tie = make(session, turn_id=turn, part_index=1)
+    superseded = make(session, turn_id=turn, part_index=3, error=SUPERSEDED)
+    inbound = make(session, turn_id=turn, direction=Direction.INBOUND)
+    elsewhere = make(other, turn_id=turn, part_index=0)
+    without_turn = make(session)
+    alone = make(session, turn_id=lone_turn)
+    superseded_alone = make(session, error=SUPERSEDED)
+    cases = [first, second, third, tie, superseded, inbound, elsewhere, without_turn, alone]
+
+    for message in [*cases, superseded_alone]:
+        assert _turn_chain(message.pk) == orm_turn_chain(message.pk), message
+    assert _turn_chain(second.pk) == [first.pk, second.pk, tie.pk, third.pk]
+    assert _turn_chain(without_turn.pk) == [without_turn.pk]
+    assert _turn_chain(inbound.pk) == _turn_chain(superseded.pk) == []
+    assert _turn_chain(10**9) == []
+
+
+def orm_store_success(message: Message, wamid: str, now: Any) -> None:
+    Message.objects.filter(pk=message.pk).update(wa_message_id=wamid)
+    Message.objects.filter(
+        pk=message.pk, delivery_status__in=statuses_before(DeliveryStatus.SENT)
+    ).update(
+        delivery_status=DeliveryStatus.SENT,
+        delivery_status_at=now,
+        delivery_error_code=None,
+        delivery_error_title="",
+    )
+
+
+STORED = (
+    "wa_message_id",
+    "delivery_status",
+    "delivery_status_at",
+    "delivery_error_code",
+    "delivery_error_title",
+)
+
+
+def stored(rows: "QuerySet[Message]") -> list[tuple[Any, ...]]:
+    return [tuple(row) for row in rows.order_by("id").values_list(*STORED)]
+
+
+@pytest.mark.parametrize("status", ["", *DeliveryStatus.values])
+def test_storing_the_wamid_moves_the_status_forward_only_as_the_orm_did(status: str) -> None:
+    before = timezone.now() - timedelta(minutes=5)
+    fields = {
+        "delivery_status": status,
+        "delivery_status_at": before,
+        "delivery_error_code": 131_047,
+        "delivery_error_title": "Erro anterior",
+    }
+    session = baker.make(Session)
+    ours, orm = make(session, **fields), make(session, **fields)
+
+    _store_success(ours, "wamid.OURS")
+    orm_store_success(orm, "wamid.ORM", now=timezone.now())
+
+    [mine, theirs] = stored(Message.objects.filter(pk__in=[ours.pk, orm.pk]))
+    assert (mine[0], theirs[0]) == ("wamid.OURS", "wamid.ORM")
+    assert (mine[1], *mine[3:]) == (theirs[1], *theirs[3:])
+    assert (mine[2] == before) is (theirs[2] == before)
+    if status in statuses_before(DeliveryStatus.SENT):
+        assert mine[1:] == ("sent", mine[2], None, "")
+        assert mine[2] > before
+    else:
+        assert mine[1:] == (status, before, 131_047, "Erro anterior")
+
+
+def test_a_status_that_arrived_before_the_wamid_is_still_folded_in() -> None:
+    message = make(baker.make(Session), delivery_status=DeliveryStatus.PENDING)
+    baker.make(DeliveryStatusEvent, wa_message_id="wamid.EARLY", status="delivered", message=None)
+    baker.make(DeliveryStatusEvent, wa_message_id="wamid.OTHER", status="read", message=None)
+
+    _store_success(message, "wamid.EARLY")
+
+    message.refresh_from_db()
+    assert (message.wa_message_id, message.delivery_status) == ("wamid.EARLY", "delivered")
+    assert list(
+        DeliveryStatusEvent.objects.order_by("wa_message_id").values_list("message_id", flat=True)
+    ) == [message.pk, None]
+
+
+def orm_mark_read_row(message_id: int) -> tuple[Any, ...] | None:
+    message = (
+        Message.objects.select_related("session__instance")
+        .filter(pk=message_id, direction=Direction.INBOUND)
+        .exclude(wa_message_id=None)
+        .first()
+    )
+    if message is None:
+        return None
+    instance = message.session.instance
+    return (message.wa_message_id, message.session.is_simulated, instance.phone_number_id)
+
+
+def test_the_mark_read_reads_what_the_orm_read(fake_graph: FakeGraphAPI, settings: Any) -> None:
+    settings.WHATSAPP_ACCESS_TOKEN = ""
+    with_token = baker.make(Instance, phone_number_id="100000000000001", access_token="tok-1")
+    without_token = baker.make(Instance, phone_number_id="100000000000002", access_token="")
+    real = baker.make(Session, instance=with_token)
+    simulated = baker.make(Session, instance=with_token, is_simulated=True)
+    tokenless = baker.make(Session, instance=without_token)
+
+    def inbound(session: Session, wamid: str | None) -> Message:
+        return make(session, direction=Direction.INBOUND, wa_message_id=wamid)
+
+    read = inbound(real, "wamid.READ")
+    cases = [
+        read,
+        inbound(simulated, "wamid.SIM"),
+        inbound(tokenless, "wamid.NOTOKEN"),
+        inbound(real, None),
+        make(real, wa_message_id="wamid.OUT"),
+    ]
+    client = GraphClient(base_url=fake_graph.base_url)
+
+    outcomes = [inbound_message_mark_read(message_id=m.pk, client=client) for m in [*cases]] + [
+        inbound_message_mark_read(message_id=10**9, client=client)
+    ]
+
+    # Marked read: the three inbound messages with a wamid (the simulated and the tokenless one
+    # by the dry-run sender, which sends nothing); skipped: no wamid, outbound, missing.
+    assert outcomes == [True, True, True, False, False, False]
+    assert [orm_mark_read_row(m.pk) is not None for m in cases] == outcomes[:5]
+    [request] = fake_graph.requests
+    assert (request.phone_number_id, request.headers["Authorization"], request.json) == (
+        "100000000000001",
+        "Bearer tok-1",
+        {
+            "messaging_product": "whatsapp",
+            "status": "read",
+            "message_id": "wamid.READ",
+            "typing_indicator": {"type": "text"},
+        },
+    )
+
+
+def test_a_send_and_a_mark_read_cost_these_statements(
+    fake_graph: FakeGraphAPI, django_assert_num_queries: Any
+) -> None:
+    instance = baker.make(Instance, phone_number_id="100000000000001", access_token="tok-1")
+    session = baker.make(Session, instance=instance, customer_phone="5511988887777")
+    reply = make(session, turn_id=uuid.uuid4(), delivery_status="")
+    received = make(session, direction=Direction.INBOUND, wa_message_id="wamid.IN")
+    client = GraphClient(base_url=fake_graph.base_url)
+
+    # The chain (1); the claim: savepoint, locked read, update, release (4); the store:
+    # savepoint, wamid and status, early statuses, release (4).
+    with django_assert_num_queries(9):
+        assert outbound_message_send(message_id=reply.pk, client=client) == SendOutcome.SENT
+    # The mark-read's one read.
+    with django_assert_num_queries(1):
+        assert inbound_message_mark_read(message_id=received.pk, client=client) is True
+    assert [r.json.get("type", r.json.get("status")) for r in fake_graph.requests] == [
+        "text",
+        "read",
+    ]

@@ -1,0 +1,65 @@
+"""The prompt source's hand-written reads (prompts_admin/selectors.py): the strategic companies and
+the agent's active override with its version, against the ORM queries they replace, quoted in
+their comments."""
+
+import pytest
+from model_bakery import baker
+
+from agents.sources import OverrideTemplate, StrategicCompanyInfo
+from agents.states import AgentName
+from prompts_admin.models import PromptOverride, StrategicCompany
+from prompts_admin.selectors import DatabasePromptSource, _override_template, phone_digits
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_strategic_companies_are_the_orm_s_active_ones_by_name() -> None:
+    baker.make(StrategicCompany, name="Zeta Alimentos", cnpj="", phone_numbers="+55 11 91234-5678")
+    baker.make(
+        StrategicCompany,
+        name="Alfa Águas Claras",
+        cnpj="12.345.678/0001-90",
+        phone_numbers="(11) 3333-4444\n+1 415 555 0100",
+    )
+    baker.make(StrategicCompany, name="Inativa", phone_numbers="11 95555-0000", is_active=False)
+    orm = tuple(
+        StrategicCompanyInfo(name=name, cnpj=cnpj, phones=phone_digits(phones))
+        for name, cnpj, phones in StrategicCompany.objects.filter(is_active=True)
+        .order_by("name")
+        .values_list("name", "cnpj", "phone_numbers")
+    )
+
+    companies = DatabasePromptSource().runtime().strategic_companies
+
+    assert companies == orm
+    assert [(c.name, c.cnpj, c.phones) for c in companies] == [
+        ("Alfa Águas Claras", "12.345.678/0001-90", ("551133334444", "14155550100")),
+        ("Zeta Alimentos", "", ("5511912345678",)),
+    ]
+
+
+def orm_active_override(agent: AgentName) -> OverrideTemplate | None:
+    return _override_template(PromptOverride.objects.filter(agent=agent.value, is_active=True))
+
+
+def test_the_active_override_and_its_version_are_the_orm_s() -> None:
+    source = DatabasePromptSource()
+    assert source.active_override(AgentName.TRIAGEM) is None
+    draft = PromptOverride.objects.create(agent="triagem", content="rascunho", is_active=False)
+    active = PromptOverride.objects.create(agent="triagem", content="v1", is_active=True)
+    active.content = "v2"
+    active.save()
+    PromptOverride.objects.create(agent="coleta", content="outro agente", is_active=True)
+    unversioned = PromptOverride.objects.create(agent="qualificacao", content="q", is_active=True)
+    unversioned.history.all().delete()
+    latest = active.history.order_by("-history_id").values_list("history_id", flat=True)[0]
+
+    for agent in AgentName:
+        assert source.active_override(agent) == orm_active_override(agent), agent
+    assert source.active_override(AgentName.TRIAGEM) == OverrideTemplate(
+        content="v2", version=f"override:{latest}"
+    )
+    assert source.active_override(AgentName.QUALIFICACAO) == OverrideTemplate(
+        content="q", version=f"override:unversioned-{unversioned.pk}"
+    )
+    assert draft.pk != active.pk
