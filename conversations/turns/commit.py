@@ -129,7 +129,7 @@ def _locked_session(session_id: int) -> tuple[str, UUID | None, bool]:
     if row is None:
         raise Session.DoesNotExist(f"Session {session_id} does not exist")
     state, token, prompt_versions = row
-    pins = _PROMPT_VERSIONS.from_db_value(prompt_versions, None, connection)
+    pins = _PROMPT_VERSIONS.from_db_value(prompt_versions, _PROMPT_VERSIONS.cached_col, connection)
     return state, _LEASE_TOKEN.to_python(token), bool(pins)
 
 
