@@ -17,7 +17,11 @@ from conversations.lease import lease_claim, lease_release
 from conversations.models import Direction, Message, Session
 from conversations.turns.commit import _locked_session, _mark_processed
 from conversations.turns.result import Turn
-from conversations.turns.selectors import session_has_pending, session_pending_inbound
+from conversations.turns.selectors import (
+    session_has_pending,
+    session_pending_inbound,
+    session_with_instance,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -215,3 +219,36 @@ def test_marking_the_turn_s_messages_processed_writes_what_the_orm_wrote() -> No
 
     assert written(mine) == written(theirs)
     assert written(mine) == [(NOW, turn_id), (done, None), (None, None), (None, None)]
+
+
+def field_values(row: Any) -> dict[str, Any]:
+    return {f.attname: getattr(row, f.attname) for f in type(row)._meta.concrete_fields}
+
+
+def test_the_turn_s_session_read_is_the_orm_s() -> None:
+    session = baker.make(
+        Session,
+        customer_phone="5511912345678",
+        customer_name="Maria",
+        customer_document="123.456.789-09",
+        technical_data={"quantidade": 2},
+        loaded_packages=["AGUA"],
+        prompt_versions={"triagem": "builtin"},
+        confirmation_data=None,
+        lease_token=uuid4(),
+        lease_expires_at=NOW,
+        instance__access_token="segredo",
+        instance__brand_context="Laboratório",
+    )
+    orm = Session.objects.select_related("instance").get(pk=session.pk)
+
+    ours = session_with_instance(session_id=session.pk)
+
+    assert field_values(ours) == field_values(orm)
+    assert field_values(ours.instance) == field_values(orm.instance)
+    assert ours.customer_phone == "5511912345678"
+    assert ours.instance.access_token == "segredo"
+    assert ours._state.adding is False
+    assert ours._state.db == orm._state.db
+    with pytest.raises(Session.DoesNotExist):
+        session_with_instance(session_id=session.pk + 1000)
