@@ -2,12 +2,14 @@
 the agent's active override with its version, against the ORM queries they replace, quoted in
 their comments."""
 
+from typing import Any
+
 import pytest
 from model_bakery import baker
 
 from agents.sources import OverrideTemplate, StrategicCompanyInfo
 from agents.states import PROMPT_AGENTS, AgentName
-from prompts_admin.models import PromptOverride, StrategicCompany
+from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
 from prompts_admin.selectors import (
     DatabasePromptSource,
     _latest_history_id,
@@ -109,3 +111,32 @@ def test_every_agent_s_active_override_and_its_version_are_the_orm_s() -> None:
         }.get(agent)
         for agent in PROMPT_AGENTS
     }
+
+
+def config_values(config: RuntimeConfig) -> dict[str, object]:
+    return {f.attname: getattr(config, f.attname) for f in RuntimeConfig._meta.concrete_fields}
+
+
+def test_loading_the_runtime_configuration_is_the_orm_s_get_or_create(
+    django_assert_num_queries: Any,
+) -> None:
+    RuntimeConfig.objects.all().delete()
+    # Missing: created with the defaults, in a savepoint, with its history row.
+    with django_assert_num_queries(5):
+        created = RuntimeConfig.load()
+    orm, was_created = RuntimeConfig.objects.get_or_create(pk=RuntimeConfig.SINGLETON_PK)
+    assert was_created is False
+    assert config_values(created) == config_values(orm)
+    assert created.history.count() == 1
+    orm.agent_name = "Lia"
+    orm.business_hours = {"mon": [["08:00", "18:00"]]}
+    orm.save()
+
+    with django_assert_num_queries(1):
+        loaded = RuntimeConfig.load()
+
+    assert config_values(loaded) == config_values(
+        RuntimeConfig.objects.get_or_create(pk=RuntimeConfig.SINGLETON_PK)[0]
+    )
+    assert loaded.agent_name == "Lia"
+    assert loaded._state.adding is False
