@@ -13,6 +13,7 @@ from django.utils import timezone
 from model_bakery import baker
 
 from agents.states import SessionState
+from conversations.inbound.hot_path import update_row
 from conversations.lease import lease_claim, lease_release
 from conversations.models import Direction, Message, Session
 from conversations.turns.commit import _locked_session, _mark_processed
@@ -252,3 +253,43 @@ def test_the_turn_s_session_read_is_the_orm_s() -> None:
     assert ours._state.db == orm._state.db
     with pytest.raises(Session.DoesNotExist):
         session_with_instance(session_id=session.pk + 1000)
+
+
+def test_the_turn_s_session_update_writes_what_the_orm_s_did() -> None:
+    ours, orm = baker.make(Session, _quantity=2, customer_name="Antes", segment="HUMANO")
+    fields: dict[str, Any] = {
+        "state": SessionState.DATA_COLLECT.value,
+        "segment": "AMBIENTAL",
+        "intent": "ORCAMENTO",
+        "service": "AGUA",
+        "technical_data": {"quantidade": 2, "finalidade": "potabilidade"},
+        "technical_extras": {},
+        "registration_data": {"documento": "123.456.789-09"},
+        "registration_extras": {"obs": "ç"},
+        "confirmation_data": None,
+        "loaded_packages": ["AGUA", "TOX"],
+        "customer_name": "Maria",
+        "last_message_at": NOW,
+        "customer_document": "123.456.789-09",
+        "closed_at": NOW,
+        "prompt_versions": {"triagem": "builtin"},
+    }
+
+    before = field_values(ours)
+    assert update_row(Session, ours.pk, **fields) == 1
+    Session.objects.filter(pk=orm.pk).update(**fields)
+
+    ours.refresh_from_db()
+    orm.refresh_from_db()
+    assert {name: getattr(ours, name) for name in fields} == {
+        name: getattr(orm, name) for name in fields
+    }
+    # Nothing else written (the ORM's update() leaves auto_now's updated_at alone too).
+    assert {k: v for k, v in field_values(ours).items() if k not in fields} == {
+        k: v for k, v in before.items() if k not in fields
+    }
+    assert ours.customer_document == "123.456.789-09"
+    assert ours.technical_data == {"quantidade": 2, "finalidade": "potabilidade"}
+    assert update_row(Session, orm.pk + ours.pk + 1000, state="HUMANO") == 0
+    with pytest.raises(NotImplementedError):
+        update_row(Session, ours.pk, last_message_at=F("created_at"))
