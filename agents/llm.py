@@ -164,8 +164,16 @@ class OpenAIClient:
         last_error: LLMError | None = None
         for attempt in range(1, max_attempts + 1):
             try:
+                # The instructions and input go as `extra_body`, the SDK's documented way to send
+                # body fields as given: the typed parameters would pass through its request
+                # transform, which walks every message of the history (a third of the SDK's CPU
+                # per call, bench/worker_cpu.py) to return them unchanged — plain role/content
+                # strings have nothing to rename or encode. The body sent is the same
+                # (tests/agents/test_openai_client.py).
                 response = self._client.responses.create(
-                    model=model, instructions=instructions, input=payload, store=False
+                    model=model,
+                    store=False,
+                    extra_body={"instructions": instructions, "input": payload},
                 )
             except openai.APIError as exc:
                 error, retryable = _translate(exc, attempt, _elapsed_ms(started))

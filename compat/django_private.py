@@ -11,6 +11,9 @@ Private APIs touched, and why:
 - ``django.db.models.sql.InsertQuery``, ``Query.insert_values``, ``Query.get_compiler``,
   ``SQLInsertCompiler.returning_fields`` and ``.as_sql()`` (`compile_insert`): the INSERT the
   ORM compiles for ``QuerySet._insert``, compiled once and reused on the webhook's hot path.
+- ``Field.get_col``, ``DatabaseOperations.get_db_converters`` and ``Col.get_db_converters``
+  (`load_model`): the converters ``SQLCompiler.get_converters`` applies to a selected column,
+  applied to the row of a hand-written SELECT before the documented ``Model.from_db``.
 - ``BaseDatabaseWrapper.connection`` (the driver connection), ``close_if_health_check_failed``,
   ``ensure_connection``, ``wrap_database_errors``, ``make_cursor`` / ``make_debug_cursor``,
   ``queries_logged`` (`prepared_cursor`, `logs_queries`): a Django cursor wrapper around a
@@ -30,7 +33,8 @@ Private APIs touched, and why:
 """
 
 import sys
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from django.contrib.admin.utils import flatten_fieldsets, unquote
 from django.db import models
@@ -85,6 +89,45 @@ def compile_insert(
     compiler.returning_fields = [model._meta.pk]
     [(statement, _params)] = compiler.as_sql()
     return str(statement)
+
+
+M = TypeVar("M", bound=models.Model)
+
+# (database alias, model) -> (its concrete fields' attnames, (index, converters, column) of each
+# field that has converters).
+_LOADERS: dict[tuple[str, type[models.Model]], tuple[list[str], list[tuple[int, list[Any], Any]]]]
+_LOADERS = {}
+
+
+def select_columns(model: type[models.Model], alias: str) -> str:
+    """The columns of `model`'s concrete fields, in `load_model`'s order, qualified by `alias`."""
+    return ", ".join(f"{alias}.{field.column}" for field in model._meta.concrete_fields)
+
+
+def load_model(connection: Any, model: type[M], values: Sequence[Any]) -> M:
+    """A `model` instance from the values of its concrete fields (`select_columns`) as one row of
+    a hand-written SELECT returned them, built as the ORM builds a fetched row: the backend's and
+    the field's converters (``SQLCompiler.get_converters``, e.g. SQLite's datetimes and UUIDs,
+    JSON, the encrypted fields' decryption), then ``Model.from_db``."""
+    key = (connection.alias, model)
+    loader = _LOADERS.get(key)
+    if loader is None:
+        fields = model._meta.concrete_fields
+        converters = []
+        for index, field in enumerate(fields):
+            column = field.get_col(model._meta.db_table)
+            found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+            if found:
+                converters.append((index, found, column))
+        loader = _LOADERS[key] = ([field.attname for field in fields], converters)
+    names, converters = loader
+    row = list(values)
+    for index, functions, column in converters:
+        value = row[index]
+        for function in functions:
+            value = function(value, column, connection)
+        row[index] = value
+    return model.from_db(connection.alias, names, row)
 
 
 def _preparing_cursor_class() -> type:

@@ -28,15 +28,38 @@ from agents.sources import (
 )
 from agents.states import AgentName
 from conversations.inbound.hot_path import insert_row
-from conversations.message_order import newest_in_conversation_order
+from conversations.message_order import conversation_order, newest_in_conversation_order
 from conversations.metrics import model_call_observed
-from conversations.models import DeliveryStatus, Direction, LLMCall, Message
+from conversations.models import SUPERSEDED, DeliveryStatus, Direction, LLMCall, Message
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.selectors import DatabasePromptSource
 
 OK_OUTCOME = "ok"
 _MODEL_CHARS = LLMCall._meta.get_field("model").max_length or 64
 _VERSION_CHARS = LLMCall._meta.get_field("prompt_version").max_length or 32
+
+
+# Every agent call reads the history: hand-written for the live turn (no `before`), as compiling
+# the ORM's query cost the worker more CPU than running it (bench/worker_cpu.py).
+# tests/conversations/test_history_sql.py checks it against the ORM's, quoted here (then
+# `newest_in_conversation_order(rows, limit)`, which reads `limit` + 1 newest first):
+# Message.objects.conversational().filter(session_id=session_id)
+#     .exclude(delivery_status=DeliveryStatus.FAILED).exclude(content="")
+#     .only("id", "session_id", "direction", "content", "error", "wa_timestamp", "staff_user_id")
+HISTORY_SQL = f"""SELECT id, session_id, direction, content, error, wa_timestamp, staff_user_id
+    FROM {Message._meta.db_table}
+    WHERE session_id = %s
+        AND direction IN ('{Direction.INBOUND.value}', '{Direction.OUTBOUND.value}')
+        AND NOT (error = '{SUPERSEDED}')
+        AND NOT (delivery_status = '{DeliveryStatus.FAILED.value}')
+        AND NOT (content = '')
+    ORDER BY id DESC LIMIT %s"""
+
+
+def _live_history(session_id: int, limit: int) -> list[Message]:
+    """The newest `limit` conversational messages of the session, in conversation order."""
+    newest_first = list(Message.objects.raw(HISTORY_SQL, [session_id, limit]))
+    return conversation_order(reversed(newest_first))
 
 
 class DatabaseHistorySource:
@@ -49,20 +72,27 @@ class DatabaseHistorySource:
     def history(self, session_id: int, limit: int) -> list[HistoryEntry]:
         if limit <= 0:
             return []
-        rows = Message.objects.conversational().filter(session_id=session_id)
-        if self._before is not None:
-            rows = rows.filter(created_at__lt=self._before)
-        messages, _older = newest_in_conversation_order(
-            rows
-            # The customer never saw a reply WhatsApp refused (e.g. 131047 outside the 24-hour
-            # window): the model must not believe it was said.
-            .exclude(delivery_status=DeliveryStatus.FAILED)
-            .exclude(content="")
-            .only(
-                "id", "session_id", "direction", "content", "error", "wa_timestamp", "staff_user_id"
-            ),
-            limit,
-        )
+        if self._before is None:
+            messages = _live_history(session_id, limit)
+        else:
+            messages, _older = newest_in_conversation_order(
+                Message.objects.conversational()
+                .filter(session_id=session_id, created_at__lt=self._before)
+                # The customer never saw a reply WhatsApp refused (e.g. 131047 outside the
+                # 24-hour window): the model must not believe it was said.
+                .exclude(delivery_status=DeliveryStatus.FAILED)
+                .exclude(content="")
+                .only(
+                    "id",
+                    "session_id",
+                    "direction",
+                    "content",
+                    "error",
+                    "wa_timestamp",
+                    "staff_user_id",
+                ),
+                limit,
+            )
         return [
             HistoryEntry(
                 session_id=m.session_id,

@@ -108,6 +108,21 @@ def _active_override_sql() -> str:
         ORDER BY o.id LIMIT 1"""
 
 
+def _active_overrides_sql() -> str:
+    """Every prompt agent's active override with its latest history id, hand-written like
+    `_active_override_sql` (every turn's agent call reads them). The ORM's, which
+    tests/prompts_admin/test_runtime_sql.py checks it against:
+    `PromptOverride.objects.filter(is_active=True, agent__in=[...PROMPT_AGENTS])
+    .annotate(version=_latest_history_id()).values_list("agent", "pk", "content", "version")`."""
+    history = _historical_override()._meta.db_table
+    agents = ", ".join(["%s"] * len(PROMPT_AGENTS))
+    return f"""SELECT o.agent, o.id, o.content,
+            (SELECT h.history_id FROM {history} h WHERE h.id = o.id
+                ORDER BY h.history_id DESC LIMIT 1)
+        FROM {PromptOverride._meta.db_table} o
+        WHERE o.is_active AND o.agent IN ({agents})"""
+
+
 # Every turn reads them: hand-written, as compiling the ORM's query cost the worker more CPU than
 # running it (bench/worker_cpu.py). The ORM's, which tests/prompts_admin/test_runtime_sql.py
 # checks it against:
@@ -128,13 +143,9 @@ class DatabasePromptSource:
         return OverrideTemplate(content=content, version=override_version(history_id, pk))
 
     def active_overrides(self) -> dict[AgentName, OverrideTemplate | None]:
-        rows = (
-            PromptOverride.objects.filter(
-                is_active=True, agent__in=[agent.value for agent in PROMPT_AGENTS]
-            )
-            .annotate(version=_latest_history_id())
-            .values_list("agent", "pk", "content", "version")
-        )
+        with connections[PromptOverride.objects.db].cursor() as cursor:
+            cursor.execute(_active_overrides_sql(), [agent.value for agent in PROMPT_AGENTS])
+            rows = cursor.fetchall()
         found = {
             agent: OverrideTemplate(content=content, version=override_version(history_id, pk))
             for agent, pk, content, history_id in rows

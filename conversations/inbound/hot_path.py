@@ -95,6 +95,50 @@ def insert_row(
     return returned[0] if returned else None
 
 
+# (database alias, model, field names) -> (UPDATE statement, its fields in order).
+_UPDATE_STATEMENTS: dict[tuple[str, type[models.Model], tuple[str, ...]], tuple[str, list[Any]]]
+_UPDATE_STATEMENTS = {}
+
+
+def update_row(model: type[models.Model], pk: Any, **values: Any) -> int:
+    """``model.objects.filter(pk=pk).update(**values)`` for plain values (no expressions): the
+    number of rows updated. The statement is the one the ORM compiles
+    (``SQLUpdateCompiler.as_sql``: ``column = %s`` per field, each value prepared by
+    ``get_db_prep_save``), built once per model and set of fields; compiling the ORM's cost the
+    worker more CPU than running it (tests/conversations/test_lease_sql.py compares both)."""
+    connection = connections[model._default_manager.db]
+    key = (connection.alias, model, tuple(values))
+    compiled = _UPDATE_STATEMENTS.get(key)
+    if compiled is None:
+        concrete = {field.name: field for field in model._meta.concrete_fields}
+        fields = [concrete[name] for name in values if name in concrete]
+        columns = [field.column for field in fields if field.column is not None]
+        primary_key = model._meta.pk.column if model._meta.pk is not None else None
+        if (
+            len(columns) != len(values)
+            or primary_key is None
+            or any(field.many_to_many or hasattr(field, "get_placeholder") for field in fields)
+        ):
+            raise NotImplementedError(f"update_row cannot write {list(values)}")
+        quote = connection.ops.quote_name
+        assignments = ", ".join(f"{quote(column)} = %s" for column in columns)
+        statement = (
+            f"UPDATE {quote(model._meta.db_table)} SET {assignments}"
+            f" WHERE {quote(primary_key)} = %s"
+        )
+        compiled = _UPDATE_STATEMENTS[key] = (statement, fields)
+    statement, fields = compiled
+    if any(hasattr(value, "resolve_expression") for value in values.values()):
+        raise NotImplementedError("update_row writes plain values, not expressions")
+    params = [
+        field.get_db_prep_save(value, connection)
+        for field, value in zip(fields, values.values(), strict=True)
+    ]
+    with hot_cursor(connection) as cursor:
+        cursor.execute(statement, [*params, pk])
+        return int(cursor.rowcount)
+
+
 def hot_cursor(connection: Any) -> Any:
     """A cursor for the webhook's hot statements (the one-statement path, the session's
     ``UPDATE ... RETURNING``, the message and delivery inserts): on PostgreSQL it binds on the

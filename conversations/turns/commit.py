@@ -28,7 +28,7 @@ from compat.django_private import mark_saved
 from conversations.commit_hooks import on_commit_call
 from conversations.delivery_tasks import enqueue_lead_delivery
 from conversations.handoff import session_handoff
-from conversations.inbound.hot_path import hot_cursor, insert_row
+from conversations.inbound.hot_path import hot_cursor, insert_row, update_row
 from conversations.leads import lead_create
 from conversations.models import SUPERSEDED, Direction, Message, Session
 from conversations.turns.deps import PipelineDeps
@@ -129,7 +129,7 @@ def _locked_session(session_id: int) -> tuple[str, UUID | None, bool]:
     if row is None:
         raise Session.DoesNotExist(f"Session {session_id} does not exist")
     state, token, prompt_versions = row
-    pins = _PROMPT_VERSIONS.from_db_value(prompt_versions, None, connection)
+    pins = _PROMPT_VERSIONS.from_db_value(prompt_versions, _PROMPT_VERSIONS.cached_col, connection)
     return state, _LEASE_TOKEN.to_python(token), bool(pins)
 
 
@@ -261,7 +261,9 @@ def _write_turn(
         part_ids = list(written.part_ids)
     else:
         assert result.reply is not None, "a turn without a reply is a handoff"
-        Session.objects.filter(pk=turn.session_id).update(**fields)
+        # Session.objects.filter(pk=turn.session_id).update(**fields), compiled once per set of
+        # fields (`update_row`).
+        update_row(Session, turn.session_id, **fields)
         created = [*events, *replies]
         if len(created) == 1:
             # The common turn (one reply): its INSERT compiled once per process (`insert_row`);

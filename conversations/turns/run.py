@@ -23,7 +23,7 @@ from agents.sources import prompt_versions_of
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.lease import lease_claim, lease_release
 from conversations.metrics import turn_counted
-from conversations.models import Message, Session
+from conversations.models import Message
 from conversations.turns.commit import CommitOutcome, turn_commit, turn_skip
 from conversations.turns.deps import PipelineConfig, PipelineDeps
 from conversations.turns.result import Turn, turn_failure
@@ -31,6 +31,7 @@ from conversations.turns.selectors import (
     session_context,
     session_has_pending,
     session_pending_inbound,
+    session_with_instance,
 )
 from conversations.turns.think import turn_think
 
@@ -114,7 +115,7 @@ def _process_turn(
     deadline_errors: tuple[type[BaseException], ...],
 ) -> CommitOutcome:
     """One turn: read it, think it through, commit it; a HUMAN or CLOSED session's is skipped."""
-    session = Session.objects.select_related("instance").get(pk=session_id)
+    session = session_with_instance(session_id=session_id)
     last = pending[-1]
     turn = Turn(
         session_id=session_id,

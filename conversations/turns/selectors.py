@@ -11,8 +11,9 @@ from django.db import connections
 
 from agents.context import InstanceInfo, SessionContext
 from agents.states import SessionState
+from compat.django_private import load_model, select_columns
 from conversations.inbound.hot_path import hot_cursor
-from conversations.models import Direction, Message, Session
+from conversations.models import Direction, Instance, Message, Session
 
 
 def session_context(session: Session) -> SessionContext:
@@ -75,3 +76,28 @@ def session_has_pending(*, session_id: int, excluding: Sequence[int] = ()) -> bo
     with hot_cursor(connections[Message.objects.db]) as cursor:
         cursor.execute(statement, [session_id, *excluding])
         return cursor.fetchone() is not None
+
+
+# The turn's read of its session, hand-written: the ORM's compilation of the join costs more CPU
+# than running it (bench/worker_cpu.py). tests/conversations/test_lease_sql.py checks it against
+# the ORM's, quoted here: Session.objects.select_related("instance").get(pk=session_id)
+SESSION_WITH_INSTANCE_SQL = f"""SELECT {select_columns(Session, "s")},
+        {select_columns(Instance, "i")}
+    FROM {Session._meta.db_table} s
+    INNER JOIN {Instance._meta.db_table} i ON i.id = s.instance_id
+    WHERE s.id = %s"""
+_SESSION_FIELDS = len(Session._meta.concrete_fields)
+_INSTANCE = Session._meta.get_field("instance")
+
+
+def session_with_instance(*, session_id: int) -> Session:
+    """The session with its instance loaded; `Session.DoesNotExist` as ``.get()`` raises it."""
+    connection = connections[Session.objects.db]
+    with hot_cursor(connection) as cursor:
+        cursor.execute(SESSION_WITH_INSTANCE_SQL, [session_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Session.DoesNotExist(f"{Session._meta.object_name} matching query does not exist.")
+    session = load_model(connection, Session, row[:_SESSION_FIELDS])
+    _INSTANCE.set_cached_value(session, load_model(connection, Instance, row[_SESSION_FIELDS:]))
+    return session

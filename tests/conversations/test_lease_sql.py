@@ -13,11 +13,16 @@ from django.utils import timezone
 from model_bakery import baker
 
 from agents.states import SessionState
+from conversations.inbound.hot_path import update_row
 from conversations.lease import lease_claim, lease_release
 from conversations.models import Direction, Message, Session
 from conversations.turns.commit import _locked_session, _mark_processed
 from conversations.turns.result import Turn
-from conversations.turns.selectors import session_has_pending, session_pending_inbound
+from conversations.turns.selectors import (
+    session_has_pending,
+    session_pending_inbound,
+    session_with_instance,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -215,3 +220,76 @@ def test_marking_the_turn_s_messages_processed_writes_what_the_orm_wrote() -> No
 
     assert written(mine) == written(theirs)
     assert written(mine) == [(NOW, turn_id), (done, None), (None, None), (None, None)]
+
+
+def field_values(row: Any) -> dict[str, Any]:
+    return {f.attname: getattr(row, f.attname) for f in type(row)._meta.concrete_fields}
+
+
+def test_the_turn_s_session_read_is_the_orm_s() -> None:
+    session = baker.make(
+        Session,
+        customer_phone="5511912345678",
+        customer_name="Maria",
+        customer_document="123.456.789-09",
+        technical_data={"quantidade": 2},
+        loaded_packages=["AGUA"],
+        prompt_versions={"triagem": "builtin"},
+        confirmation_data=None,
+        lease_token=uuid4(),
+        lease_expires_at=NOW,
+        instance__access_token="segredo",
+        instance__brand_context="Laboratório",
+    )
+    orm = Session.objects.select_related("instance").get(pk=session.pk)
+
+    ours = session_with_instance(session_id=session.pk)
+
+    assert field_values(ours) == field_values(orm)
+    assert field_values(ours.instance) == field_values(orm.instance)
+    assert ours.customer_phone == "5511912345678"
+    assert ours.instance.access_token == "segredo"
+    assert ours._state.adding is False
+    assert ours._state.db == orm._state.db
+    with pytest.raises(Session.DoesNotExist):
+        session_with_instance(session_id=session.pk + 1000)
+
+
+def test_the_turn_s_session_update_writes_what_the_orm_s_did() -> None:
+    ours, orm = baker.make(Session, _quantity=2, customer_name="Antes", segment="HUMANO")
+    fields: dict[str, Any] = {
+        "state": SessionState.DATA_COLLECT.value,
+        "segment": "AMBIENTAL",
+        "intent": "ORCAMENTO",
+        "service": "AGUA",
+        "technical_data": {"quantidade": 2, "finalidade": "potabilidade"},
+        "technical_extras": {},
+        "registration_data": {"documento": "123.456.789-09"},
+        "registration_extras": {"obs": "ç"},
+        "confirmation_data": None,
+        "loaded_packages": ["AGUA", "TOX"],
+        "customer_name": "Maria",
+        "last_message_at": NOW,
+        "customer_document": "123.456.789-09",
+        "closed_at": NOW,
+        "prompt_versions": {"triagem": "builtin"},
+    }
+
+    before = field_values(ours)
+    assert update_row(Session, ours.pk, **fields) == 1
+    Session.objects.filter(pk=orm.pk).update(**fields)
+
+    ours.refresh_from_db()
+    orm.refresh_from_db()
+    assert {name: getattr(ours, name) for name in fields} == {
+        name: getattr(orm, name) for name in fields
+    }
+    # Nothing else written (the ORM's update() leaves auto_now's updated_at alone too).
+    assert {k: v for k, v in field_values(ours).items() if k not in fields} == {
+        k: v for k, v in before.items() if k not in fields
+    }
+    assert ours.customer_document == "123.456.789-09"
+    assert ours.technical_data == {"quantidade": 2, "finalidade": "potabilidade"}
+    assert update_row(Session, orm.pk + ours.pk + 1000, state="HUMANO") == 0
+    with pytest.raises(NotImplementedError):
+        update_row(Session, ours.pk, last_message_at=F("created_at"))

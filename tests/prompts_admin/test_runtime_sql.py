@@ -2,13 +2,21 @@
 the agent's active override with its version, against the ORM queries they replace, quoted in
 their comments."""
 
+from typing import Any
+
 import pytest
 from model_bakery import baker
 
 from agents.sources import OverrideTemplate, StrategicCompanyInfo
-from agents.states import AgentName
-from prompts_admin.models import PromptOverride, StrategicCompany
-from prompts_admin.selectors import DatabasePromptSource, _override_template, phone_digits
+from agents.states import PROMPT_AGENTS, AgentName
+from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
+from prompts_admin.selectors import (
+    DatabasePromptSource,
+    _latest_history_id,
+    _override_template,
+    override_version,
+    phone_digits,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -63,3 +71,72 @@ def test_the_active_override_and_its_version_are_the_orm_s() -> None:
         content="q", version=f"override:unversioned-{unversioned.pk}"
     )
     assert draft.pk != active.pk
+
+
+def orm_active_overrides() -> dict[AgentName, OverrideTemplate | None]:
+    rows = (
+        PromptOverride.objects.filter(
+            is_active=True, agent__in=[agent.value for agent in PROMPT_AGENTS]
+        )
+        .annotate(version=_latest_history_id())
+        .values_list("agent", "pk", "content", "version")
+    )
+    found = {
+        agent: OverrideTemplate(content=content, version=override_version(history_id, pk))
+        for agent, pk, content, history_id in rows
+    }
+    return {agent: found.get(agent.value) for agent in PROMPT_AGENTS}
+
+
+def test_every_agent_s_active_override_and_its_version_are_the_orm_s() -> None:
+    source = DatabasePromptSource()
+    assert source.active_overrides() == {agent: None for agent in PROMPT_AGENTS}
+    PromptOverride.objects.create(agent="triagem", content="rascunho", is_active=False)
+    active = PromptOverride.objects.create(agent="triagem", content="v1", is_active=True)
+    active.content = "v2"
+    active.save()
+    unversioned = PromptOverride.objects.create(agent="qualificacao", content="q", is_active=True)
+    unversioned.history.all().delete()
+    latest = active.history.order_by("-history_id").values_list("history_id", flat=True)[0]
+
+    overrides = source.active_overrides()
+
+    assert overrides == orm_active_overrides()
+    assert overrides == {
+        agent: {
+            AgentName.TRIAGEM: OverrideTemplate(content="v2", version=f"override:{latest}"),
+            AgentName.QUALIFICACAO: OverrideTemplate(
+                content="q", version=f"override:unversioned-{unversioned.pk}"
+            ),
+        }.get(agent)
+        for agent in PROMPT_AGENTS
+    }
+
+
+def config_values(config: RuntimeConfig) -> dict[str, object]:
+    return {f.attname: getattr(config, f.attname) for f in RuntimeConfig._meta.concrete_fields}
+
+
+def test_loading_the_runtime_configuration_is_the_orm_s_get_or_create(
+    django_assert_num_queries: Any,
+) -> None:
+    RuntimeConfig.objects.all().delete()
+    # Missing: created with the defaults, in a savepoint, with its history row.
+    with django_assert_num_queries(5):
+        created = RuntimeConfig.load()
+    orm, was_created = RuntimeConfig.objects.get_or_create(pk=RuntimeConfig.SINGLETON_PK)
+    assert was_created is False
+    assert config_values(created) == config_values(orm)
+    assert created.history.count() == 1
+    orm.agent_name = "Lia"
+    orm.business_hours = {"mon": [["08:00", "18:00"]]}
+    orm.save()
+
+    with django_assert_num_queries(1):
+        loaded = RuntimeConfig.load()
+
+    assert config_values(loaded) == config_values(
+        RuntimeConfig.objects.get_or_create(pk=RuntimeConfig.SINGLETON_PK)[0]
+    )
+    assert loaded.agent_name == "Lia"
+    assert loaded._state.adding is False

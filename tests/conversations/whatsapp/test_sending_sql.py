@@ -21,6 +21,7 @@ from conversations.models import (
 )
 from conversations.sending import (
     SendOutcome,
+    _claim,
     _store_success,
     _turn_chain,
     inbound_message_mark_read,
@@ -227,3 +228,45 @@ def test_a_send_and_a_mark_read_cost_these_statements(
         "text",
         "read",
     ]
+
+
+def field_values(row: Any) -> dict[str, Any]:
+    return {f.attname: getattr(row, f.attname) for f in type(row)._meta.concrete_fields}
+
+
+def test_the_claim_reads_and_stores_what_the_orm_did() -> None:
+    instance = baker.make(Instance, phone_number_id="100000000000001", access_token="tok-1")
+    session = baker.make(
+        Session, instance=instance, customer_phone="5511988887777", technical_data={"q": 1}
+    )
+    reply = make(
+        session,
+        turn_id=uuid.uuid4(),
+        content="Olá!",
+        json_part={"s": 1},
+        delivery_status=DeliveryStatus.PENDING,
+        send_attempts=2,
+        delivery_status_at=timezone.now() - timedelta(hours=1),
+    )
+    orm = Message.objects.select_related("session__instance").get(pk=reply.pk)
+
+    claimed = _claim(reply.pk)
+
+    assert isinstance(claimed, Message)
+    assert field_values(claimed.session) == field_values(orm.session)
+    assert field_values(claimed.session.instance) == field_values(orm.session.instance)
+    assert claimed.session.instance.access_token == "tok-1"
+    read = field_values(claimed)
+    changed = {"delivery_status_at", "last_send_attempt_at", "send_attempts"}
+    assert {k: v for k, v in read.items() if k not in changed} == {
+        k: v for k, v in field_values(orm).items() if k not in changed
+    }
+    assert claimed.send_attempts == 3
+    assert claimed.delivery_status_at is not None
+    assert claimed.last_send_attempt_at == claimed.delivery_status_at
+    # What the ORM's save(update_fields=CLAIM_FIELDS) stored, and nothing else.
+    stored = Message.objects.get(pk=reply.pk)
+    assert field_values(stored) == read
+    assert _claim(reply.pk) == SendOutcome.IN_FLIGHT
+    with pytest.raises(Message.DoesNotExist):
+        _claim(reply.pk + 1000)
