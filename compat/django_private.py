@@ -149,7 +149,7 @@ def _preparing_cursor_class() -> type:
 
 
 _PreparingCursor = _preparing_cursor_class()
-# The attribute of Django's connection object holding `prepared_cursor`'s psycopg cursor.
+# The attribute of a psycopg connection holding its `prepared_cursor` psycopg cursor.
 _CURSOR_ATTRIBUTE = "_project_prepared_cursor"
 
 
@@ -163,21 +163,20 @@ def prepared_cursor(connection: Any) -> Any:
     psycopg cursor that binds on the server and prepares each statement once per connection.
     PostgreSQL connections only.
 
-    The psycopg cursor is made once per driver connection and kept on Django's connection
-    object (one per thread): creating one copies the connection's adapters map, which cost
-    the worker more than the statements it runs (~15 a turn). It never closes (its ``close``
-    does nothing); a new driver connection (reconnected, or taken from the worker's pool) gets
-    a new one.
+    The psycopg cursor is made once per driver connection and kept on it (a pooled connection
+    keeps it across checkouts; one thread uses a driver connection at a time): creating one
+    copies the connection's adapters map, which cost the worker more than the statements it
+    runs (~15 a turn). It never closes (its ``close`` does nothing); it goes with its connection.
     """
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     raw = connection.connection
-    cursor = getattr(connection, _CURSOR_ATTRIBUTE, None)
-    if cursor is None or cursor.connection is not raw:
-        if raw.prepare_threshold is None:
-            raw.prepare_threshold = sys.maxsize  # prepare when asked (prepare=True), never by count
+    if raw.prepare_threshold is None:
+        raw.prepare_threshold = sys.maxsize  # prepare when asked (prepare=True), never by count
+    cursor = getattr(raw, _CURSOR_ATTRIBUTE, None)
+    if cursor is None:
         with connection.wrap_database_errors:
             cursor = _PreparingCursor(raw)
-        setattr(connection, _CURSOR_ATTRIBUTE, cursor)
+        setattr(raw, _CURSOR_ATTRIBUTE, cursor)
     wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
     return wrap(cursor)
