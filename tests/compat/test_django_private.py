@@ -178,3 +178,27 @@ def test_the_conventions_used_in_place_hold_field_values_in_dict_and_backend_ops
     assert deferred.get_deferred_fields() == {"name"}
     assert hasattr(BaseDatabaseOperations, "adapt_datetimefield_value")
     assert hasattr(BaseDatabaseOperations, "quote_name")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="psycopg's prepared statements")
+def test_the_prepared_cursor_is_reused_until_its_driver_connection_changes() -> None:
+    with prepared_cursor(connection) as cursor:
+        cursor.execute("SELECT %s::int", [1])
+        first = cursor.cursor
+    with prepared_cursor(connection) as cursor:
+        cursor.execute("SELECT %s::int + 1", [1])
+        again = cursor.cursor
+        second_row = cursor.fetchone()
+    connection.close()
+    with prepared_cursor(connection) as cursor:
+        cursor.execute("SELECT %s::int + 2", [1])
+        reconnected = cursor.cursor
+        third_row = cursor.fetchone()
+
+    assert again is first
+    assert second_row == (2,)
+    assert first.closed is False
+    assert reconnected is not first
+    assert reconnected.connection is connection.connection
+    assert third_row == (3,)
