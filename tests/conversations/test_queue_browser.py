@@ -18,11 +18,9 @@ from model_bakery import baker
 from pytest_django.live_server_helper import LiveServer
 
 from conversations.models import Direction, HandoffSummary, Instance, Message, Session
-from tests.support.browser import VIEWPORT
+from tests.support.browser import PASSWORD, VIEWPORT
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-PASSWORD = "Senha-de-teste-2026!"
 
 
 def support_user(username: str, **fields: Any) -> User:

@@ -9,30 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
 from pytest_django.live_server_helper import LiveServer
 
 from conversations.models import Instance, Session
 from tests import baker_recipes as recipes
-from tests.conversations.test_queue_browser import PASSWORD
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.browser import VIEWPORT
+from tests.support.browser import PASSWORD, VIEWPORT, browser_staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def prompt_editor(username: str) -> User:
-    """A Prompt editor; the group is made again (a transactional test empties the tables)."""
-    group, _created = Group.objects.get_or_create(name="Prompt editors")
-    group.permissions.add(
-        Permission.objects.get(
-            content_type__app_label="prompts_admin", codename="change_promptoverride"
-        )
-    )
-    user = User.objects.create_user(username, password=PASSWORD, is_staff=True)
-    user.groups.add(group)
-    return user
+EDITOR = ("prompts_admin.change_promptoverride",)
 
 
 def test_an_editor_sends_a_message_and_sees_the_reply(
@@ -42,7 +30,7 @@ def test_an_editor_sends_a_message_and_sees_the_reply(
     openai_settings: FakeOpenAIServer,
     fake_graph: FakeGraphAPI,
 ) -> None:
-    prompt_editor("edna")
+    browser_staff("edna", *EDITOR)
     instance: Instance = recipes.instance.make(name="Laboratório Demo")
     openai_settings.queue_text('{"s":1}Olá! Sou a Lia. Como posso ajudar?', input_tokens=1000)
     page = browser_page

@@ -6,33 +6,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
 from pytest_django.live_server_helper import LiveServer
 
-from tests.conversations.test_queue_browser import PASSWORD
 from tests.governance import metrics_data
-from tests.support.browser import VIEWPORT
+from tests.support.browser import PASSWORD, VIEWPORT, browser_staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def prompt_editor(username: str) -> User:
-    """A Prompt editor who may read overrides (a transactional test empties the group)."""
-    group, _created = Group.objects.get_or_create(name="Prompt editors")
-    group.permissions.add(
-        Permission.objects.get(
-            content_type__app_label="prompts_admin", codename="view_promptoverride"
-        )
-    )
-    user = User.objects.create_user(username, password=PASSWORD, is_staff=True)
-    user.groups.add(group)
-    return user
+EDITOR = ("prompts_admin.view_promptoverride",)
 
 
 def test_an_editor_compares_two_versions(
     live_server: LiveServer, browser_page: Any, screenshots_dir: Path
 ) -> None:
-    prompt_editor("edna")
+    browser_staff("edna", *EDITOR)
     data = metrics_data.build()
     page = browser_page
 

@@ -11,33 +11,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission, User
 from pytest_django.live_server_helper import LiveServer
 
 from conversations.models import Instance
 from governance.models import ReplayRun, ReplayStatus
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.governance.support import GREETING, conversation, draft, record_turn
-from tests.support.browser import VIEWPORT
+from tests.support.browser import PASSWORD, VIEWPORT, browser_staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "Senha-de-teste-2026!"
-EDITOR_PERMISSIONS = {
-    "prompts_admin": ["view_promptoverride", "change_promptoverride"],
-    "governance": ["add_replayrun", "change_replayrun", "view_replayrun", "view_replayresult"],
-}
 
-
-def prompt_editor(username: str) -> User:
-    """A prompt editor's rights, granted to the user (a transactional test empties the groups
-    the data migrations create)."""
-    user = User.objects.create_user(username, password=PASSWORD, is_staff=True)
-    for app_label, codenames in EDITOR_PERMISSIONS.items():
-        user.user_permissions.add(
-            *Permission.objects.filter(content_type__app_label=app_label, codename__in=codenames)
-        )
-    return user
+EDITOR = (
+    "prompts_admin.view_promptoverride",
+    "prompts_admin.change_promptoverride",
+    "governance.add_replayrun",
+    "governance.change_replayrun",
+    "governance.view_replayrun",
+    "governance.view_replayresult",
+)
 
 
 def test_an_editor_replays_a_draft_from_its_page_and_reads_the_results(
@@ -59,7 +51,7 @@ def test_an_editor_replays_a_draft_from_its_page_and_reads_the_results(
     model.reset()
     model.queue_text(GREETING)
     model.queue_text('{"s":98,"motivo":"pedido_cliente"}Vou chamar alguém da equipe.')
-    prompt_editor("bia")
+    browser_staff("bia", *EDITOR)
     override = draft()
     page = browser_page
     change_url = f"/admin/prompts_admin/promptoverride/{override.pk}/change/"

@@ -11,35 +11,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission, User
 from pytest_django.live_server_helper import LiveServer
 
 from prompts_admin.models import PromptOverride
-from tests.support.browser import VIEWPORT
+from tests.support.browser import PASSWORD, VIEWPORT, browser_staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "Senha-de-teste-2026!"
 REASON = "Correção urgente do horário de atendimento"
 
 
-def prompt_editor(username: str) -> User:
-    """A staff member with the Prompt editors' rights on overrides (a transactional test empties
-    the groups the data migrations create, so the permissions are granted to the user)."""
-    user = User.objects.create_user(username, password=PASSWORD, is_staff=True)
-    user.user_permissions.add(
-        *Permission.objects.filter(
-            content_type__app_label="prompts_admin",
-            codename__in=["add_promptoverride", "change_promptoverride", "view_promptoverride"],
-        )
-    )
-    return user
+EDITOR = (
+    "prompts_admin.add_promptoverride",
+    "prompts_admin.change_promptoverride",
+    "prompts_admin.view_promptoverride",
+)
 
 
 def test_an_editor_activates_a_draft_without_a_replay_after_confirming_with_a_reason(
     live_server: LiveServer, browser_page: Any, screenshots_dir: Path
 ) -> None:
-    prompt_editor("bia")
+    browser_staff("bia", *EDITOR)
     draft = PromptOverride.objects.create(
         agent="triagem", content="Olá! Eu sou {{ agent_name }}.\nComo posso ajudar?", note="v2"
     )

@@ -11,34 +11,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission, User
 from pytest_django.live_server_helper import LiveServer
 
 from prompts_admin.models import PromptOverride
-from tests.support.browser import VIEWPORT
+from tests.support.browser import PASSWORD, VIEWPORT, browser_staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "Senha-de-teste-2026!"
 
-
-def prompt_editor(username: str) -> User:
-    """A staff member with the Prompt editors' rights on overrides (a transactional test empties
-    the groups the data migrations create, so the permissions are granted to the user)."""
-    user = User.objects.create_user(username, password=PASSWORD, is_staff=True)
-    user.user_permissions.add(
-        *Permission.objects.filter(
-            content_type__app_label="prompts_admin",
-            codename__in=["add_promptoverride", "change_promptoverride", "view_promptoverride"],
-        )
-    )
-    return user
+EDITOR = (
+    "prompts_admin.add_promptoverride",
+    "prompts_admin.change_promptoverride",
+    "prompts_admin.view_promptoverride",
+)
 
 
 def test_an_editor_previews_the_text_in_the_form_without_saving_it(
     live_server: LiveServer, browser_page: Any, screenshots_dir: Path
 ) -> None:
-    prompt_editor("bia")
+    browser_staff("bia", *EDITOR)
     override = PromptOverride.objects.create(
         agent="triagem", content="Texto salvo.", is_active=True, note="em uso"
     )
@@ -87,7 +78,7 @@ def test_an_editor_previews_the_text_in_the_form_without_saving_it(
 def test_the_help_follows_the_agent_picked_in_the_form(
     live_server: LiveServer, browser_page: Any, screenshots_dir: Path
 ) -> None:
-    prompt_editor("bia")
+    browser_staff("bia", *EDITOR)
     page = browser_page
     page.goto(f"{live_server.url}/admin/login/?next=/admin/prompts_admin/promptoverride/add/")
     page.fill("#id_username", "bia")

@@ -11,10 +11,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission, User
 from django.db import connections
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 VIEWPORT = {"width": 1366, "height": 768}
+# The password of the staff members the browser tests log in with through the login form.
+PASSWORD = "Senha-de-teste-2026!"
+
+
+def browser_staff(username: str, *permissions: str) -> User:
+    """A staff member who logs in with `PASSWORD`, with `permissions` ("app_label.codename")
+    granted to them: a browser test is transactional, which empties the groups the data
+    migrations create. An unknown permission raises."""
+    user = User.objects.create_user(username, password=PASSWORD, is_staff=True)
+    for permission in permissions:
+        app_label, codename = permission.split(".")
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app_label, codename=codename)
+        )
+    return user
 
 
 @pytest.fixture
