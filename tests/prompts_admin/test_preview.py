@@ -84,6 +84,10 @@ def test_preview_of_a_stored_attack_shows_the_builtin_prompt_quickly(
     override = PromptOverride.objects.create(
         agent="triagem", content=TEMPLATE_ATTACKS[attack][0], is_active=False
     )
+    # Not timed: the process's first admin page loads its templates and URLs (about a second
+    # under load), which is not what the attack costs.
+    warm_up = PromptOverride.objects.create(agent="triagem", content="Olá.", is_active=False)
+    assert admin_client.get(f"{BASE}{warm_up.pk}/preview/").status_code == 200
 
     started = time.perf_counter()
     response = admin_client.get(f"{BASE}{override.pk}/preview/")
