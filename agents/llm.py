@@ -157,6 +157,7 @@ class OpenAIClient:
         if self._client is None:
             # No request is sent; the pipeline hands off like for any provider failure.
             raise LLMProviderError("OPENAI_API_KEY is not set", attempts=0)
+        import httpx2
         import openai
 
         payload: list[Any] = [{"role": m.role, "content": m.content} for m in messages]
@@ -164,17 +165,31 @@ class OpenAIClient:
         last_error: LLMError | None = None
         for attempt in range(1, max_attempts + 1):
             try:
-                # The instructions and input go as `extra_body`, the SDK's documented way to send
-                # body fields as given: the typed parameters would pass through its request
-                # transform, which walks every message of the history (a third of the SDK's CPU
-                # per call, bench/worker_cpu.py) to return them unchanged — plain role/content
-                # strings have nothing to rename or encode. The body sent is the same
+                # POST /responses through the SDK's generic `post`, its documented way to call
+                # an endpoint as given: the SDK still sends the request (key, base URL, timeouts,
+                # its typed errors), and hands back the HTTP response, whose JSON is read here.
+                # `responses.create` would walk every message of the history through its
+                # request transform to return them unchanged, and build a typed model of the
+                # whole response for the three fields read: together a third of a turn's model
+                # call in CPU (bench/worker_cpu.py). The body sent is the same
                 # (tests/agents/test_openai_client.py).
-                response = self._client.responses.create(
-                    model=model,
-                    store=False,
-                    extra_body={"instructions": instructions, "input": payload},
+                response = self._client.post(
+                    "/responses",
+                    body={
+                        "model": model,
+                        "store": False,
+                        "instructions": instructions,
+                        "input": payload,
+                    },
+                    cast_to=httpx2.Response,
                 )
+                body = response.json()
+            except ValueError as exc:  # a 2xx whose body is not JSON
+                raise LLMProviderError(
+                    "malformed response: not JSON",
+                    attempts=attempt,
+                    latency_ms=_elapsed_ms(started),
+                ) from exc
             except openai.APIError as exc:
                 error, retryable = _translate(exc, attempt, _elapsed_ms(started))
                 error.transient = retryable
@@ -202,7 +217,7 @@ class OpenAIClient:
                     },
                 )
                 continue
-            return _result_from(response, model, attempt, _elapsed_ms(started))
+            return _result_from(body, model, attempt, _elapsed_ms(started))
         # Unreachable: the loop either returns or raises on its last attempt.
         raise last_error or LLMProviderError("no attempt made", attempts=0)
 
@@ -244,30 +259,51 @@ def _translate(exc: "openai.APIError", attempt: int, latency_ms: int) -> tuple[L
     return LLMProviderError(str(exc), attempts=attempt, latency_ms=latency_ms), False
 
 
-def _result_from(response: Any, model: str, attempts: int, latency_ms: int) -> LLMCallResult:
-    status = getattr(response, "status", None)
+def _result_from(body: Any, model: str, attempts: int, latency_ms: int) -> LLMCallResult:
+    """The result of a Responses API answer, read as the SDK's `Response` reads it."""
+
+    def malformed(what: str) -> LLMProviderError:
+        return LLMProviderError(
+            f"malformed response: {what}", attempts=attempts, latency_ms=latency_ms
+        )
+
+    if not isinstance(body, dict):
+        raise malformed("not a JSON object")
+    status = body.get("status")
     if status != "completed":
-        details = getattr(response, "incomplete_details", None)
-        reason = getattr(details, "reason", None)
+        details = body.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
         raise LLMProviderError(
             f"response status {status!r}" + (f" ({reason})" if reason else ""),
             attempts=attempts,
             latency_ms=latency_ms,
         )
-    try:
-        text = response.output_text
-    except (AttributeError, TypeError) as exc:
-        raise LLMProviderError(
-            "malformed response: no output text", attempts=attempts, latency_ms=latency_ms
-        ) from exc
+    output = body.get("output")
+    if not isinstance(output, list):
+        raise malformed("no output text")
+    text = _output_text(output)
     if not text:
         raise LLMProviderError("empty output text", attempts=attempts, latency_ms=latency_ms)
-    usage = getattr(response, "usage", None)
+    usage = body.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
     return LLMCallResult(
         raw_response=text,
-        model=getattr(response, "model", None) or model,
-        tokens_input=int(getattr(usage, "input_tokens", 0) or 0),
-        tokens_output=int(getattr(usage, "output_tokens", 0) or 0),
+        model=body.get("model") or model,
+        tokens_input=int(usage.get("input_tokens") or 0),
+        tokens_output=int(usage.get("output_tokens") or 0),
         latency_ms=latency_ms,
         attempts=attempts,
+    )
+
+
+def _output_text(output: list[Any]) -> str:
+    """The text parts of the output's messages, joined: the SDK's ``Response.output_text``."""
+    return "".join(
+        part["text"]
+        for item in output
+        if isinstance(item, dict) and item.get("type") == "message"
+        for part in item.get("content") or ()
+        if isinstance(part, dict)
+        and part.get("type") == "output_text"
+        and isinstance(part.get("text"), str)
     )

@@ -262,6 +262,72 @@ def test_a_completed_response_without_text_is_a_provider_error(
         call(make_client(fake_openai))
 
 
+def completed(output: Any) -> dict[str, Any]:
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1,
+        "model": "m",
+        "status": "completed",
+        "output": output,
+        "usage": {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10},
+    }
+
+
+def test_the_text_is_every_output_text_of_the_messages_joined_as_the_sdk_reads_it(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    fake_openai.queue_raw(
+        200,
+        completed(
+            [
+                {"type": "reasoning", "id": "rs_1", "summary": []},
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [
+                        {"type": "output_text", "text": '{"s":1}Olá', "annotations": []},
+                        {"type": "refusal", "refusal": "não"},
+                        {"type": "output_text", "text": ", tudo bem?", "annotations": []},
+                    ],
+                },
+            ]
+        ),
+    )
+
+    result = call(make_client(fake_openai))
+
+    assert (result.raw_response, result.model, result.tokens_input, result.tokens_output) == (
+        '{"s":1}Olá, tudo bem?',
+        "m",
+        7,
+        3,
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ("<html>bad gateway</html>", "malformed response: not JSON"),
+        ("[1, 2]", "malformed response: not a JSON object"),
+        (completed(None), "malformed response: no output text"),
+        (completed([{"type": "message", "content": None}]), "empty output text"),
+    ],
+)
+def test_a_2xx_that_is_no_response_is_a_provider_error_after_one_request(
+    fake_openai: FakeOpenAIServer, body: Any, error: str
+) -> None:
+    fake_openai.queue_raw(200, body)
+
+    with pytest.raises(LLMProviderError) as caught:
+        call(make_client(fake_openai))
+
+    assert (str(caught.value), caught.value.attempts, caught.value.transient) == (error, 1, False)
+    assert fake_openai.request_count == 1
+
+
 def test_without_an_api_key_no_request_is_sent(fake_openai: FakeOpenAIServer) -> None:
     client = OpenAIClient(api_key="", base_url=fake_openai.base_url, timeout=TIMEOUT, retry_max=1)
 
