@@ -93,10 +93,12 @@ def compile_insert(
 
 M = TypeVar("M", bound=models.Model)
 
-# (database alias, model) -> (its concrete fields' attnames, (index, converters, column) of each
-# field that has converters).
-_LOADERS: dict[tuple[str, type[models.Model]], tuple[list[str], list[tuple[int, list[Any], Any]]]]
-_LOADERS = {}
+# (database alias, model, the attnames loaded or None for all) -> (those attnames in the model's
+# field order, the row's index of each, (index, converters, column) of each field that has
+# converters).
+_LoaderKey = tuple[str, type[models.Model], tuple[str, ...] | None]
+_Loader = tuple[list[str], list[int], list[tuple[int, list[Any], Any]]]
+_LOADERS: dict[_LoaderKey, _Loader] = {}
 
 
 def select_columns(model: type[models.Model], alias: str) -> str:
@@ -104,24 +106,42 @@ def select_columns(model: type[models.Model], alias: str) -> str:
     return ", ".join(f"{alias}.{field.column}" for field in model._meta.concrete_fields)
 
 
-def load_model(connection: Any, model: type[M], values: Sequence[Any]) -> M:
+def load_model(
+    connection: Any,
+    model: type[M],
+    values: Sequence[Any],
+    only: tuple[str, ...] | None = None,
+) -> M:
     """A `model` instance from the values of its concrete fields (`select_columns`) as one row of
     a hand-written SELECT returned them, built as the ORM builds a fetched row: the backend's and
     the field's converters (``SQLCompiler.get_converters``, e.g. SQLite's datetimes and UUIDs,
-    JSON, the encrypted fields' decryption), then ``Model.from_db``."""
-    key = (connection.alias, model)
+    JSON, the encrypted fields' decryption), then ``Model.from_db``. With `only` (attnames, the
+    primary key's included), the row holds those fields in that order and the others are
+    deferred, as ``.only()`` loads them."""
+    key = (connection.alias, model, only)
     loader = _LOADERS.get(key)
     if loader is None:
-        fields = model._meta.concrete_fields
+        fields = [
+            field for field in model._meta.concrete_fields if only is None or field.attname in only
+        ]
+        if only is not None and len(fields) != len(only):
+            unknown = set(only) - {field.attname for field in fields}
+            raise ValueError(f"{model.__name__} has no concrete fields {sorted(unknown)}")
+        # `from_db` takes a partial row in the model's field order.
+        positions = (
+            list(range(len(fields)))
+            if only is None
+            else [only.index(field.attname) for field in fields]
+        )
         converters = []
         for index, field in enumerate(fields):
             column = field.get_col(model._meta.db_table)
             found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
             if found:
                 converters.append((index, found, column))
-        loader = _LOADERS[key] = ([field.attname for field in fields], converters)
-    names, converters = loader
-    row = list(values)
+        loader = _LOADERS[key] = ([field.attname for field in fields], positions, converters)
+    names, positions, converters = loader
+    row = list(values) if only is None else [values[position] for position in positions]
     for index, functions, column in converters:
         value = row[index]
         for function in functions:

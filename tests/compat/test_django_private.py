@@ -202,3 +202,18 @@ def test_the_prepared_cursor_is_reused_until_its_driver_connection_changes() -> 
     assert reconnected is not first
     assert reconnected.connection is connection.connection
     assert third_row == (3,)
+
+
+@pytest.mark.django_db
+def test_load_model_with_only_takes_any_column_order_and_defers_the_rest() -> None:
+    group = Group.objects.create(name="Suporte")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name, id FROM auth_group WHERE id = %s", [group.pk])
+        row = cursor.fetchone()
+
+    loaded = django_private.load_model(connection, Group, row, ("name", "id"))
+
+    assert (loaded.pk, loaded.name, loaded._state.adding) == (group.pk, "Suporte", False)
+    assert loaded.get_deferred_fields() == set()
+    with pytest.raises(ValueError, match=r"Group has no concrete fields \['nome'\]"):
+        django_private.load_model(connection, Group, row, ("nome", "id"))
