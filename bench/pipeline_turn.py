@@ -167,7 +167,7 @@ def main() -> None:
     from django.db import connection
 
     from conversations.models import Instance, Message
-    from conversations.turns.deps import PipelineConfig
+    from conversations.turns.deps import PipelineConfig, no_read_receipt
     from conversations.turns.run import session_process
     from conversations.turns.tasks import build_pipeline_deps
 
@@ -194,7 +194,7 @@ def main() -> None:
                         build_pipeline_deps(llm=llm),
                         send=nothing,
                         enqueue_summary=nothing,
-                        mark_read=nothing,
+                        mark_read=no_read_receipt,
                     )
                     report_ = session_process(session_id=session_id, deps=deps, config=config)
                     assert report_.turns == 1, report_

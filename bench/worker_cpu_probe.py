@@ -1,7 +1,9 @@
 """The probe bench/worker_cpu.py loads into its Celery worker (through
 `bench.worker_cpu_settings`): the CPU time each task's body takes (``task_prerun`` to
-``task_postrun``, `time.process_time`), summed per task name, and optionally a cProfile of the
-whole process.
+``task_postrun``, `time.thread_time`: the solo pool runs tasks in the main thread), summed per
+task name, the CPU time of each background read receipt (on its own thread,
+`conversations.whatsapp.read_receipts`) under the name `READ_RECEIPTS`, and optionally a
+cProfile of the main thread.
 
 On SIGUSR2 the probe writes its totals so far to the stats file (JSON, written whole then
 renamed), with a sequence number the bench waits for; with a profile path, the first SIGUSR2
@@ -13,11 +15,14 @@ import cProfile
 import json
 import os
 import signal
+import threading
 import time
 from collections import defaultdict
 from typing import Any
 
 from celery.signals import task_postrun, task_prerun, worker_ready
+
+READ_RECEIPTS = "read receipt (background thread)"
 
 _started: dict[str, float] = {}
 # Task name -> the SQL statements its latest run executed (with ``sql=True``).
@@ -25,6 +30,25 @@ _statements: dict[str, list[str]] = {}
 _current: list[str] = []
 _totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
 _state: dict[str, Any] = {"seq": 0, "profiler": None}
+_totals_lock = threading.Lock()
+
+
+def _time_read_receipts() -> None:
+    from conversations.whatsapp.read_receipts import BackgroundReadReceipts
+
+    run = BackgroundReadReceipts._run
+
+    def timed(self: BackgroundReadReceipts, receipt: Any) -> None:
+        started = time.thread_time()
+        try:
+            run(self, receipt)
+        finally:
+            with _totals_lock:
+                totals = _totals[READ_RECEIPTS]
+                totals[0] += 1
+                totals[1] += time.thread_time() - started
+
+    BackgroundReadReceipts._run = timed  # type: ignore[method-assign]
 
 
 def install(stats_path: str, *, profile_path: str = "", sql: bool = False) -> None:
@@ -42,20 +66,21 @@ def install(stats_path: str, *, profile_path: str = "", sql: bool = False) -> No
             _statements[name] = []
             if record not in connection.execute_wrappers:
                 connection.execute_wrappers.append(record)
-        _started[task_id or ""] = time.process_time()
+        _started[task_id or ""] = time.thread_time()
 
     def after(task_id: str | None = None, task: Any = None, **_kwargs: Any) -> None:
         started = _started.pop(task_id or "", None)
         if started is not None:
-            totals = _totals[getattr(task, "name", "?")]
-            totals[0] += 1
-            totals[1] += time.process_time() - started
+            with _totals_lock:
+                totals = _totals[getattr(task, "name", "?")]
+                totals[0] += 1
+                totals[1] += time.thread_time() - started
 
     def write() -> None:
         document = {
             "seq": _state["seq"],
             "cpu": time.process_time(),
-            "tasks": dict(_totals),
+            "tasks": {name: list(totals) for name, totals in _totals.items()},
             "sql": _statements,
         }
         with open(stats_path + ".tmp", "w") as out:
@@ -66,7 +91,7 @@ def install(stats_path: str, *, profile_path: str = "", sql: bool = False) -> No
         profiler = _state["profiler"]
         if profile_path:
             if profiler is None:
-                _state["profiler"] = profiler = cProfile.Profile(time.process_time)
+                _state["profiler"] = profiler = cProfile.Profile(time.thread_time)
                 profiler.enable()
             else:
                 profiler.disable()
@@ -79,6 +104,7 @@ def install(stats_path: str, *, profile_path: str = "", sql: bool = False) -> No
         # After Celery's own signal set-up, in the worker's main (and, with --pool solo, only)
         # process.
         signal.signal(signal.SIGUSR2, dump)
+        _time_read_receipts()  # the apps are loaded now
         write()  # seq 0: the bench's sign that the worker consumes
 
     task_prerun.connect(before, weak=False)

@@ -56,6 +56,15 @@ def pool_the_database_connections(**kwargs: Any) -> None:
 
 
 @worker_init.connect
+def keep_the_configuration_reads(**kwargs: Any) -> None:
+    """The worker reads the runtime settings, overrides and catalog at most every
+    WORKER_CONFIG_CACHE_SECONDS (conversations/config_cache.py)."""
+    from conversations.config_cache import worker_config_cache_enable
+
+    worker_config_cache_enable(settings.WORKER_CONFIG_CACHE_SECONDS)
+
+
+@worker_init.connect
 def preload_the_model_sdk(**kwargs: Any) -> None:
     """Import the OpenAI SDK (agents.llm imports it lazily, for the web's sake) when the worker
     starts, not in its first turn: a second or more of imports on a busy machine would count

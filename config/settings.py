@@ -154,6 +154,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 DB_POOL_MIN_SIZE = env.int("DB_POOL_MIN_SIZE", default=1)
 DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=8)
 DB_POOL_TIMEOUT = env.float("DB_POOL_TIMEOUT", default=30.0)
+# How long a worker keeps the runtime settings, prompt overrides and KB catalog it read (an
+# admin edit reaches the workers within it); 0: read on every turn (conversations/config_cache.py).
+WORKER_CONFIG_CACHE_SECONDS = env.float("WORKER_CONFIG_CACHE_SECONDS", default=5.0)
 DATABASE_WORKER_POOL: dict[str, Any] | None = (
     {
         "min_size": min(DB_POOL_MIN_SIZE, DB_POOL_MAX_SIZE),
@@ -253,7 +256,6 @@ CELERY_TASK_ROUTES = {
     "conversations.process_session": {"queue": "turns"},
     "conversations.apply_webhook_delivery": {"queue": "turns"},
     "conversations.send_message": {"queue": "sends"},
-    "conversations.mark_read": {"queue": "sends"},
     "conversations.generate_handoff_summary": {"queue": "summaries"},
     "conversations.requeue_expired_leases": {"queue": "sweeps"},
     "conversations.requeue_unsent_messages": {"queue": "sweeps"},
@@ -433,6 +435,18 @@ LOGGING = {
         "staff_auth": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
         "axes": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "celery": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # A line as each task is received and another as it succeeds: four per answered
+        # message, which the app's own events already tell (turn_finished,
+        # whatsapp_message_sent, whatsapp_send_retry), and a tenth of a worker's CPU per turn
+        # (bench/worker_cpu.py). Failures are still logged (ERROR); LOG_LEVEL=DEBUG shows them.
+        **{
+            name: {
+                "handlers": ["console"],
+                "level": "DEBUG" if LOG_LEVEL == "DEBUG" else "WARNING",
+                "propagate": False,
+            }
+            for name in ("celery.worker.strategy", "celery.app.trace")
+        },
         # httpx logs every request's full URL at INFO; a receiver's URL may carry a token.
         "httpx": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },

@@ -46,7 +46,7 @@ from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.models import Instance, Message, Session, WebhookDelivery
 from conversations.sending import outbound_message_send
 from conversations.staff_actions import session_reply, session_take_over
-from conversations.turns.deps import PipelineConfig
+from conversations.turns.deps import PipelineConfig, no_read_receipt
 from conversations.turns.run import session_process
 from conversations.turns.tasks import build_pipeline_deps
 from conversations.whatsapp.client import SentMessage
@@ -440,7 +440,7 @@ class _Player:
             build_pipeline_deps(llm=self.llm),
             send=_later,
             enqueue_summary=_later,
-            mark_read=_later,
+            mark_read=no_read_receipt,
             clock=lambda: moment,
         )
         session_process(

@@ -39,7 +39,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from compat.django_private import load_model, select_columns
-from conversations.encryption import decrypt
 from conversations.inbound.hot_path import hot_cursor
 from conversations.metrics import send_counted
 from conversations.models import (
@@ -152,39 +151,54 @@ def outbound_message_send(
     return SendOutcome.IN_FLIGHT
 
 
-# What a mark-read needs, hand-written for the same reason as the send's statements below
-# (the ORM's wide select_related query cost a mark-read task a third of its CPU). The ORM's,
-# which tests/conversations/whatsapp/test_sending_sql.py checks it against:
-#   Message.objects.select_related("session__instance")
-#       .filter(pk=message_id, direction=INBOUND).exclude(wa_message_id=None).first()
-MARK_READ_SQL = f"""SELECT m.wa_message_id, s.is_simulated, i.id, i.phone_number_id, i.access_token
-    FROM {Message._meta.db_table} m
-    JOIN {Session._meta.db_table} s ON s.id = m.session_id
-    JOIN {Instance._meta.db_table} i ON i.id = s.instance_id
-    WHERE m.id = %s AND m.direction = '{Direction.INBOUND.value}' AND m.wa_message_id IS NOT NULL"""
+@dataclass(frozen=True, slots=True)
+class ReadReceipt:
+    """What marking one INBOUND message read needs. The turn holds all of it already (its
+    session, instance and newest message), so sending a receipt reads nothing from the database.
+    `access_token` is the one to send with: the instance's, else ``WHATSAPP_ACCESS_TOKEN``."""
+
+    message_id: int
+    wamid: str
+    phone_number_id: str
+    access_token: str
+    simulated: bool
+
+    def __repr__(self) -> str:
+        # Never the token, wherever a receipt is logged or shown in a traceback.
+        return f"ReadReceipt(message_id={self.message_id}, wamid={self.wamid!r})"
 
 
-def inbound_message_mark_read(*, message_id: int, client: WhatsAppSender) -> bool:
-    """Mark an INBOUND message read with a typing indicator; a failure is logged, never raised."""
-    with hot_cursor(connections[Message.objects.db]) as cursor:
-        cursor.execute(MARK_READ_SQL, [message_id])
-        row = cursor.fetchone()
-    if row is None:
-        logger.warning("whatsapp_mark_read_skipped", extra={"message_id": message_id})
-        return False
-    wamid, simulated, instance_id, phone_number_id, stored_token = row
-    # As the instance's access_token attribute reads it (`EncryptedTextField`).
-    instance_token = (
-        decrypt(stored_token, what=f"Instance #{instance_id} access_token") if stored_token else ""
+def read_receipt_for(session: Session, message: Message) -> ReadReceipt | None:
+    """The receipt of INBOUND `message` of `session` (its instance loaded); None for a message
+    WhatsApp did not deliver (no wamid: nothing to mark)."""
+    if not message.wa_message_id:
+        return None
+    instance = session.instance
+    return ReadReceipt(
+        message_id=message.pk,
+        wamid=message.wa_message_id,
+        phone_number_id=instance.phone_number_id,
+        access_token=instance.access_token or settings.WHATSAPP_ACCESS_TOKEN,
+        simulated=session.is_simulated,
     )
-    access_token = instance_token or settings.WHATSAPP_ACCESS_TOKEN
-    client = _sender(simulated=bool(simulated), access_token=access_token, client=client)
+
+
+def read_receipt_send(receipt: ReadReceipt, *, client: WhatsAppSender) -> bool:
+    """Mark the message read with a typing indicator; a failure is logged, never raised.
+
+    A simulated session's receipt, or one with no access token, goes to the dry-run sender
+    (`sender_for`): nothing leaves the machine."""
+    sender = _sender(simulated=receipt.simulated, access_token=receipt.access_token, client=client)
     try:
-        client.mark_read(phone_number_id=phone_number_id, access_token=access_token, wamid=wamid)
+        sender.mark_read(
+            phone_number_id=receipt.phone_number_id,
+            access_token=receipt.access_token,
+            wamid=receipt.wamid,
+        )
     except GraphAPIError as exc:
         logger.warning(
             "whatsapp_mark_read_failed",
-            extra={"message_id": message_id, "code": exc.code, "title": exc.title},
+            extra={"message_id": receipt.message_id, "code": exc.code, "title": exc.title},
         )
         return False
     return True

@@ -51,7 +51,7 @@ from conversations.models import (
 )
 from conversations.provider_circuit import task_llm_client
 from conversations.sending import DRY_RUN_SENDER, outbound_message_send
-from conversations.turns.deps import PipelineConfig
+from conversations.turns.deps import PipelineConfig, no_read_receipt
 from conversations.turns.run import session_process
 from conversations.turns.tasks import build_pipeline_deps
 from prompts_admin.selectors import ChosenOverridesPromptSource
@@ -182,7 +182,7 @@ def simulated_message_send(
     deps = replace(
         build_pipeline_deps(prompts=prompts),
         send=_send,
-        mark_read=_ignore,
+        mark_read=no_read_receipt,
         enqueue_summary=_summary,
     )
     session_process(session_id=session_id, deps=deps, config=PipelineConfig.from_settings())

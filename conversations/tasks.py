@@ -4,4 +4,4 @@ import conversations.delivery_tasks
 import conversations.inbound.tasks
 import conversations.retention_tasks
 import conversations.turns.tasks  # noqa: F401
-from conversations.whatsapp.tasks import mark_read, send_message  # noqa: F401
+from conversations.whatsapp.tasks import send_message  # noqa: F401

@@ -18,6 +18,7 @@ from agents.invoker import AgentCall
 from agents.llm import LLMClient
 from agents.sources import CallRecorder, KBSource, PromptSource
 from agents.states import AgentName
+from conversations.sending import ReadReceipt
 
 
 class Invoker(Protocol):
@@ -34,7 +35,8 @@ class Invoker(Protocol):
     ) -> AgentCall: ...
 
 
-def _noop(_message_id: int) -> None:
+def no_read_receipt(_receipt: ReadReceipt) -> None:
+    """The `mark_read` of a turn that marks nothing read (the simulator, the demo, benches)."""
     return None
 
 
@@ -70,6 +72,7 @@ class PipelineDeps:
     send: Callable[[int], None]
     # Enqueue the operational summary of a handed-off session (called after commit).
     enqueue_summary: Callable[[int], None]
-    # Mark one INBOUND message read with a typing indicator when its turn starts.
-    mark_read: Callable[[int], None] = _noop
+    # Mark the turn's newest INBOUND message read with a typing indicator as the turn starts
+    # (best effort: it must return at once and never raise).
+    mark_read: Callable[[ReadReceipt], None] = no_read_receipt
     clock: Callable[[], datetime] = timezone.now

@@ -24,6 +24,7 @@ from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.lease import lease_claim, lease_release
 from conversations.metrics import turn_counted
 from conversations.models import Message
+from conversations.sending import read_receipt_for
 from conversations.turns.commit import CommitOutcome, turn_commit, turn_skip
 from conversations.turns.deps import PipelineConfig, PipelineDeps
 from conversations.turns.result import Turn, turn_failure
@@ -135,7 +136,9 @@ def _process_turn(
 
     started = time.monotonic()
     logger.info("turn_started", extra={**log, "state": turn.state.value})
-    deps.mark_read(turn.last_inbound_id)
+    receipt = read_receipt_for(session, last)
+    if receipt is not None:
+        deps.mark_read(receipt)
     context = session_context(session)
     if not context.prompt_versions:
         # The session's first turn pins the prompts active now (issue 15 §3); its commit

@@ -49,17 +49,23 @@ def session_context(session: Session) -> SessionContext:
 # compilation costs more CPU than running them (bench/worker_cpu.py).
 # tests/conversations/test_lease_sql.py checks them against the ORM's, quoted here:
 # Message.objects.pending_inbound().filter(session_id=session_id)
-#     .order_by(F("wa_timestamp").asc(nulls_last=True), "id").only("id", "content", "wa_timestamp")
+#     .order_by(F("wa_timestamp").asc(nulls_last=True), "id")
+#     .only("id", "content", "wa_timestamp", "wa_message_id")
 _PENDING = f"""FROM {Message._meta.db_table}
     WHERE session_id = %s AND direction = '{Direction.INBOUND.value}' AND processed_at IS NULL"""
-PENDING_INBOUND_SQL = f"""SELECT id, content, wa_timestamp {_PENDING}
+_PENDING_FIELDS = ("id", "content", "wa_timestamp", "wa_message_id")
+PENDING_INBOUND_SQL = f"""SELECT {", ".join(_PENDING_FIELDS)} {_PENDING}
     ORDER BY wa_timestamp ASC NULLS LAST, id"""
 
 
 def session_pending_inbound(*, session_id: int) -> list[Message]:
     """The session's pending inbound messages, one turn, in WhatsApp's order (then arrival);
-    only their id, content and WhatsApp timestamp are loaded."""
-    return list(Message.objects.raw(PENDING_INBOUND_SQL, [session_id]))
+    only their id, content, WhatsApp timestamp and wamid are loaded."""
+    connection = connections[Message.objects.db]
+    with hot_cursor(connection) as cursor:
+        cursor.execute(PENDING_INBOUND_SQL, [session_id])
+        rows = cursor.fetchall()
+    return [load_model(connection, Message, row, _PENDING_FIELDS) for row in rows]
 
 
 # Message.objects.pending_inbound().filter(session_id=session_id)

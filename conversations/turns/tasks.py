@@ -25,15 +25,16 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents.llm import LLMClient
-from agents.sources import PromptSource, TaskScopedKBSource, TaskScopedPromptSource
+from agents.sources import KBSource, PromptSource, TaskScopedKBSource, TaskScopedPromptSource
 from conversations.agent_sources import DatabaseCallRecorder, build_agent_invoker
+from conversations.config_cache import CachedKBSource, CachedPromptSource, worker_config_cache
 from conversations.handoff import handoff_summary_generate
 from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions_requeue
 from conversations.provider_circuit import task_llm_client
 from conversations.sweeps import turn_failure_handle
 from conversations.turns.deps import PipelineConfig, PipelineDeps
 from conversations.turns.run import session_process
-from conversations.whatsapp.tasks import mark_read, send_message
+from conversations.whatsapp.tasks import read_receipt_submit, send_message
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.selectors import DatabasePromptSource
 
@@ -43,17 +44,6 @@ logger = logging.getLogger(__name__)
 def _send(message_id: int) -> None:
     # The WhatsApp channel owns the Graph API and sends a split answer's parts in order.
     send_message.delay(message_id)
-
-
-def _mark_read(message_id: int) -> None:
-    # Best effort: a read receipt that cannot be published (the broker is down) must not cost
-    # the customer the answer, so the turn goes on.
-    try:
-        mark_read.delay(message_id)
-    except Exception as exc:
-        logger.warning(
-            "mark_read_enqueue_failed", extra={"message_id": message_id, "error": repr(exc)}
-        )
 
 
 def _enqueue_summary(session_id: int) -> None:
@@ -66,10 +56,19 @@ def build_pipeline_deps(
     """The production collaborators of a turn (tests pass their own `llm`; the simulator its
     chosen `prompts`)."""
     client = llm or task_llm_client()
+    prompt_source: PromptSource = prompts or DatabasePromptSource()
+    kb_source: KBSource = DatabaseKBSource()
+    cache = worker_config_cache()
+    if cache is not None:
+        # A worker's: read at most every WORKER_CONFIG_CACHE_SECONDS (conversations.config_cache);
+        # a caller's own prompts (the simulator's draft) are read as given.
+        kb_source = CachedKBSource(kb_source, cache)
+        if prompts is None:
+            prompt_source = CachedPromptSource(prompt_source, cache)
     # One read of the runtime settings, overrides and catalog per task, shared by the pipeline
     # and the invoker (instead of one per agent hop each).
-    prompts = TaskScopedPromptSource(prompts or DatabasePromptSource())
-    kb = TaskScopedKBSource(DatabaseKBSource())
+    prompts = TaskScopedPromptSource(prompt_source)
+    kb = TaskScopedKBSource(kb_source)
     return PipelineDeps(
         invoker=build_agent_invoker(llm=client, prompts=prompts, kb=kb),
         llm=client,
@@ -78,7 +77,7 @@ def build_pipeline_deps(
         recorder=DatabaseCallRecorder(),
         send=_send,
         enqueue_summary=_enqueue_summary,
-        mark_read=_mark_read,
+        mark_read=read_receipt_submit,
     )
 
 

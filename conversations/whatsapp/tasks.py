@@ -1,4 +1,7 @@
 """Celery tasks of the WhatsApp channel: thin; the logic lives in `conversations.sending`.
+Beside them, the process's Graph API client (`graph_client`) and its background read receipts
+(`read_receipts`), which are not tasks: a receipt is one best-effort request, sent from the
+worker process itself (`conversations.whatsapp.read_receipts`).
 
 The retry policy is here, in the decorator: a `RetryableSendError` (timeout, 5xx, 130429,
 131056) is retried with exponential backoff and jitter — 5 s, 10 s, 20 s ... capped at 5 min, at
@@ -19,19 +22,25 @@ OUTBOUND messages whose send was never published, and fails those past the 24-ho
 """
 
 import functools
+import os
+import threading
 import time
+from typing import Any
 
 from celery import Task, shared_task
+from celery.signals import worker_process_shutdown, worker_shutdown
 from django.conf import settings
 from django.utils import timezone
 
 from conversations.sending import (
+    ReadReceipt,
     RetryableSendError,
-    inbound_message_mark_read,
     outbound_message_send,
+    read_receipt_send,
 )
 from conversations.sweeps import unsent_messages_requeue
 from conversations.whatsapp.client import GraphClient
+from conversations.whatsapp.read_receipts import BackgroundReadReceipts
 
 SEND_MAX_RETRIES = 6
 # Eager mode only: the waits between the in-process attempts (so 1 + len() attempts).
@@ -40,7 +49,7 @@ EAGER_SEND_BACKOFF: tuple[float, ...] = (0.5, 1.0)
 
 def graph_client() -> GraphClient:
     """This process's Graph API client: one keep-alive connection pool reused by every send and
-    mark-read task (httpx's client is thread-safe), instead of a TLS handshake per task."""
+    read receipt (httpx's client is thread-safe), instead of a TLS handshake per task."""
     return _graph_client_for(settings.WHATSAPP_API_BASE_URL)
 
 
@@ -49,6 +58,51 @@ def _graph_client_for(base_url: str) -> GraphClient:
     # Keyed by the URL so a changed setting (a test's fake server) gets a client of its own;
     # built lazily, so each forked worker process makes its own after the fork.
     return GraphClient(base_url=base_url)
+
+
+# A receipt is one short request; a few threads keep up with a worker's turns (100 turns/s need
+# about one thread at a 30 ms Graph API), and the backlog bound caps the memory when it is down.
+READ_RECEIPT_THREADS = 4
+READ_RECEIPT_MAX_PENDING = 1000
+_read_receipts: BackgroundReadReceipts | None = None
+_read_receipts_lock = threading.Lock()
+
+
+def read_receipts() -> BackgroundReadReceipts:
+    """This process's background read receipts (`conversations.whatsapp.read_receipts`), built
+    on first use, and again in a forked child (its parent's threads did not survive the fork)."""
+    global _read_receipts
+    with _read_receipts_lock:
+        if _read_receipts is None or _read_receipts.pid != os.getpid():
+            _read_receipts = BackgroundReadReceipts(
+                send=_read_receipt_send,
+                max_workers=READ_RECEIPT_THREADS,
+                max_pending=READ_RECEIPT_MAX_PENDING,
+            )
+        return _read_receipts
+
+
+def read_receipt_submit(receipt: ReadReceipt) -> None:
+    """Mark a message read in the background of this process (`read_receipts`); run eagerly (no
+    broker: the embedded default and the tests), inline, as the eager tasks are, so the Graph
+    API sees the receipt before the turn's reply, in the order a worker almost always sends
+    them."""
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        _read_receipt_send(receipt)
+    else:
+        read_receipts().submit(receipt)
+
+
+def _read_receipt_send(receipt: ReadReceipt) -> bool:
+    return read_receipt_send(receipt, client=graph_client())
+
+
+@worker_shutdown.connect
+@worker_process_shutdown.connect
+def _close_read_receipts(**_kwargs: Any) -> None:
+    # A stopping worker does not wait on receipts not yet sent (best effort, see the module).
+    if _read_receipts is not None and _read_receipts.pid == os.getpid():
+        _read_receipts.close()
 
 
 @shared_task(
@@ -83,12 +137,6 @@ def _send_in_process(message_id: int) -> str:
     return outbound_message_send(
         message_id=message_id, client=client, last_attempt=True, swept_later=False
     ).value
-
-
-@shared_task(name="conversations.mark_read")
-def mark_read(message_id: int) -> bool:
-    """Mark INBOUND message `message_id` read with a typing indicator; never fails the caller."""
-    return inbound_message_mark_read(message_id=message_id, client=graph_client())
 
 
 @shared_task(name="conversations.requeue_unsent_messages")

@@ -10,7 +10,7 @@ from django.db import connection
 
 from config.celery import app
 from config.celery_fixup import Fixup, WorkerFixup
-from conversations.whatsapp.tasks import mark_read
+from conversations.whatsapp.tasks import send_message
 
 # Autocommit, as in a worker: inside a test's transaction any connection counts as unusable.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -48,8 +48,8 @@ def test_a_persistent_connection_serves_the_next_task(max_age: int) -> None:
     opened = connection.connection
     fixup = WorkerFixup(app)
 
-    fixup.on_task_postrun(sender=mark_read)
-    fixup.on_task_prerun(sender=mark_read)
+    fixup.on_task_postrun(sender=send_message)
+    fixup.on_task_prerun(sender=send_message)
 
     assert opened is not None
     assert connection.connection is opened
@@ -58,7 +58,7 @@ def test_a_persistent_connection_serves_the_next_task(max_age: int) -> None:
 @needs_a_closable_connection
 @pytest.mark.parametrize("max_age", [0], indirect=True)
 def test_with_conn_max_age_0_the_connection_is_closed_after_each_task(max_age: int) -> None:
-    WorkerFixup(app).on_task_postrun(sender=mark_read)
+    WorkerFixup(app).on_task_postrun(sender=send_message)
 
     assert connection.connection is None
 
@@ -68,7 +68,7 @@ def test_with_conn_max_age_0_the_connection_is_closed_after_each_task(max_age: i
 def test_a_connection_left_in_a_transaction_is_closed(max_age: int) -> None:
     connection.set_autocommit(False)
     try:
-        WorkerFixup(app).on_task_postrun(sender=mark_read)
+        WorkerFixup(app).on_task_postrun(sender=send_message)
 
         assert connection.connection is None
     finally:
@@ -79,6 +79,6 @@ def test_a_connection_left_in_a_transaction_is_closed(max_age: int) -> None:
 @needs_a_closable_connection
 @pytest.mark.parametrize("max_age", [60], indirect=True)
 def test_celery_s_own_fixup_would_close_it_after_every_task(max_age: int) -> None:
-    celery_django.DjangoWorkerFixup(app).on_task_postrun(sender=mark_read)  # type: ignore[attr-defined]
+    celery_django.DjangoWorkerFixup(app).on_task_postrun(sender=send_message)  # type: ignore[attr-defined]
 
     assert connection.connection is None

@@ -193,7 +193,7 @@ def test_every_variable_settings_reads_is_documented() -> None:
     readme = (ROOT / "README.md").read_text()
     example = (ROOT / ".env.example").read_text()
 
-    assert len(variables) == 72
+    assert len(variables) == 73
     assert [v for v in variables if f"`{v}`" not in readme] == []
     assert [v for v in variables if v not in example] == []
 
@@ -289,6 +289,32 @@ def test_log_format_json_makes_one_json_object_per_line() -> None:
         "event": "turn_done",
         "session_id": 7,
     }
+
+
+@pytest.mark.parametrize(
+    ("log_level", "shown"),
+    [
+        ("INFO", ["ERROR trace failed"]),
+        ("DEBUG", ["INFO strategy received", "INFO trace succeeded", "ERROR trace failed"]),
+    ],
+)
+def test_celery_s_per_task_lines_show_only_at_debug_and_its_failures_always(
+    log_level: str, shown: list[str]
+) -> None:
+    code = (
+        "import django, logging; django.setup(); "
+        "logging.getLogger('celery.worker.strategy').info('received'); "
+        "logging.getLogger('celery.app.trace').info('succeeded'); "
+        "logging.getLogger('celery.app.trace').error('failed'); "
+        "logging.getLogger('celery.worker.consumer').info('ready')"
+    )
+    result = run_python(code, {**PRODUCTION_ENV, "LOG_FORMAT": "json", "LOG_LEVEL": log_level})
+
+    lines = [json.loads(line) for line in result.stderr.strip().splitlines()]
+    assert [f"{d['level']} {d['logger'].rsplit('.', 1)[1]} {d['event']}" for d in lines] == [
+        *shown,
+        "INFO consumer ready",
+    ]
 
 
 def test_an_unknown_log_format_refuses_to_start() -> None:

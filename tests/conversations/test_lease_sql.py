@@ -107,14 +107,16 @@ def test_the_pending_check_is_the_orm_s() -> None:
 def test_the_pending_messages_are_the_orm_s_in_the_orm_s_order() -> None:
     session, other = baker.make(Session, _quantity=2)
     later, earlier = NOW, NOW - timedelta(seconds=30)
-    for timestamp, processed in [
-        (later, None),
-        (None, None),
-        (earlier, None),
-        (later, None),
-        (earlier, NOW),
-        (None, None),
-    ]:
+    for number, (timestamp, processed) in enumerate(
+        [
+            (later, None),
+            (None, None),
+            (earlier, None),
+            (later, None),
+            (earlier, NOW),
+            (None, None),
+        ]
+    ):
         baker.make(
             Message,
             session=session,
@@ -122,6 +124,7 @@ def test_the_pending_messages_are_the_orm_s_in_the_orm_s_order() -> None:
             wa_timestamp=timestamp,
             processed_at=processed,
             content=f"às {timestamp}",
+            wa_message_id=f"wamid.IN{number}",
         )
     baker.make(Message, session=session, direction=Direction.OUTBOUND, processed_at=None)
     baker.make(Message, session=other, direction=Direction.INBOUND, processed_at=None)
@@ -133,10 +136,14 @@ def test_the_pending_messages_are_the_orm_s_in_the_orm_s_order() -> None:
 
     pending = session_pending_inbound(session_id=session.pk)
 
-    assert [(m.pk, m.content, m.wa_timestamp) for m in pending] == list(
-        orm.values_list("pk", "content", "wa_timestamp")
+    assert [(m.pk, m.content, m.wa_timestamp, m.wa_message_id) for m in pending] == list(
+        orm.values_list("pk", "content", "wa_timestamp", "wa_message_id")
     )
     assert [m.wa_timestamp for m in pending] == [earlier, later, later, None, None]
+    # Loaded as the ORM's .only() loads them: the other fields deferred.
+    only = orm.only("id", "content", "wa_timestamp", "wa_message_id")
+    assert {m.get_deferred_fields() == only[0].get_deferred_fields() for m in pending} == {True}
+    assert "direction" in pending[0].get_deferred_fields()
 
 
 def test_the_pending_check_excludes_the_turn_s_own_messages_as_the_orm_did() -> None:

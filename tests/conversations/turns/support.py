@@ -75,7 +75,7 @@ def build_test_deps(pipeline: Pipeline) -> PipelineDeps:
         deps,
         send=pipeline.sent.append,
         enqueue_summary=pipeline.summaries.append,
-        mark_read=pipeline.read.append,
+        mark_read=lambda receipt: pipeline.read.append(receipt.message_id),
         clock=pipeline.clock,
     )
 

@@ -108,6 +108,8 @@ def test_a_real_worker_answers_through_the_model_and_the_graph_api(
         "type": "text",
         "text": {"body": "Olá! Sou a *Lia*. Como posso ajudar?"},
     }
+    # The read receipt goes from the worker's background threads, before the model is asked.
+    wait_for(lambda: fake_graph.reads, timeout=10, what="the read receipt")
     assert [r.json["message_id"] for r in fake_graph.reads] == [message.wa_message_id]
     assert fake_openai.request_count == 1
     reply = wait_for(

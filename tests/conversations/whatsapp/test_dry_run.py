@@ -10,9 +10,15 @@ import pytest
 from pytest_django import Settings
 
 from conversations.models import Direction, Message, Session
-from conversations.sending import SendOutcome, outbound_message_send
+from conversations.sending import (
+    ReadReceipt,
+    SendOutcome,
+    outbound_message_send,
+    read_receipt_for,
+    read_receipt_send,
+)
 from conversations.whatsapp.client import GraphClient, is_simulated_wamid
-from conversations.whatsapp.tasks import mark_read, send_message
+from conversations.whatsapp.tasks import graph_client, send_message
 from tests import baker_recipes as recipes
 from tests.conversations.support import reply
 from tests.fakes.graph_server import FakeGraphAPI
@@ -29,6 +35,12 @@ def no_token(fake_graph: FakeGraphAPI, settings: Settings) -> FakeGraphAPI:
     """The `make run` default: no WHATSAPP_ACCESS_TOKEN (the fake Graph API still listens)."""
     settings.WHATSAPP_ACCESS_TOKEN = ""
     return fake_graph
+
+
+def receipt_of(session: Session, message: Message) -> ReadReceipt:
+    receipt = read_receipt_for(session, message)
+    assert receipt is not None
+    return receipt
 
 
 def sent_fields(message: Message) -> tuple[str, int, int | None, str]:
@@ -93,7 +105,7 @@ def test_without_any_token_mark_read_posts_nothing(
 ) -> None:
     inbound = recipes.inbound.make(session=session, wa_message_id="wamid.IN01")
 
-    assert mark_read.apply(args=(inbound.pk,)).get() is True
+    assert read_receipt_send(receipt_of(session, inbound), client=graph_client()) is True
     assert no_token.requests == []
 
 
@@ -142,7 +154,7 @@ def test_a_simulated_session_is_never_sent_even_with_a_token(
 
     with GraphClient(base_url=fake_graph.base_url) as client:
         outcome = outbound_message_send(message_id=message.pk, client=client)
-    mark_read.apply(args=(read.pk,)).get()
+    read_receipt_send(receipt_of(Session.objects.get(pk=session.pk), read), client=graph_client())
 
     assert outcome is SendOutcome.SENT
     assert fake_graph.requests == []

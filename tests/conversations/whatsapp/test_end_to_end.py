@@ -96,6 +96,7 @@ def test_a_signed_webhook_is_answered_by_a_real_worker_through_the_graph_api(
         "type": "text",
         "text": {"body": "Olá, Maria! Sou a *Lia*. Qual análise você precisa?"},
     }
+    wait_for(lambda: fake_graph.reads, timeout=10, what="the read receipt")
     assert [read.json for read in fake_graph.reads] == [
         {
             "messaging_product": "whatsapp",

@@ -18,9 +18,15 @@ from conversations.models import (
     Message,
     Session,
 )
-from conversations.sending import PREVIOUS_PART_FAILED, SendOutcome, outbound_message_send
+from conversations.sending import (
+    PREVIOUS_PART_FAILED,
+    SendOutcome,
+    outbound_message_send,
+    read_receipt_for,
+    read_receipt_send,
+)
 from conversations.whatsapp.client import GraphClient
-from conversations.whatsapp.tasks import SEND_MAX_RETRIES, mark_read, send_message
+from conversations.whatsapp.tasks import SEND_MAX_RETRIES, graph_client, send_message
 from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import CUSTOMER_PHONE, CUSTOMER_USER_ID
 from tests.fakes.graph_server import FakeGraphAPI, GraphRequest
@@ -327,10 +333,17 @@ def test_mark_read_posts_the_read_status_with_a_typing_indicator(
     inbound = baker.make(
         Message, session=session, direction=Direction.INBOUND, wa_message_id="wamid.IN1"
     )
+    receipt = read_receipt_for(session, inbound)
+    assert receipt is not None
 
-    assert mark_read.delay(inbound.pk).get() is True
+    assert read_receipt_send(receipt, client=graph_client()) is True
 
-    assert fake_graph.requests[0].json == {
+    [request] = fake_graph.requests
+    assert (request.phone_number_id, request.headers["Authorization"]) == (
+        session.instance.phone_number_id,
+        "Bearer test-access-token",
+    )
+    assert request.json == {
         "messaging_product": "whatsapp",
         "status": "read",
         "message_id": "wamid.IN1",
@@ -345,8 +358,10 @@ def test_a_mark_read_failure_is_logged_and_not_fatal(
     inbound = baker.make(
         Message, session=session, direction=Direction.INBOUND, wa_message_id="wamid.IN1"
     )
+    receipt = read_receipt_for(session, inbound)
+    assert receipt is not None
 
-    assert mark_read.delay(inbound.pk).get() is False
+    assert read_receipt_send(receipt, client=graph_client()) is False
 
     [record] = [r for r in caplog.records if r.message == "whatsapp_mark_read_failed"]
     assert (vars(record)["code"], vars(record)["title"], vars(record)["message_id"]) == (

@@ -20,12 +20,14 @@ from conversations.models import (
     Session,
 )
 from conversations.sending import (
+    ReadReceipt,
     SendOutcome,
     _claim,
     _store_success,
     _turn_chain,
-    inbound_message_mark_read,
     outbound_message_send,
+    read_receipt_for,
+    read_receipt_send,
 )
 from conversations.whatsapp.client import GraphClient
 from conversations.whatsapp.statuses import statuses_before
@@ -153,62 +155,42 @@ def test_a_status_that_arrived_before_the_wamid_is_still_folded_in() -> None:
     ) == [message.pk, None]
 
 
-def orm_mark_read_row(message_id: int) -> tuple[Any, ...] | None:
-    message = (
-        Message.objects.select_related("session__instance")
-        .filter(pk=message_id, direction=Direction.INBOUND)
-        .exclude(wa_message_id=None)
-        .first()
-    )
-    if message is None:
-        return None
-    instance = message.session.instance
-    return (message.wa_message_id, message.session.is_simulated, instance.phone_number_id)
-
-
-def test_the_mark_read_reads_what_the_orm_read(fake_graph: FakeGraphAPI, settings: Any) -> None:
-    settings.WHATSAPP_ACCESS_TOKEN = ""
+def test_a_read_receipt_is_made_from_the_loaded_session_with_the_token_to_send_with(
+    fake_graph: FakeGraphAPI, settings: Any, django_assert_num_queries: Any
+) -> None:
+    settings.WHATSAPP_ACCESS_TOKEN = "default-token"
     with_token = baker.make(Instance, phone_number_id="100000000000001", access_token="tok-1")
     without_token = baker.make(Instance, phone_number_id="100000000000002", access_token="")
     real = baker.make(Session, instance=with_token)
     simulated = baker.make(Session, instance=with_token, is_simulated=True)
     tokenless = baker.make(Session, instance=without_token)
+    sessions = {s.pk: s for s in Session.objects.select_related("instance")}
 
-    def inbound(session: Session, wamid: str | None) -> Message:
-        return make(session, direction=Direction.INBOUND, wa_message_id=wamid)
+    def receipt(session: Session, wamid: str | None) -> ReadReceipt | None:
+        message = make(session, direction=Direction.INBOUND, wa_message_id=wamid)
+        with django_assert_num_queries(0):  # all of it is in the turn's loaded session
+            return read_receipt_for(sessions[session.pk], message)
 
-    read = inbound(real, "wamid.READ")
-    cases = [
-        read,
-        inbound(simulated, "wamid.SIM"),
-        inbound(tokenless, "wamid.NOTOKEN"),
-        inbound(real, None),
-        make(real, wa_message_id="wamid.OUT"),
-    ]
-    client = GraphClient(base_url=fake_graph.base_url)
-
-    outcomes = [inbound_message_mark_read(message_id=m.pk, client=client) for m in [*cases]] + [
-        inbound_message_mark_read(message_id=10**9, client=client)
+    receipts = [
+        receipt(real, "wamid.READ"),
+        receipt(simulated, "wamid.SIM"),
+        receipt(tokenless, "wamid.DEFAULT"),
+        receipt(real, None),
     ]
 
-    # Marked read: the three inbound messages with a wamid (the simulated and the tokenless one
-    # by the dry-run sender, which sends nothing); skipped: no wamid, outbound, missing.
-    assert outcomes == [True, True, True, False, False, False]
-    assert [orm_mark_read_row(m.pk) is not None for m in cases] == outcomes[:5]
-    [request] = fake_graph.requests
-    assert (request.phone_number_id, request.headers["Authorization"], request.json) == (
-        "100000000000001",
-        "Bearer tok-1",
-        {
-            "messaging_product": "whatsapp",
-            "status": "read",
-            "message_id": "wamid.READ",
-            "typing_indicator": {"type": "text"},
-        },
-    )
+    assert [
+        (r.wamid, r.phone_number_id, r.access_token, r.simulated) if r else None for r in receipts
+    ] == [
+        ("wamid.READ", "100000000000001", "tok-1", False),
+        ("wamid.SIM", "100000000000001", "tok-1", True),
+        ("wamid.DEFAULT", "100000000000002", "default-token", False),
+        None,
+    ]
+    # The token never shows in a receipt's repr (logs, tracebacks).
+    assert "tok-1" not in repr(receipts[0])
 
 
-def test_a_send_and_a_mark_read_cost_these_statements(
+def test_a_send_and_a_read_receipt_cost_these_statements(
     fake_graph: FakeGraphAPI, django_assert_num_queries: Any
 ) -> None:
     instance = baker.make(Instance, phone_number_id="100000000000001", access_token="tok-1")
@@ -221,9 +203,11 @@ def test_a_send_and_a_mark_read_cost_these_statements(
     # savepoint, wamid and status, early statuses, release (4).
     with django_assert_num_queries(9):
         assert outbound_message_send(message_id=reply.pk, client=client) == SendOutcome.SENT
-    # The mark-read's one read.
-    with django_assert_num_queries(1):
-        assert inbound_message_mark_read(message_id=received.pk, client=client) is True
+    # A read receipt reads nothing: the turn has it all.
+    receipt = read_receipt_for(session, received)
+    assert receipt is not None
+    with django_assert_num_queries(0):
+        assert read_receipt_send(receipt, client=client) is True
     assert [r.json.get("type", r.json.get("status")) for r in fake_graph.requests] == [
         "text",
         "read",
