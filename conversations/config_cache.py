@@ -44,11 +44,17 @@ class ExpiringValue(Generic[T]):
         return value
 
 
+# Pinned versions kept by a process, at most (a version's text never changes: a history row).
+MAX_VERSIONS = 256
+
+
 class WorkerConfigCache:
-    """One process's runtime settings, active overrides and catalog, each kept for `ttl` s."""
+    """One process's runtime settings, active overrides and catalog, each kept for `ttl` s, and
+    the override versions it read (immutable: kept until `MAX_VERSIONS` are, then started over)."""
 
     def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl = ttl
+        self.versions: dict[tuple[AgentName, str], OverrideTemplate] = {}
         self.runtime: ExpiringValue[RuntimeSettings] = ExpiringValue(ttl, clock)
         self.overrides: ExpiringValue[Mapping[AgentName, OverrideTemplate | None]] = ExpiringValue(
             ttl, clock
@@ -57,7 +63,8 @@ class WorkerConfigCache:
 
 
 class CachedPromptSource:
-    """`inner`'s runtime settings and active overrides through `cache`; the rest as `inner`."""
+    """`inner`'s runtime settings, active overrides and pinned versions through `cache`; the
+    caller's chosen override as `inner` gives it."""
 
     def __init__(self, inner: PromptSource, cache: WorkerConfigCache) -> None:
         self._inner = inner
@@ -75,7 +82,20 @@ class CachedPromptSource:
         return self._inner.active_override(agent)
 
     def override_at(self, agent: AgentName, version: str) -> OverrideTemplate | None:
-        return self._inner.override_at(agent, version)
+        """A session's pinned version: the active override when it is that version (most
+        sessions), else its history row, read once per process."""
+        active = self.active_overrides().get(agent) if agent in PROMPT_AGENTS else None
+        if active is not None and active.version == version:
+            return active
+        versions = self._cache.versions
+        found = versions.get((agent, version))
+        if found is None:
+            found = self._inner.override_at(agent, version)
+            if found is not None:  # an unreadable pin is read again: it is rare, and logged
+                if len(versions) >= MAX_VERSIONS:
+                    versions.clear()
+                versions[(agent, version)] = found
+        return found
 
     def chosen_override(self, agent: AgentName) -> OverrideTemplate | None:
         return self._inner.chosen_override(agent)

@@ -1,5 +1,5 @@
 """The HTTP clients are built once per process and configuration, not per task (issue 16,
-item 3): every send, mark-read, turn and summary task of a worker reuses one keep-alive
+item 3): every send, read receipt, turn and summary task of a worker reuses one keep-alive
 connection pool to the Graph API and one to the model provider."""
 
 from pytest_django import Settings

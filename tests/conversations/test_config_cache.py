@@ -111,10 +111,39 @@ def test_package_contents_and_older_versions_are_read_as_asked(
 
     with django_assert_num_queries(1):
         assert kb.load_packages(["coleta-agua"]) == {}
-    with django_assert_num_queries(1):
-        assert prompts.override_at(AgentName.TRIAGEM, "override:999999") is None
     with django_assert_num_queries(0):
         assert prompts.chosen_override(AgentName.TRIAGEM) is None
+
+
+@pytest.mark.django_db
+def test_a_pinned_version_is_the_cached_active_one_or_its_history_row_read_once(
+    clock: Clock, django_assert_num_queries: Any
+) -> None:
+    cache = WorkerConfigCache(5, clock)
+    prompts = CachedPromptSource(DatabasePromptSource(), cache)
+    override = baker.make(
+        PromptOverride, agent=AgentName.TRIAGEM.value, content="Versão 1.", is_active=True
+    )
+    with django_assert_num_queries(1):
+        first = prompts.active_overrides()[AgentName.TRIAGEM]
+    assert first is not None
+    override.content = "Versão 2."
+    override.save()
+
+    # Pinned to the active version the cache holds: no read.
+    with django_assert_num_queries(0):
+        assert prompts.override_at(AgentName.TRIAGEM, first.version) is first
+    clock.now += 5  # the cache now holds version 2; version 1 is read from its history row once
+    with django_assert_num_queries(2):
+        old = prompts.override_at(AgentName.TRIAGEM, first.version)
+    with django_assert_num_queries(0):
+        again = prompts.override_at(AgentName.TRIAGEM, first.version)
+    assert (old, again is old) == (first, True)
+    # An unreadable pin is read each time (rare, and logged by the invoker).
+    with django_assert_num_queries(1):
+        assert prompts.override_at(AgentName.TRIAGEM, "override:999999") is None
+    with django_assert_num_queries(1):
+        assert prompts.override_at(AgentName.TRIAGEM, "override:999999") is None
 
 
 def test_only_a_started_worker_keeps_the_reads(no_worker_cache: None, settings: Any) -> None:
