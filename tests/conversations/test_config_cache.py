@@ -41,6 +41,16 @@ def clock() -> Clock:
 
 
 @pytest.fixture
+def sources(clock: Clock) -> tuple[CachedPromptSource, CachedKBSource]:
+    """The database sources through one cache whose window is 5 s of `clock`."""
+    cache = WorkerConfigCache(5, clock)
+    return (
+        CachedPromptSource(DatabasePromptSource(), cache),
+        CachedKBSource(DatabaseKBSource(), cache),
+    )
+
+
+@pytest.fixture
 def no_worker_cache() -> Iterator[None]:
     yield
     worker_config_cache_enable(0)
@@ -66,11 +76,11 @@ def test_a_value_is_read_once_per_window_and_again_after_it(clock: Clock) -> Non
 
 @pytest.mark.django_db
 def test_the_cached_sources_read_the_database_once_per_window(
-    clock: Clock, django_assert_num_queries: Any
+    sources: tuple[CachedPromptSource, CachedKBSource],
+    clock: Clock,
+    django_assert_num_queries: Any,
 ) -> None:
-    cache = WorkerConfigCache(5, clock)
-    prompts = CachedPromptSource(DatabasePromptSource(), cache)
-    kb = CachedKBSource(DatabaseKBSource(), cache)
+    prompts, kb = sources
     RuntimeConfig.load()  # created on its first read; not what is counted here
     baker.make(Segment, code="AMBIENTAL", label="Ambiental", is_active=True)
     override = baker.make(
@@ -102,12 +112,10 @@ def test_the_cached_sources_read_the_database_once_per_window(
 
 
 @pytest.mark.django_db
-def test_package_contents_and_older_versions_are_read_as_asked(
-    clock: Clock, django_assert_num_queries: Any
+def test_package_contents_and_the_chosen_override_are_the_inner_source_s(
+    sources: tuple[CachedPromptSource, CachedKBSource], django_assert_num_queries: Any
 ) -> None:
-    cache = WorkerConfigCache(5, clock)
-    prompts = CachedPromptSource(DatabasePromptSource(), cache)
-    kb = CachedKBSource(DatabaseKBSource(), cache)
+    prompts, kb = sources
 
     with django_assert_num_queries(1):
         assert kb.load_packages(["coleta-agua"]) == {}
@@ -117,10 +125,11 @@ def test_package_contents_and_older_versions_are_read_as_asked(
 
 @pytest.mark.django_db
 def test_a_pinned_version_is_the_cached_active_one_or_its_history_row_read_once(
-    clock: Clock, django_assert_num_queries: Any
+    sources: tuple[CachedPromptSource, CachedKBSource],
+    clock: Clock,
+    django_assert_num_queries: Any,
 ) -> None:
-    cache = WorkerConfigCache(5, clock)
-    prompts = CachedPromptSource(DatabasePromptSource(), cache)
+    prompts, _kb = sources
     override = baker.make(
         PromptOverride, agent=AgentName.TRIAGEM.value, content="Versão 1.", is_active=True
     )
