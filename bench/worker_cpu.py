@@ -1,4 +1,4 @@
-"""A Celery worker's CPU time per turn, its send and mark-read included, with a zero-latency model.
+"""A Celery worker's CPU time per turn, its send and read receipt included, with a zero-latency model.
 
     CELERY_BROKER_URL=redis://127.0.0.1:6379/0 \\
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/lab_attendance_bench \\
@@ -18,9 +18,10 @@ customer, to the webhook (no wait between them) and waits until every reply is a
 fake Graph API, every inbound message is marked read and the broker's queue is empty, and reads
 the worker's CPU time (utime + stime of /proc/<pid>/stat) over the run. The probe of
 `bench.worker_cpu_probe`, loaded only by this bench's settings module
-(`bench.worker_cpu_settings`), adds the CPU time spent inside each task's body, per task name; the
-rest is Celery's (receiving, decoding, acknowledging, the consumer loop). With ``--profile`` the
-worker runs under cProfile from the first run on and writes its stats there (the figures then
+(`bench.worker_cpu_settings`), adds the CPU time spent inside each task's body, per task name,
+and inside each read receipt sent on the worker's background threads; the rest is Celery's
+(receiving, decoding, acknowledging, the consumer loop). With ``--profile`` the worker's main
+thread runs under cProfile from the first run on and writes its stats there (the figures then
 include the profiler's own cost: read them as proportions).
 
 Prints per run the worker's CPU ms per turn and the wall time, the tasks per turn and their CPU,
