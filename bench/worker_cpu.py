@@ -1,4 +1,4 @@
-"""A Celery worker's CPU time per turn, its send and read receipt included, with a zero-latency model.
+"""A Celery worker's CPU per turn, its send and read receipt included, with a zero-latency model.
 
     CELERY_BROKER_URL=redis://127.0.0.1:6379/0 \\
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/lab_attendance_bench \\
