@@ -261,6 +261,7 @@ CELERY_TASK_ROUTES = {
     "conversations.requeue_unsent_messages": {"queue": "sweeps"},
     "conversations.requeue_received_deliveries": {"queue": "sweeps"},
     "conversations.apply_retention": {"queue": "sweeps"},
+    "governance.fail_abandoned_replays": {"queue": "sweeps"},
 }
 # The worker's pool when `celery worker` is given no --pool / --concurrency: threads, because a
 # turn spends its life waiting on the model (and sends on the Graph API), so one process overlaps
@@ -290,6 +291,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "requeue-received-deliveries": {
         "task": "conversations.requeue_received_deliveries",
         "schedule": 60.0,
+    },
+    # A prompt replay whose worker died mid-run: end it FAILED, its results kept.
+    "fail-abandoned-replays": {
+        "task": "governance.fail_abandoned_replays",
+        "schedule": 300.0,
     },
     # LGPD: anonymise conversations closed beyond RETENTION_DAYS; empty old webhook bodies.
     "apply-retention": {

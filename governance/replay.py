@@ -27,7 +27,7 @@ import logging
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import date, datetime, time
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -498,6 +498,26 @@ def _result_write(
             latency_ms=answer.latency_ms if answer is not None else 0,
         )
         ReplayRun.objects.filter(pk=run.pk).update(**totals.as_fields())
+
+
+def abandoned_replay_runs_fail(*, now: datetime, older_than: timedelta) -> list[int]:
+    """End FAILED the runs still RUNNING that started more than `older_than` ago, with a detail
+    saying so; returns their ids. `older_than` is longer than the task's time limits, so no
+    task can still be running them: their worker died (a task redelivered after that leaves a
+    RUNNING run as it is). The results and totals written so far are kept."""
+    cutoff = now - older_than
+    abandoned = ReplayRun.objects.filter(status=ReplayStatus.RUNNING, started_at__lt=cutoff)
+    failed = []
+    for run in abandoned.only("pk", "detail"):
+        detail = gettext("The worker running it stopped; the results so far are kept.")
+        notes = [note for note in (detail, run.detail) if note]
+        # Conditional on the status: a run that ended meanwhile keeps its own end.
+        if ReplayRun.objects.filter(pk=run.pk, status=ReplayStatus.RUNNING).update(
+            status=ReplayStatus.FAILED, detail="; ".join(notes)[:_DETAIL_CHARS], finished_at=now
+        ):
+            logger.warning("replay_run_abandoned", extra={"run_id": run.pk})
+            failed.append(run.pk)
+    return failed
 
 
 def _finish(run: ReplayRun, status: ReplayStatus, totals: _Totals, detail: str) -> ReplayRun:

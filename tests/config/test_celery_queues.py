@@ -18,6 +18,7 @@ QUEUE_OF = {
     "conversations.post_handoff_alert": "celery",
     "conversations.deliver_lead": "celery",
     "governance.replay_run": "celery",
+    "governance.fail_abandoned_replays": "sweeps",
 }
 
 

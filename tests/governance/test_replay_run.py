@@ -3,10 +3,13 @@
 import threading
 import time
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connections
+from django.utils import timezone
 
 from agents.llm import CallPurpose, ChatMessage, LLMCallResult
 from conversations.models import Instance
@@ -18,7 +21,7 @@ from governance.replay import (
     replay_run_execute,
     replay_run_start,
 )
-from governance.tasks import replay_run
+from governance.tasks import REPLAY_ABANDONED_AFTER, fail_abandoned_replays, replay_run
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.governance.support import GREETING, conversation, draft, record_turn
 
@@ -165,3 +168,58 @@ def test_calls_run_concurrently_up_to_the_setting(
         3,
     )
     assert list(run.results.values_list("replayed_code", flat=True)) == [1, 1, 1]
+
+
+@pytest.mark.django_db
+def test_a_run_whose_worker_died_ends_failed_by_the_sweep_with_its_results_kept(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    django_capture_on_commit_callbacks: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    record_three(instance, model, django_capture_on_commit_callbacks)
+    for _ in range(3):
+        model.queue_text(GREETING)
+    done = replay_run_start(override=draft(), filters=ReplayFilters(), user=None)
+    replay_run_execute(run_id=done.pk)
+    # Two runs a worker left "running": one long past the task's limits, one started recently.
+    died = replay_run_start(override=draft(), filters=ReplayFilters(), user=None)
+    live = replay_run_start(override=draft(), filters=ReplayFilters(), user=None)
+    now = timezone.now()
+    ReplayRun.objects.filter(pk=died.pk).update(
+        status=ReplayStatus.RUNNING,
+        started_at=now - REPLAY_ABANDONED_AFTER - timedelta(seconds=1),
+        calls_done=2,
+        detail="Já havia uma nota.",
+    )
+    ReplayRun.objects.filter(pk=live.pk).update(
+        status=ReplayStatus.RUNNING, started_at=now - timedelta(minutes=5)
+    )
+
+    assert fail_abandoned_replays.delay().get() == 1
+
+    runs = {
+        r.pk: (r.status, r.calls_done, r.detail, r.finished_at is not None)
+        for r in ReplayRun.objects.all()
+    }
+    assert runs == {
+        done.pk: (ReplayStatus.DONE, 3, "", True),
+        died.pk: (
+            ReplayStatus.FAILED,
+            2,
+            "O worker que executava a simulação parou; os resultados até aqui foram mantidos.; "
+            "Já havia uma nota.",
+            True,
+        ),
+        live.pk: (ReplayStatus.RUNNING, 0, "", False),
+    }
+    [record] = [r for r in caplog.records if r.message == "replay_run_abandoned"]
+    assert vars(record)["run_id"] == died.pk
+    # The task redelivered after the sweep finds the run ended and leaves it so.
+    assert replay_run.delay(died.pk).get() == "failed"
+    assert fail_abandoned_replays.delay().get() == 0
+    assert model.request_count == 3
+    assert settings.CELERY_BEAT_SCHEDULE["fail-abandoned-replays"] == {
+        "task": "governance.fail_abandoned_replays",
+        "schedule": 300.0,
+    }
