@@ -2,7 +2,8 @@
 incremented at the one place each thing happens, and gauges read from the database when scraped.
 
 Each instrumented module makes one call into this module (`webhook_delivery_counted`,
-`turn_counted`, `handoff_counted`, `model_call_observed`, `send_counted`): the metric objects
+`turn_counted`, `handoff_counted`, `model_call_observed`, `send_counted`,
+`read_receipt_counted`): the metric objects
 stay here, with their names and labels. Under gunicorn and Celery several processes count: with
 ``PROMETHEUS_MULTIPROC_DIR`` set (the same empty directory for every process, before it starts)
 prometheus-client writes each process's values to files there, and the ``/metrics`` view
@@ -61,6 +62,12 @@ SENDS = Counter(
     ["outcome", "error_code"],
 )
 
+READ_RECEIPTS = Counter(
+    f"{PREFIX}read_receipts",
+    "Read receipts (with the typing indicator), by outcome (sent, failed, dropped).",
+    ["outcome"],
+)
+
 OLDEST_PENDING_INBOUND = f"{PREFIX}oldest_pending_inbound_age_seconds"
 LEASES_EXPIRED = f"{PREFIX}leases_expired"
 CIRCUIT_STATE = f"{PREFIX}model_circuit_state"
@@ -95,6 +102,12 @@ def model_call_observed(
 def send_counted(outcome: str, error_code: int | None = None) -> None:
     """One send attempt's outcome; `error_code` is the Graph API's, "" when there is none."""
     SENDS.labels(outcome=outcome, error_code="" if error_code is None else str(error_code)).inc()
+
+
+def read_receipt_counted(outcome: str) -> None:
+    """A read receipt sent, refused by the Graph API (failed), or dropped unsent (a backlog, or
+    a worker stopping)."""
+    READ_RECEIPTS.labels(outcome=outcome).inc()
 
 
 class DatabaseCollector(Collector):

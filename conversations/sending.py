@@ -40,7 +40,7 @@ from django.utils import timezone
 
 from compat.django_private import load_model, select_columns
 from conversations.inbound.hot_path import hot_cursor
-from conversations.metrics import send_counted
+from conversations.metrics import read_receipt_counted, send_counted
 from conversations.models import (
     SUPERSEDED,
     DeliveryStatus,
@@ -200,7 +200,9 @@ def read_receipt_send(receipt: ReadReceipt, *, client: WhatsAppSender) -> bool:
             "whatsapp_mark_read_failed",
             extra={"message_id": receipt.message_id, "code": exc.code, "title": exc.title},
         )
+        read_receipt_counted("failed")
         return False
+    read_receipt_counted("sent")
     return True
 
 

@@ -8,28 +8,43 @@ bench/worker_cpu.py) for one HTTP request; here it is that request alone, on one
 of the worker process, while the turn's own thread goes on to the model.
 
 Bounded: at most `max_pending` receipts wait or run at once; beyond that (the Graph API is slow
-or down and receipts pile up) a receipt is dropped and logged as ``read_receipt_dropped``. At
-worker shutdown the receipts not yet started are dropped (`close`), so a stop never waits on them.
+or down and receipts pile up) a receipt is dropped, counted
+(``lab_attendance_read_receipts_total{outcome="dropped"}``) and logged as
+``read_receipt_dropped`` — at most once every `DROP_LOG_SECONDS`, with the number dropped since
+the last line, so an outage does not flood the log. At worker shutdown the receipts not yet
+started are dropped (`close`), so a stop never waits on them.
 """
 
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from conversations.metrics import read_receipt_counted
 from conversations.sending import ReadReceipt
 
 logger = logging.getLogger(__name__)
+
+DROP_LOG_SECONDS = 10.0
 
 
 class BackgroundReadReceipts:
     """Sends `ReadReceipt`s with `send` on `max_workers` threads; thread-safe, one per process."""
 
     def __init__(
-        self, *, send: Callable[[ReadReceipt], bool], max_workers: int, max_pending: int
+        self,
+        *,
+        send: Callable[[ReadReceipt], bool],
+        max_workers: int,
+        max_pending: int,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._send = send
+        self._clock = clock
+        self._dropped = 0  # since the last `read_receipt_dropped` line
+        self._dropped_logged_at: float | None = None
         self._max_pending = max_pending
         self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="read-receipts")
         self._pending = 0
@@ -41,19 +56,15 @@ class BackgroundReadReceipts:
         """Queue `receipt`; False (and logged) when `max_pending` are already waiting or closed."""
         with self._idle:
             if self._pending >= self._max_pending:
-                logger.warning(
-                    "read_receipt_dropped",
-                    extra={"message_id": receipt.message_id, "reason": "backlog"},
-                )
+                self._drop(receipt, "backlog")
                 return False
             self._pending += 1
         try:
             future = self._executor.submit(self._run, receipt)
         except RuntimeError:  # closed: the worker is stopping
             self._done()
-            logger.warning(
-                "read_receipt_dropped", extra={"message_id": receipt.message_id, "reason": "closed"}
-            )
+            with self._idle:
+                self._drop(receipt, "closed")
             return False
         # Run when the receipt was sent, failed or was cancelled by `close`.
         future.add_done_callback(self._done)
@@ -67,6 +78,22 @@ class BackgroundReadReceipts:
     def close(self) -> None:
         """Drop the receipts not started yet; the ones being sent finish on their own."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _drop(self, receipt: ReadReceipt, reason: str) -> None:
+        # Called holding `_idle`.
+        read_receipt_counted("dropped")
+        self._dropped += 1
+        now = self._clock()
+        if self._dropped_logged_at is None or now - self._dropped_logged_at >= DROP_LOG_SECONDS:
+            logger.warning(
+                "read_receipt_dropped",
+                extra={
+                    "message_id": receipt.message_id,
+                    "reason": reason,
+                    "dropped": self._dropped,
+                },
+            )
+            self._dropped, self._dropped_logged_at = 0, now
 
     def _run(self, receipt: ReadReceipt) -> None:
         try:

@@ -1,20 +1,22 @@
 """Read receipts in the background of the worker process (conversations/whatsapp/read_receipts.py):
 the turn hands a receipt over and goes on; a few threads send it through the real Graph client
-to the fake Graph API; a backlog is bounded; a failure is logged and costs nothing else; a
-stopping worker drops what it has not started."""
+to the fake Graph API; a backlog is bounded, counted and logged without flooding; a failure is
+logged and costs nothing else; a stopping worker drops what it has not started."""
 
 import logging
 import threading
 from collections.abc import Iterator
 
 import pytest
+from django.test import Client
 from pytest_django import Settings
 
 from conversations.sending import ReadReceipt
 from conversations.whatsapp import tasks as whatsapp_tasks
-from conversations.whatsapp.read_receipts import BackgroundReadReceipts
+from conversations.whatsapp.read_receipts import DROP_LOG_SECONDS, BackgroundReadReceipts
 from conversations.whatsapp.tasks import read_receipt_submit, read_receipts
 from tests.fakes.graph_server import FakeGraphAPI
+from tests.support.metrics import TOKEN, increase, scrape
 
 PHONE_NUMBER_ID = "100000000000001"
 
@@ -27,6 +29,14 @@ def receipt(number: int, *, simulated: bool = False) -> ReadReceipt:
         access_token="tok-1",
         simulated=simulated,
     )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 class BlockingSend:
@@ -51,25 +61,33 @@ def blocking() -> Iterator[BlockingSend]:
     send.release.set()  # never leave a thread blocked after a failed assertion
 
 
-def test_receipts_reach_the_graph_api_from_the_background_threads(
-    fake_graph: FakeGraphAPI, settings: Settings
+@pytest.mark.django_db
+def test_receipts_reach_the_graph_api_from_the_background_threads_and_are_counted(
+    fake_graph: FakeGraphAPI, settings: Settings, client: Client
 ) -> None:
     settings.CELERY_TASK_ALWAYS_EAGER = False
+    settings.METRICS_TOKEN = TOKEN
+    fake_graph.respond_error(400, 100, "Invalid parameter")  # the first receipt's answer
     receipts = BackgroundReadReceipts(
-        send=whatsapp_tasks._read_receipt_send, max_workers=2, max_pending=10
+        send=whatsapp_tasks._read_receipt_send, max_workers=1, max_pending=10
     )
+    before = scrape(client)
 
     accepted = [receipts.submit(receipt(n)) for n in (1, 2, 3)]
 
     assert accepted == [True, True, True]
     assert receipts.wait_idle(timeout=10) is True
-    assert sorted(r.json["message_id"] for r in fake_graph.reads) == [
+    assert [r.json["message_id"] for r in fake_graph.reads] == [
         "wamid.IN1",
         "wamid.IN2",
         "wamid.IN3",
     ]
     assert {(r.phone_number_id, r.headers["Authorization"]) for r in fake_graph.reads} == {
         (PHONE_NUMBER_ID, "Bearer tok-1")
+    }
+    assert increase(before, scrape(client), "lab_attendance_read_receipts") == {
+        'lab_attendance_read_receipts_total{outcome="failed"}': 1.0,
+        'lab_attendance_read_receipts_total{outcome="sent"}': 2.0,
     }
     receipts.close()
 
@@ -88,23 +106,39 @@ def test_the_turn_is_not_held_by_a_slow_graph_api(blocking: BlockingSend) -> Non
     receipts.close()
 
 
-def test_a_backlog_beyond_max_pending_is_dropped_and_logged(
-    blocking: BlockingSend, caplog: pytest.LogCaptureFixture
+@pytest.mark.django_db
+def test_a_backlog_beyond_max_pending_is_dropped_counted_and_logged_once_per_interval(
+    blocking: BlockingSend,
+    caplog: pytest.LogCaptureFixture,
+    client: Client,
+    settings: Settings,
 ) -> None:
-    receipts = BackgroundReadReceipts(send=blocking, max_workers=1, max_pending=2)
+    settings.METRICS_TOKEN = TOKEN
+    clock = Clock()
+    receipts = BackgroundReadReceipts(send=blocking, max_workers=1, max_pending=2, clock=clock)
+    before = scrape(client)
 
-    accepted = [receipts.submit(receipt(n)) for n in (1, 2, 3)]
+    accepted = [receipts.submit(receipt(n)) for n in (1, 2, 3, 4, 5)]
+    clock.now += DROP_LOG_SECONDS
+    accepted.append(receipts.submit(receipt(6)))
 
-    assert accepted == [True, True, False]
-    [dropped] = [r for r in caplog.records if r.message == "read_receipt_dropped"]
-    assert (vars(dropped)["message_id"], vars(dropped)["reason"]) == (3, "backlog")
+    assert accepted == [True, True, False, False, False, False]
+    # The first drop at once; then one line per interval with the number dropped since.
+    assert [
+        (vars(r)["message_id"], vars(r)["reason"], vars(r)["dropped"])
+        for r in caplog.records
+        if r.message == "read_receipt_dropped"
+    ] == [(3, "backlog", 1), (6, "backlog", 3)]
+    assert increase(before, scrape(client), "lab_attendance_read_receipts") == {
+        'lab_attendance_read_receipts_total{outcome="dropped"}': 4.0
+    }
     blocking.release.set()
     assert receipts.wait_idle(timeout=10) is True
     assert blocking.sent == [1, 2]
     # The slots are given back: the next one is accepted.
-    assert receipts.submit(receipt(4)) is True
+    assert receipts.submit(receipt(7)) is True
     assert receipts.wait_idle(timeout=10) is True
-    assert blocking.sent == [1, 2, 4]
+    assert blocking.sent == [1, 2, 7]
     receipts.close()
 
 
@@ -145,7 +179,11 @@ def test_close_drops_the_receipts_not_started_and_refuses_new_ones(
     assert blocking.sent == [1]
     assert receipts.submit(receipt(4)) is False
     [dropped] = [r for r in caplog.records if r.message == "read_receipt_dropped"]
-    assert (vars(dropped)["message_id"], vars(dropped)["reason"]) == (4, "closed")
+    assert (vars(dropped)["message_id"], vars(dropped)["reason"], vars(dropped)["dropped"]) == (
+        4,
+        "closed",
+        1,
+    )
     assert receipts.wait_idle(timeout=0) is True
 
 
