@@ -27,7 +27,7 @@ from agents.sources import (
     PromptSource,
 )
 from agents.states import AgentName
-from conversations.inbound.hot_path import insert_row
+from conversations.inbound.hot_path import fetch_models, insert_row
 from conversations.message_order import conversation_order, newest_in_conversation_order
 from conversations.metrics import model_call_observed
 from conversations.models import SUPERSEDED, DeliveryStatus, Direction, LLMCall, Message
@@ -46,7 +46,16 @@ _VERSION_CHARS = LLMCall._meta.get_field("prompt_version").max_length or 32
 # Message.objects.conversational().filter(session_id=session_id)
 #     .exclude(delivery_status=DeliveryStatus.FAILED).exclude(content="")
 #     .only("id", "session_id", "direction", "content", "error", "wa_timestamp", "staff_user_id")
-HISTORY_SQL = f"""SELECT id, session_id, direction, content, error, wa_timestamp, staff_user_id
+_HISTORY_FIELDS = (
+    "id",
+    "session_id",
+    "direction",
+    "content",
+    "error",
+    "wa_timestamp",
+    "staff_user_id",
+)
+HISTORY_SQL = f"""SELECT {", ".join(_HISTORY_FIELDS)}
     FROM {Message._meta.db_table}
     WHERE session_id = %s
         AND direction IN ('{Direction.INBOUND.value}', '{Direction.OUTBOUND.value}')
@@ -58,7 +67,7 @@ HISTORY_SQL = f"""SELECT id, session_id, direction, content, error, wa_timestamp
 
 def _live_history(session_id: int, limit: int) -> list[Message]:
     """The newest `limit` conversational messages of the session, in conversation order."""
-    newest_first = list(Message.objects.raw(HISTORY_SQL, [session_id, limit]))
+    newest_first = fetch_models(Message, HISTORY_SQL, [session_id, limit], _HISTORY_FIELDS)
     return conversation_order(reversed(newest_first))
 
 

@@ -9,6 +9,7 @@ a short transaction of its own, never across the model call.
 """
 
 import functools
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeVar
@@ -24,6 +25,7 @@ from agents.circuit import (
 )
 from agents.llm import LLMClient, OpenAIClient
 from conversations.db_connections import ConnectionReleasingClient
+from conversations.inbound.hot_path import fetch_models
 from conversations.models import ProviderCircuit
 
 T = TypeVar("T")
@@ -34,8 +36,16 @@ PROVIDER = "openai"
 # worker more CPU than running it (bench/worker_cpu.py). The ORM's, which
 # tests/conversations/test_provider_circuit.py checks it against:
 # ProviderCircuit.objects.filter(pk=name).first()
-READ_SQL = f"""SELECT name, state, failures, first_failure_at, opened_at, probe_started_at,
-        updated_at
+_READ_FIELDS = (
+    "name",
+    "state",
+    "failures",
+    "first_failure_at",
+    "opened_at",
+    "probe_started_at",
+    "updated_at",
+)
+READ_SQL = f"""SELECT {", ".join(_READ_FIELDS)}
     FROM {ProviderCircuit._meta.db_table} WHERE name = %s"""
 
 
@@ -46,8 +56,8 @@ class DatabaseCircuitStore:
         self.name = name
 
     def read(self) -> CircuitSnapshot:
-        row = next(iter(ProviderCircuit.objects.raw(READ_SQL, [self.name])), None)
-        return CircuitSnapshot() if row is None else _snapshot(row)
+        rows = fetch_models(ProviderCircuit, READ_SQL, [self.name], _READ_FIELDS)
+        return _snapshot(rows[0]) if rows else CircuitSnapshot()
 
     def update(self, change: Callable[[CircuitSnapshot], tuple[CircuitSnapshot, T]]) -> T:
         with transaction.atomic():
@@ -87,16 +97,21 @@ def circuit_policy_from_settings() -> CircuitPolicy:
 def task_llm_client() -> LLMClient:
     """The model client of one task: this process's OpenAI client behind the shared circuit
     breaker (whose state is in the database, so a fresh wrapper per task is free)."""
-    return CircuitBreakerClient(
-        _releasing_client(
+    # Under a lock: a threads worker's first burst would otherwise build one client per thread
+    # (`lru_cache` does not hold back concurrent misses), each with its TLS context.
+    with _client_lock:
+        client = _releasing_client(
             settings.OPENAI_API_KEY,
             settings.OPENAI_BASE_URL,
             settings.LLM_TIMEOUT_SECONDS,
             settings.LLM_RETRY_MAX,
-        ),
-        store=DatabaseCircuitStore(),
-        policy=circuit_policy_from_settings(),
+        )
+    return CircuitBreakerClient(
+        client, store=DatabaseCircuitStore(), policy=circuit_policy_from_settings()
     )
+
+
+_client_lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=4)

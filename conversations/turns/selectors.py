@@ -12,7 +12,7 @@ from django.db import connections
 from agents.context import InstanceInfo, SessionContext
 from agents.states import SessionState
 from compat.django_private import load_model, select_columns
-from conversations.inbound.hot_path import hot_cursor
+from conversations.inbound.hot_path import fetch_models, hot_cursor
 from conversations.models import Direction, Instance, Message, Session
 
 
@@ -61,11 +61,7 @@ PENDING_INBOUND_SQL = f"""SELECT {", ".join(_PENDING_FIELDS)} {_PENDING}
 def session_pending_inbound(*, session_id: int) -> list[Message]:
     """The session's pending inbound messages, one turn, in WhatsApp's order (then arrival);
     only their id, content, WhatsApp timestamp and wamid are loaded."""
-    connection = connections[Message.objects.db]
-    with hot_cursor(connection) as cursor:
-        cursor.execute(PENDING_INBOUND_SQL, [session_id])
-        rows = cursor.fetchall()
-    return [load_model(connection, Message, row, _PENDING_FIELDS) for row in rows]
+    return fetch_models(Message, PENDING_INBOUND_SQL, [session_id], _PENDING_FIELDS)
 
 
 # Message.objects.pending_inbound().filter(session_id=session_id)

@@ -50,7 +50,13 @@ EAGER_SEND_BACKOFF: tuple[float, ...] = (0.5, 1.0)
 def graph_client() -> GraphClient:
     """This process's Graph API client: one keep-alive connection pool reused by every send and
     read receipt (httpx's client is thread-safe), instead of a TLS handshake per task."""
-    return _graph_client_for(settings.WHATSAPP_API_BASE_URL)
+    # Under a lock: a threads worker's first burst would otherwise build one client per
+    # thread (`lru_cache` does not hold back concurrent misses), each with its TLS context.
+    with _graph_client_lock:
+        return _graph_client_for(settings.WHATSAPP_API_BASE_URL)
+
+
+_graph_client_lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=4)
