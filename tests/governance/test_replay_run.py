@@ -7,7 +7,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
@@ -219,7 +218,3 @@ def test_a_run_whose_worker_died_ends_failed_by_the_sweep_with_its_results_kept(
     assert replay_run.delay(died.pk).get() == "failed"
     assert fail_abandoned_replays.delay().get() == 0
     assert model.request_count == 3
-    assert settings.CELERY_BEAT_SCHEDULE["fail-abandoned-replays"] == {
-        "task": "governance.fail_abandoned_replays",
-        "schedule": 300.0,
-    }
