@@ -91,15 +91,7 @@ class DatabaseHistorySource:
                 # 24-hour window): the model must not believe it was said.
                 .exclude(delivery_status=DeliveryStatus.FAILED)
                 .exclude(content="")
-                .only(
-                    "id",
-                    "session_id",
-                    "direction",
-                    "content",
-                    "error",
-                    "wa_timestamp",
-                    "staff_user_id",
-                ),
+                .only(*_HISTORY_FIELDS),
                 limit,
             )
         return [

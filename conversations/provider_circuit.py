@@ -36,15 +36,8 @@ PROVIDER = "openai"
 # worker more CPU than running it (bench/worker_cpu.py). The ORM's, which
 # tests/conversations/test_provider_circuit.py checks it against:
 # ProviderCircuit.objects.filter(pk=name).first()
-_READ_FIELDS = (
-    "name",
-    "state",
-    "failures",
-    "first_failure_at",
-    "opened_at",
-    "probe_started_at",
-    "updated_at",
-)
+# Every field of the row, in the model's order.
+_READ_FIELDS = tuple(field.attname for field in ProviderCircuit._meta.concrete_fields)
 READ_SQL = f"""SELECT {", ".join(_READ_FIELDS)}
     FROM {ProviderCircuit._meta.db_table} WHERE name = %s"""
 
