@@ -6,7 +6,10 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
+from pytest_django import Settings
+from pytest_httpserver import HTTPServer
 
+from tests.fakes.graph_server import FakeGraphAPI
 from tests.support.broker import IsolatedBroker
 from tests.support.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
 
@@ -78,6 +81,16 @@ def isolated_broker(request: pytest.FixtureRequest) -> Iterator[IsolatedBroker]:
 
 
 # Staff in the admin (superusers: pytest-django's `admin_user` and `admin_client`).
+
+
+@pytest.fixture
+def fake_graph(httpserver: HTTPServer, settings: Settings) -> FakeGraphAPI:
+    """The fake Graph API, which this process's sends reach with the settings' token (a test
+    that starts other processes passes them its base URL itself)."""
+    graph = FakeGraphAPI(httpserver)
+    settings.WHATSAPP_API_BASE_URL = graph.base_url
+    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
+    return graph
 
 
 @pytest.fixture

@@ -1,14 +1,12 @@
 """Fixtures of the conversation tests: the instance of the webhook fixtures, a conversation on it,
-the fake Graph API. The rows come from the recipes in tests/baker_recipes.py."""
+eager retries. The rows come from the recipes in tests/baker_recipes.py; the fake Graph API is
+the suite's (`fake_graph`, tests/conftest.py)."""
 
 import pytest
-from pytest_django import Settings
-from pytest_httpserver import HTTPServer
 
 from conversations.models import Instance, Session
 from conversations.whatsapp.tasks import send_message
 from tests import baker_recipes as recipes
-from tests.fakes.graph_server import FakeGraphAPI
 
 
 @pytest.fixture
@@ -21,15 +19,6 @@ def instance(db: None) -> Instance:
 def session(instance: Instance) -> Session:
     """An open conversation in TRIAGE of the fixtures' customer (recipes.CUSTOMER_PHONE)."""
     return recipes.session.make(instance=instance, customer_phone=recipes.CUSTOMER_PHONE)
-
-
-@pytest.fixture
-def fake_graph(httpserver: HTTPServer, settings: Settings) -> FakeGraphAPI:
-    """The fake Graph API, which this process's sends reach with the settings' token."""
-    graph = FakeGraphAPI(httpserver)
-    settings.WHATSAPP_API_BASE_URL = graph.base_url
-    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
-    return graph
 
 
 @pytest.fixture

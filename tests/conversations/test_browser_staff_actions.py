@@ -19,7 +19,6 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.utils import timezone
 from pytest_django import Settings
-from pytest_httpserver import HTTPServer
 
 from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
 from conversations.whatsapp.signature import compute_signature
@@ -35,14 +34,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def fake_graph(httpserver: HTTPServer, settings: Settings) -> FakeGraphAPI:
-    graph = FakeGraphAPI(httpserver)
-    settings.WHATSAPP_API_BASE_URL = graph.base_url
-    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
+def fake_graph(fake_graph: FakeGraphAPI, settings: Settings) -> FakeGraphAPI:
     # The live server speaks plain HTTP.
     settings.SESSION_COOKIE_SECURE = False
     settings.CSRF_COOKIE_SECURE = False
-    return graph
+    return fake_graph
 
 
 def staff(group: str, username: str) -> User:

@@ -16,8 +16,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from model_bakery import baker
-from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
-from pytest_httpserver import HTTPServer
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from agents.states import SessionState
 from conversations.events import EventCode
@@ -51,14 +50,6 @@ ACTIONS = (
 
 
 # --- Fixtures --------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def fake_graph(httpserver: HTTPServer, settings: Settings) -> FakeGraphAPI:
-    graph = FakeGraphAPI(httpserver)
-    settings.WHATSAPP_API_BASE_URL = graph.base_url
-    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
-    return graph
 
 
 def staff(group: str, username: str) -> User:

@@ -3,11 +3,9 @@ fake Graph API that must hear nothing from a replay."""
 
 import pytest
 from pytest_django import Settings
-from pytest_httpserver import HTTPServer
 
 from conversations.models import Instance
 from tests import baker_recipes as recipes
-from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 
 
@@ -17,14 +15,6 @@ def model(openai_settings: FakeOpenAIServer, settings: Settings) -> FakeOpenAISe
     in the order the replay makes them (oldest recorded call first)."""
     settings.REPLAY_CONCURRENCY = 1
     return openai_settings
-
-
-@pytest.fixture
-def fake_graph(httpserver: HTTPServer, settings: Settings) -> FakeGraphAPI:
-    graph = FakeGraphAPI(httpserver)
-    settings.WHATSAPP_API_BASE_URL = graph.base_url
-    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
-    return graph
 
 
 @pytest.fixture

@@ -20,8 +20,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
-from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
-from pytest_httpserver import HTTPServer
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from config.celery import app as celery_app
 from conversations.models import Direction, Instance, Lead, Session
@@ -39,14 +38,6 @@ PHONE_NUMBER_ID = "100000000000001"
 # Nothing listens on port 1: kombu's connect is refused, as with Redis stopped.
 CLOSED_BROKER = "redis://127.0.0.1:1/0"
 REGISTRATION = {"nome": "Ana Lima", "documento": "52998224725", "email": "ana@example.com"}
-
-
-@pytest.fixture
-def fake_graph(httpserver: HTTPServer, settings: Settings) -> FakeGraphAPI:
-    graph = FakeGraphAPI(httpserver)
-    settings.WHATSAPP_API_BASE_URL = graph.base_url
-    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
-    return graph
 
 
 def make_session(**fields: Any) -> Session:

@@ -16,8 +16,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 from model_bakery import baker
-from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
-from pytest_httpserver import HTTPServer
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from agents.llm import OpenAIClient
 from conversations.models import SUPERSEDED, Direction, LLMCall, Message
@@ -34,14 +33,6 @@ from tests.support.processes import wait_for
 pytestmark = pytest.mark.usefixtures("catalog")
 
 ANSWER = '{"s":1}Olá! Qual análise você precisa?'
-
-
-@pytest.fixture
-def fake_graph(httpserver: HTTPServer, settings: Settings) -> FakeGraphAPI:
-    graph = FakeGraphAPI(httpserver)
-    settings.WHATSAPP_API_BASE_URL = graph.base_url
-    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
-    return graph
 
 
 def support_user() -> User:

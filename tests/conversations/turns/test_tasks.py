@@ -9,8 +9,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 from model_bakery import baker
-from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
-from pytest_httpserver import HTTPServer
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions_requeue
 from conversations.models import Direction, HandoffSummary, Instance, LLMCall, Session
@@ -35,14 +34,6 @@ SUMMARY = {
     "proxima_acao": "Retornar o contato",
     "resumo_texto": "Cliente pediu atendimento humano logo no início.",
 }
-
-
-@pytest.fixture
-def fake_graph(httpserver: HTTPServer, settings: Settings) -> FakeGraphAPI:
-    graph = FakeGraphAPI(httpserver)
-    settings.WHATSAPP_API_BASE_URL = graph.base_url
-    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
-    return graph
 
 
 @pytest.fixture
