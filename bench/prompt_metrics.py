@@ -28,15 +28,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.support import ensure_database  # noqa: E402
+from bench.support import ensure_database, production_settings_env  # noqa: E402
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-os.environ.setdefault("ENV_FILE", "/nonexistent/.env")
-os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
-os.environ.setdefault("WHATSAPP_APP_SECRET", "bench-only-app-secret")
-os.environ.setdefault("FIELD_ENCRYPTION_KEYS", "YmVuY2gtb25seS1maWVsZC1lbmNyeXB0aW9uLWtleSE=")
-os.environ.setdefault("ALLOWED_HOSTS", "testserver")
-os.environ.setdefault("LOG_LEVEL", "WARNING")
+production_settings_env()
 
 N_SESSIONS = 40_000
 CALLS_PER_SESSION = 5
