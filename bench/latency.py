@@ -21,13 +21,24 @@ gunicorn (pg_stat_activity, by application_name, sampled every 50 ms). First, un
 ``--no-solo``, the baseline: the same round at zero latency on a worker started with
 ``--pool solo`` (one task at a time in one process). A warm-up round of 5 customers precedes
 each worker's measured rounds. Exits 1 when a customer got no answer or more than one.
+
+``--detail`` also prints, under each round, when the webhook POSTs ended and when the model
+requests and the answers reached the fakes (quantiles, seconds from the first POST), and the CPU
+each part of the machine spent in the round: the worker, gunicorn, PostgreSQL (the whole
+server), Redis and this process (the fakes, the posters and the sampler).
+
+The fakes are aiohttp servers on one event-loop thread of this process, kept-alive connections
+and no thread per request, so they take little of the two cores the system under test needs (the
+real model and Graph API take none of them); the sampler reads its processes' RSS from a process
+list it refreshes every second.
 """
 
 import argparse
+import asyncio
 import json
 import logging
 import os
-import re
+import socket
 import subprocess
 import sys
 import threading
@@ -46,8 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 import psycopg  # noqa: E402
-from pytest_httpserver import HTTPServer  # noqa: E402
-from werkzeug import Request, Response  # noqa: E402
+from aiohttp import web  # noqa: E402
 
 from bench.support import ensure_database  # noqa: E402
 from tests.fakes.openai_server import responses_object  # noqa: E402
@@ -65,64 +75,84 @@ POSTERS = 8
 class Fakes:
     """The fake model and Graph API; `latency` is the model's, in seconds, for the next calls."""
 
-    model: HTTPServer
-    graph: HTTPServer
+    model_url: str = ""
+    graph_url: str = ""
     latency: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
     sends: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     model_calls: int = 0
-
-    @property
-    def model_url(self) -> str:
-        return self.model.url_for("/v1")
-
-    @property
-    def graph_url(self) -> str:
-        return self.graph.url_for("/v23.0").rstrip("/")
+    model_requests: list[float] = field(default_factory=list)  # when each call arrived
 
     def answered(self, phones: list[str]) -> int:
         with self.lock:
             return sum(1 for phone in phones if self.sends.get(phone))
 
-    def _model(self, request: Request) -> Response:
-        body = json.loads(request.get_data() or b"{}")
-        time.sleep(self.latency)
+    async def _model(self, request: web.Request) -> web.Response:
+        arrived = time.monotonic()
+        body = json.loads(await request.read() or b"{}")
+        with self.lock:
+            self.model_requests.append(arrived)
+        await asyncio.sleep(self.latency)
         with self.lock:
             self.model_calls += 1
         payload = responses_object(ANSWER, model=str(body.get("model", "")))
-        return Response(json.dumps(payload), content_type="application/json")
+        return web.json_response(payload)
 
-    def _graph(self, request: Request) -> Response:
-        body = json.loads(request.get_data() or b"{}")
+    async def _graph(self, request: web.Request) -> web.Response:
+        body = json.loads(await request.read() or b"{}")
         if body.get("status") == "read":
-            return Response('{"success": true}', content_type="application/json")
+            return web.json_response({"success": True})
         phone = body.get("to", "")
         with self.lock:
             self.sends[phone].append(time.monotonic())
-        answer = {
-            "messaging_product": "whatsapp",
-            "contacts": [{"input": phone, "wa_id": phone}],
-            "messages": [{"id": f"wamid.LAT{uuid4().hex}"}],
-        }
-        return Response(json.dumps(answer), content_type="application/json")
+        return web.json_response(
+            {
+                "messaging_product": "whatsapp",
+                "contacts": [{"input": phone, "wa_id": phone}],
+                "messages": [{"id": f"wamid.LAT{uuid4().hex}"}],
+            }
+        )
+
+
+async def _serve(app: web.Application) -> tuple[web.AppRunner, int]:
+    """`app` served on a free port of 127.0.0.1; its runner and the port."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.SockSite(runner, listener, backlog=1024).start()
+    return runner, listener.getsockname()[1]
 
 
 @contextmanager
 def fakes_running() -> Iterator[Fakes]:
-    model = HTTPServer(host="127.0.0.1", port=0, threaded=True)
-    graph = HTTPServer(host="127.0.0.1", port=0, threaded=True)
-    fakes = Fakes(model=model, graph=graph)
-    model.expect_request("/v1/responses", method="POST").respond_with_handler(fakes._model)
-    graph.expect_request(re.compile(r"^/v23\.0/\d+/messages$"), method="POST").respond_with_handler(
-        fakes._graph
-    )
-    model.start()
-    graph.start()
+    """The fakes, served by one event loop on a thread of this process until the block ends."""
+    fakes = Fakes()
+    model = web.Application()
+    model.router.add_post("/v1/responses", fakes._model)
+    graph = web.Application()
+    graph.router.add_post(r"/v23.0/{phone_number_id:\d+}/messages", fakes._graph)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="bench-fakes", daemon=True)
+    thread.start()
+    runners: list[web.AppRunner] = []
     try:
+        for app in (model, graph):
+            runner, port = asyncio.run_coroutine_threadsafe(_serve(app), loop).result(timeout=10)
+            runners.append(runner)
+            url = f"http://127.0.0.1:{port}"
+            if app is model:
+                fakes.model_url = f"{url}/v1"
+            else:
+                fakes.graph_url = f"{url}/v23.0"
         yield fakes
     finally:
-        model.stop()
-        graph.stop()
+        for runner in runners:
+            asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()
 
 
 def with_application_name(database_url: str, name: str) -> str:
@@ -209,9 +239,16 @@ def topology(
                 process.wait(timeout=10)
 
 
-def _cpu_seconds(process: psutil.Process) -> float:
+def _tree(process: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [process, *process.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _cpu_seconds(processes: list[psutil.Process]) -> float:
     total = 0.0
-    for each in [process, *process.children(recursive=True)]:
+    for each in processes:
         try:
             times = each.cpu_times()
         except psutil.NoSuchProcess:
@@ -220,9 +257,9 @@ def _cpu_seconds(process: psutil.Process) -> float:
     return total
 
 
-def _rss_bytes(process: psutil.Process) -> int:
+def _rss_bytes(processes: list[psutil.Process]) -> int:
     total = 0
-    for each in [process, *process.children(recursive=True)]:
+    for each in processes:
         try:
             total += each.memory_info().rss
         except psutil.NoSuchProcess:
@@ -230,8 +267,27 @@ def _rss_bytes(process: psutil.Process) -> int:
     return total
 
 
+def _named(prefix: str) -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["name"]) if (p.info["name"] or "").startswith(prefix)]
+
+
+def cpu_by_part(topo: "Topology") -> dict[str, float]:
+    """CPU seconds so far of each part of the machine (`--detail`)."""
+    return {
+        "worker": _cpu_seconds(_tree(topo.worker_process)),
+        "gunicorn": _cpu_seconds(_tree(psutil.Process(topo.web.pid))),
+        "PostgreSQL": _cpu_seconds(_named("postgres")),
+        "Redis": _cpu_seconds(_named("redis-server")),
+        "this process": _cpu_seconds([psutil.Process()]),  # its own threads, not its children
+    }
+
+
 class Sampler:
     """Samples the worker's RSS and the PostgreSQL connections per application every 50 ms."""
+
+    # The worker's process list (a prefork pool's children) is read again this often: listing
+    # children walks every process of the machine, too dear to do 20 times a second.
+    REFRESH_SECONDS = 1.0
 
     def __init__(self, worker: psutil.Process, dsn: str) -> None:
         self.worker = worker
@@ -250,9 +306,13 @@ class Sampler:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        processes: list[psutil.Process] = []
+        listed = -self.REFRESH_SECONDS
         with psycopg.connect(self.dsn, autocommit=True, application_name=SAMPLER_APP) as conn:
             while not self._stop.is_set():
-                self.rss_peak = max(self.rss_peak, _rss_bytes(self.worker))
+                if time.monotonic() - listed >= self.REFRESH_SECONDS:
+                    processes, listed = _tree(self.worker), time.monotonic()
+                self.rss_peak = max(self.rss_peak, _rss_bytes(processes))
                 rows = conn.execute(
                     "SELECT application_name, count(*) FROM pg_stat_activity"
                     " WHERE datname = current_database() GROUP BY 1"
@@ -276,6 +336,7 @@ class Round:
     cpu_ms_per_turn: float
     worker_connections: int
     web_connections: int
+    detail: str = ""
 
     @property
     def turns_per_second(self) -> float:
@@ -305,6 +366,7 @@ def run_round(
     latency: float,
     customers: int,
     timeout: float = 300,
+    detail: bool = False,
 ) -> Round:
     """Post one first message from each of `customers` new customers; wait for every answer."""
     fakes.latency = latency
@@ -315,13 +377,15 @@ def run_round(
         for phone in phones
     ]
     worker = topo.worker_process
-    cpu_before = _cpu_seconds(worker)
+    cpu_before = _cpu_seconds(_tree(worker))
+    parts_before = cpu_by_part(topo) if detail else {}
     with Sampler(worker, dsn) as sampler:
         started = time.monotonic()
         with ThreadPoolExecutor(POSTERS) as posters:
             statuses = list(
                 posters.map(lambda body: post_delivery(topo.port, body, secret=APP_SECRET), bodies)
             )
+        posted = time.monotonic()
         if statuses != [200] * customers:
             raise RuntimeError(f"the webhook answered {sorted(set(statuses))}")
         deadline = started + timeout
@@ -330,10 +394,22 @@ def run_round(
         with fakes.lock:
             last = max((fakes.sends[p][0] for p in phones if fakes.sends.get(p)), default=started)
         time.sleep(0.5)  # a duplicate send would come now
-    cpu = _cpu_seconds(worker) - cpu_before
+    cpu = _cpu_seconds(_tree(worker)) - cpu_before
     with fakes.lock:
         answered = sum(1 for p in phones if fakes.sends.get(p))
         duplicates = sum(max(0, len(fakes.sends.get(p, [])) - 1) for p in phones)
+        model_requests = [at - started for at in fakes.model_requests if at >= started]
+        answers = [fakes.sends[p][0] - started for p in phones if fakes.sends.get(p)]
+    lines = ""
+    if detail:
+        parts = cpu_by_part(topo)
+        lines = (
+            f"  POSTs ended at {posted - started:.2f} s; at the fakes"
+            f" (min p10 p25 p50 p75 p90 max): model requests {_quantiles(model_requests)},"
+            f" answers {_quantiles(answers)}\n"
+            "  CPU s in the round: "
+            + ", ".join(f"{name} {parts[name] - parts_before[name]:.2f}" for name in parts)
+        )
     return Round(
         label=label,
         latency=latency,
@@ -345,7 +421,16 @@ def run_round(
         cpu_ms_per_turn=cpu * 1000 / max(answered, 1),
         worker_connections=sampler.connections_peak.get(WORKER_APP, 0),
         web_connections=sampler.connections_peak.get(WEB_APP, 0),
+        detail=lines,
     )
+
+
+def _quantiles(seconds: list[float]) -> str:
+    if not seconds:
+        return "-"
+    ordered = sorted(seconds)
+    at = [ordered[round(q * (len(ordered) - 1))] for q in (0, 0.1, 0.25, 0.5, 0.75, 0.9, 1)]
+    return " ".join(f"{value:.2f}" for value in at)
 
 
 def prepare_database(env: Mapping[str, str]) -> None:
@@ -376,6 +461,9 @@ def main() -> None:
     parser.add_argument("--latencies", default="0,0.5,1,2", help="model latencies, seconds")
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--no-solo", action="store_true", help="skip the solo baseline")
+    parser.add_argument(
+        "--detail", action="store_true", help="the round's timeline and CPU per part, too"
+    )
     args = parser.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # the fakes' access log
     database_url = os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL)
@@ -407,9 +495,12 @@ def main() -> None:
                             dsn=dsn,
                             latency=latency,
                             customers=args.customers,
+                            detail=args.detail,
                         )
                         rounds.append(result)
                         print(result.line() if len(rounds) > 1 else f"{HEADER}\n{result.line()}")
+                        if result.detail:
+                            print(result.detail)
                         sys.stdout.flush()
     finally:
         redis_server.stop()
