@@ -34,7 +34,7 @@ from conversations.provider_circuit import task_llm_client
 from conversations.sweeps import turn_failure_handle
 from conversations.turns.deps import PipelineConfig, PipelineDeps
 from conversations.turns.run import session_process
-from conversations.whatsapp.tasks import read_receipt_submit, send_message
+from conversations.whatsapp.tasks import read_receipt_submit, reply_send, send_message
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.selectors import DatabasePromptSource
 
@@ -42,8 +42,13 @@ logger = logging.getLogger(__name__)
 
 
 def _send(message_id: int) -> None:
-    # The WhatsApp channel owns the Graph API and sends a split answer's parts in order.
-    send_message.delay(message_id)
+    # The WhatsApp channel owns the Graph API and sends a split answer's parts in order. A
+    # worker sends at once, from the thread that committed the turn (`reply_send`); eager
+    # Celery (no broker) runs the task in-process, with its bounded eager retries.
+    if send_message.app.conf.task_always_eager:
+        send_message.delay(message_id)
+    else:
+        reply_send(message_id)
 
 
 def _enqueue_summary(session_id: int) -> None:

@@ -16,19 +16,29 @@ seconds in all: it runs inside the webhook's request there), and its last attemp
 error on the message (failed), since no sweep would try it again. (Without propagation Celery
 runs an eager retry itself, at once; the tests use that to exercise the worker's policy.)
 
+A turn's reply does not go through this task first: the worker thread that committed the turn
+sends it at once (`reply_send`), so no publish, broker round trip and task stand between the
+model's answer and the customer, and the `sends` queue never holds a reply behind other work.
+Only what may succeed later is handed to `send_message`, whose first retry comes after the same
+backoff as above; a worker that dies before or during that first attempt leaves the reply to the
+unsent-messages sweep, as a failed publish would.
+
 ``conversations.requeue_unsent_messages`` (beat, every minute) re-enqueues `send_message` for
 OUTBOUND messages whose send was never published, and fails those past the 24-hour window
 (`conversations.sweeps.unsent_messages_requeue`).
 """
 
 import functools
+import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from celery import Task, shared_task
 from celery.signals import worker_process_shutdown, worker_shutdown
+from celery.utils.time import get_exponential_backoff_interval
 from django.conf import settings
 from django.utils import timezone
 
@@ -39,10 +49,14 @@ from conversations.sending import (
     read_receipt_send,
 )
 from conversations.sweeps import unsent_messages_requeue
-from conversations.whatsapp.client import GraphClient
+from conversations.whatsapp.client import GraphClient, WhatsAppSender
 from conversations.whatsapp.read_receipts import BackgroundReadReceipts
 
+logger = logging.getLogger(__name__)
+
 SEND_MAX_RETRIES = 6
+# send_message's backoff (its decorator's retry_backoff and retry_backoff_max), seconds.
+SEND_BACKOFF_FACTOR, SEND_BACKOFF_MAX = 5, 300
 # Eager mode only: the waits between the in-process attempts (so 1 + len() attempts).
 EAGER_SEND_BACKOFF: tuple[float, ...] = (0.5, 1.0)
 
@@ -115,8 +129,8 @@ def _close_read_receipts(**_kwargs: Any) -> None:
     name="conversations.send_message",
     bind=True,
     autoretry_for=(RetryableSendError,),
-    retry_backoff=5,
-    retry_backoff_max=300,
+    retry_backoff=SEND_BACKOFF_FACTOR,
+    retry_backoff_max=SEND_BACKOFF_MAX,
     retry_jitter=True,
     max_retries=SEND_MAX_RETRIES,
 )
@@ -143,6 +157,34 @@ def _send_in_process(message_id: int) -> str:
     return outbound_message_send(
         message_id=message_id, client=client, last_attempt=True, swept_later=False
     ).value
+
+
+def _send_later(message_id: int) -> None:
+    # The countdown of send_message's own first retry (full jitter, as its decorator's).
+    countdown = get_exponential_backoff_interval(
+        factor=SEND_BACKOFF_FACTOR, retries=0, maximum=SEND_BACKOFF_MAX, full_jitter=True
+    )
+    send_message.apply_async((message_id,), countdown=countdown)
+
+
+def reply_send(
+    message_id: int,
+    *,
+    client: WhatsAppSender | None = None,
+    send_later: Callable[[int], None] = _send_later,
+) -> None:
+    """Send a turn's OUTBOUND `message_id` (and its turn's other parts) from this worker thread,
+    at once; `send_later` hands what may succeed later to `send_message` (a `RetryableSendError`,
+    or any other error: the task's policy then decides, as if it had been the first attempt)."""
+    try:
+        outbound_message_send(message_id=message_id, client=client or graph_client())
+    except RetryableSendError:
+        send_later(message_id)  # outbound_message_send logged the retry
+    except Exception as exc:
+        logger.exception(
+            "whatsapp_send_handed_to_task", extra={"message_id": message_id, "error": repr(exc)}
+        )
+        send_later(message_id)
 
 
 @shared_task(name="conversations.requeue_unsent_messages")

@@ -139,6 +139,12 @@ def test_the_soft_time_limit_ends_a_slow_turn_in_a_timeout_handoff(
     worker.send("conversations.process_session", session.pk)
 
     wait_for(lambda: fake_graph.sends, timeout=60, what="the handoff text at the Graph API")
+    # The worker sends the handoff text itself, after the commit and before it lets the lease go.
+    wait_for(
+        lambda: Session.objects.filter(pk=session.pk, lease_token=None).exists(),
+        timeout=30,
+        what="the lease released",
+    )
     session.refresh_from_db()
     assert (session.state, session.handoff_reason, session.handoff_detail) == (
         "HUMAN",
