@@ -19,8 +19,17 @@ Request shapes (Meta's documentation):
 marking a message read with a typing indicator is a POST to
 the same URL with ``{"messaging_product": "whatsapp", "status": "read", "message_id": <wamid>,
 "typing_indicator": {"type": "text"}}``.
+
+Each thread that calls a `GraphClient` gets an httpx client of its own (one kept-alive
+connection), all sharing one TLS context. One httpx client shared by a threads worker's 100
+threads costs more CPU per request the more requests are in flight (httpcore's pool re-scans
+its requests and connections, under its lock, each time one starts or ends): measured on the
+2-core dev VM, 2.1 ms per request alone and 4.7 ms with 100 in flight, against 2.5 ms either way
+with a client per thread. The per-thread clients are kept until `close`.
 """
 
+import ssl
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -155,8 +164,14 @@ class GraphClient:
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         http: httpx.Client | None = None,
     ) -> None:
+        """`http`, when given, is the one client every thread uses (its owner's to configure)."""
         self.base_url = base_url.rstrip("/")
-        self._http = http or httpx.Client(timeout=timeout)
+        self._timeout = timeout
+        self._shared = http
+        self._local = threading.local()
+        self._clients: list[httpx.Client] = []
+        self._lock = threading.Lock()
+        self._tls: ssl.SSLContext | None = None
 
     def __enter__(self) -> Self:
         return self
@@ -170,7 +185,28 @@ class GraphClient:
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        if self._shared is not None:
+            self._shared.close()
+        with self._lock:
+            clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()
+
+    def _http(self) -> httpx.Client:
+        """This thread's httpx client (see the module docstring)."""
+        if self._shared is not None:
+            return self._shared
+        client: httpx.Client | None = getattr(self._local, "client", None)
+        if client is None:
+            with self._lock:
+                if self._tls is None:
+                    # httpx's own default, built once: a context costs tens of ms of CPU, and
+                    # every thread's client would otherwise build its own.
+                    self._tls = httpx.create_ssl_context()
+                client = httpx.Client(timeout=self._timeout, verify=self._tls)
+                self._clients.append(client)
+            self._local.client = client
+        return client
 
     def send_text(
         self,
@@ -279,7 +315,7 @@ class GraphClient:
         url = f"{self.base_url}/{phone_number_id}/messages"
         headers = {"Authorization": f"Bearer {access_token}"}
         try:
-            response = self._http.post(url, json=body, headers=headers)
+            response = self._http().post(url, json=body, headers=headers)
         except httpx.TimeoutException as exc:
             raise GraphAPIError(
                 code=None, title="Tempo esgotado na Graph API", retryable=True
