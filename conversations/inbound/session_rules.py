@@ -33,9 +33,11 @@ the values of enums (states) come from the same Python definitions the ORM form 
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import connections
 from django.db.models import Case, F, Q, QuerySet, Value, When
 
 from agents.states import BOT_STATES, SessionState
+from conversations.inbound.hot_path import hot_cursor
 from conversations.models import Session
 from conversations.whatsapp.payload import Customer, InboundKind
 
@@ -167,11 +169,20 @@ def turn_queue(*, session_id: int, now: datetime) -> bool:
     must then enqueue the task. Called for sessions a bot holds (`waits_for_turn`); the lease
     clears the mark when a worker claims or releases it (`conversations.lease`).
     """
-    return bool(
-        Session.objects.filter(pk=session_id)
-        .filter(Q(turn_queued_at__isnull=True) | Q(turn_queued_at__lt=turn_queued_before(now)))
-        .update(turn_queued_at=now)
-    )
+    connection = connections[Session.objects.db]
+    adapt = connection.ops.adapt_datetimefield_value
+    with hot_cursor(connection) as cursor:
+        cursor.execute(
+            TURN_QUEUE_UPDATE_SQL, [adapt(now), session_id, adapt(turn_queued_before(now))]
+        )
+        return bool(cursor.rowcount)
+
+
+# `turn_queue`'s statement: ``Session.objects.filter(pk=...).filter(Q(turn_queued_at__isnull=True)
+# | Q(turn_queued_at__lt=...)).update(turn_queued_at=...)``, hand-written (compiling the ORM's cost
+# the webhook more CPU than running it; tests/conversations/inbound/test_sessions_sql.py).
+TURN_QUEUE_UPDATE_SQL = """UPDATE conversations_session SET turn_queued_at = %s
+    WHERE id = %s AND (turn_queued_at IS NULL OR turn_queued_at < %s)"""
 
 
 # The same, inside the one-statement path's UPDATE (which also checks the bot state itself).

@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Q
 
-from conversations.inbound.hot_path import hot_cursor
+from compat.django_private import mark_saved
+from conversations.inbound.hot_path import fetch_models, hot_cursor, insert_row
 from conversations.inbound.session_rules import (
+    CLOSED_SQL,
+    IDENTIFIERS,
     NAME_CHARS,
     TOUCH_OPEN_SESSION_SQL,
     TOUCH_RETURNS,
@@ -31,7 +33,6 @@ from conversations.inbound.session_rules import (
     forward_only,
     identity_fill,
     idle_cutoff,
-    open_sessions,
 )
 from conversations.models import Instance, Session
 from conversations.whatsapp.payload import Customer
@@ -84,17 +85,37 @@ def open_session_touch(
     return None
 
 
+# The customer's open sessions on the active instance of a number (`session_rules.open_sessions`
+# filtered by one or both identifiers): the ORM's query, hand-written because compiling it cost a
+# new customer's first message more CPU than running it (tests/conversations/inbound/
+# test_sessions_sql.py checks it against the ORM's).
+_OPEN_SESSION_COLUMNS = ", ".join(f"s.{name}" for name in ("id", *_SESSION_FIELDS))
+_OPEN_SESSIONS_SQL = f"""SELECT {_OPEN_SESSION_COLUMNS} FROM conversations_session s
+    JOIN conversations_instance i ON i.id = s.instance_id
+    WHERE i.phone_number_id = %s AND i.is_active AND s.state <> {CLOSED_SQL}
+      AND ({{match}})"""
+# One statement per combination of identifiers a customer may have, in lookup order.
+_OPEN_SESSIONS_BY: dict[tuple[str, ...], str] = {
+    identifiers: _OPEN_SESSIONS_SQL.format(
+        match=" OR ".join(f"s.{identifier} = %s" for identifier in identifiers)
+    )
+    for identifiers in (*((identifier,) for identifier in IDENTIFIERS), tuple(IDENTIFIERS))
+}
+
+
 def open_session_find(phone_number_id: str, customer: Customer) -> Session | None:
     """The customer's open session on that number, idle or not (`session_rules.open_sessions`),
     preferring the one its user id names."""
-    match = Q()
-    for identifier, value in customer_identifiers(customer):
-        match |= Q(**{identifier: value})
-    candidates = list(
-        open_sessions(phone_number_id)
-        .filter(match)
-        .only(*_SESSION_FIELDS)
-        .order_by()  # at most two rows; the model's default ordering would only cost a sort
+    identified = customer_identifiers(customer)
+    if not identified:
+        return None
+    statement = _OPEN_SESSIONS_BY[tuple(identifier for identifier, _ in identified)]
+    # At most two rows (one open session per user id, one per phone).
+    candidates = fetch_models(
+        Session,
+        statement,
+        [phone_number_id, *(value for _, value in identified)],
+        ("id", *_SESSION_FIELDS),
     )
     # The user id names the customer more precisely than a phone that may have changed hands.
     for session in candidates:
@@ -116,7 +137,9 @@ def session_open(
     customer's session first, that one and False."""
     try:
         with transaction.atomic():
-            session = Session.objects.create(
+            # `Session.objects.create`'s INSERT, compiled once (`insert_row`: no model signals,
+            # and Session has none).
+            session = Session(
                 instance_id=instance_id,
                 customer_phone=customer.phone,
                 customer_user_id=customer.user_id,
@@ -125,6 +148,8 @@ def session_open(
                 last_message_at=at,
                 last_inbound_at=at if inbound else None,
             )
+            session.pk = insert_row(Session, row=session)
+            mark_saved(session)
             return session, True
     except IntegrityError:
         # Another delivery opened this customer's session first (one open session per phone and
@@ -160,6 +185,12 @@ def session_identity_update(session: Session, changes: dict[str, str]) -> None:
         setattr(session, name, value)
 
 
+# ``Instance.objects.filter(phone_number_id=..., is_active=True).values_list("id", flat=True)
+# .first()``, hand-written (the ORM's compilation cost more than the query).
+ACTIVE_INSTANCE_SQL = """SELECT id FROM conversations_instance
+    WHERE phone_number_id = %s AND is_active ORDER BY name ASC LIMIT 1"""
+
+
 # (phone_number_id, user id, phone): a customer as one delivery names them.
 CustomerKey = tuple[str, str, str]
 _NEVER = datetime.min.replace(tzinfo=UTC)
@@ -193,11 +224,11 @@ class DeliverySessions:
     def instance_id(self, phone_number_id: str) -> int | None:
         """The active instance of a number; an unknown or inactive one is logged once."""
         if phone_number_id not in self.instance_ids:
-            found = (
-                Instance.objects.filter(phone_number_id=phone_number_id, is_active=True)
-                .values_list("id", flat=True)
-                .first()
-            )
+            connection = connections[Instance.objects.db]
+            with hot_cursor(connection) as cursor:
+                cursor.execute(ACTIVE_INSTANCE_SQL, [phone_number_id])
+                row = cursor.fetchone()
+            found = row[0] if row else None
             self.instance_ids[phone_number_id] = found
             if found is None:
                 logger.warning(
