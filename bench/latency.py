@@ -36,7 +36,6 @@ list it refreshes every second.
 import argparse
 import asyncio
 import json
-import logging
 import os
 import socket
 import subprocess
@@ -465,7 +464,6 @@ def main() -> None:
         "--detail", action="store_true", help="the round's timeline and CPU per part, too"
     )
     args = parser.parse_args()
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # the fakes' access log
     database_url = os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL)
     ensure_database(database_url, script="bench/latency.py")
     dsn = libpq_dsn(database_url)

@@ -68,7 +68,7 @@ class PipelineDeps:
     prompts: PromptSource
     kb: KBSource
     recorder: CallRecorder
-    # Enqueue the sending of one OUTBOUND message id (called after commit, parts in order).
+    # Send one OUTBOUND message id, or enqueue its sending (called after commit, parts in order).
     send: Callable[[int], None]
     # Enqueue the operational summary of a handed-off session (called after commit).
     enqueue_summary: Callable[[int], None]
