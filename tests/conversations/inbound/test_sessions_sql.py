@@ -142,3 +142,22 @@ def test_a_new_session_s_row_is_the_one_the_orm_would_have_written(ours: Instanc
     assert {name: getattr(opened, name) for name in fields} == {
         name: getattr(stored, name) for name in fields
     }
+
+
+def test_identifiers_that_look_like_sql_are_values_not_statements(ours: Instance) -> None:
+    """Every value is a bound parameter: a user id and a name written as SQL open and find the
+    session as plain text, and match nobody else's."""
+    other = recipes.session.make(instance=ours, customer_phone=PHONE, customer_user_id=USER_ID)
+    crafted = Customer(phone="", user_id="BR.1' OR '1'='1", name="Ana'); DROP TABLE x;--")
+
+    assert open_session_find(PNID, crafted) is None
+    opened, is_new = session_open(ours.pk, PNID, crafted, NOW, NOW, inbound=True)
+
+    found = open_session_find(PNID, crafted)
+    assert (is_new, found.pk if found else None) == (True, opened.pk)
+    stored = Session.objects.get(pk=opened.pk)
+    assert (stored.customer_user_id, stored.customer_name) == (
+        "BR.1' OR '1'='1",
+        "Ana'); DROP TABLE x;--",
+    )
+    assert Session.objects.filter(pk=other.pk).exists()
