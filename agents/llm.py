@@ -5,7 +5,11 @@ the real adapter for the OpenAI Responses API. Errors are typed so the pipeline 
 precise handoff reason.
 """
 
+import contextlib
+import functools
 import logging
+import ssl
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -118,20 +122,52 @@ class OpenAIClient:
         retry_max: int,
         http_client: "httpx2.Client | None" = None,
     ) -> None:
-        import openai
-
+        """`http_client`, when given, is the one HTTP client every thread uses (its owner's to
+        configure); otherwise each calling thread gets an SDK client of its own (see `_sdk`)."""
         if retry_max < 0:
             raise ValueError("retry_max must be >= 0")
         self.retry_max = retry_max
-        self._client: openai.OpenAI | None = None
-        if api_key:
-            self._client = openai.OpenAI(
-                api_key=api_key,
-                base_url=base_url,
-                timeout=timeout,
-                max_retries=0,
-                http_client=http_client,
-            )
+        self._api_key = api_key
+        self._base_url = base_url
+        self._timeout = timeout
+        self._shared: openai.OpenAI | None = None
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._tls: ssl.SSLContext | None = None
+        if api_key and http_client is not None:
+            self._shared = self._build(http_client)
+
+    def _build(self, http_client: "httpx2.Client") -> "openai.OpenAI":
+        import openai
+
+        return openai.OpenAI(
+            api_key=self._api_key,
+            base_url=self._base_url,
+            timeout=self._timeout,
+            max_retries=0,
+            http_client=http_client,
+        )
+
+    def _sdk(self) -> "openai.OpenAI":
+        """This thread's SDK client: one keep-alive connection pool per thread, all sharing one
+        TLS context. One pool shared by a threads worker's hundred turns in flight costs more CPU
+        per request the more requests are in flight (httpcore re-scans its connections under a
+        lock each time a request starts or ends), as for the Graph API's client
+        (conversations/whatsapp/client.py). A thread's client goes with the thread, or with this
+        object."""
+        if self._shared is not None:
+            return self._shared
+        sdk: openai.OpenAI | None = getattr(self._local, "sdk", None)
+        if sdk is None:
+            with self._lock:
+                if self._tls is None:
+                    # The SDK's own default context, built once: one costs tens of ms of CPU.
+                    import httpx2
+
+                    self._tls = httpx2.create_ssl_context()
+            # The SDK's defaults (limits, redirects), closed when the thread's client is freed.
+            sdk = self._local.sdk = self._build(_closing_http_client()(verify=self._tls))
+        return sdk
 
     @classmethod
     def from_settings(cls) -> "OpenAIClient":
@@ -154,7 +190,7 @@ class OpenAIClient:
         purpose: CallPurpose,
     ) -> LLMCallResult:
         started = time.perf_counter()
-        if self._client is None:
+        if not self._api_key:
             # No request is sent; the pipeline hands off like for any provider failure.
             raise LLMProviderError("OPENAI_API_KEY is not set", attempts=0)
         import httpx2
@@ -173,7 +209,7 @@ class OpenAIClient:
                 # whole response for the three fields read: together a third of a turn's model
                 # call in CPU (bench/worker_cpu.py). The body sent is the same
                 # (tests/agents/test_openai_client.py).
-                response = self._client.post(
+                response = self._sdk().post(
                     "/responses",
                     body={
                         "model": model,
@@ -220,6 +256,22 @@ class OpenAIClient:
             return _result_from(body, model, attempt, _elapsed_ms(started))
         # Unreachable: the loop either returns or raises on its last attempt.
         raise last_error or LLMProviderError("no attempt made", attempts=0)
+
+
+@functools.cache
+def _closing_http_client() -> "type[httpx2.Client]":
+    """The SDK's default HTTP client class (its limits, timeout and redirects), closing its
+    connections when it is freed, as the client the SDK builds for itself does; made on first
+    use because the SDK's import is deferred."""
+    import openai
+
+    class ClosingHttpClient(openai.DefaultHttpxClient):
+        def __del__(self) -> None:
+            # A client freed half-built, or at interpreter exit, may have nothing left to close.
+            with contextlib.suppress(Exception):
+                self.close()
+
+    return ClosingHttpClient
 
 
 def _elapsed_ms(started: float) -> int:

@@ -1,6 +1,8 @@
 """OpenAIClient against a real fake `/v1/responses` server: the real SDK sends every request."""
 
 import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx2
@@ -399,3 +401,57 @@ def test_an_error_says_whether_the_provider_itself_failed(
         call(make_client(fake_openai, retry_max=0))
 
     assert caught.value.transient is transient
+
+
+def test_each_thread_sends_through_its_own_sdk_client_and_all_share_one_tls_context(
+    fake_openai: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A threads worker's turns in flight do not share one connection pool (agents/llm.py, _sdk).
+    contexts: list[object] = []
+    real_context = httpx2.create_ssl_context
+
+    def counted_context(*args: Any, **kwargs: Any) -> Any:
+        contexts.append(real_context(*args, **kwargs))
+        return contexts[-1]
+
+    monkeypatch.setattr(httpx2, "create_ssl_context", counted_context)
+    for n in range(6):
+        fake_openai.queue_text(f'{{"s":1}}resposta {n}')
+    client = make_client(fake_openai)
+    start = threading.Barrier(3)
+
+    def two_calls() -> tuple[int, int, list[str]]:
+        start.wait()
+        answers = [call(client).raw_response for _ in range(2)]
+        first, second = client._sdk(), client._sdk()
+        return id(first), id(second), answers
+
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda _: two_calls(), range(3)))
+
+    assert len({first for first, _, _ in results}) == 3
+    assert all(first == second for first, second, _ in results)
+    assert sorted(a for _, _, answers in results for a in answers) == [
+        f'{{"s":1}}resposta {n}' for n in range(6)
+    ]
+    assert len(contexts) == 1
+    assert fake_openai.request_count == 6
+
+
+def test_a_given_http_client_is_the_one_every_thread_uses(fake_openai: FakeOpenAIServer) -> None:
+    sent: list[str] = []
+    http_client = httpx2.Client(
+        event_hooks={"request": [lambda request: sent.append(threading.current_thread().name)]}
+    )
+    client = OpenAIClient(
+        api_key="sk-test", base_url=fake_openai.base_url, timeout=TIMEOUT, retry_max=0,
+        http_client=http_client,
+    )  # fmt: skip
+    for _ in range(2):
+        fake_openai.queue_text('{"s":1}Oi')
+
+    with ThreadPoolExecutor(2, thread_name_prefix="caller") as pool:
+        sdks = list(pool.map(lambda _: (call(client), client._sdk())[1], range(2)))
+
+    assert sdks[0] is sdks[1]
+    assert len(sent) == 2
