@@ -37,17 +37,23 @@ class SoftLimitWatchdog:
         self._deadlines: dict[int, tuple[float, str]] = {}  # thread ident -> (deadline, task id)
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._wake_at: float | None = None  # when the watchdog looks next; None: not before a watch
 
     def watch(self, task_id: str, seconds: float) -> None:
         """The calling thread runs `task_id` and must be interrupted after `seconds`."""
+        deadline = time.monotonic() + seconds
         with self._changed:
-            self._deadlines[threading.get_ident()] = (time.monotonic() + seconds, task_id)
+            self._deadlines[threading.get_ident()] = (deadline, task_id)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="soft-time-limit-watchdog", daemon=True
                 )
                 self._thread.start()
-            self._changed.notify()
+            # Wake the watchdog only for a deadline before its next look: with one soft limit for
+            # every task that is never, and a threads worker starting a hundred tasks a second
+            # would otherwise hand it the GIL and the lock for each.
+            if self._wake_at is None or deadline < self._wake_at:
+                self._changed.notify()
 
     def done(self) -> None:
         """The calling thread's task ended (whatever the outcome)."""
@@ -77,7 +83,9 @@ class SoftLimitWatchdog:
                         ctypes.c_ulong(ident), ctypes.py_object(SoftTimeLimitExceeded)
                     )
                 upcoming = [deadline for deadline, _ in self._deadlines.values()]
-                self._changed.wait(timeout=max(0.05, min(upcoming) - now) if upcoming else None)
+                timeout = max(0.05, min(upcoming) - now) if upcoming else None
+                self._wake_at = None if timeout is None else now + timeout
+                self._changed.wait(timeout=timeout)
 
 
 WATCHDOG = SoftLimitWatchdog()

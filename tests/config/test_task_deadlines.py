@@ -70,3 +70,51 @@ def test_each_thread_has_its_own_deadline() -> None:
         thread.join(timeout=15)
 
     assert sorted(str(r["outcome"]) for r in results) == ["finished", "interrupted"]
+
+
+def test_a_shorter_limit_watched_after_a_longer_one_still_fires_on_time() -> None:
+    # The watchdog is woken only for a deadline before its next look: here, the second task's.
+    watchdog = SoftLimitWatchdog()
+    long_started = threading.Event()
+    release = threading.Event()
+
+    def long_task() -> None:
+        watchdog.watch("task-long", 30)
+        long_started.set()
+        release.wait(timeout=10)
+        watchdog.done()
+
+    holder = threading.Thread(target=long_task)
+    holder.start()
+    long_started.wait(timeout=5)
+    time.sleep(0.1)  # the watchdog is now asleep until the long task's deadline
+
+    seen = run_in_thread(watchdog, limit=0.3, work=5, done_at=99)
+    release.set()
+    holder.join(timeout=10)
+
+    assert seen["outcome"] == "interrupted"
+    assert 0.3 <= float(seen["after"]) < 1.5
+
+
+def test_a_later_deadline_does_not_wake_the_watchdog() -> None:
+    watchdog = SoftLimitWatchdog()
+    watchdog.watch("task-1", 30)
+    time.sleep(0.1)  # the watchdog looked and sleeps until task-1's deadline
+    wake_at = watchdog._wake_at
+    notified: list[bool] = []
+    real_notify = watchdog._changed.notify
+
+    def counted_notify(n: int = 1) -> None:
+        notified.append(True)
+        real_notify(n)
+
+    watchdog._changed.notify = counted_notify  # type: ignore[method-assign]
+
+    other = threading.Thread(target=lambda: watchdog.watch("task-2", 60))
+    other.start()
+    other.join(timeout=5)
+    watchdog.done()
+
+    assert wake_at is not None
+    assert notified == []
