@@ -266,11 +266,14 @@ CELERY_TASK_ROUTES = {
 # The worker's pool when `celery worker` is given no --pool / --concurrency: threads, because a
 # turn spends its life waiting on the model (and sends on the Graph API), so one process overlaps
 # many; prefork (one task per process at a time) only when asked. Threads get no hard time limit
-# from Celery; the soft limit is raised in the task's thread by config.task_deadlines.
+# from Celery; the soft limit is raised in the task's thread by config.task_deadlines. A worker
+# answers at most its threads over a turn's life (the model's latency and a few tenths of a
+# second) per second: 200 threads keep up about 100 turns/s with a 2 s model, what one process's
+# core can do (README, Capacity); 100 capped it at about 50.
 CELERY_WORKER_POOL = env.str("CELERY_WORKER_POOL", default="threads")
 CELERY_WORKER_CONCURRENCY = env.int(
     "CELERY_WORKER_CONCURRENCY",
-    default=100 if CELERY_WORKER_POOL == "threads" else (os.cpu_count() or 1),
+    default=200 if CELERY_WORKER_POOL == "threads" else (os.cpu_count() or 1),
 )
 CELERY_BEAT_SCHEDULE_FILENAME = env.str(
     "CELERY_BEAT_SCHEDULE_FILENAME",

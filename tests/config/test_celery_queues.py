@@ -43,4 +43,4 @@ def test_a_worker_without_flags_consumes_every_queue_with_threads() -> None:
         "turns",
     ]
     assert app.conf.task_default_queue == "celery"
-    assert (app.conf.worker_pool, app.conf.worker_concurrency) == ("threads", 100)
+    assert (app.conf.worker_pool, app.conf.worker_concurrency) == ("threads", 200)

@@ -173,7 +173,7 @@ def test_sqlite_has_no_pool_and_the_worker_defaults_to_threads() -> None:
         "print(s.DATABASE_WORKER_POOL, s.CELERY_WORKER_POOL, s.CELERY_WORKER_CONCURRENCY)",
         {"DEBUG": "True", "DATABASE_URL": ""},
     )
-    assert result.stdout.split() == ["None", "threads", "100"]
+    assert result.stdout.split() == ["None", "threads", "200"]
 
 
 def test_a_prefork_worker_defaults_to_one_process_per_core() -> None:
