@@ -22,6 +22,14 @@ gunicorn (pg_stat_activity, by application_name, sampled every 50 ms). First, un
 ``--pool solo`` (one task at a time in one process). A warm-up round of 5 customers precedes
 each worker's measured rounds. Exits 1 when a customer got no answer or more than one.
 
+A round's completion time is one model latency ``L`` (no answer can come back before the model's
+first one) plus the round's customers at the rate the worker keeps up: ``completion ≈ L +
+customers / rate``. So the *sustained* turns/s, ``customers / (completion - L)``, is the worker's
+throughput at latency ``L``, and the latency is hidden when it is at least the solo process's
+turns/s at zero latency; the last lines say so for each latency. The round's own turns/s
+(``customers / completion``) cannot tell: with 100 customers, on a machine where the solo process
+answers them in 1.2 s, any worker at 1 s of latency needs that second plus the POSTs.
+
 ``--detail`` also prints, under each round, when the webhook POSTs ended and when the model
 requests and the answers reached the fakes (quantiles, seconds from the first POST), and the CPU
 each part of the machine spent in the round: the worker, gunicorn, PostgreSQL (the whole
@@ -341,18 +349,26 @@ class Round:
     def turns_per_second(self) -> float:
         return self.answered / self.seconds if self.seconds else 0.0
 
+    @property
+    def sustained_turns_per_second(self) -> float:
+        """The rate the worker keeps up once the model's first answer can have come back: the
+        round's turns over its completion time less one model latency (see the module)."""
+        busy = self.seconds - self.latency
+        return self.answered / busy if busy > 0 else 0.0
+
     def line(self) -> str:
         return (
             f"| {self.label} | {self.latency:g} | {self.answered}/{self.customers} | "
-            f"{self.seconds:.1f} | {self.turns_per_second:.1f} | {self.rss_peak_mb:.0f} | "
+            f"{self.seconds:.1f} | {self.turns_per_second:.1f} | "
+            f"{self.sustained_turns_per_second:.1f} | {self.rss_peak_mb:.0f} | "
             f"{self.cpu_ms_per_turn:.0f} | {self.worker_connections} | {self.web_connections} |"
         )
 
 
 HEADER = (
-    "| worker | model latency s | answered | completion s | turns/s | worker RSS peak MB "
-    "| worker CPU ms/turn | PG conns worker (peak) | PG conns web (peak) |\n"
-    "|---|---|---|---|---|---|---|---|---|"
+    "| worker | model latency s | answered | completion s | turns/s | sustained turns/s "
+    "| worker RSS peak MB | worker CPU ms/turn | PG conns worker (peak) | PG conns web (peak) |\n"
+    "|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -505,6 +521,15 @@ def main() -> None:
     load = os.getloadavg()
     print(f"\nload average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
           f"({os.cpu_count()} cores); logs in {logs}")  # fmt: skip
+    solo = next((r for r in rounds if r.label.startswith("solo")), None)
+    for each in rounds:
+        if solo is not None and each is not solo and each.latency > 0:
+            hidden = each.sustained_turns_per_second >= solo.turns_per_second
+            print(
+                f"latency {each.latency:g} s: sustained {each.sustained_turns_per_second:.1f}"
+                f" turns/s against the solo process's {solo.turns_per_second:.1f} at 0:"
+                f" {'hidden' if hidden else 'NOT hidden'}"
+            )
     bad = [r for r in rounds if r.answered != r.customers or r.duplicates]
     if bad:
         print("customers without exactly one answer in:", ", ".join(r.line() for r in bad))
