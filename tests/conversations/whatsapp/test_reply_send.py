@@ -6,12 +6,13 @@ import logging
 import uuid
 from typing import Any
 
+import httpx
 import pytest
 from django.utils import timezone
 from model_bakery import baker
 
 from conversations.models import Direction, Message, Session
-from conversations.whatsapp.client import GraphClient, SentMessage
+from conversations.whatsapp.client import GraphClient
 from conversations.whatsapp.tasks import reply_send
 from tests.conversations.whatsapp.conftest import CUSTOMER_PHONE
 from tests.fakes.graph_server import FakeGraphAPI
@@ -19,20 +20,13 @@ from tests.fakes.graph_server import FakeGraphAPI
 pytestmark = pytest.mark.django_db
 
 
-class CrashingSender(GraphClient):
-    """The real client, but a send fails with an error that is not the Graph API's."""
+def crashing_client(base_url: str) -> GraphClient:
+    """The real client, but its HTTP transport fails with an error that is not the Graph API's."""
 
-    def send_text(
-        self,
-        *,
-        phone_number_id: str,
-        access_token: str,
-        body: str,
-        to_phone: str = "",
-        to_user_id: str = "",
-        callback_data: str = "",
-    ) -> SentMessage:
+    def crash(request: httpx.Request) -> httpx.Response:
         raise RuntimeError("connection pool exhausted")
+
+    return GraphClient(base_url=base_url, http=httpx.Client(transport=httpx.MockTransport(crash)))
 
 
 @pytest.fixture
@@ -126,7 +120,7 @@ def test_an_unexpected_error_is_logged_and_the_reply_handed_to_the_task(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     message = reply(known_customer)
-    client = CrashingSender(base_url=fake_graph.base_url)
+    client = crashing_client(fake_graph.base_url)
 
     with caplog.at_level(logging.ERROR, logger="conversations.whatsapp.tasks"):
         reply_send(message.pk, client=client, send_later=handed_to_task.append)
