@@ -3,16 +3,14 @@
 
     PYTHONPATH=. .venv/bin/python bench/model_client_threads.py [--threads 100,200] [--rounds 3]
 
-A fake model (aiohttp, on an event loop thread of this process) answers every request after 1 s,
-as a threads worker's turns wait on the model. Each of ``--threads`` threads makes one request a
-round, all starting together; the first round opens the connections and is left out. Prints, per
-mode and thread count, the process's CPU per request (user + system, the fake's share included,
-the same in both modes) over the other rounds.
+bench/latency.py's fake model (aiohttp, on an event loop thread of this process) answers every
+request after 1 s, as a threads worker's turns wait on the model. Each of ``--threads`` threads
+makes one request a round, all starting together; the first round opens the connections and is
+left out. Prints, per mode and thread count, the process's CPU per request (user + system, the
+fake's share included, the same in both modes) over the other rounds.
 """
 
 import argparse
-import asyncio
-import socket
 import sys
 import threading
 import time
@@ -22,33 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import openai  # noqa: E402
-from aiohttp import web  # noqa: E402
 
 from agents.llm import ChatMessage, OpenAIClient  # noqa: E402
-from tests.fakes.openai_server import responses_object  # noqa: E402
+from bench.latency import fakes_running  # noqa: E402
 
 LATENCY = 1.0
 MESSAGES = [ChatMessage("user", "Oi, bom dia! " * 100)]
-
-
-async def _answer(request: web.Request) -> web.Response:
-    await request.read()
-    await asyncio.sleep(LATENCY)
-    return web.json_response(responses_object('{"s":1}Olá!', model="bench"))
-
-
-def fake_model() -> str:
-    """The fake's base URL; it serves until the process ends."""
-    loop = asyncio.new_event_loop()
-    app = web.Application()
-    app.router.add_post("/v1/responses", _answer)
-    runner = web.AppRunner(app, access_log=None)
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    loop.run_until_complete(runner.setup())
-    loop.run_until_complete(web.SockSite(runner, listener, backlog=1024).start())
-    threading.Thread(target=loop.run_forever, daemon=True).start()
-    return f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
 
 
 def cpu_ms_per_request(base_url: str, *, shared: bool, threads: int, rounds: int) -> float:
@@ -89,15 +66,18 @@ def main() -> None:
     parser.add_argument("--threads", default="100,200")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    base_url = fake_model()
     print("| threads | one shared client, CPU ms/request | a client per thread, CPU ms/request |")
     print("|---|---|---|")
-    for threads in (int(n) for n in args.threads.split(",")):
-        shared, own = (
-            cpu_ms_per_request(base_url, shared=mode, threads=threads, rounds=args.rounds)
-            for mode in (True, False)
-        )
-        print(f"| {threads} | {shared:.2f} | {own:.2f} |")
+    with fakes_running() as fakes:  # bench/latency.py's fake model, on this process's loop
+        fakes.latency = LATENCY
+        for threads in (int(n) for n in args.threads.split(",")):
+            shared, own = (
+                cpu_ms_per_request(
+                    fakes.model_url, shared=mode, threads=threads, rounds=args.rounds
+                )
+                for mode in (True, False)
+            )
+            print(f"| {threads} | {shared:.2f} | {own:.2f} |")
 
 
 if __name__ == "__main__":
