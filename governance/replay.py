@@ -719,6 +719,16 @@ def _result_write(
         ReplayRun.objects.filter(pk=run.pk).update(**totals.as_fields())
 
 
+def replay_runs_sweep(*, now: datetime, dispatch: Dispatch, max_running: int) -> list[int]:
+    """The periodic look at every run: end FAILED the abandoned runs and those no worker
+    started, then publish the runs waiting for a free slot that no ending run published (its
+    worker died, or it was the command's); returns the ids of the runs it failed."""
+    failed = abandoned_replay_runs_fail(now=now, older_than=REPLAY_ABANDONED_AFTER)
+    failed += stuck_replay_runs_fail(now=now, older_than=REPLAY_START_TIMEOUT)
+    replay_queue_advance(dispatch=dispatch, max_running=max_running, now=now)
+    return failed
+
+
 def abandoned_replay_runs_fail(*, now: datetime, older_than: timedelta) -> list[int]:
     """End FAILED the runs still RUNNING that started more than `older_than` ago, with a detail
     saying so, and give their slots back; returns their ids. `older_than` is longer than the

@@ -1,9 +1,9 @@
 """The replay's Celery tasks, thin: ``governance.replay_run(run_id)`` runs
 `governance.replay.replay_run_execute`, on its own queue (``replays``); and
 ``governance.fail_abandoned_replays`` (beat, every minute) ends FAILED the runs whose worker died
-mid-run (`abandoned_replay_runs_fail`), which would otherwise show "running" forever, and the
-queued runs no worker started (`stuck_replay_runs_fail`), and publishes the queued runs waiting
-for a free run slot that no ending run published (`replay_queue_advance`).
+mid-run, which would otherwise show "running" forever, and the queued runs no worker started,
+and publishes the queued runs waiting for a free run slot that no ending run published
+(`governance.replay.replay_runs_sweep`).
 
 A replay makes up to `REPLAY_MAX_CALLS` model calls: longer than a turn, so the task has its own
 time limits (`governance.replay.REPLAY_TIME_LIMIT`), below the broker's visibility timeout. At
@@ -20,14 +20,10 @@ from django.utils import timezone
 
 from governance.models import ReplayRun
 from governance.replay import (
-    REPLAY_ABANDONED_AFTER,
     REPLAY_SOFT_TIME_LIMIT,
-    REPLAY_START_TIMEOUT,
     REPLAY_TIME_LIMIT,
-    abandoned_replay_runs_fail,
-    replay_queue_advance,
     replay_run_execute,
-    stuck_replay_runs_fail,
+    replay_runs_sweep,
 )
 
 
@@ -47,11 +43,10 @@ def replay_run(run_id: int) -> str:
 def fail_abandoned_replays() -> int:
     """End FAILED the replay runs left RUNNING by a worker that died and the queued ones no
     worker started, then publish the runs waiting for a free slot; returns how many failed."""
-    now = timezone.now()
-    failed = abandoned_replay_runs_fail(now=now, older_than=REPLAY_ABANDONED_AFTER)
-    failed += stuck_replay_runs_fail(now=now, older_than=REPLAY_START_TIMEOUT)
-    replay_queue_advance(
-        dispatch=replay_run_dispatch, max_running=max(1, settings.REPLAY_MAX_RUNNING), now=now
+    failed = replay_runs_sweep(
+        now=timezone.now(),
+        dispatch=replay_run_dispatch,
+        max_running=max(1, settings.REPLAY_MAX_RUNNING),
     )
     return len(failed)
 
