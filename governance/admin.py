@@ -1,7 +1,8 @@
 """The replay in the admin (issue 15 §1): start a replay of a draft, follow it, cancel it, read it.
 
 - ``replayrun/start/?override=<id>``: the filters, how many recorded calls they select, and the
-  button that starts the run (``add_replayrun``); the override's change page links here.
+  button that starts the run (``add_replayrun``; the form's one-time token makes a second submit
+  land on the run the first started); the override's change page links here.
 - ``replayrun/<id>/change/``: the run read-only — status, progress (replay_progress.js polls
   ``<id>/progress/`` every 2 s while it runs), totals, a Cancel button (POST,
   ``change_replayrun``), and one row per replayed call: recorded against replayed code, state,

@@ -381,8 +381,8 @@ def replay_run_execute(
     end the run FAILED with the results so far. `dispatch` publishes a queued run's task: at
     the end of this run, the next waiting ones are published with it (None: nobody is; the
     sweep will)."""
-    deps = deps or ReplayDeps.from_settings()
     try:
+        deps = deps or ReplayDeps.from_settings()
         run = ReplayRun.objects.get(pk=run_id)
         if run.status != ReplayStatus.QUEUED:
             return run
