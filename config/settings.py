@@ -245,12 +245,13 @@ WEBHOOK_BODY_RETENTION_DAYS = env.int("WEBHOOK_BODY_RETENTION_DAYS", default=30)
 # Where beat keeps the last run of each periodic task: a state file, never in the checkout.
 # Queues: a reply's send never waits behind other customers' turns, nor a turn behind a sweep.
 # Routed by task name (the names are the tasks' public API: never renamed); anything not listed
-# (alerts, CRM, replays) goes to the default queue "celery". A worker started without -Q consumes
-# every queue listed here; production runs one worker per queue group (README, Production).
+# (alerts, CRM) goes to the default queue "celery"; prompt replays have their own. A worker
+# started without -Q consumes every queue listed here; production runs one worker per queue
+# group (README, Production).
 CELERY_TASK_DEFAULT_QUEUE = "celery"
 CELERY_TASK_QUEUES = [
     Queue(name, Exchange(name, type="direct"), routing_key=name)
-    for name in ("turns", "sends", "summaries", "sweeps", CELERY_TASK_DEFAULT_QUEUE)
+    for name in ("turns", "sends", "summaries", "sweeps", "replays", CELERY_TASK_DEFAULT_QUEUE)
 ]
 CELERY_TASK_ROUTES = {
     "conversations.process_session": {"queue": "turns"},
@@ -262,6 +263,7 @@ CELERY_TASK_ROUTES = {
     "conversations.requeue_received_deliveries": {"queue": "sweeps"},
     "conversations.apply_retention": {"queue": "sweeps"},
     "governance.fail_abandoned_replays": {"queue": "sweeps"},
+    "governance.replay_run": {"queue": "replays"},
 }
 # The worker's pool when `celery worker` is given no --pool / --concurrency: threads, because a
 # turn spends its life waiting on the model (and sends on the Graph API), so one process overlaps
@@ -295,10 +297,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "task": "conversations.requeue_received_deliveries",
         "schedule": 60.0,
     },
-    # A prompt replay whose worker died mid-run: end it FAILED, its results kept.
+    # A prompt replay whose worker died mid-run, or that no worker started: end it FAILED (its
+    # results kept); a queued one waiting for a free slot that no ending run published: start it.
     "fail-abandoned-replays": {
         "task": "governance.fail_abandoned_replays",
-        "schedule": 300.0,
+        "schedule": 60.0,
     },
     # LGPD: anonymise conversations closed beyond RETENTION_DAYS; empty old webhook bodies.
     "apply-retention": {
@@ -335,8 +338,10 @@ SUPPORT_SLA_MINUTES = env.int("SUPPORT_SLA_MINUTES", default=15)
 # A replay stops (status "stopped by a cap", results kept) at this many calls or this spend.
 REPLAY_MAX_CALLS = env.int("REPLAY_MAX_CALLS", default=200)
 REPLAY_MAX_COST_USD = env.float("REPLAY_MAX_COST_USD", default=2.0)
-# Model calls one replay makes at a time.
+# Model calls in flight for all replays together, and replays running at once, across the
+# installation (governance/slots.py); a further run waits queued until one ends.
 REPLAY_CONCURRENCY = env.int("REPLAY_CONCURRENCY", default=4)
+REPLAY_MAX_RUNNING = env.int("REPLAY_MAX_RUNNING", default=2)
 # Activating an override asks for a confirmation with a reason when its latest replay changed
 # more than this share (%) of handoffs, of codes, or had more contract errors; or has no replay.
 ACTIVATION_GATE_MAX_HANDOFF_CHANGE_PCT = env.float(

@@ -90,18 +90,24 @@ def circuit_policy_from_settings() -> CircuitPolicy:
 def task_llm_client() -> LLMClient:
     """The model client of one task: this process's OpenAI client behind the shared circuit
     breaker (whose state is in the database, so a fresh wrapper per task is free)."""
+    return CircuitBreakerClient(
+        process_llm_client(), store=DatabaseCircuitStore(), policy=circuit_policy_from_settings()
+    )
+
+
+def process_llm_client() -> LLMClient:
+    """This process's OpenAI client, giving the thread's pooled connection back before each
+    request, without the circuit breaker: what a caller uses whose failures must not open the
+    circuit customers' turns depend on (a prompt replay)."""
     # Under a lock: a threads worker's first burst would otherwise build one client per thread
     # (`lru_cache` does not hold back concurrent misses), each with its TLS context.
     with _client_lock:
-        client = _releasing_client(
+        return _releasing_client(
             settings.OPENAI_API_KEY,
             settings.OPENAI_BASE_URL,
             settings.LLM_TIMEOUT_SECONDS,
             settings.LLM_RETRY_MAX,
         )
-    return CircuitBreakerClient(
-        client, store=DatabaseCircuitStore(), policy=circuit_policy_from_settings()
-    )
 
 
 _client_lock = threading.Lock()

@@ -1,7 +1,8 @@
 """The replay in the admin (issue 15 §1): start a replay of a draft, follow it, cancel it, read it.
 
 - ``replayrun/start/?override=<id>``: the filters, how many recorded calls they select, and the
-  button that starts the run (``add_replayrun``); the override's change page links here.
+  button that starts the run (``add_replayrun``; the form's one-time token makes a second submit
+  land on the run the first started); the override's change page links here.
 - ``replayrun/<id>/change/``: the run read-only — status, progress (replay_progress.js polls
   ``<id>/progress/`` every 2 s while it runs), totals, a Cancel button (POST,
   ``change_replayrun``), and one row per replayed call: recorded against replayed code, state,
@@ -15,6 +16,7 @@ the run's transaction commits.
 
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID, uuid4
 
 from django.conf import settings
 from django.contrib import admin, messages
@@ -35,9 +37,10 @@ from governance.forms import ReplayStartForm
 from governance.models import FINISHED_STATUSES, ReplayResult, ReplayRun
 from governance.replay import (
     ReplayFilters,
+    ReplayRefused,
     replay_calls_count,
     replay_run_cancel,
-    replay_run_start,
+    replay_run_submit,
 )
 from governance.tasks import replay_run_enqueue
 from prompts_admin.models import PromptOverride
@@ -232,13 +235,11 @@ class ReplayRunAdmin(admin.ModelAdmin[ReplayRun]):
         matching: int | None = None
         if form.is_bound and form.is_valid():
             if request.method == "POST":
-                run = replay_run_start(override=override, filters=form.filters(), user=request.user)
-                replay_run_enqueue(run)
-                self.message_user(request, gettext("Replay started."))
-                return HttpResponseRedirect(
-                    reverse("admin:governance_replayrun_change", args=[run.pk])
-                )
-            matching = replay_calls_count(agent=override.agent, filters=form.filters())
+                started = self._start(request, override=override, form=form)
+                if started is not None:
+                    return started
+            else:
+                matching = replay_calls_count(agent=override.agent, filters=form.filters())
         elif not form.is_bound:
             matching = replay_calls_count(agent=override.agent, filters=ReplayFilters())
         opts = self.model._meta
@@ -253,9 +254,41 @@ class ReplayRunAdmin(admin.ModelAdmin[ReplayRun]):
             "matching": matching,
             "max_calls": settings.REPLAY_MAX_CALLS,
             "max_cost": settings.REPLAY_MAX_COST_USD,
+            "max_running": settings.REPLAY_MAX_RUNNING,
+            "form_token": str(uuid4()),
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, self.start_template, context)
+
+    def _start(
+        self, request: HttpRequest, *, override: PromptOverride, form: ReplayStartForm
+    ) -> HttpResponse | None:
+        """The start button: one run per form (its one-time token), redirected to; None with
+        an error message when it may not start (the page is shown again)."""
+        try:
+            token = UUID(request.POST.get("form_token", ""))
+        except ValueError:
+            self.message_user(
+                request,
+                gettext("This form has expired. Reload the page and try again."),
+                messages.ERROR,
+            )
+            return None
+        try:
+            run, created = replay_run_submit(
+                override=override, filters=form.filters(), user=request.user, form_token=token
+            )
+        except ReplayRefused as refusal:
+            self.message_user(request, str(refusal), messages.ERROR)
+            return None
+        if created:
+            replay_run_enqueue(run)
+            self.message_user(request, gettext("Replay started."))
+        else:
+            self.message_user(
+                request, gettext("This replay was started already."), messages.WARNING
+            )
+        return HttpResponseRedirect(reverse("admin:governance_replayrun_change", args=[run.pk]))
 
 
 def _int_or_404(value: str | None) -> int:

@@ -62,6 +62,11 @@ class ReplayRun(models.Model):
     cancel_requested = models.BooleanField(_("cancel requested"), default=False)
     detail = models.CharField(_("detail"), max_length=255, blank=True)
     task_id = models.CharField(_("task id"), max_length=64, blank=True)
+    # The start form's one-time token: a second submit of the same form finds this run.
+    form_token = models.UUIDField(_("form token"), null=True, blank=True, unique=True)
+    # When the run's task was last published and no worker has looked at it yet; None while the
+    # run waits for a free run slot (`governance.replay.replay_queue_advance` publishes it then).
+    dispatched_at = models.DateTimeField(_("dispatched at"), null=True, blank=True)
     # Totals, updated as results arrive (the admin shows the progress from them).
     calls_selected = models.PositiveIntegerField(_("calls selected"), default=0)
     calls_done = models.PositiveIntegerField(_("calls replayed"), default=0)
@@ -163,3 +168,31 @@ class ReplayResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}: {self.recorded_code} → {self.replayed_code}"
+
+
+class ReplaySlotPool(models.TextChoices):
+    # REPLAY_MAX_RUNNING runs at once, REPLAY_CONCURRENCY model calls in flight at once.
+    RUN = "run", _("run")
+    CALL = "call", _("model call")
+
+
+class ReplaySlot(models.Model):
+    """One of the installation's replay slots, held by a run until it gives it back or the
+    lease expires (its holder died). The unique (pool, number) pair is the whole lock: taking
+    slot N is inserting its row, which one process at most can do, on PostgreSQL and SQLite
+    alike (`governance.slots`)."""
+
+    pool = models.CharField(_("pool"), max_length=8, choices=ReplaySlotPool.choices)
+    number = models.PositiveSmallIntegerField(_("number"))
+    run = models.ForeignKey(
+        ReplayRun, on_delete=models.CASCADE, related_name="+", verbose_name=_("replay run")
+    )
+    expires_at = models.DateTimeField(_("expires at"))
+
+    class Meta:
+        verbose_name = _("replay slot")
+        verbose_name_plural = _("replay slots")
+        constraints = [models.UniqueConstraint(fields=["pool", "number"], name="replay_slot_once")]
+
+    def __str__(self) -> str:
+        return f"{self.pool} {self.number}: {self.run_id}"

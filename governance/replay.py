@@ -12,34 +12,52 @@ time), the configured model is called, and the answer is read by the turn's own 
 in-memory session. The recorded answer is read the same way. Nothing is sent, no session
 changes, no `LLMCall` is written: the replay's calls are counted on its results only.
 
-The model calls run in a bounded thread pool (`REPLAY_CONCURRENCY`); every database read and
-write stays in the calling thread, between calls, so no transaction is open across a model call
-and the workers never open a connection. Each result is written, with the run's totals, as it
-arrives. Before each call the run checks whether it was cancelled and whether a cap is reached:
+Runs share the installation (`governance.slots`, rows of the database, so the count holds
+across processes and in the embedded SQLite default): at most `REPLAY_MAX_RUNNING` runs at once
+(a run slot); a run that finds none stays queued, holding no worker thread and no connection,
+and the run that ends next (or the sweep, every minute) publishes it again
+(`replay_queue_advance`). At most `REPLAY_CONCURRENCY` model calls are in flight for all replays
+together (a call slot per recorded call replayed, taken before its request and given back when
+its answer is read). A run that can no longer start ends FAILED with its reason: its start
+raised (`replay_run_execute`), or no worker looked at its task within `REPLAY_START_TIMEOUT`
+(`stuck_replay_runs_fail`).
+
+The model calls run in a small thread pool; every database read and write stays in the run's
+thread, between calls, so no transaction is open across a model call and the pool's threads
+never open a connection. While the run's thread waits on the model (or for a call slot) it gives
+its pooled connection back (`conversations.db_connections`, as a turn does), so a replay holds
+no connection across a wait. Each result is written, with the run's totals, as it arrives.
+Before each call the run checks whether it was cancelled and whether a cap is reached:
 `REPLAY_MAX_CALLS` (only that many of the selected calls are replayed) and
 `REPLAY_MAX_COST_USD` (no new call once the cost reaches it; calls already in flight finish, so
 the cost may pass it by at most `REPLAY_CONCURRENCY - 1` calls). A capped run keeps its results.
-A provider error on one call is that call's result (`error`, counted in `provider_errors`);
-anything unexpected ends the run FAILED with a detail, and is logged.
+Costs are the list prices of `conversations.model_prices`: a run whose model has none is refused
+(`ReplayRefused` at the start, FAILED when it would run), never counted as free; an answer that
+names a model the table does not list (a dated snapshot, ``gpt-4o-mini-2024-07-18``) is priced
+as the model the replay asked for. A provider error on one call is that call's result (`error`,
+counted in `provider_errors`); anything unexpected ends the run FAILED with a detail, and is
+logged.
 """
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from time import sleep
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext
 
 from agents.context import CatalogSnapshot, SessionContext
 from agents.invoker import PreparedCall
-from agents.llm import LLMCallResult, LLMClient, LLMError, OpenAIClient
+from agents.llm import LLMCallResult, LLMClient, LLMError
 from agents.sources import (
     KBSource,
     OverrideTemplate,
@@ -49,11 +67,19 @@ from agents.sources import (
 )
 from agents.states import AGENT_FOR_STATE, AgentName
 from conversations.agent_sources import OK_OUTCOME, build_agent_invoker
+from conversations.db_connections import pooled_connections_release
 from conversations.model_prices import call_cost_usd
 from conversations.models import LLMCall, LLMCallPurpose
+from conversations.provider_circuit import process_llm_client
 from conversations.turns.deps import PipelineConfig
 from conversations.turns.think import agent_answer_read
-from governance.models import ContractOutcome, ReplayResult, ReplayRun, ReplayStatus
+from governance.models import (
+    ContractOutcome,
+    ReplayResult,
+    ReplayRun,
+    ReplaySlotPool,
+    ReplayStatus,
+)
 from governance.recorded import (
     AnswerOutcome,
     MemoryRecorder,
@@ -66,6 +92,7 @@ from governance.recorded import (
     snapshot_context,
     snapshot_package_versions,
 )
+from governance.slots import slot_acquire, slot_release, slots_release, slots_taken
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.models import PromptOverride, prompt_content_hash
 from prompts_admin.selectors import DatabasePromptSource
@@ -75,6 +102,26 @@ logger = logging.getLogger(__name__)
 # The version the replay's requests carry (never recorded: the replay writes no LLMCall).
 REPLAY_PROMPT_VERSION = "replay"
 _DETAIL_CHARS = ReplayRun._meta.get_field("detail").max_length or 255
+
+# A run makes up to REPLAY_MAX_CALLS model calls: longer than a turn, so its task has its own
+# time limits, below the broker's visibility timeout (a longer task would be delivered twice).
+_VISIBILITY = int(settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", 600))
+REPLAY_TIME_LIMIT = max(_VISIBILITY - 60, settings.CELERY_TASK_TIME_LIMIT)
+REPLAY_SOFT_TIME_LIMIT = REPLAY_TIME_LIMIT - 30
+# Past the hard limit, with a margin for the worker's clock and start: no task runs the run now.
+# Also the lease of a run's slot.
+REPLAY_ABANDONED_AFTER = timedelta(seconds=REPLAY_TIME_LIMIT + 60)
+# A queued run whose task no worker has looked at for this long can no longer be trusted to start
+# (no worker consumes the replays queue, or the message was lost): it ends FAILED, saying so.
+REPLAY_START_TIMEOUT = timedelta(minutes=15)
+# How often a run waiting for a call slot looks again.
+SLOT_POLL_SECONDS = 0.5
+
+Dispatch = Callable[[int], None]
+
+
+class ReplayRefused(Exception):
+    """A run that must not start; the message says why (pt-BR through gettext)."""
 
 
 # --- Selection ----------------------------------------------------------------------------------
@@ -163,33 +210,80 @@ def replay_model(agent: str) -> str:
 
 
 def replay_run_start(
-    *, override: PromptOverride, filters: ReplayFilters, user: Any | None
+    *,
+    override: PromptOverride,
+    filters: ReplayFilters,
+    user: Any | None,
+    form_token: UUID | None = None,
 ) -> ReplayRun:
     """A queued run of `override`'s text (as it is now) over the calls `filters` select.
 
     An active override may be replayed too (its text against what the calls recorded, e.g.
     after the built-in prompt served them); the run's detail says it was active.
+    Refused (`ReplayRefused`) when the model has no listed price: the cost cap could not count
+    its calls. `form_token` is the start form's one-time token (`replay_run_submit`).
     """
+    model = replay_model(override.agent)
+    refusal = unpriced_model_refusal(model)
+    if refusal:
+        raise ReplayRefused(refusal)
     created = timezone.now()
     return ReplayRun.objects.create(
         override=override,
         agent=override.agent,
         content=override.content,
         content_hash=prompt_content_hash(override.content),
-        model=replay_model(override.agent),
+        model=model,
         filters=filters.as_json(),
         calls_selected=replay_calls_count(agent=override.agent, filters=filters, until=created),
         created_by=user if user is not None and user.is_authenticated else None,
         created_at=created,
+        form_token=form_token,
         detail=gettext("The override was active when replayed.") if override.is_active else "",
     )
 
 
+def replay_run_submit(
+    *, override: PromptOverride, filters: ReplayFilters, user: Any | None, form_token: UUID
+) -> tuple[ReplayRun, bool]:
+    """The start form's submit: a new run and True; or, for a token seen before (a double
+    click, a resubmitted page), the run it started and False."""
+    existing = ReplayRun.objects.filter(form_token=form_token).first()
+    if existing is not None:
+        return existing, False
+    try:
+        with transaction.atomic():
+            run = replay_run_start(
+                override=override, filters=filters, user=user, form_token=form_token
+            )
+    except IntegrityError:
+        # The same token submitted twice at once: the other request's run stands.
+        return ReplayRun.objects.get(form_token=form_token), False
+    return run, True
+
+
+def unpriced_model_refusal(model: str) -> str:
+    """Why a replay of `model` must not run ("" when it may): a model with no listed price
+    would count as free against REPLAY_MAX_COST_USD."""
+    if call_cost_usd(model, tokens_input=0, tokens_output=0) is not None:
+        return ""
+    return gettext(
+        "No price for the model %(model)s (conversations/model_prices.py): the replay could "
+        "not keep to REPLAY_MAX_COST_USD."
+    ) % {"model": model or "—"}
+
+
 def replay_run_cancel(*, run: ReplayRun) -> bool:
-    """Ask a run to stop (it does before its next call); False when it is finished already."""
-    updated = ReplayRun.objects.filter(
-        pk=run.pk, status__in=(ReplayStatus.QUEUED, ReplayStatus.RUNNING)
-    ).update(cancel_requested=True)
+    """Stop a run: a queued one ends CANCELLED at once, a running one stops before its next
+    call; False when it is finished already."""
+    now = timezone.now()
+    if ReplayRun.objects.filter(pk=run.pk, status=ReplayStatus.QUEUED).update(
+        status=ReplayStatus.CANCELLED, cancel_requested=True, finished_at=now
+    ):
+        return True
+    updated = ReplayRun.objects.filter(pk=run.pk, status=ReplayStatus.RUNNING).update(
+        cancel_requested=True
+    )
     return updated == 1
 
 
@@ -198,7 +292,11 @@ def replay_run_cancel(*, run: ReplayRun) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ReplayDeps:
-    """What a run calls and reads: the model client, the prompt and KB sources, the limits."""
+    """What a run calls and reads: the model client, the prompt and KB sources, the limits.
+
+    `concurrency` is the installation's figure (REPLAY_CONCURRENCY call slots shared by every
+    run); `max_running`, REPLAY_MAX_RUNNING run slots. `call_lease` outlasts one recorded call's
+    requests (the draft's and a format repair, each with its retries)."""
 
     llm: LLMClient
     prompts: PromptSource
@@ -207,19 +305,26 @@ class ReplayDeps:
     max_calls: int
     max_cost_usd: Decimal
     concurrency: int
+    max_running: int
+    run_lease: timedelta = REPLAY_ABANDONED_AFTER
+    call_lease: timedelta = timedelta(minutes=5)
+    slot_poll_seconds: float = SLOT_POLL_SECONDS
 
     @classmethod
     def from_settings(cls, *, llm: LLMClient | None = None) -> "ReplayDeps":
-        # The plain client, not the production circuit breaker: a replay's failures must not
-        # open the circuit customers' turns depend on.
+        # The process's client without the production circuit breaker: a replay's failures must
+        # not open the circuit customers' turns depend on.
+        request_seconds = settings.LLM_TIMEOUT_SECONDS * (settings.LLM_RETRY_MAX + 1)
         return cls(
-            llm=llm if llm is not None else OpenAIClient.from_settings(),
+            llm=llm if llm is not None else process_llm_client(),
             prompts=TaskScopedPromptSource(DatabasePromptSource()),
             kb=TaskScopedKBSource(DatabaseKBSource()),
             config=PipelineConfig.from_settings(),
             max_calls=settings.REPLAY_MAX_CALLS,
             max_cost_usd=Decimal(str(settings.REPLAY_MAX_COST_USD)),
             concurrency=max(1, settings.REPLAY_CONCURRENCY),
+            max_running=max(1, settings.REPLAY_MAX_RUNNING),
+            call_lease=timedelta(seconds=2 * request_seconds + 60),
         )
 
 
@@ -268,29 +373,109 @@ def replay_run_execute(
     run_id: int,
     deps: ReplayDeps | None = None,
     deadline_errors: tuple[type[BaseException], ...] = (),
+    dispatch: Dispatch | None = None,
 ) -> ReplayRun:
-    """Run a queued run to its end (see the module docstring); a run that is not queued is
+    """Run a queued run to its end (see the module docstring) when a run slot is free; without
+    one the run stays queued, waiting for `replay_queue_advance`. A run that is not queued is
     left as is, so the task is safe to retry. `deadline_errors` (the task's soft time limit)
-    end the run FAILED with the results so far."""
-    run = ReplayRun.objects.get(pk=run_id)
-    if run.status != ReplayStatus.QUEUED:
-        return run
-    if run.cancel_requested:
-        return _finish(run, ReplayStatus.CANCELLED, _Totals(), "")
-    run.status, run.started_at = ReplayStatus.RUNNING, timezone.now()
-    run.save(update_fields=["status", "started_at"])
+    end the run FAILED with the results so far. `dispatch` publishes a queued run's task: at
+    the end of this run, the next waiting ones are published with it (None: nobody is; the
+    sweep will)."""
+    try:
+        deps = deps or ReplayDeps.from_settings()
+        run = ReplayRun.objects.get(pk=run_id)
+        if run.status != ReplayStatus.QUEUED:
+            return run
+        if run.cancel_requested:
+            return _finish(run, ReplayStatus.CANCELLED, _Totals(), "", deps=deps, dispatch=None)
+        refusal = unpriced_model_refusal(run.model)
+        if refusal:
+            return _finish(run, ReplayStatus.FAILED, _Totals(), refusal, deps=deps, dispatch=None)
+        if not _claim(run, deps):
+            run.refresh_from_db()
+            return run
+    except Exception as exc:
+        # Before the run started (the database refused a connection, a bug): say so on the run
+        # rather than leave it queued for ever.
+        logger.exception("replay_run_start_failed", extra={"run_id": run_id})
+        detail = gettext("The replay could not start: %(error)s") % {"error": type(exc).__name__}
+        if not _fail_queued(run_id, detail):
+            raise
+        return ReplayRun.objects.get(pk=run_id)
     totals = _Totals()
     try:
-        status, detail = _execute(run, deps or ReplayDeps.from_settings(), totals)
+        status, detail = _execute(run, deps, totals)
     except deadline_errors:
         logger.warning("replay_run_deadline", extra={"run_id": run.pk})
         detail = gettext("Stopped at the task's time limit; the results so far are kept.")
-        return _finish(run, ReplayStatus.FAILED, totals, detail)
+        return _finish(run, ReplayStatus.FAILED, totals, detail, deps=deps, dispatch=dispatch)
     except Exception as exc:
         logger.exception("replay_run_failed", extra={"run_id": run.pk})
         detail = gettext("Unexpected error: %(error)s") % {"error": type(exc).__name__}
-        return _finish(run, ReplayStatus.FAILED, totals, detail)
-    return _finish(run, status, totals, detail)
+        return _finish(run, ReplayStatus.FAILED, totals, detail, deps=deps, dispatch=dispatch)
+    return _finish(run, status, totals, detail, deps=deps, dispatch=dispatch)
+
+
+def _claim(run: ReplayRun, deps: ReplayDeps) -> bool:
+    """Take a run slot and mark the run RUNNING; False when none is free (the run waits, not
+    dispatched) or another delivery of its task got there first."""
+    now = timezone.now()
+    slot = _run_slot(run, deps, now)
+    if slot is None:
+        ReplayRun.objects.filter(pk=run.pk, status=ReplayStatus.QUEUED).update(dispatched_at=None)
+        # A run that ended between the first try and the line above skipped this one (it was
+        # still marked dispatched): look once more, or it would wait for the sweep.
+        slot = _run_slot(run, deps, now)
+        if slot is None:
+            logger.info("replay_run_waits", extra={"run_id": run.pk})
+            return False
+    run.status, run.started_at, run.dispatched_at = ReplayStatus.RUNNING, now, None
+    if not ReplayRun.objects.filter(pk=run.pk, status=ReplayStatus.QUEUED).update(
+        status=run.status, started_at=now, dispatched_at=None
+    ):
+        slot_release(pool=ReplaySlotPool.RUN, number=slot, run_id=run.pk)
+        return False
+    return True
+
+
+def _run_slot(run: ReplayRun, deps: ReplayDeps, now: datetime) -> int | None:
+    return slot_acquire(
+        pool=ReplaySlotPool.RUN,
+        cap=deps.max_running,
+        run_id=run.pk,
+        now=now,
+        lease=deps.run_lease,
+    )
+
+
+def _fail_queued(run_id: int, detail: str) -> bool:
+    """End a run that is still queued FAILED with `detail`; False when that failed too."""
+    try:
+        ReplayRun.objects.filter(pk=run_id, status=ReplayStatus.QUEUED).update(
+            status=ReplayStatus.FAILED, detail=detail[:_DETAIL_CHARS], finished_at=timezone.now()
+        )
+    except Exception:
+        logger.exception("replay_run_start_failed", extra={"run_id": run_id})
+        return False
+    return True
+
+
+def replay_queue_advance(*, dispatch: Dispatch, max_running: int, now: datetime) -> list[int]:
+    """Publish the oldest queued runs that wait for a run slot, as many as are free; returns
+    their ids. Each is marked dispatched first, conditionally, so two callers at once never
+    publish the same run."""
+    free = max_running - slots_taken(pool=ReplaySlotPool.RUN, now=now)
+    if free <= 0:
+        return []
+    waiting = ReplayRun.objects.filter(status=ReplayStatus.QUEUED, dispatched_at__isnull=True)
+    published = []
+    for run_id in waiting.order_by("created_at", "id").values_list("pk", flat=True)[:free]:
+        if ReplayRun.objects.filter(
+            pk=run_id, status=ReplayStatus.QUEUED, dispatched_at__isnull=True
+        ).update(dispatched_at=now):
+            dispatch(run_id)
+            published.append(run_id)
+    return published
 
 
 def _execute(run: ReplayRun, deps: ReplayDeps, totals: _Totals) -> tuple[ReplayStatus, str]:
@@ -304,29 +489,58 @@ def _execute(run: ReplayRun, deps: ReplayDeps, totals: _Totals) -> tuple[ReplayS
     calls: Iterator[LLMCall] = reversed(newest)
     catalog = deps.kb.catalog()
     stop: tuple[ReplayStatus, str] | None = None
-    pending: dict[Future[ReplayAnswer], ReplayCase] = {}
+    pending: dict[Future[ReplayAnswer], tuple[ReplayCase, int]] = {}
+    # The next call to replay, built, while it waits for a call slot.
+    ready: ReplayCase | None = None
+    exhausted = False
     with ThreadPoolExecutor(max_workers=deps.concurrency, thread_name_prefix="replay") as pool:
         while True:
+            waits_for_slot = False
             while stop is None and len(pending) < deps.concurrency:
-                call = next(calls, None)
-                if call is None:
-                    break
-                stop = _stop_reason(run, deps, totals)
-                if stop is not None:
-                    break
-                case = _case(call, draft=draft, catalog=catalog, deps=deps)
-                if isinstance(case, str):
-                    _result_write(run, totals, call=call, case=None, answer=None, error=case)
-                    continue
-                pending[pool.submit(_replay_answer, case, catalog=catalog, deps=deps)] = case
-            if not pending:
-                break
-            done, _running = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                case = pending.pop(future)
-                _result_write(
-                    run, totals, call=case.call, case=case, answer=future.result(), error=""
+                if ready is None:
+                    call = next(calls, None)
+                    if call is None:
+                        exhausted = True
+                        break
+                    stop = _stop_reason(run, deps, totals)
+                    if stop is not None:
+                        break
+                    case = _case(call, draft=draft, catalog=catalog, deps=deps)
+                    if isinstance(case, str):
+                        _result_write(run, totals, call=call, case=None, answer=None, error=case)
+                        continue
+                    ready = case
+                else:
+                    # It waited for a call slot: the run may have been cancelled meanwhile.
+                    stop = _stop_reason(run, deps, totals)
+                    if stop is not None:
+                        break
+                slot = slot_acquire(
+                    pool=ReplaySlotPool.CALL,
+                    cap=deps.concurrency,
+                    run_id=run.pk,
+                    now=timezone.now(),
+                    lease=deps.call_lease,
                 )
+                if slot is None:
+                    waits_for_slot = True
+                    break
+                future = pool.submit(_replay_answer, ready, catalog=catalog, deps=deps)
+                pending[future], ready = (ready, slot), None
+            if not pending and (stop is not None or exhausted):
+                break
+            # The wait holds no database connection (the next query takes one again).
+            pooled_connections_release()
+            if not pending:
+                sleep(deps.slot_poll_seconds)
+                continue
+            timeout = deps.slot_poll_seconds if waits_for_slot else None
+            done, _running = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+            for future in done:
+                case, slot = pending.pop(future)
+                answer = future.result()
+                slot_release(pool=ReplaySlotPool.CALL, number=slot, run_id=run.pk)
+                _result_write(run, totals, call=case.call, case=case, answer=answer, error="")
     if stop is not None:
         return stop
     if selected > deps.max_calls:
@@ -425,13 +639,18 @@ def _replay_answer(case: ReplayCase, *, catalog: CatalogSnapshot, deps: ReplayDe
         connections.close_all()
 
 
-def _cost(calls: tuple[LLMCallResult, ...]) -> Decimal:
+def _cost(calls: tuple[LLMCallResult, ...], *, asked: str) -> Decimal:
+    """The calls' cost; one whose answer names an unlisted model is priced as `asked` (the
+    run's model, which has a price: an unpriced run does not start)."""
     total = Decimal("0")
     for result in calls:
-        cost = call_cost_usd(
-            result.model, tokens_input=result.tokens_input, tokens_output=result.tokens_output
-        )
-        total += cost if cost is not None else Decimal("0")
+        tokens = {"tokens_input": result.tokens_input, "tokens_output": result.tokens_output}
+        cost = call_cost_usd(result.model, **tokens)
+        if cost is None:
+            cost = call_cost_usd(asked, **tokens)
+        if cost is None:
+            raise ValueError(f"no price for {result.model!r} nor {asked!r}")
+        total += cost
     return total
 
 
@@ -448,7 +667,7 @@ def _result_write(
     recorded = case.recorded if case is not None else None
     replayed = answer.outcome if answer is not None else None
     calls = answer.calls if answer is not None else ()
-    cost = _cost(calls)
+    cost = _cost(calls, asked=run.model)
     tokens = (sum(c.tokens_input for c in calls), sum(c.tokens_output for c in calls))
     changed = {"code": False, "state": False, "handoff": False}
     if recorded is not None and replayed is not None:
@@ -500,33 +719,84 @@ def _result_write(
         ReplayRun.objects.filter(pk=run.pk).update(**totals.as_fields())
 
 
+def replay_runs_sweep(*, now: datetime, dispatch: Dispatch, max_running: int) -> list[int]:
+    """The periodic look at every run: end FAILED the abandoned runs and those no worker
+    started, then publish the runs waiting for a free slot that no ending run published (its
+    worker died, or it was the command's); returns the ids of the runs it failed."""
+    failed = abandoned_replay_runs_fail(now=now, older_than=REPLAY_ABANDONED_AFTER)
+    failed += stuck_replay_runs_fail(now=now, older_than=REPLAY_START_TIMEOUT)
+    replay_queue_advance(dispatch=dispatch, max_running=max_running, now=now)
+    return failed
+
+
 def abandoned_replay_runs_fail(*, now: datetime, older_than: timedelta) -> list[int]:
     """End FAILED the runs still RUNNING that started more than `older_than` ago, with a detail
-    saying so; returns their ids. `older_than` is longer than the task's time limits, so no
-    task can still be running them: their worker died (a task redelivered after that leaves a
-    RUNNING run as it is). The results and totals written so far are kept."""
+    saying so, and give their slots back; returns their ids. `older_than` is longer than the
+    task's time limits, so no task can still be running them: their worker died (a task
+    redelivered after that leaves a RUNNING run as it is). The results and totals written so
+    far are kept."""
     cutoff = now - older_than
     abandoned = ReplayRun.objects.filter(status=ReplayStatus.RUNNING, started_at__lt=cutoff)
+    detail = gettext("The worker running it stopped; the results so far are kept.")
+    failed = _fail_each(abandoned, status=ReplayStatus.RUNNING, detail=detail, now=now)
+    for run_id in failed:
+        slots_release(run_id=run_id)
+        logger.warning("replay_run_abandoned", extra={"run_id": run_id})
+    return failed
+
+
+def stuck_replay_runs_fail(*, now: datetime, older_than: timedelta) -> list[int]:
+    """End FAILED the queued runs whose task was published more than `older_than` ago and no
+    worker has looked at since (a run waiting for a slot is not dispatched: it stays); returns
+    their ids."""
+    stuck = ReplayRun.objects.filter(status=ReplayStatus.QUEUED, dispatched_at__lt=now - older_than)
+    minutes = int(older_than.total_seconds() // 60)
+    detail = gettext(
+        "No worker started it within %(minutes)s minutes (is a worker consuming the replays "
+        "queue?); start it again."
+    ) % {"minutes": minutes}
+    failed = _fail_each(stuck, status=ReplayStatus.QUEUED, detail=detail, now=now)
+    for run_id in failed:
+        logger.warning("replay_run_not_started", extra={"run_id": run_id})
+    return failed
+
+
+def _fail_each(
+    runs: QuerySet[ReplayRun], *, status: ReplayStatus, detail: str, now: datetime
+) -> list[int]:
     failed = []
-    for run in abandoned.only("pk", "detail"):
-        detail = gettext("The worker running it stopped; the results so far are kept.")
+    for run in runs.only("pk", "detail"):
         notes = [note for note in (detail, run.detail) if note]
-        # Conditional on the status: a run that ended meanwhile keeps its own end.
-        if ReplayRun.objects.filter(pk=run.pk, status=ReplayStatus.RUNNING).update(
+        # Conditional on the status: a run that moved on meanwhile keeps its own course.
+        if ReplayRun.objects.filter(pk=run.pk, status=status).update(
             status=ReplayStatus.FAILED, detail="; ".join(notes)[:_DETAIL_CHARS], finished_at=now
         ):
-            logger.warning("replay_run_abandoned", extra={"run_id": run.pk})
             failed.append(run.pk)
     return failed
 
 
-def _finish(run: ReplayRun, status: ReplayStatus, totals: _Totals, detail: str) -> ReplayRun:
+def _finish(
+    run: ReplayRun,
+    status: ReplayStatus,
+    totals: _Totals,
+    detail: str,
+    *,
+    deps: ReplayDeps,
+    dispatch: Dispatch | None,
+) -> ReplayRun:
+    """The run's end: its status and totals, its slots given back, and the runs waiting for a
+    slot published (`dispatch`)."""
     notes = [note for note in (detail, run.detail) if note]
+    now = timezone.now()
     ReplayRun.objects.filter(pk=run.pk).update(
         status=status,
         detail="; ".join(notes)[:_DETAIL_CHARS],
-        finished_at=timezone.now(),
+        finished_at=now,
+        dispatched_at=None,
         **totals.as_fields(),
     )
+    slots_release(run_id=run.pk)
+    if dispatch is not None:
+        replay_queue_advance(dispatch=dispatch, max_running=deps.max_running, now=now)
     run.refresh_from_db()
     return run

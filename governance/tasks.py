@@ -1,14 +1,15 @@
 """The replay's Celery tasks, thin: ``governance.replay_run(run_id)`` runs
-`governance.replay.replay_run_execute`; ``governance.fail_abandoned_replays`` (beat, every 5
-minutes) ends FAILED the runs whose worker died mid-run (`abandoned_replay_runs_fail`), which
-would otherwise show "running" forever.
+`governance.replay.replay_run_execute`, on its own queue (``replays``); and
+``governance.fail_abandoned_replays`` (beat, every minute) ends FAILED the runs whose worker died
+mid-run, which would otherwise show "running" forever, and the queued runs no worker started,
+and publishes the queued runs waiting for a free run slot that no ending run published
+(`governance.replay.replay_runs_sweep`).
 
-A replay makes up to `REPLAY_MAX_CALLS` model calls, `REPLAY_CONCURRENCY` at a time: longer than
-a turn, so the task has its own time limits, below the broker's visibility timeout (a longer
-task would be delivered twice). At the soft limit the run ends FAILED with the results so far.
+A replay makes up to `REPLAY_MAX_CALLS` model calls: longer than a turn, so the task has its own
+time limits (`governance.replay.REPLAY_TIME_LIMIT`), below the broker's visibility timeout. At
+the soft limit the run ends FAILED with the results so far.
 """
 
-from datetime import timedelta
 from uuid import uuid4
 
 from celery import shared_task
@@ -18,13 +19,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from governance.models import ReplayRun
-from governance.replay import abandoned_replay_runs_fail, replay_run_execute
-
-_VISIBILITY = int(settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", 600))
-REPLAY_TIME_LIMIT = max(_VISIBILITY - 60, settings.CELERY_TASK_TIME_LIMIT)
-REPLAY_SOFT_TIME_LIMIT = REPLAY_TIME_LIMIT - 30
-# Past the hard limit, with a margin for the worker's clock and start: no task runs the run now.
-REPLAY_ABANDONED_AFTER = timedelta(seconds=REPLAY_TIME_LIMIT + 60)
+from governance.replay import (
+    REPLAY_SOFT_TIME_LIMIT,
+    REPLAY_TIME_LIMIT,
+    replay_run_execute,
+    replay_runs_sweep,
+)
 
 
 @shared_task(
@@ -33,19 +33,34 @@ REPLAY_ABANDONED_AFTER = timedelta(seconds=REPLAY_TIME_LIMIT + 60)
     time_limit=REPLAY_TIME_LIMIT,
 )
 def replay_run(run_id: int) -> str:
-    run = replay_run_execute(run_id=run_id, deadline_errors=(SoftTimeLimitExceeded,))
+    run = replay_run_execute(
+        run_id=run_id, deadline_errors=(SoftTimeLimitExceeded,), dispatch=replay_run_dispatch
+    )
     return str(run.status)
 
 
 @shared_task(name="governance.fail_abandoned_replays")
 def fail_abandoned_replays() -> int:
-    """End FAILED the replay runs left RUNNING by a worker that died; returns how many."""
-    return len(abandoned_replay_runs_fail(now=timezone.now(), older_than=REPLAY_ABANDONED_AFTER))
+    """End FAILED the replay runs left RUNNING by a worker that died and the queued ones no
+    worker started, then publish the runs waiting for a free slot; returns how many failed."""
+    failed = replay_runs_sweep(
+        now=timezone.now(),
+        dispatch=replay_run_dispatch,
+        max_running=max(1, settings.REPLAY_MAX_RUNNING),
+    )
+    return len(failed)
+
+
+def replay_run_dispatch(run_id: int) -> None:
+    """Publish the run's task after the current transaction commits (at once outside one)."""
+    transaction.on_commit(lambda: replay_run.delay(run_id))
 
 
 def replay_run_enqueue(run: ReplayRun) -> None:
-    """Enqueue the run after the transaction that created it commits; its task id is kept."""
+    """Enqueue a new run after the transaction that created it commits; its task id is kept,
+    and it counts as dispatched from now (`governance.replay.stuck_replay_runs_fail`)."""
     task_id = str(uuid4())
-    ReplayRun.objects.filter(pk=run.pk).update(task_id=task_id)
-    run.task_id = task_id
+    now = timezone.now()
+    ReplayRun.objects.filter(pk=run.pk).update(task_id=task_id, dispatched_at=now)
+    run.task_id, run.dispatched_at = task_id, now
     transaction.on_commit(lambda: replay_run.apply_async((run.pk,), task_id=task_id))

@@ -1,6 +1,6 @@
 """Tasks go to their queue by name (CELERY_TASK_ROUTES): a reply's send never waits behind
 other customers' turns; anything not listed goes to the default queue ``celery``, which the
-real-worker tests' BrokerClient publishes to. A worker started without -Q consumes all five,
+real-worker tests' BrokerClient publishes to. A worker started without -Q consumes all six,
 with the settings' pool (threads) and concurrency."""
 
 from config.celery import app
@@ -17,7 +17,7 @@ QUEUE_OF = {
     "conversations.notify_handoff": "celery",
     "conversations.post_handoff_alert": "celery",
     "conversations.deliver_lead": "celery",
-    "governance.replay_run": "celery",
+    "governance.replay_run": "replays",
     "governance.fail_abandoned_replays": "sweeps",
 }
 
@@ -37,6 +37,7 @@ def test_every_registered_task_of_the_project_has_a_known_queue() -> None:
 def test_a_worker_without_flags_consumes_every_queue_with_threads() -> None:
     assert sorted(queue.name for queue in app.conf.task_queues) == [
         "celery",
+        "replays",
         "sends",
         "summaries",
         "sweeps",

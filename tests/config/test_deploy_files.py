@@ -1,5 +1,5 @@
 """The deployment files in deploy/ run what the README's Production section documents: the
-systemd units its commands (web, the three per-queue workers, beat), the one-machine compose file
+systemd units its commands (web, the four per-queue workers, beat), the one-machine compose file
 the same web and beat and the one worker for every queue (only gunicorn's bind address differs in
 a container); every variable they set is one the README documents, and nginx overwrites the
 forwarded headers."""
@@ -15,7 +15,7 @@ from django.conf import settings
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 README = (ROOT / "README.md").read_text()
-WORKERS = ("worker-turns", "worker-sends", "worker-other")
+WORKERS = ("worker-turns", "worker-sends", "worker-other", "worker-replays")
 PROCESSES = ("web", *WORKERS, "beat")
 ONE_MACHINE = ("web", "worker", "beat")
 PRODUCTION = README.split("## Production", 1)[1]

@@ -487,10 +487,11 @@ def test_the_sweeps_are_named_and_scheduled_every_minute() -> None:
             "task": "conversations.requeue_received_deliveries",
             "schedule": 60.0,
         },
-        # Prompt replays whose worker died, every 5 minutes (tests/governance/test_replay_run.py).
+        # Prompt replays whose worker died or that never started, and the queued ones a free
+        # slot waits for (tests/governance/test_replay_queue.py).
         "fail-abandoned-replays": {
             "task": "governance.fail_abandoned_replays",
-            "schedule": 300.0,
+            "schedule": 60.0,
         },
         # LGPD retention, daily (tests/conversations/test_retention.py).
         "apply-retention": {"task": "conversations.apply_retention", "schedule": 86400.0},

@@ -28,6 +28,12 @@ def run_url(run: ReplayRun, view: str = "change") -> str:
     return reverse(f"admin:governance_replayrun_{view}", args=[run.pk])
 
 
+def form_token(client: Client, override: PromptOverride) -> str:
+    """The one-time token the start page renders in its form."""
+    token: str = client.get(start_url(override)).context["form_token"]
+    return token
+
+
 def queued_run(override: PromptOverride, **fields: Any) -> ReplayRun:
     run: ReplayRun = ReplayRun.objects.create(
         override=override,
@@ -148,7 +154,13 @@ def test_starting_a_replay_runs_it_after_commit_and_shows_its_page(
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         response = prompt_editor_client.post(
             reverse("admin:governance_replayrun_start"),
-            {"override": override.pk, "last_n": "5", "segment": "", "handoff_reason": ""},
+            {
+                "override": override.pk,
+                "last_n": "5",
+                "segment": "",
+                "handoff_reason": "",
+                "form_token": form_token(prompt_editor_client, override),
+            },
         )
 
     run = ReplayRun.objects.get()
@@ -172,6 +184,74 @@ def test_starting_a_replay_runs_it_after_commit_and_shows_its_page(
     page = prompt_editor_client.get(run_url(run)).content.decode()
     assert "1 → 98" in page
     assert "Vou chamar alguém." in page
+
+
+def test_a_second_submit_of_the_same_start_form_starts_no_second_run(
+    prompt_editor_client: Client,
+    instance: Instance,
+    model: FakeOpenAIServer,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    record_turn(
+        conversation(instance),
+        "Oi",
+        GREETING,
+        model=model,
+        capture=django_capture_on_commit_callbacks,
+    )
+    override = draft()
+    model.reset()
+    model.queue_text(GREETING)
+    token = form_token(prompt_editor_client, override)
+    data = {"override": override.pk, "form_token": token}
+    start = reverse("admin:governance_replayrun_start")
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        first = prompt_editor_client.post(start, data)
+        again = prompt_editor_client.post(start, data, follow=True)
+
+    run = ReplayRun.objects.get()
+    assert (len(callbacks), model.request_count, str(run.form_token)) == (1, 1, token)
+    assert first["Location"] == run_url(run)
+    assert again.redirect_chain == [(run_url(run), 302)]
+    assert "Esta simulação já foi iniciada." in again.content.decode()
+
+
+@pytest.mark.parametrize("token", ["", "not-a-uuid"])
+def test_a_start_without_its_form_token_is_refused_and_starts_nothing(
+    prompt_editor_client: Client, token: str, django_capture_on_commit_callbacks: Any
+) -> None:
+    override = draft()
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = prompt_editor_client.post(
+            reverse("admin:governance_replayrun_start"),
+            {"override": override.pk, "form_token": token},
+        )
+
+    assert (response.status_code, len(callbacks), ReplayRun.objects.count()) == (200, 0, 0)
+    assert "Este formulário expirou. Recarregue a página e tente de novo." in (
+        response.content.decode()
+    )
+
+
+def test_a_start_for_a_model_with_no_listed_price_is_refused(
+    prompt_editor_client: Client, settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    settings.OPENAI_MODEL_TRIAGE = "gpt-9-unlisted"
+    override = draft()
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = prompt_editor_client.post(
+            reverse("admin:governance_replayrun_start"),
+            {"override": override.pk, "form_token": form_token(prompt_editor_client, override)},
+        )
+
+    assert (response.status_code, len(callbacks), ReplayRun.objects.count()) == (200, 0, 0)
+    assert (
+        "Sem preço para o modelo gpt-9-unlisted (conversations/model_prices.py): a simulação "
+        "não conseguiria respeitar REPLAY_MAX_COST_USD."
+    ) in response.content.decode()
 
 
 def test_a_start_with_dates_in_the_wrong_order_is_refused(prompt_editor_client: Client) -> None:
@@ -216,6 +296,20 @@ def test_the_progress_json(prompt_editor_client: Client) -> None:
         "provider_errors": 0,
         "cost_usd": "0.012300",
     }
+
+
+def test_cancel_ends_a_queued_run_at_once(prompt_editor_client: Client) -> None:
+    run = queued_run(draft())
+
+    response = prompt_editor_client.post(run_url(run, "cancel"))
+
+    assert response.status_code == 302
+    run.refresh_from_db()
+    assert (run.status, run.cancel_requested, run.finished_at is not None) == (
+        ReplayStatus.CANCELLED,
+        True,
+        True,
+    )
 
 
 def test_cancel_asks_a_running_run_to_stop(prompt_editor_client: Client) -> None:

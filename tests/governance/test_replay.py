@@ -8,7 +8,7 @@ import pytest
 
 from conversations.models import Instance, LLMCall
 from governance.models import ContractOutcome, ReplayResult, ReplayRun, ReplayStatus
-from governance.replay import ReplayFilters, replay_run_execute, replay_run_start
+from governance.replay import ReplayFilters, ReplayRefused, replay_run_execute, replay_run_start
 from knowledge_base.models import KBPackage
 from prompts_admin.models import prompt_content_hash
 from tests.fakes.graph_server import FakeGraphAPI
@@ -286,6 +286,126 @@ def test_the_cost_cap_stops_the_run_once_the_cost_reaches_it(
         "Parou no limite REPLAY_MAX_COST_USD: as chamadas custaram US$ 0.000210 "
         "(limite US$ 0.0002)."
     )
+
+
+# One call of 1000 input and 100 output tokens of gpt-4o-mini costs US$ 0.000210.
+@pytest.mark.parametrize(
+    ("cap", "calls_done", "cost"),
+    [
+        (0.00020, 1, "0.000210"),  # just below one call's cost
+        (0.00021, 1, "0.000210"),  # exactly one call's cost: reached, no second call
+        (0.00022, 2, "0.000420"),  # just above: a second call, which reaches it
+    ],
+)
+def test_the_cost_cap_at_one_calls_cost(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+    cap: float,
+    calls_done: int,
+    cost: str,
+) -> None:
+    three_greetings(instance, model, django_capture_on_commit_callbacks)
+    model.reset()
+    for _ in range(calls_done):
+        model.queue_text(GREETING, input_tokens=1000, output_tokens=100)
+    settings.REPLAY_MAX_COST_USD = cap
+
+    run = replay()
+
+    assert (run.status, run.calls_done, model.request_count, run.cost_usd) == (
+        ReplayStatus.CAPPED,
+        calls_done,
+        calls_done,
+        Decimal(cost),
+    )
+
+
+@pytest.mark.parametrize(
+    ("max_calls", "status", "calls_done"),
+    [
+        (1, ReplayStatus.CAPPED, 1),  # a cap of one call: capped after that call
+        (2, ReplayStatus.CAPPED, 2),  # one below the three selected
+        (3, ReplayStatus.DONE, 3),  # exactly the selected calls: nothing left out
+        (4, ReplayStatus.DONE, 3),  # one above
+    ],
+)
+def test_the_calls_cap_around_the_selected_count(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+    max_calls: int,
+    status: ReplayStatus,
+    calls_done: int,
+) -> None:
+    three_greetings(instance, model, django_capture_on_commit_callbacks)
+    model.reset()
+    for _ in range(calls_done):
+        model.queue_text(GREETING)
+    settings.REPLAY_MAX_CALLS = max_calls
+
+    run = replay()
+
+    assert (run.status, run.calls_selected, run.calls_done, model.request_count) == (
+        status,
+        3,
+        calls_done,
+        calls_done,
+    )
+
+
+def test_an_answer_naming_an_unlisted_model_is_priced_as_the_model_asked_for(
+    instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
+) -> None:
+    three_greetings(instance, model, django_capture_on_commit_callbacks)
+    model.reset()
+    # What OpenAI names in its answers: the dated snapshot, which the price table does not list.
+    model.queue_text(GREETING, model="gpt-4o-mini-2024-07-18", input_tokens=1000, output_tokens=100)
+
+    run = replay(last_n=1)
+
+    assert (run.status, run.calls_done, run.cost_usd) == (
+        ReplayStatus.DONE,
+        1,
+        Decimal("0.000210"),
+    )
+    assert list(run.results.values_list("cost_usd", flat=True)) == [Decimal("0.000210")]
+
+
+def test_a_run_of_a_model_with_no_listed_price_is_refused_at_its_start(
+    instance: Instance, settings: Any
+) -> None:
+    settings.OPENAI_MODEL_TRIAGE = "gpt-9-unlisted"
+
+    with pytest.raises(ReplayRefused) as refused:
+        replay_run_start(override=draft(), filters=ReplayFilters(), user=None)
+
+    assert str(refused.value) == (
+        "Sem preço para o modelo gpt-9-unlisted (conversations/model_prices.py): a simulação "
+        "não conseguiria respeitar REPLAY_MAX_COST_USD."
+    )
+    assert ReplayRun.objects.count() == 0
+
+
+def test_a_queued_run_whose_model_lost_its_price_fails_without_a_call(
+    instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
+) -> None:
+    three_greetings(instance, model, django_capture_on_commit_callbacks)
+    model.reset()
+    run = replay_run_start(override=draft(), filters=ReplayFilters(), user=None)
+    ReplayRun.objects.filter(pk=run.pk).update(model="gpt-9-unlisted")
+
+    run = replay_run_execute(run_id=run.pk)
+
+    assert (run.status, run.calls_done, model.request_count, run.started_at) == (
+        ReplayStatus.FAILED,
+        0,
+        0,
+        None,
+    )
+    assert run.detail.startswith("Sem preço para o modelo gpt-9-unlisted ")
 
 
 def test_a_run_cancelled_before_it_starts_calls_no_model(

@@ -14,13 +14,14 @@ from agents.llm import CallPurpose, ChatMessage, LLMCallResult
 from conversations.models import Instance
 from governance.models import ReplayRun, ReplayStatus
 from governance.replay import (
+    REPLAY_ABANDONED_AFTER,
     ReplayDeps,
     ReplayFilters,
     replay_run_cancel,
     replay_run_execute,
     replay_run_start,
 )
-from governance.tasks import REPLAY_ABANDONED_AFTER, fail_abandoned_replays, replay_run
+from governance.tasks import fail_abandoned_replays, replay_run
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.governance.support import GREETING, conversation, draft, record_turn
 

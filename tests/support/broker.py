@@ -74,17 +74,17 @@ class BrokerClient:
     """Sends tasks to the worker's broker.
 
     Celery prefers the CELERY_BROKER_URL environment variable to any `broker=` argument, so the
-    connection is given explicitly; the default queue is declared first, so a task sent before
-    the worker has started waits for it instead of being dropped.
+    connection is given explicitly; the queue (default: the default queue) is declared first, so
+    a task sent before the worker has started waits for it instead of being dropped.
     """
 
     def __init__(self, broker: IsolatedBroker) -> None:
         self.broker = broker
         self.app = Celery(set_as_current=False)
 
-    def send(self, task: str, *args: Any) -> None:
+    def send(self, task: str, *args: Any, queue: str = "celery") -> None:
         with self.broker.connection() as connection:
-            Queue("celery", Exchange("celery", type="direct"), routing_key="celery").bind(
+            Queue(queue, Exchange(queue, type="direct"), routing_key=queue).bind(
                 connection
             ).declare()
-            self.app.send_task(task, args=list(args), connection=connection)
+            self.app.send_task(task, args=list(args), connection=connection, queue=queue)

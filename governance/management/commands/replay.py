@@ -1,6 +1,7 @@
 """`python manage.py replay --override ID [--last N] [--since DATE] [--until DATE] [--segment S]
 [--handoff-reason R] [--json]`: replay a prompt override's text over recorded calls of its agent,
-in this process (no worker), and print the totals (`governance.replay`).
+in this process (no worker), and print the totals (`governance.replay`). It counts against
+REPLAY_MAX_RUNNING like a run started in the admin: with no run slot free it stays queued.
 
 The run is stored like one started in the admin, and browsable there. `--json` prints one JSON
 object; without it, one line per result and the totals. Nothing is sent to any customer.
@@ -14,7 +15,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from governance.models import ReplayRun
-from governance.replay import ReplayFilters, replay_run_execute, replay_run_start
+from governance.replay import (
+    ReplayFilters,
+    ReplayRefused,
+    replay_run_execute,
+    replay_run_start,
+)
+from governance.tasks import replay_run_dispatch
 from prompts_admin.models import PromptOverride
 
 TOTALS = (
@@ -89,8 +96,13 @@ class Command(BaseCommand):
             handoff_reason=options["handoff_reason"],
             last_n=_positive(options["last"]) if options["last"] else None,
         )
-        run = replay_run_start(override=override, filters=filters, user=None)
-        run = replay_run_execute(run_id=run.pk)
+        try:
+            run = replay_run_start(override=override, filters=filters, user=None)
+        except ReplayRefused as refusal:
+            raise CommandError(str(refusal)) from None
+        # With REPLAY_MAX_RUNNING runs going already, the run stays queued (its status says
+        # so) and the run that ends next publishes it to a worker.
+        run = replay_run_execute(run_id=run.pk, dispatch=replay_run_dispatch)
         summary = run_summary(run)
         if options["json"]:
             self.stdout.write(json.dumps(summary, ensure_ascii=False))
