@@ -238,7 +238,7 @@ def simulated_message_deliver(
             parse_payload(document, received_at=now),
             # The caller runs the turn, whatever the delivery would have enqueued.
             enqueue_turn=_ignore,
-            enqueue_send=_send,
+            enqueue_send=simulated_reply_send,
             now=now,
             simulated=True,
         )
@@ -262,7 +262,7 @@ def simulated_turn_process(
     prompts = ChosenOverridesPromptSource(prompt_overrides) if prompt_overrides else None
     deps = replace(
         build_pipeline_deps(prompts=prompts),
-        send=_send,
+        send=simulated_reply_send,
         mark_read=no_read_receipt,
         enqueue_summary=_summary,
     )
@@ -467,8 +467,9 @@ def _refuse_real_customer(instance: Instance, phone: str) -> None:
         )
 
 
-def _send(message_id: int) -> None:
-    # The dry-run sender whatever the configuration: nothing leaves the machine.
+def simulated_reply_send(message_id: int) -> None:
+    """The simulator's `send`: the dry-run sender whatever the configuration and whatever the
+    session says (`sending.sender_for` is the second guard, not the only one)."""
     outbound_message_send(message_id=message_id, client=DRY_RUN_SENDER, swept_later=False)
 
 

@@ -19,12 +19,18 @@ from pytest_django import Settings
 
 from conversations.management.commands.simulate import Command
 from conversations.models import Direction, Instance, Session, WebhookDelivery
-from conversations.simulator import SimulationError, simulated_phone_check, simulated_text_delivery
+from conversations.simulator import (
+    SimulationError,
+    simulated_phone_check,
+    simulated_reply_send,
+    simulated_text_delivery,
+)
 from conversations.whatsapp.client import is_simulated_wamid
 from conversations.whatsapp.payload import InboundKind, parse_payload
 from conversations.whatsapp.signature import compute_signature
 from prompts_admin.models import RuntimeConfig
 from tests import baker_recipes as recipes
+from tests.conversations.support import reply
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.support.metrics import TOKEN, increase, scrape
@@ -403,3 +409,20 @@ def test_log_lines_below_warning_are_hidden_unless_verbose(
     assert (quiet, disabled_after) == ([], logging.NOTSET)
     assert "turn_finished" in verbose
     assert "whatsapp_send_simulated" in verbose
+
+
+@pytest.mark.django_db
+def test_the_simulator_s_sender_is_the_dry_run_one_whatever_the_session_says(
+    demo_instance: Instance, fake_graph: FakeGraphAPI
+) -> None:
+    """The simulator's own guard, on its own: a token is set and the session is not marked
+    simulated (so `sending.sender_for` would let a real client through), and still nothing
+    reaches the Graph API."""
+    session = recipes.session.make(instance=demo_instance, customer_phone="5500000000001")
+    message = reply(session, "Olá!")
+
+    simulated_reply_send(message.pk)
+
+    assert fake_graph.requests == []
+    message.refresh_from_db()
+    assert (is_simulated_wamid(message.wa_message_id), message.delivery_status) == (True, "sent")
