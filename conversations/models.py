@@ -554,6 +554,7 @@ class SimulatedTurn(models.Model):
     # `conversations.simulator.TurnReport` as a dict; None until the turn ends or when it failed.
     report = models.JSONField(_("report"), null=True, blank=True)
     error = models.CharField(_("error"), max_length=255, blank=True)
+    # The turn's own run (model calls included), not its wait in the queue.
     latency_ms = models.PositiveIntegerField(_("latency (ms)"), null=True, blank=True)
 
     class Meta:
