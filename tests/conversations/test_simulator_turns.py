@@ -3,11 +3,13 @@ the page while a turn is in flight, and the poll endpoint's gates. The task is a
 here (a recorder, or one that fails as a broker down does); the worker runs it for real in
 tests/conversations/test_simulator_worker.py."""
 
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connections
 from django.test import Client, TestCase
 from django.utils import timezone
 from pytest_django import Settings
@@ -260,3 +262,41 @@ def test_the_poll_is_for_the_simulator_s_users_and_their_own_turns_only(
 
     assert [a.status_code for a in answers] == [403, 404, 302]
     assert answers[2]["Location"] == f"/admin/login/?next={url}"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_ten_posts_at_once_start_one_turn(admin_user: User, demo_instance: Instance) -> None:
+    """The database's one-in-flight constraint settles the race the checks before it cannot:
+    one turn, one customer message, one publish; the nine others get the pt-BR refusal."""
+    barrier = threading.Barrier(10)
+    enqueued = Recorder()
+    outcomes: list[str] = []
+
+    def post(index: int) -> None:
+        try:
+            barrier.wait()
+            simulated_turn_start(
+                user_id=admin_user.pk,
+                instance=demo_instance,
+                phone=simulated_phone(admin_user.pk),
+                text=f"Oi {index}",
+                prompt_overrides={},
+                enqueue=enqueued,
+            )
+            outcomes.append("started")
+        except SimulationLimited as refused:
+            outcomes.append(str(refused))
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=post, args=(index,)) for index in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    turn = SimulatedTurn.objects.get()
+    assert sorted(outcomes) == sorted(["started", *[WAIT] * 9])
+    assert enqueued.calls == [turn.pk]
+    assert Message.objects.filter(direction=Direction.INBOUND).count() == 1
