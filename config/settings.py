@@ -255,6 +255,7 @@ CELERY_TASK_QUEUES = [
 ]
 CELERY_TASK_ROUTES = {
     "conversations.process_session": {"queue": "turns"},
+    "conversations.simulated_turn": {"queue": "turns"},
     "conversations.apply_webhook_delivery": {"queue": "turns"},
     "conversations.send_message": {"queue": "sends"},
     "conversations.generate_handoff_summary": {"queue": "summaries"},
@@ -333,6 +334,9 @@ TURN_QUEUED_TTL_SECONDS = env.int("TURN_QUEUED_TTL_SECONDS", default=60)
 AGENT_NAME = env.str("AGENT_NAME", default="Lia")
 # Minutes a customer may wait for a human before the queue shows them late (near at 75 %).
 SUPPORT_SLA_MINUTES = env.int("SUPPORT_SLA_MINUTES", default=15)
+# Messages one staff member may send from the admin's simulator per minute (each a paid model
+# turn); one turn in flight at a time either way.
+SIMULATOR_MAX_TURNS_PER_MINUTE = env.int("SIMULATOR_MAX_TURNS_PER_MINUTE", default=10)
 
 # --- Prompt governance (issue 15) ---
 # A replay stops (status "stopped by a cap", results kept) at this many calls or this spend.

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from conversations.alerts import session_admin_url
 from conversations.commit_hooks import on_commit_call
-from conversations.models import CrmStatus, Lead
+from conversations.models import CrmStatus, Lead, Session
 from conversations.signed_post import RetryableDeliveryError, host_of, signed_post
 
 logger = logging.getLogger(__name__)
@@ -36,8 +36,14 @@ _ERROR_CHARS = 500
 
 def lead_create(*, session_id: int, data: dict[str, Any], deliver: Callable[[int], None]) -> Lead:
     """Write the session's lead (once per session) and, when the CRM is configured, register
-    its delivery — ``deliver(lead_id)`` — after the caller's transaction commits."""
-    status = CrmStatus.PENDING if settings.CRM_WEBHOOK_URL else CrmStatus.NOT_CONFIGURED
+    its delivery — ``deliver(lead_id)`` — after the caller's transaction commits. A simulated
+    session's lead is never registered (``not_configured``); the leads admin does not list it."""
+    simulated = Session.objects.filter(pk=session_id, is_simulated=True).exists()
+    status = (
+        CrmStatus.PENDING
+        if settings.CRM_WEBHOOK_URL and not simulated
+        else CrmStatus.NOT_CONFIGURED
+    )
     lead, _created = Lead.objects.update_or_create(
         session_id=session_id, defaults={"data": data, "crm_status": status}
     )
@@ -84,7 +90,7 @@ def lead_deliver(*, lead_id: int, last_attempt: bool, now: datetime | None = Non
     lead = Lead.objects.select_related("session__instance").get(pk=lead_id)
     if lead.crm_status == CrmStatus.SENT:
         return CrmStatus.SENT.value
-    # A simulated session's lead (`python manage.py simulate`) never reaches the CRM either.
+    # A simulated session's lead never reaches the CRM, even one sent again.
     if not url or lead.session.is_simulated:
         Lead.objects.filter(pk=lead_id).update(crm_status=CrmStatus.NOT_CONFIGURED)
         return CrmStatus.NOT_CONFIGURED.value

@@ -95,11 +95,17 @@ def stalled_sessions(*, now: datetime, grace: timedelta, limit: int = 500) -> li
 
     HUMAN and CLOSED sessions are not in the second case: the webhook stores their messages
     already processed (staff read them in admin), and a turn marks any left pending processed.
+    Simulated sessions are in neither: the simulator runs their turns (with the staff member's
+    chosen drafts and its own sender) and ends a lost one itself (`conversations.simulator`).
     """
     pending = Message.objects.pending_inbound().filter(session=OuterRef("pk"))
-    expired = Session.objects.filter(lease_expires_at__lte=now).filter(Exists(pending))
+    expired = Session.objects.filter(lease_expires_at__lte=now, is_simulated=False).filter(
+        Exists(pending)
+    )
     stranded = Session.objects.filter(
-        lease_token__isnull=True, state__in=[state.value for state in BOT_STATES]
+        lease_token__isnull=True,
+        state__in=[state.value for state in BOT_STATES],
+        is_simulated=False,
     ).filter(Exists(pending.filter(created_at__lte=now - grace)))
     return list(
         expired.order_by()

@@ -9,9 +9,14 @@ stay here, with their names and labels. Under gunicorn and Celery several proces
 prometheus-client writes each process's values to files there, and the ``/metrics`` view
 (`config.metrics_view`) sums them. The gauges are not counted by any process: `DatabaseCollector`
 computes them from the database at scrape time, so they are right whichever process answers.
+
+Simulated conversations (`Session.is_simulated`) stay out of every figure: the simulator runs its
+turn inside `uncounted()`, and the gauges read real sessions only.
 """
 
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 
 from django.db.models import Min
@@ -73,15 +78,37 @@ LEASES_EXPIRED = f"{PREFIX}leases_expired"
 CIRCUIT_STATE = f"{PREFIX}model_circuit_state"
 
 
+# Set while the simulator runs a turn (`uncounted`). A context variable because the counters are
+# incremented deep in the pipeline (turn, handoff, model calls, sends), which need not know whose
+# turn it is; the simulator runs the whole turn in one call on one thread.
+_UNCOUNTED: ContextVar[bool] = ContextVar("metrics_uncounted", default=False)
+
+
+@contextmanager
+def uncounted() -> Iterator[None]:
+    """Nothing counted in this block (the simulator's turn)."""
+    token = _UNCOUNTED.set(True)
+    try:
+        yield
+    finally:
+        _UNCOUNTED.reset(token)
+
+
 def webhook_delivery_counted(outcome: str) -> None:
+    if _UNCOUNTED.get():
+        return
     WEBHOOK_DELIVERIES.labels(outcome=outcome).inc()
 
 
 def turn_counted(outcome: str) -> None:
+    if _UNCOUNTED.get():
+        return
     TURNS.labels(outcome=outcome).inc()
 
 
 def handoff_counted(reason: str) -> None:
+    if _UNCOUNTED.get():
+        return
     HANDOFFS.labels(reason=reason).inc()
 
 
@@ -89,6 +116,8 @@ def model_call_observed(
     *, agent: str, model: str, latency_ms: int, tokens_input: int, tokens_output: int
 ) -> None:
     """One model call, successful or not (a failed call's latency counts, its tokens are 0)."""
+    if _UNCOUNTED.get():
+        return
     MODEL_CALL_SECONDS.labels(agent=agent, model=model).observe(latency_ms / 1000)
     if tokens_input:
         MODEL_CALL_TOKENS.labels(agent=agent, model=model, direction="input").inc(tokens_input)
@@ -101,12 +130,16 @@ def model_call_observed(
 
 def send_counted(outcome: str, error_code: int | None = None) -> None:
     """One send attempt's outcome; `error_code` is the Graph API's, "" when there is none."""
+    if _UNCOUNTED.get():
+        return
     SENDS.labels(outcome=outcome, error_code="" if error_code is None else str(error_code)).inc()
 
 
 def read_receipt_counted(outcome: str) -> None:
     """A read receipt sent, refused by the Graph API (failed), or dropped unsent (a backlog, or
     a worker stopping)."""
+    if _UNCOUNTED.get():
+        return
     READ_RECEIPTS.labels(outcome=outcome).inc()
 
 
@@ -118,7 +151,11 @@ class DatabaseCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         now = self._now or timezone.now()
-        oldest = Message.objects.pending_inbound().aggregate(oldest=Min("created_at"))["oldest"]
+        oldest = (
+            Message.objects.pending_inbound()
+            .filter(session__is_simulated=False)
+            .aggregate(oldest=Min("created_at"))["oldest"]
+        )
         age = GaugeMetricFamily(
             OLDEST_PENDING_INBOUND,
             "Age of the oldest INBOUND message no turn has answered yet (0: none pending).",

@@ -166,9 +166,9 @@ class Session(models.Model):
     # LGPD (conversations.retention): set when the customer's personal data was anonymised.
     anonymised_at = models.DateTimeField(_("anonymised at"), null=True, blank=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
-    # A conversation of `python manage.py simulate` (conversations.simulator): its replies never
-    # reach WhatsApp (conversations.sending), and it stays out of the queue, the handoff alerts
-    # and the CRM.
+    # A conversation of the simulator (conversations.simulator): its replies never reach WhatsApp
+    # (conversations.sending), a real delivery never finds it (conversations.inbound.session_rules)
+    # and it stays out of the queue, the handoff alerts, the leads, the CRM and the metrics.
     is_simulated = models.BooleanField(
         _("simulated"),
         default=False,
@@ -205,14 +205,15 @@ class Session(models.Model):
             models.Index(fields=["lease_expires_at"], name="session_lease"),
         ]
         constraints = [
-            # At most one open session per customer and instance, even under concurrent webhooks.
+            # At most one open session per customer and instance, even under concurrent webhooks;
+            # a real one and a simulated one apart (the simulator never shares a real session).
             models.UniqueConstraint(
-                fields=["instance", "customer_phone"],
+                fields=["instance", "customer_phone", "is_simulated"],
                 condition=~models.Q(state=SessionState.CLOSED.value) & ~models.Q(customer_phone=""),
                 name="session_one_open_per_phone",
             ),
             models.UniqueConstraint(
-                fields=["instance", "customer_user_id"],
+                fields=["instance", "customer_user_id", "is_simulated"],
                 condition=~models.Q(state=SessionState.CLOSED.value)
                 & ~models.Q(customer_user_id=""),
                 name="session_one_open_per_user_id",
@@ -524,6 +525,54 @@ class HandoffSummary(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}: {self.closing_reason}"
+
+
+class SimulatedTurn(models.Model):
+    """One customer message a staff member wrote on the simulator page, and what its turn did
+    (conversations.simulator): the page shows these rows and polls the one in flight."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="+",
+        verbose_name=_("user"),
+    )
+    session = models.ForeignKey(
+        Session,
+        on_delete=models.CASCADE,
+        related_name="simulated_turns",
+        verbose_name=_("conversation"),
+    )
+    inbound = models.ForeignKey(
+        "Message", on_delete=models.CASCADE, related_name="+", verbose_name=_("message")
+    )
+    # The newest model call's id before the turn: the report counts the calls after it.
+    after_call_id = models.PositiveBigIntegerField(_("last model call before"), default=0)
+    prompt_overrides = models.JSONField(_("chosen drafts"), default=dict, blank=True)
+    started_at = models.DateTimeField(_("started at"), default=timezone.now)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    # `conversations.simulator.TurnReport` as a dict; None until the turn ends or when it failed.
+    report = models.JSONField(_("report"), null=True, blank=True)
+    error = models.CharField(_("error"), max_length=255, blank=True)
+    # The turn's own run (model calls included), not its wait in the queue.
+    latency_ms = models.PositiveIntegerField(_("latency (ms)"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name = _("simulated turn")
+        verbose_name_plural = _("simulated turns")
+        indexes = [models.Index(fields=["user", "-started_at"], name="simulated_turn_user")]
+        constraints = [
+            # One turn in flight per staff member, even for two POSTs at once.
+            models.UniqueConstraint(
+                fields=["user"],
+                condition=models.Q(finished_at__isnull=True),
+                name="simulated_turn_one_in_flight",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}: {self.pk}"
 
 
 class CrmStatus(models.TextChoices):

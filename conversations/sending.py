@@ -330,7 +330,8 @@ def _send_part(
         send_counted(SendOutcome.FAILED, exc.code)
         return SendOutcome.FAILED
     _store_success(message, sent.wamid)
-    send_counted(SendOutcome.SENT)
+    if not session.is_simulated:  # a simulated conversation stays out of the figures
+        send_counted(SendOutcome.SENT)
     if isinstance(client, DryRunSender):
         # Stored as sent with its ``sim.`` wamid; the id alone is logged (no personal data).
         logger.info("whatsapp_send_simulated", extra={"message_id": message.pk})

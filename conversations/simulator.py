@@ -1,44 +1,58 @@
-"""Talk to the bot as a customer without WhatsApp (issue 14 §2): `python manage.py simulate`.
+"""Talk to the bot as a customer without WhatsApp: `python manage.py simulate` and the admin's
+simulator page (conversations.admin.simulator).
 
-Each customer message goes through the real webhook use case
-(`conversations.inbound.deliveries.webhook_delivery_receive`) as a Cloud API delivery built by
-`simulated_text_delivery`, then the session's turn runs in this process, synchronously, through
-the real pipeline (`conversations.turns.run.session_process`, with the collaborators of the
-``process_session`` task) — except for the two seams that would leave the machine:
+Each customer message is a Cloud API delivery built by `simulated_text_delivery` and applied by
+the webhook's own use case for parsed payloads (`conversations.inbound.events.payload_apply`),
+with ``simulated=True``: it finds and opens simulated sessions only (`Session.is_simulated`), as
+a real delivery finds real ones only, so the two never share a session. No `WebhookDelivery`
+row is written (nothing came from Meta) and nothing is counted (`conversations.metrics`).
+Simulated phones come from a reserved range (`SIMULATED_PHONE_PREFIX`: 55 00 is no Brazilian
+area code); a phone of that range that a real conversation ever used is refused too.
+
+Then the session's turn runs through the real pipeline (`conversations.turns.run.session_process`,
+with the collaborators of the ``process_session`` task) except for the two seams that would
+leave the machine:
 
 - sending: every OUTBOUND message goes through `conversations.sending.outbound_message_send`
-  with the dry-run sender, whatever the configuration (stored as sent with a ``sim.`` wamid);
+  with the dry-run sender, whatever the configuration (stored as sent with a ``sim.`` wamid) —
+  a second guard beside `sending.sender_for`, which routes simulated sessions there too;
   mark-read does nothing;
-- the handoff summary runs here too (`handoff_summary_generate`), not in a worker.
+- the handoff summary runs in the same call (`handoff_summary_generate`), not in a worker.
 
-The session the message lands in is marked `Session.is_simulated` right after the delivery, before
-its turn runs, so it never reaches the queue, the handoff alerts or the CRM. A phone whose open
-session is a real customer's is refused. The same phone continues the same session across runs;
-`simulated_session_reset` closes it, so the next message opens a new one.
+The command runs the turn in its own process (`simulated_message_send`). The page never runs it
+in the web worker: `simulated_turn_start` applies the delivery, writes a `SimulatedTurn` and
+enqueues the ``conversations.simulated_turn`` task (`simulated_turn_run`), one turn in flight per
+staff member and at most ``SIMULATOR_MAX_TURNS_PER_MINUTE`` a minute; the page polls the row.
 
-`turn_report` says what one customer message did: the replies sent back, the session's state,
-the last code, the handoff reason, the agents called, the KB packages loaded, tokens and cost.
+The same phone continues the same simulated session; `simulated_session_reset` closes it, so
+the next message opens a new one. `turn_report` says what one customer message did: the replies,
+the session's state, the last code, the handoff reason, the agents called, the KB packages
+loaded, tokens and cost.
 """
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 from uuid import uuid4
 
 from django.conf import settings
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from agents.contract import parse_llm_response
 from agents.states import AgentName, SessionState
 from conversations.agent_sources import DatabaseCallRecorder
 from conversations.handoff import handoff_summary_generate
-from conversations.inbound.deliveries import webhook_delivery_receive
+from conversations.inbound.events import payload_apply
 from conversations.inbound.session_rules import open_sessions
+from conversations.metrics import uncounted
 from conversations.model_prices import MODEL_PRICES_USD
 from conversations.models import (
     SUPERSEDED,
@@ -48,26 +62,51 @@ from conversations.models import (
     LLMCallPurpose,
     Message,
     Session,
+    SimulatedTurn,
 )
 from conversations.provider_circuit import task_llm_client
 from conversations.sending import DRY_RUN_SENDER, outbound_message_send
 from conversations.turns.deps import PipelineConfig, no_read_receipt
 from conversations.turns.run import session_process
 from conversations.turns.tasks import build_pipeline_deps
+from conversations.whatsapp.payload import parse_payload
 from prompts_admin.selectors import ChosenOverridesPromptSource
 
 logger = logging.getLogger(__name__)
 
 # The demo catalog's instance (conversations/fixtures/demo.json, loaded by `make bootstrap`).
 DEMO_PHONE_NUMBER_ID = "100000000000001"
-# A number no customer has (55 00 is no Brazilian area code).
+# The simulated customers' phones: 55 (Brazil) then 00, which is no Brazilian area code, so no
+# real customer has one. The command's default is one of them, the page's (one per staff member)
+# too.
+SIMULATED_PHONE_PREFIX = "5500"
+SIMULATED_PHONE_DIGITS = range(12, 14)  # a Brazilian mobile or landline: 55 + DDD + 8 or 9
 SIMULATED_PHONE = "5500000000001"
 SIMULATED_CUSTOMER_NAME = "Cliente Simulado"
-_HEADERS = {"Content-Type": "application/json", "User-Agent": "lab-attendance-simulator"}
+# What a turn older than this still in flight is taken for: lost (its task never ran, or died
+# past Celery's hard limit); the staff member may send again.
+TURN_LOST_AFTER = timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
+TURNS_WINDOW = timedelta(minutes=1)
+# A lost turn's `SimulatedTurn.error` (the page renders the label).
+TURN_LOST = "lost"
 
 
 class SimulationError(Exception):
     """The simulator cannot run as asked; the message says what to do, in one line."""
+
+
+class SimulationLimited(SimulationError):
+    """A staff member's turn in flight, or their turns per minute used up (pt-BR message)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatedDelivery:
+    """Where one simulated customer message landed."""
+
+    session_id: int
+    inbound_id: int
+    # The newest model call's id before the turn (0: none): the report counts the later ones.
+    after_call_id: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,10 +189,39 @@ def simulated_message_send(
     now: datetime | None = None,
     prompt_overrides: Mapping[AgentName, int] | None = None,
 ) -> TurnReport:
-    """Deliver one customer text through the webhook use case and answer it in this process.
+    """Deliver one customer text to the phone's simulated session and answer it in this
+    process (the command's path).
 
     `prompt_overrides` picks, per agent, a saved override (a draft too) for this turn only."""
+    delivered = simulated_message_deliver(instance=instance, phone=phone, text=text, now=now)
+    simulated_turn_process(session_id=delivered.session_id, prompt_overrides=prompt_overrides)
+    return turn_report(
+        session_id=delivered.session_id,
+        after_message_id=delivered.inbound_id,
+        after_call_id=delivered.after_call_id,
+    )
+
+
+def simulated_phone_check(phone: str) -> None:
+    """Refuse a phone outside the simulator's reserved range (`SIMULATED_PHONE_PREFIX`)."""
+    if (
+        not phone.isdigit()
+        or not phone.startswith(SIMULATED_PHONE_PREFIX)
+        or len(phone) not in SIMULATED_PHONE_DIGITS
+    ):
+        raise SimulationError(
+            f"{phone} is not a simulator phone: use 12 or 13 digits starting with "
+            f"{SIMULATED_PHONE_PREFIX} (no real customer has one), e.g. {SIMULATED_PHONE}."
+        )
+
+
+def simulated_message_deliver(
+    *, instance: Instance, phone: str, text: str, now: datetime | None = None
+) -> SimulatedDelivery:
+    """Apply one customer text, as the Cloud API would deliver it, to the phone's simulated
+    session (opened when it has none); its turn is the caller's to run."""
     now = now or timezone.now()
+    simulated_phone_check(phone)
     _refuse_real_customer(instance, phone)
     wamid = f"wamid.SIM{uuid4().hex}"
     document = simulated_text_delivery(
@@ -165,36 +233,163 @@ def simulated_message_send(
         name=SIMULATED_CUSTOMER_NAME,
     )
     last_call = LLMCall.objects.aggregate(last=Max("id"))["last"] or 0
-    webhook_delivery_receive(
-        raw_body=json.dumps(document).encode(),
-        headers=_HEADERS,
-        # The turn runs below, in this process, whatever the delivery would have enqueued.
-        enqueue_turn=_ignore,
-        enqueue_send=_send,
-    )
+    with transaction.atomic():
+        payload_apply(
+            parse_payload(document, received_at=now),
+            # The caller runs the turn, whatever the delivery would have enqueued.
+            enqueue_turn=_ignore,
+            enqueue_send=simulated_reply_send,
+            now=now,
+            simulated=True,
+        )
     inbound = Message.objects.filter(wa_message_id=wamid).only("id", "session_id").first()
     if inbound is None:
-        raise SimulationError("The delivery was not applied; see the webhook deliveries in admin.")
-    session_id = inbound.session_id
-    Session.objects.filter(pk=session_id).update(is_simulated=True)
-    # A session with a human has nothing pending: its turn only finds that out.
+        raise SimulationError(f"The message was not applied: is instance {instance} active?")
+    return SimulatedDelivery(
+        session_id=inbound.session_id, inbound_id=inbound.pk, after_call_id=last_call
+    )
+
+
+def simulated_turn_process(
+    *,
+    session_id: int,
+    prompt_overrides: Mapping[AgentName, int] | None = None,
+    deadline_errors: tuple[type[BaseException], ...] = (),
+) -> None:
+    """Run the simulated session's turn here, with the simulator's seams (module docstring),
+    counted in no metric. A session with a human has nothing pending: its turn only finds that
+    out."""
     prompts = ChosenOverridesPromptSource(prompt_overrides) if prompt_overrides else None
     deps = replace(
         build_pipeline_deps(prompts=prompts),
-        send=_send,
+        send=simulated_reply_send,
         mark_read=no_read_receipt,
         enqueue_summary=_summary,
     )
-    session_process(session_id=session_id, deps=deps, config=PipelineConfig.from_settings())
-    return turn_report(session_id=session_id, after_message_id=inbound.pk, after_call_id=last_call)
+    with uncounted():
+        session_process(
+            session_id=session_id,
+            deps=deps,
+            config=PipelineConfig.from_settings(),
+            deadline_errors=deadline_errors,
+        )
+
+
+def simulated_turn_start(
+    *,
+    user_id: int,
+    instance: Instance,
+    phone: str,
+    text: str,
+    prompt_overrides: Mapping[AgentName, int],
+    enqueue: Callable[[int], object],
+    now: datetime | None = None,
+) -> SimulatedTurn:
+    """The page's message: refused (`SimulationLimited`) while the staff member has a turn in
+    flight or has started ``SIMULATOR_MAX_TURNS_PER_MINUTE`` in the last minute; else the
+    delivery applied, a `SimulatedTurn` written and `enqueue(turn id)` called after the commit
+    (eager Celery runs the turn right there). A publish that fails ends the turn with its error,
+    so the page never waits for it."""
+    now = now or timezone.now()
+    simulated_turns_expire(user_id=user_id, now=now)
+    if SimulatedTurn.objects.filter(user_id=user_id, finished_at__isnull=True).exists():
+        raise SimulationLimited(_("Wait for the answer to your previous message."))
+    limit = settings.SIMULATOR_MAX_TURNS_PER_MINUTE
+    recent = SimulatedTurn.objects.filter(
+        user_id=user_id, started_at__gt=now - TURNS_WINDOW
+    ).count()
+    if recent >= limit:
+        raise SimulationLimited(
+            _("At most %(count)d simulator messages a minute: wait a little and send again.")
+            % {"count": limit}
+        )
+    try:
+        with transaction.atomic():
+            turn = SimulatedTurn.objects.create(
+                user_id=user_id,
+                # The delivery's session and message rows wait for this commit.
+                **_delivered_fields(
+                    simulated_message_deliver(instance=instance, phone=phone, text=text, now=now)
+                ),
+                prompt_overrides={agent.value: pk for agent, pk in prompt_overrides.items()},
+                started_at=now,
+            )
+    except IntegrityError as exc:
+        # Another request of the same staff member started a turn first (one in flight).
+        raise SimulationLimited(_("Wait for the answer to your previous message.")) from exc
+    transaction.on_commit(lambda: _enqueue(enqueue, turn.pk))
+    turn.refresh_from_db()
+    return turn
+
+
+def _enqueue(enqueue: Callable[[int], object], turn_id: int) -> None:
+    try:
+        enqueue(turn_id)
+    except Exception as exc:  # the broker down, mostly
+        logger.exception("simulated_turn_enqueue_failed", extra={"turn_id": turn_id})
+        _turn_end(turn_id, error=exc.__class__.__name__)
+
+
+def _delivered_fields(delivered: SimulatedDelivery) -> dict[str, int]:
+    return {
+        "session_id": delivered.session_id,
+        "inbound_id": delivered.inbound_id,
+        "after_call_id": delivered.after_call_id,
+    }
+
+
+def simulated_turn_run(
+    *, turn_id: int, deadline_errors: tuple[type[BaseException], ...] = ()
+) -> None:
+    """The ``conversations.simulated_turn`` task's use case: run the turn, then store its report
+    and latency. Idempotent: an ended turn is left as it is. A turn that raises is ended with the
+    error's name (logged with its traceback): the page shows that it failed."""
+    turn = SimulatedTurn.objects.filter(pk=turn_id, finished_at__isnull=True).first()
+    if turn is None:
+        return
+    started = time.monotonic()
+    overrides = {AgentName(agent): int(pk) for agent, pk in turn.prompt_overrides.items()}
+    try:
+        simulated_turn_process(
+            session_id=turn.session_id,
+            prompt_overrides=overrides,
+            deadline_errors=deadline_errors,
+        )
+        report = turn_report(
+            session_id=turn.session_id,
+            after_message_id=turn.inbound_id,
+            after_call_id=turn.after_call_id,
+        )
+    except Exception as exc:
+        logger.exception("simulated_turn_failed", extra={"turn_id": turn_id})
+        _turn_end(turn_id, error=exc.__class__.__name__)
+        return
+    _turn_end(turn_id, report=asdict(report), latency_ms=round((time.monotonic() - started) * 1000))
+
+
+def simulated_turns_expire(*, user_id: int, now: datetime) -> int:
+    """End the staff member's turns in flight for longer than `TURN_LOST_AFTER` (lost)."""
+    return SimulatedTurn.objects.filter(
+        user_id=user_id, finished_at__isnull=True, started_at__lt=now - TURN_LOST_AFTER
+    ).update(finished_at=now, error=TURN_LOST)
+
+
+def _turn_end(
+    turn_id: int,
+    *,
+    report: dict[str, Any] | None = None,
+    latency_ms: int | None = None,
+    error: str = "",
+) -> None:
+    SimulatedTurn.objects.filter(pk=turn_id, finished_at__isnull=True).update(
+        finished_at=timezone.now(), report=report, latency_ms=latency_ms, error=error[:255]
+    )
 
 
 def simulated_session_reset(*, instance: Instance, phone: str) -> int | None:
     """Close the phone's open simulated session (the next message opens a new one); its id."""
     session = (
-        open_sessions(instance.phone_number_id)
-        .filter(customer_phone=phone, is_simulated=True)
-        .first()
+        open_sessions(instance.phone_number_id, simulated=True).filter(customer_phone=phone).first()
     )
     if session is None:
         return None
@@ -264,19 +459,17 @@ def calls_cost_usd(calls: Sequence[Mapping[str, Any]]) -> float | None:
 
 
 def _refuse_real_customer(instance: Instance, phone: str) -> None:
-    real = (
-        open_sessions(instance.phone_number_id)
-        .filter(customer_phone=phone, is_simulated=False)
-        .exists()
-    )
-    if real:
+    """A phone of the reserved range that a real conversation used (open or closed) stays
+    theirs."""
+    if Session.objects.filter(instance=instance, customer_phone=phone, is_simulated=False).exists():
         raise SimulationError(
-            f"{phone} has an open conversation of a real customer; use another --phone."
+            f"{phone} has a conversation of a real customer; use another simulator phone."
         )
 
 
-def _send(message_id: int) -> None:
-    # The dry-run sender whatever the configuration: nothing leaves the machine.
+def simulated_reply_send(message_id: int) -> None:
+    """The simulator's `send`: the dry-run sender whatever the configuration and whatever the
+    session says (`sending.sender_for` is the second guard, not the only one)."""
     outbound_message_send(message_id=message_id, client=DRY_RUN_SENDER, swept_later=False)
 
 

@@ -3,5 +3,6 @@
 import conversations.delivery_tasks
 import conversations.inbound.tasks
 import conversations.retention_tasks
+import conversations.simulator_tasks
 import conversations.turns.tasks  # noqa: F401
 from conversations.whatsapp.tasks import send_message  # noqa: F401

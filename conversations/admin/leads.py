@@ -13,7 +13,8 @@
 
 Staff without `conversations.view_personal_data` read the list, the page and the export masked
 (names, e-mails, documents, phones: `conversations.admin.masking`); Support has both permissions,
-so its export carries the data the CRM needs.
+so its export carries the data the CRM needs. A simulated conversation's lead is not listed,
+exported or resent.
 """
 
 import csv
@@ -244,6 +245,10 @@ class LeadAdmin(ReadOnlyAdmin[Lead]):
         "created_at",
     )
     readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Lead]:
+        # A simulated conversation's lead is no real request: not listed, exported or resent.
+        return super().get_queryset(request).filter(session__is_simulated=False)
 
     def has_export_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm(EXPORT_LEAD))

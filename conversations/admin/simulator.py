@@ -1,29 +1,34 @@
-"""The simulator page (`…/conversations/session/simulator/`, issue 14 §3): talk to the bot as a
-customer from the admin, never through WhatsApp.
+"""The simulator page (`…/conversations/session/simulator/`): talk to the bot as a customer
+from the admin, never through WhatsApp.
 
 Prompt editors, Support and superusers (`can_simulate`) write as a simulated customer of a chosen
-instance (the demo's by default); each message is a plain form POST that runs
-`conversations.simulator.simulated_message_send` — the real webhook use case and pipeline with the
-dry-run sender — and redirects back (post/redirect/get). The turn's `TurnReport`, with the customer
-text and the wall-clock latency, is kept in the staff member's own Django session, for the current
-simulated conversation only; the page shows them with the latest handoff summary of that
-conversation. "Nova conversa" closes it (`simulated_session_reset`).
+instance (the demo's by default). Each message is a plain form POST that calls
+`conversations.simulator.simulated_turn_start` and redirects back (post/redirect/get): the
+delivery is applied in the request, the turn runs in the ``conversations.simulated_turn`` task,
+never in the web worker. While it is in flight the page shows the customer's message with
+"waiting for the answer" and `simulator.js` polls `…/simulator/turn/<id>/` (same permission, own
+turns only) every second, reloading once it ended. Eager Celery (the embedded default, no
+broker) runs the task inside the POST: the redirect then shows the answer and nothing polls.
 
-Each staff member writes from a phone of their own (`simulated_phone`), so two editors never share
-a conversation. For each agent with saved drafts (inactive overrides) the form offers the active
-prompt or one of them; the choice (kept in the Django session) reaches
-`simulated_message_send(prompt_overrides=…)` for that staff member's turns only.
+One turn in flight per staff member and ``SIMULATOR_MAX_TURNS_PER_MINUTE`` a minute; a refused
+message gets a pt-BR error on the page. The turns shown are the staff member's `SimulatedTurn`
+rows of the open simulated conversation, with the latest handoff summary. "Nova conversa" closes
+it (`simulated_session_reset`).
+
+Each staff member writes from a phone of their own (`simulated_phone`, in the simulator's
+reserved range), so two editors never share a conversation. For each agent with saved drafts
+(inactive overrides) the form offers the active prompt or one of them; the choice (kept in the
+Django session) reaches that staff member's turns only.
 """
 
-import time
-from dataclasses import asdict
 from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from agents.labels import AGENT_LABELS
@@ -31,24 +36,27 @@ from agents.states import PROMPT_AGENTS, AgentName
 from conversations.admin.queue import ATTEND_SESSION
 from conversations.inbound.session_rules import open_sessions
 from conversations.labels import handoff_label, state_label
-from conversations.models import HandoffSummary, Instance, Session
+from conversations.models import HandoffSummary, Instance, Session, SimulatedTurn
 from conversations.simulator import (
     DEMO_PHONE_NUMBER_ID,
+    SIMULATED_PHONE_PREFIX,
+    TURN_LOST,
     SimulationError,
     model_configured,
-    simulated_message_send,
     simulated_session_reset,
+    simulated_turn_start,
+    simulated_turns_expire,
 )
+from conversations.simulator_tasks import simulated_turn
 from prompts_admin.models import PromptOverride
 
 SIMULATOR_URL_NAME = "conversations_session_simulator"
+SIMULATOR_TURN_URL_NAME = "conversations_session_simulator_turn"
 CHANGE_PROMPT = "prompts_admin.change_promptoverride"
-# The Django session's key of the shown turns: {"session_id": int, "turns": [dict, ...]}.
-TURNS_KEY = "simulator_turns"
 # The Django session's key of the chosen drafts: {agent value: PromptOverride id}.
 PROMPTS_KEY = "simulator_prompts"
-# 55 00 is no Brazilian area code; 9 keeps these apart from `simulate`'s default phone.
-PHONE_PREFIX = "55009"
+# The simulator's reserved range; 9 keeps these apart from `simulate`'s default phone.
+PHONE_PREFIX = f"{SIMULATED_PHONE_PREFIX}9"
 MAX_TEXT = 4096
 
 
@@ -121,9 +129,7 @@ def _page_url(instance: Instance | None) -> str:
 
 def _open_session(instance: Instance, phone: str) -> Session | None:
     return (
-        open_sessions(instance.phone_number_id)
-        .filter(customer_phone=phone, is_simulated=True)
-        .first()
+        open_sessions(instance.phone_number_id, simulated=True).filter(customer_phone=phone).first()
     )
 
 
@@ -140,9 +146,11 @@ def session_simulator(
         if instance is not None:
             _post(request, instance=instance, phone=phone)
         return HttpResponseRedirect(_page_url(instance))
+    user_id = int(request.user.pk or 0)
+    simulated_turns_expire(user_id=user_id, now=timezone.now())
     session = _open_session(instance, phone) if instance else None
-    stored = request.session.get(TURNS_KEY) or {}
-    turns = stored.get("turns", []) if session and stored.get("session_id") == session.pk else []
+    turns = _shown_turns(user_id, session) if session else []
+    in_flight = next((turn for turn in turns if turn["pending"]), None)
     chosen: dict[str, int] = request.session.get(PROMPTS_KEY) or {}
     summary = (
         HandoffSummary.objects.filter(session=session).order_by("-id").first() if session else None
@@ -155,7 +163,10 @@ def session_simulator(
         "instance": instance,
         "phone": phone,
         "session": session,
-        "turns": [_labelled(turn) for turn in turns],
+        "turns": turns,
+        "poll_url": (
+            reverse(f"admin:{SIMULATOR_TURN_URL_NAME}", args=[in_flight["id"]]) if in_flight else ""
+        ),
         "summary": summary,
         "draft_choices": _draft_choices(chosen),
         "model_configured": model_configured(),
@@ -167,7 +178,6 @@ def session_simulator(
 def _post(request: HttpRequest, *, instance: Instance, phone: str) -> None:
     if "reset" in request.POST:
         simulated_session_reset(instance=instance, phone=phone)
-        request.session.pop(TURNS_KEY, None)
         return
     text = request.POST.get("text", "").strip()[:MAX_TEXT]
     if not text:
@@ -178,26 +188,69 @@ def _post(request: HttpRequest, *, instance: Instance, phone: str) -> None:
         return
     chosen = _chosen_drafts(request)
     request.session[PROMPTS_KEY] = chosen
-    started = time.monotonic()
     try:
-        report = simulated_message_send(
+        simulated_turn_start(
+            user_id=int(request.user.pk or 0),
             instance=instance,
             phone=phone,
             text=text,
             prompt_overrides={AgentName(agent): pk for agent, pk in chosen.items()},
+            enqueue=simulated_turn.delay,
         )
     except SimulationError as error:
         messages.error(request, str(error))
-        return
-    turn = {
-        **asdict(report),
-        "text": text,
-        "drafts": ", ".join(f"{agent} #{pk}" for agent, pk in chosen.items()),
-        "latency_ms": round((time.monotonic() - started) * 1000),
+
+
+def _shown_turns(user_id: int, session: Session) -> list[dict[str, Any]]:
+    """The staff member's turns of the conversation, as the page shows them (pt-BR labels)."""
+    rows = (
+        SimulatedTurn.objects.filter(user_id=user_id, session=session)
+        .select_related("inbound")
+        .order_by("id")
+    )
+    return [_shown(turn) for turn in rows]
+
+
+def _shown(turn: SimulatedTurn) -> dict[str, Any]:
+    report: dict[str, Any] = turn.report or {}
+    failed = ""
+    if turn.error == TURN_LOST:
+        failed = _("No answer: the turn was lost. Send the message again.")
+    elif turn.error:
+        failed = _("The turn failed (%(error)s); see the worker log.") % {"error": turn.error}
+    return {
+        "id": turn.pk,
+        "text": turn.inbound.content,
+        "pending": turn.finished_at is None,
+        "failed": failed,
+        "has_report": bool(report),
+        "replies": report.get("replies", []),
+        "agents": report.get("agents", []),
+        "code": report.get("code"),
+        "state": state_label(str(report.get("state", ""))),
+        "handoff_reason": handoff_label(str(report.get("handoff_reason") or "")),
+        "packages": report.get("packages", []),
+        "tokens": report.get("tokens", {}),
+        "cost_usd": report.get("cost_usd"),
+        "latency_ms": turn.latency_ms,
+        "drafts": ", ".join(f"{agent} #{pk}" for agent, pk in turn.prompt_overrides.items()),
     }
-    stored = request.session.get(TURNS_KEY) or {}
-    previous = stored.get("turns", []) if stored.get("session_id") == report.session_id else []
-    request.session[TURNS_KEY] = {"session_id": report.session_id, "turns": [*previous, turn]}
+
+
+def simulator_turn_state(request: HttpRequest, *, turn_id: int) -> JsonResponse:
+    """The page's poll: whether the staff member's own turn ended (another's is a 404)."""
+    if not can_simulate(request.user):
+        raise PermissionDenied
+    user_id = int(request.user.pk or 0)
+    simulated_turns_expire(user_id=user_id, now=timezone.now())
+    found = list(
+        SimulatedTurn.objects.filter(pk=turn_id, user_id=user_id).values_list(
+            "finished_at", flat=True
+        )
+    )
+    if not found:
+        raise Http404
+    return JsonResponse({"done": found[0] is not None})
 
 
 def simulator_urls(model_admin: admin.ModelAdmin[Session]) -> list[URLPattern]:
@@ -206,13 +259,15 @@ def simulator_urls(model_admin: admin.ModelAdmin[Session]) -> list[URLPattern]:
     def view(request: HttpRequest) -> HttpResponse:
         return session_simulator(request, model_admin=model_admin)
 
-    return [path("simulator/", model_admin.admin_site.admin_view(view), name=SIMULATOR_URL_NAME)]
+    def turn_view(request: HttpRequest, turn_id: int) -> HttpResponse:
+        return simulator_turn_state(request, turn_id=turn_id)
 
-
-def _labelled(turn: dict[str, Any]) -> dict[str, Any]:
-    """A stored turn with its state and handoff reason as staff read them (pt-BR labels)."""
-    return {
-        **turn,
-        "state": state_label(str(turn.get("state", ""))),
-        "handoff_reason": handoff_label(str(turn.get("handoff_reason") or "")),
-    }
+    site = model_admin.admin_site
+    return [
+        path("simulator/", site.admin_view(view), name=SIMULATOR_URL_NAME),
+        path(
+            "simulator/turn/<int:turn_id>/",
+            site.admin_view(turn_view),
+            name=SIMULATOR_TURN_URL_NAME,
+        ),
+    ]

@@ -174,12 +174,16 @@ def payload_apply(
     enqueue_turn: EnqueueFn,
     enqueue_send: EnqueueFn,
     now: datetime | None = None,
+    simulated: bool = False,
 ) -> ApplyResult:
     """Apply a parsed payload's events (see the module docstring), inside the caller's
-    transaction; turns and sends are enqueued after its commit."""
+    transaction; turns and sends are enqueued after its commit. A `simulated` payload (the
+    simulator's, never a webhook's) finds and opens simulated sessions only."""
     now = timezone.now() if now is None else now
     context = ApplyContext(
-        now=now, sessions=DeliverySessions(), outbox=Outbox(enqueue_turn, enqueue_send, now)
+        now=now,
+        sessions=DeliverySessions(simulated=simulated),
+        outbox=Outbox(enqueue_turn, enqueue_send, now),
     )
     for ignored in payload.ignored_changes:
         logger.info("whatsapp_change_ignored", extra={"field": ignored})
@@ -264,7 +268,9 @@ def _log_only_receive(context: ApplyContext, message: InboundMessage) -> None:
 def _identity_change(context: ApplyContext, message: InboundMessage) -> None:
     """A ``system`` message: the open session's phone or user id changes, with a SYSTEM event."""
     change = message.identity_change
-    session = open_session_find(message.phone_number_id, message.customer)
+    session = open_session_find(
+        message.phone_number_id, message.customer, simulated=context.sessions.simulated
+    )
     if session is not None:
         context.sessions.known(message.phone_number_id, session)
     elif context.sessions.instance_id(message.phone_number_id) is None:
@@ -466,7 +472,12 @@ def session_for(
         return session
     moved_to = sessions.latest.get(key, at) if inbound else at
     session = open_session_touch(
-        phone_number_id, customer, idle_at=at, moved_to=moved_to, inbound=inbound
+        phone_number_id,
+        customer,
+        idle_at=at,
+        moved_to=moved_to,
+        inbound=inbound,
+        simulated=sessions.simulated,
     )
     if session is not None:
         # The common case, in one statement: found, not idle, times moved forward.
@@ -475,7 +486,7 @@ def session_for(
         session_identity_fill(session, customer)
         sessions.by_customer[key] = session
         return session
-    session = open_session_find(phone_number_id, customer)
+    session = open_session_find(phone_number_id, customer, simulated=sessions.simulated)
     if session is not None:
         sessions.known(phone_number_id, session)
         session_identity_fill(session, customer)
@@ -487,7 +498,13 @@ def session_for(
         if instance_id is None:
             return None
         session, opened = session_open(
-            instance_id, phone_number_id, customer, context.now, moved_to, inbound=inbound
+            instance_id,
+            phone_number_id,
+            customer,
+            context.now,
+            moved_to,
+            inbound=inbound,
+            simulated=sessions.simulated,
         )
         if opened:
             sessions.stored(session, moved_to, inbound=inbound)

@@ -166,6 +166,8 @@ def _params(
     adapt = connection.ops.adapt_datetimefield_value
     return {
         "phone_number_id": message.phone_number_id,
+        # A webhook's delivery: never a simulated session (`session_rules.open_sessions`).
+        "simulated": False,
         "at": adapt(message.timestamp),
         "idle_cutoff": adapt(idle_cutoff(message.timestamp)),
         **identity_params(message.customer),

@@ -3,7 +3,9 @@
 The rules:
 
 - **open session**: a customer's open session (state other than CLOSED) on the active instance
-  of the number, looked up by business-scoped user id first, then by phone (`IDENTIFIERS`);
+  of the number, looked up by business-scoped user id first, then by phone (`IDENTIFIERS`) — a
+  real delivery's among the real sessions only, a simulated one's (`conversations.simulator`)
+  among the simulated ones (`Session.is_simulated`), so the two never share a session;
 - **idle**: an open session whose last message (``last_message_at``, else ``created_at``) is
   more than ``SESSION_IDLE_HOURS`` older than the event's WhatsApp timestamp is idle: the
   general path closes it and opens another, whatever its state;
@@ -58,20 +60,24 @@ def customer_identifiers(customer: Customer) -> list[tuple[str, str]]:
     return [(name, values[name]) for name in IDENTIFIERS if values[name]]
 
 
-def open_sessions(phone_number_id: str) -> QuerySet[Session]:
-    """The open sessions on the active instance of that number."""
+def open_sessions(phone_number_id: str, *, simulated: bool) -> QuerySet[Session]:
+    """The open sessions on the active instance of that number, the real ones or the simulated
+    ones."""
     return Session.objects.filter(
-        instance__phone_number_id=phone_number_id, instance__is_active=True
+        instance__phone_number_id=phone_number_id,
+        instance__is_active=True,
+        is_simulated=simulated,
     ).exclude(state=SessionState.CLOSED)
 
 
 def _open_session_sql(identifier: str) -> str:
-    """The id of the customer's open, non-idle session (`o`), found by one identifier."""
+    """The id of the customer's open, non-idle session (`o`), found by one identifier, among the
+    real sessions or the simulated ones (%(simulated)s)."""
     return f"""SELECT o.id FROM conversations_session o
         JOIN conversations_instance i ON i.id = o.instance_id
         WHERE i.phone_number_id = %(phone_number_id)s AND i.is_active
           AND o.{identifier} = %(identifier)s AND o.state <> {CLOSED_SQL}
-          AND {NOT_IDLE_SQL}
+          AND o.is_simulated = %(simulated)s AND {NOT_IDLE_SQL}
         LIMIT 1"""
 
 

@@ -59,6 +59,7 @@ def open_session_touch(
     idle_at: datetime,
     moved_to: datetime,
     inbound: bool,
+    simulated: bool,
 ) -> Session | None:
     """Find the customer's open session on that number, not idle at `idle_at`, and move its
     times forward to `moved_to`, in one ``UPDATE ... RETURNING`` per identifier (user id first,
@@ -73,6 +74,7 @@ def open_session_touch(
     params = {
         "at": adapt(moved_to),
         "inbound": inbound,
+        "simulated": simulated,
         "phone_number_id": phone_number_id,
         "idle_cutoff": adapt(idle_cutoff(idle_at)),
     }
@@ -93,7 +95,7 @@ _OPEN_SESSION_COLUMNS = ", ".join(f"s.{name}" for name in ("id", *_SESSION_FIELD
 _OPEN_SESSIONS_SQL = f"""SELECT {_OPEN_SESSION_COLUMNS} FROM conversations_session s
     JOIN conversations_instance i ON i.id = s.instance_id
     WHERE i.phone_number_id = %s AND i.is_active AND s.state <> {CLOSED_SQL}
-      AND ({{match}})"""
+      AND s.is_simulated = %s AND ({{match}})"""
 # One statement per combination of identifiers a customer may have, in lookup order.
 _OPEN_SESSIONS_BY: dict[tuple[str, ...], str] = {
     identifiers: _OPEN_SESSIONS_SQL.format(
@@ -103,9 +105,11 @@ _OPEN_SESSIONS_BY: dict[tuple[str, ...], str] = {
 }
 
 
-def open_session_find(phone_number_id: str, customer: Customer) -> Session | None:
+def open_session_find(
+    phone_number_id: str, customer: Customer, *, simulated: bool
+) -> Session | None:
     """The customer's open session on that number, idle or not (`session_rules.open_sessions`),
-    preferring the one its user id names."""
+    real or simulated, preferring the one its user id names."""
     identified = customer_identifiers(customer)
     if not identified:
         return None
@@ -114,7 +118,7 @@ def open_session_find(phone_number_id: str, customer: Customer) -> Session | Non
     candidates = fetch_models(
         Session,
         statement,
-        [phone_number_id, *(value for _, value in identified)],
+        [phone_number_id, simulated, *(value for _, value in identified)],
         ("id", *_SESSION_FIELDS),
     )
     # The user id names the customer more precisely than a phone that may have changed hands.
@@ -132,6 +136,7 @@ def session_open(
     at: datetime,
     *,
     inbound: bool,
+    simulated: bool,
 ) -> tuple[Session, bool]:
     """A new session with its times at `at`, and True; or, when another delivery opened the
     customer's session first, that one and False."""
@@ -147,6 +152,7 @@ def session_open(
                 created_at=now,
                 last_message_at=at,
                 last_inbound_at=at if inbound else None,
+                is_simulated=simulated,
             )
             session.pk = insert_row(Session, row=session)
             mark_saved(session)
@@ -154,7 +160,7 @@ def session_open(
     except IntegrityError:
         # Another delivery opened this customer's session first (one open session per phone and
         # per user id); ours waited for its commit, so it is visible now.
-        found = open_session_find(phone_number_id, customer)
+        found = open_session_find(phone_number_id, customer, simulated=simulated)
         if found is None:
             raise
         session_identity_fill(found, customer)
@@ -217,6 +223,9 @@ class DeliverySessions:
     inbound_times: dict[int, datetime] = field(default_factory=dict)
     # Whether any event was for one of our instances (the delivery is then ``processed``).
     routed: bool = False
+    # A simulated delivery (`conversations.simulator`) finds and opens simulated sessions only;
+    # a real one real sessions only.
+    simulated: bool = False
 
     def note_latest(self, key: CustomerKey, at: datetime) -> None:
         self.latest[key] = max(at, self.latest.get(key, at))

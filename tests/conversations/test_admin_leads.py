@@ -56,7 +56,7 @@ def catalog(db: None) -> None:
     )
 
 
-def make_lead(phone: str = "5511988887777", **fields: Any) -> Lead:
+def make_lead(phone: str = "5511988887777", *, simulated: bool = False, **fields: Any) -> Lead:
     instance = Instance.objects.first() or baker.make(
         Instance, phone_number_id="100000000000001", name="Lab Central"
     )
@@ -66,6 +66,7 @@ def make_lead(phone: str = "5511988887777", **fields: Any) -> Lead:
         customer_name="Ana Lima",
         customer_phone=phone,
         registration_data=DATA["cadastro"],
+        is_simulated=simulated,
     )
     fields = {"data": DATA, "created_at": CREATED, **fields}
     return Lead.objects.create(session=session, **fields)
@@ -203,6 +204,22 @@ def test_support_exports_the_chosen_leads_as_a_pt_br_spreadsheet_csv() -> None:
             f"ana@example.com;11.222.333/0001-81;{common};{technical};pendente;0\r\n"
         ).encode()
     )
+
+
+def test_a_simulated_conversation_s_lead_is_neither_listed_nor_exported() -> None:
+    real = make_lead()
+    simulated = make_lead(phone="5500900000001", simulated=True)
+    support = client_of("Support")
+
+    page = text(support.get(LIST))
+    exported = post_action(support, "export_csv", real, simulated)
+    opened = support.get(f"/admin/conversations/lead/{simulated.pk}/change/")
+
+    assert f"/admin/conversations/lead/{real.pk}/change/" in page
+    assert f"/admin/conversations/lead/{simulated.pk}/change/" not in page
+    rows = exported.content.decode("utf-8-sig").splitlines()
+    assert [row.split(";")[0] for row in rows[1:]] == [str(real.pk)]
+    assert opened.status_code == 302  # the admin's "no such object" redirect to the list
 
 
 def test_a_superuser_without_the_group_exports_too() -> None:

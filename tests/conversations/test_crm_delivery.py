@@ -262,6 +262,20 @@ def test_a_simulated_session_s_lead_never_reaches_the_crm(
 
     lead, hooks = create(session, django_capture_on_commit_callbacks)
 
-    assert hooks == [f"enqueue_lead_delivery({lead.pk})"]
+    # Never registered for delivery, with the CRM configured.
+    assert hooks == []
+    assert state(lead) == ("not_configured", 0, "")
+    assert crm.received == []
+
+
+def test_a_simulated_session_s_lead_is_not_sent_when_delivered_anyway(
+    crm: WebhookReceiver, session: Session
+) -> None:
+    """The delivery's own guard (a lead resent, or registered before the session was marked)."""
+    lead = Lead.objects.create(session=session, data={}, crm_status="pending")
+    Session.objects.filter(pk=session.pk).update(is_simulated=True)
+
+    assert lead_deliver(lead_id=lead.pk, last_attempt=False) == "not_configured"
+
     assert state(lead) == ("not_configured", 0, "")
     assert crm.received == []

@@ -98,3 +98,18 @@ def test_the_gauges_read_the_pending_messages_the_leases_and_the_circuit(
         'lab_attendance_model_circuit_state{provider="openai",state="open"}': 1.0,
         'lab_attendance_model_circuit_state{provider="openai",state="half_open"}': 0.0,
     }
+
+
+def test_a_simulated_conversation_s_pending_message_is_no_customer_waiting(
+    session: Session, django_assert_num_queries: DjangoAssertNumQueries
+) -> None:
+    simulated = recipes.session.make(
+        instance=session.instance, customer_phone="5500900000001", is_simulated=True
+    )
+    inbound(simulated, "simulada", created_at=NOW - timedelta(seconds=300))
+    inbound(session, "real", created_at=NOW - timedelta(seconds=20))
+
+    assert gauges(django_assert_num_queries) == {
+        "lab_attendance_oldest_pending_inbound_age_seconds{}": 20.0,
+        "lab_attendance_leases_expired{}": 0.0,
+    }

@@ -14,17 +14,27 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 from pytest_django import Settings
 
 from conversations.management.commands.simulate import Command
-from conversations.models import Direction, Instance, Session
-from conversations.simulator import simulated_text_delivery
+from conversations.models import Direction, Instance, Session, WebhookDelivery
+from conversations.simulator import (
+    SimulationError,
+    simulated_phone_check,
+    simulated_reply_send,
+    simulated_text_delivery,
+)
 from conversations.whatsapp.client import is_simulated_wamid
 from conversations.whatsapp.payload import InboundKind, parse_payload
+from conversations.whatsapp.signature import compute_signature
 from prompts_admin.models import RuntimeConfig
 from tests import baker_recipes as recipes
+from tests.conversations.support import reply
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.metrics import TOKEN, increase, scrape
+from tests.support.webhooks import text_delivery
 
 HANDOFF_TEXT = "Um atendente vai continuar a conversa."
 NO_MODEL = (
@@ -278,20 +288,105 @@ def test_without_the_demo_instance_it_says_how_to_get_one(model: FakeOpenAIServe
     )
 
 
-@pytest.mark.django_db
-def test_a_real_customer_s_phone_is_refused(
-    demo_instance: Instance, model: FakeOpenAIServer, fake_graph: FakeGraphAPI
+@pytest.mark.django_db(transaction=True)
+def test_a_real_customer_s_phone_is_refused_and_their_next_message_reaches_them(
+    client: Client,
+    demo_instance: Instance,
+    model: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+    settings: Settings,
 ) -> None:
-    real = recipes.session.make(instance=demo_instance, customer_phone="5511987654321")
+    """Their real conversation is closed: the simulator still refuses their phone (it is outside
+    the reserved range), and their next message opens a real conversation, answered through
+    WhatsApp."""
+    settings.WHATSAPP_APP_SECRET = "test-app-secret"
+    closed = recipes.session.make(
+        instance=demo_instance, customer_phone="5511987654321", state="CLOSED"
+    )
 
     with pytest.raises(CommandError) as raised:
         simulate("--phone", "5511987654321", "--say", "Oi")
+    model.queue_text('{"s":1}Olá, Maria!')
+    body = text_delivery(phone="5511987654321", wamid="wamid.REAL1", text="Oi, voltei")
+    response = client.post(
+        "/webhooks/whatsapp/",
+        body,
+        content_type="application/json",
+        HTTP_X_HUB_SIGNATURE_256=compute_signature(body=body, secret="test-app-secret"),
+    )
 
     assert str(raised.value) == (
-        "5511987654321 has an open conversation of a real customer; use another --phone."
+        "5511987654321 is not a simulator phone: use 12 or 13 digits starting with 5500 "
+        "(no real customer has one), e.g. 5500000000001."
+    )
+    assert response.status_code == 200
+    [closed_after, real] = Session.objects.order_by("id")
+    assert (closed_after.pk, closed_after.messages.count()) == (closed.pk, 0)
+    assert (real.customer_phone, real.is_simulated) == ("5511987654321", False)
+    [reply] = real.messages.filter(direction=Direction.OUTBOUND)
+    assert (reply.content, is_simulated_wamid(reply.wa_message_id)) == ("Olá, Maria!", False)
+    assert [request.json["to"] for request in fake_graph.sends] == ["5511987654321"]
+
+
+@pytest.mark.parametrize(
+    ("phone", "accepted"),
+    [
+        ("55000000001", False),  # 11 digits
+        ("550000000001", True),  # 12
+        ("5500000000001", True),  # 13
+        ("55000000000001", False),  # 14
+        ("5501000000001", False),  # 55 01: outside the range
+        ("+5500000000001", False),
+    ],
+)
+def test_only_phones_of_the_reserved_range_are_accepted(phone: str, accepted: bool) -> None:
+    try:
+        simulated_phone_check(phone)
+    except SimulationError:
+        refused = True
+    else:
+        refused = False
+
+    assert refused is not accepted
+
+
+@pytest.mark.django_db
+def test_a_reserved_phone_a_real_conversation_used_is_refused(
+    demo_instance: Instance, model: FakeOpenAIServer, fake_graph: FakeGraphAPI
+) -> None:
+    real = recipes.session.make(
+        instance=demo_instance, customer_phone="5500000000007", state="CLOSED"
+    )
+
+    with pytest.raises(CommandError) as raised:
+        simulate("--phone", "5500000000007", "--say", "Oi")
+
+    assert str(raised.value) == (
+        "5500000000007 has a conversation of a real customer; use another simulator phone."
     )
     real.refresh_from_db()
-    assert (real.is_simulated, real.messages.count(), fake_graph.requests) == (False, 0, [])
+    assert (real.is_simulated, Session.objects.count(), fake_graph.requests) == (False, 1, [])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_simulated_message_writes_no_webhook_delivery_and_counts_in_no_metric(
+    client: Client,
+    demo_instance: Instance,
+    model: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+    settings: Settings,
+) -> None:
+    """Turns, model calls (latency, tokens, cost), sends and webhook deliveries: none moves."""
+    settings.METRICS_TOKEN = TOKEN
+    model.queue_text('{"s":1}Olá!', input_tokens=1000)
+    before = scrape(client)
+
+    simulate("--say", "Oi")
+
+    after = scrape(client)
+    assert Session.objects.get().messages.count() == 2
+    assert WebhookDelivery.objects.count() == 0
+    assert increase(before, after, "lab_attendance_") == {}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -314,3 +409,20 @@ def test_log_lines_below_warning_are_hidden_unless_verbose(
     assert (quiet, disabled_after) == ([], logging.NOTSET)
     assert "turn_finished" in verbose
     assert "whatsapp_send_simulated" in verbose
+
+
+@pytest.mark.django_db
+def test_the_simulator_s_sender_is_the_dry_run_one_whatever_the_session_says(
+    demo_instance: Instance, fake_graph: FakeGraphAPI
+) -> None:
+    """The simulator's own guard, on its own: a token is set and the session is not marked
+    simulated (so `sending.sender_for` would let a real client through), and still nothing
+    reaches the Graph API."""
+    session = recipes.session.make(instance=demo_instance, customer_phone="5500000000001")
+    message = reply(session, "Olá!")
+
+    simulated_reply_send(message.pk)
+
+    assert fake_graph.requests == []
+    message.refresh_from_db()
+    assert (is_simulated_wamid(message.wa_message_id), message.delivery_status) == (True, "sent")

@@ -15,7 +15,7 @@ from pytest_django import Settings
 from pytest_django.asserts import assertContains, assertNotContains
 
 from agents.states import AgentName
-from conversations.admin.simulator import TURNS_KEY, simulated_phone
+from conversations.admin.simulator import simulated_phone
 from conversations.models import Direction, Instance, LLMCall, Session
 from prompts_admin.models import PromptOverride, RuntimeConfig
 from prompts_admin.selectors import (
@@ -164,7 +164,7 @@ def test_turns_accumulate_and_a_new_conversation_starts_empty(
     assertContains(reset, "Escreva a primeira mensagem como um cliente escreveria.")
     assert chat(after.content.decode()) == ["customer: Oi de novo", "bot: Olá de novo!"]
     assert (first.state, second.state, second.is_simulated) == ("CLOSED", "TRIAGE", True)
-    assert admin_client.session[TURNS_KEY]["session_id"] == second.pk
+    assert list(second.simulated_turns.values_list("inbound__content", flat=True)) == ["Oi de novo"]
     assert fake_graph.requests == []
 
 

@@ -92,6 +92,22 @@ def test_a_lost_turn_is_requeued_only_past_the_grace_in_a_bot_state_without_leas
     assert found == sorted([*(s.pk for s in lost.values()), expired.pk])
 
 
+def test_a_simulated_session_is_never_requeued_by_the_sweep(instance: Instance) -> None:
+    """The simulator runs its turns and ends a lost one itself: a stranded message or a dead
+    worker's lease of a simulated conversation is no customer waiting."""
+    now = timezone.now()
+    stranded = recipes.session.make(instance=instance, is_simulated=True)
+    inbound(stranded, age=timedelta(seconds=600))
+    expired = recipes.session.make(
+        instance=instance, is_simulated=True, lease_token=uuid4(), lease_expires_at=now
+    )
+    inbound(expired, age=timedelta(seconds=1))
+    real = recipes.session.make(instance=instance)
+    inbound(real, age=timedelta(seconds=600))
+
+    assert stalled_sessions(now=now, grace=STALLED_PENDING_GRACE) == [real.pk]
+
+
 def test_the_sweep_logs_how_many_it_requeued(
     instance: Instance, caplog: pytest.LogCaptureFixture
 ) -> None:

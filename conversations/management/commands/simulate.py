@@ -1,4 +1,4 @@
-"""Talk to the bot as a customer, from the terminal, without WhatsApp (issue 14 §2).
+"""Talk to the bot as a customer, from the terminal, without WhatsApp.
 
     python manage.py simulate                        # interactive: /reset, /quit
     python manage.py simulate --say "Oi" --say "Quero um orçamento"
@@ -6,8 +6,10 @@
     python manage.py simulate --phone 5500000000002 --instance 100000000000001
 
 Thin: the use cases are in `conversations.simulator` (the real webhook use case and pipeline, a
-sender that never calls the WhatsApp API). Needs a model: OPENAI_API_KEY, and OPENAI_BASE_URL for
-any Responses-compatible server. Log lines below WARNING are hidden unless ``-v 2``.
+sender that never calls the WhatsApp API, simulated sessions a real delivery never finds). The
+phone must be in the simulator's reserved range (digits starting with 5500). Needs a model:
+OPENAI_API_KEY, and OPENAI_BASE_URL for any Responses-compatible server. Log lines below WARNING
+are hidden unless ``-v 2``.
 """
 
 import logging
@@ -19,10 +21,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from conversations.models import Instance
 from conversations.simulator import (
     SIMULATED_PHONE,
+    SIMULATED_PHONE_PREFIX,
     SimulationError,
     TurnReport,
     model_configured,
     simulated_message_send,
+    simulated_phone_check,
     simulated_session_reset,
     simulation_instance,
 )
@@ -51,7 +55,8 @@ class Command(BaseCommand):
             "--phone",
             default=SIMULATED_PHONE,
             metavar="DIGITS",
-            help=f"the simulated customer's phone (default {SIMULATED_PHONE}); "
+            help=f"the simulated customer's phone, 12 or 13 digits starting with "
+            f"{SIMULATED_PHONE_PREFIX} (default {SIMULATED_PHONE}); "
             "the same phone continues the same conversation",
         )
         parser.add_argument(
@@ -70,9 +75,8 @@ class Command(BaseCommand):
         if not model_configured():
             raise CommandError(NO_MODEL)
         phone: str = options["phone"]
-        if not phone.isdigit():
-            raise CommandError("--phone takes digits only, e.g. 5500000000001.")
         try:
+            simulated_phone_check(phone)
             instance = simulation_instance(options["instance"])
         except SimulationError as exc:
             raise CommandError(str(exc)) from exc

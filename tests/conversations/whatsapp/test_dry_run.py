@@ -161,3 +161,18 @@ def test_a_simulated_session_is_never_sent_even_with_a_token(
     message.refresh_from_db()
     assert (is_simulated_wamid(message.wa_message_id), message.delivery_status) == (True, "sent")
     assert Message.objects.filter(direction=Direction.OUTBOUND).count() == 1
+
+
+def test_the_send_task_never_sends_a_simulated_session_s_reply_even_with_a_token(
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
+    """`sending.sender_for` on its own: the task builds the real Graph client (a token is set),
+    and the session's flag alone keeps the reply home."""
+    Session.objects.filter(pk=session.pk).update(is_simulated=True)
+    message = reply(session, "Olá!")
+
+    assert send_message.apply(args=(message.pk,)).get() == "sent"
+
+    assert fake_graph.requests == []
+    message.refresh_from_db()
+    assert (is_simulated_wamid(message.wa_message_id), message.delivery_status) == (True, "sent")

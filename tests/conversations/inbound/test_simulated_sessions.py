@@ -1,0 +1,101 @@
+"""A real delivery never finds a simulated session (`Session.is_simulated`): replayed through the
+webhook view, on PostgreSQL by the one-statement path and by the general path, on SQLite by the
+general path (the only one there)."""
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import Client
+from pytest_django import DjangoCaptureOnCommitCallbacks
+
+from conversations import publishers
+from conversations.models import Direction, Instance, Message, Session, WebhookDelivery
+from tests.conversations.inbound.conftest import T, make_session
+from tests.conversations.inbound.one_statement_support import general_path, statements
+from tests.conversations.whatsapp.conftest import (
+    CUSTOMER_PHONE,
+    CUSTOMER_USER_ID,
+    Recorder,
+    fixture_bytes,
+    signed_post,
+)
+
+pytestmark = pytest.mark.django_db
+
+TEXT = "Olá, gostaria de um orçamento de análise de água."
+
+
+@pytest.fixture
+def turns(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    recorder = Recorder()
+    monkeypatch.setattr(publishers, "enqueue_turn", recorder)
+    monkeypatch.setattr(publishers, "enqueue_send", Recorder())
+    return recorder
+
+
+@pytest.fixture(params=["one statement", "general path"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    if request.param == "general path":
+        with general_path(monkeypatch):
+            yield request.param
+    else:
+        yield request.param
+
+
+def inbound_texts(session: Session) -> list[str]:
+    return list(
+        Message.objects.filter(session=session, direction=Direction.INBOUND).values_list(
+            "content", flat=True
+        )
+    )
+
+
+def test_a_real_customer_s_message_opens_a_real_session_beside_the_simulated_one(
+    client: Client,
+    instance: Instance,
+    turns: Recorder,
+    path: str,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    simulated = make_session(instance, is_simulated=True)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = signed_post(client, fixture_bytes("text"))
+
+    assert response.status_code == 200
+    real = Session.objects.get(is_simulated=False)
+    assert (real.customer_phone, real.customer_user_id, real.state) == (
+        CUSTOMER_PHONE,
+        CUSTOMER_USER_ID,
+        "TRIAGE",
+    )
+    assert (inbound_texts(real), inbound_texts(simulated)) == ([TEXT], [])
+    simulated.refresh_from_db()
+    assert (simulated.last_message_at, simulated.state) == (T - timedelta(minutes=5), "TRIAGE")
+    assert turns.calls == [real.pk]
+    assert WebhookDelivery.objects.get().outcome == "processed"
+
+
+def test_with_both_open_the_message_lands_in_the_real_session(
+    client: Client,
+    instance: Instance,
+    turns: Recorder,
+    path: str,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    simulated = make_session(instance, is_simulated=True)
+    real = make_session(instance)
+
+    with django_capture_on_commit_callbacks(execute=True), statements() as kinds:
+        response = signed_post(client, fixture_bytes("text"))
+
+    assert response.status_code == 200
+    assert (inbound_texts(real), inbound_texts(simulated)) == ([TEXT], [])
+    assert Session.objects.count() == 2
+    assert turns.calls == [real.pk]
+    if path == "one statement" and connection.vendor == "postgresql":
+        # The one-statement path found the real session by user id, in its first statement (the
+        # savepoint is the test's transaction's).
+        assert [kind for kind in kinds if kind not in ("SAVEPOINT", "RELEASE")] == ["WITH"]
