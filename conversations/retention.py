@@ -25,6 +25,7 @@ from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
+from django.db.models import Q
 
 from agents.masking import Masker
 from agents.states import SessionState
@@ -42,6 +43,8 @@ from conversations.personal_data import session_masker
 
 logger = logging.getLogger("conversations.retention")
 
+# The wamid of an anonymised session's delivery status: this and the status's id.
+ERASED_WAMID_PREFIX = "erased."
 BATCH = 200  # sessions per run of the daily task; the rest wait for the next run
 
 
@@ -89,24 +92,33 @@ def _lead_mask(session: Session, masker: Masker) -> None:
 
 
 def _messages_mask(session: Session, masker: Masker) -> None:
-    fields = ["content", "raw_response", "json_part", "delivery_error_title"]
+    # A wamid is base64 that spells the customer's phone: dropped (the message is never
+    # matched to a status again; the conversation is over).
+    fields = ["content", "raw_response", "json_part", "delivery_error_title", "wa_message_id"]
     messages = list(session.messages.only("id", *fields))
+    # Read before they are dropped: the statuses are found by them too (a status stored before
+    # its message had its wamid is linked to no message).
+    wamids = [m.wa_message_id for m in messages if m.wa_message_id]
     for message in messages:
         message.content = masker.text(message.content)
         message.raw_response = masker.text(message.raw_response)
         message.json_part = masker.value(message.json_part)
         message.delivery_error_title = masker.text(message.delivery_error_title)
+        message.wa_message_id = None
     Message.objects.bulk_update(messages, fields, batch_size=500)
     # WhatsApp's error details of a failed send may quote the recipient.
     events = list(
-        DeliveryStatusEvent.objects.filter(message__session=session).only(
-            "id", "error_title", "error_details"
-        )
+        DeliveryStatusEvent.objects.filter(
+            Q(message__session=session) | Q(wa_message_id__in=wamids)
+        ).only("id", "wa_message_id", "error_title", "error_details")
     )
     for event in events:
+        event.wa_message_id = f"{ERASED_WAMID_PREFIX}{event.pk}"  # unique with the status
         event.error_title = masker.text(event.error_title)
         event.error_details = masker.text(event.error_details)
-    DeliveryStatusEvent.objects.bulk_update(events, ["error_title", "error_details"])
+    DeliveryStatusEvent.objects.bulk_update(
+        events, ["wa_message_id", "error_title", "error_details"], batch_size=500
+    )
 
 
 def _admin_log_mask(session: Session, masker: Masker) -> None:
