@@ -7,6 +7,7 @@ import json
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
+from django.contrib.messages import get_messages
 from django.test import Client
 
 from conversations.models import Instance, Session
@@ -121,9 +122,12 @@ def test_the_erasure_is_recorded_with_the_staff_member(joana: Session, eraser: U
     )
     page = client.get(f"/admin/conversations/session/{joana.pk}/change/").content.decode()
     assert f"{eraser.username.capitalize()} apagou os dados pessoais do cliente.</li>" in page
-    assert [str(m) for m in response.wsgi_request._messages] == [
-        "Dados pessoais apagados: 1 conversa(s) anonimizada(s), o cliente removido de 0 "
-        "corpo(s) de webhook."
+    assert [(m.level_tag, str(m)) for m in get_messages(response.wsgi_request)] == [
+        (
+            "success",
+            "Dados pessoais apagados: 1 conversa(s) anonimizada(s), o cliente removido de 0 "
+            "corpo(s) de webhook.",
+        )
     ]
 
 
