@@ -310,13 +310,16 @@ def webhook_bodies_erase(*, identifiers: frozenset[str], masker: Masker) -> int:
             rows = WebhookDelivery.objects.select_for_update().filter(pk__in=batch)
             for delivery in rows.only("id", "raw_body", "headers", "error"):
                 split = body_split(delivery.raw_body, identifiers)
-                if split.rest is None or split.others == 0:
+                error = masker.text(delivery.error)
+                if split.rest is None or (split.items and split.others == 0):
                     delivery.raw_body = b""
                     delivery.headers = {}
                 else:
                     rest = _strings_mask(split.rest, masker)
+                    if not split.items and rest == split.rest and error == delivery.error:
+                        continue  # found by a part of a longer number: nothing of theirs
                     delivery.raw_body = json.dumps(rest, ensure_ascii=False).encode()
-                delivery.error = masker.text(delivery.error)
+                delivery.error = error
                 delivery.save(update_fields=["raw_body", "headers", "error"])
                 changed += 1
     return changed

@@ -282,6 +282,14 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
             return queryset.none(), False
         return sessions_search(queryset=queryset, term=search_term, personal_data=False), False
 
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        if can_request_customer_data(request.user):
+            extra_context = {
+                **(extra_context or {}),
+                "customer_data_url": reverse(f"admin:{CUSTOMER_DATA_URL_NAME}"),
+            }
+        return super().changelist_view(request, extra_context)
+
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         changelist = super().get_changelist_instance(request)
         if self.masks_personal_data(request):

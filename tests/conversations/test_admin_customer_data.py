@@ -158,9 +158,16 @@ def test_the_session_page_links_to_the_page_by_session_id_and_it_fills_the_form_
     assert 'value="phone" required id="id_kind_0" checked' in form
 
 
-def test_the_session_page_of_staff_without_the_permission_has_no_link(
+def test_the_session_list_links_to_the_page(eraser: User) -> None:
+    page = logged_in(eraser).get("/admin/conversations/session/").content.decode()
+
+    assert f'<a href="{URL}" id="customer-data-link">Dados pessoais de um cliente</a>' in page
+
+
+def test_the_pages_of_staff_without_the_permission_have_no_link(
     joana: Session, support_client: Client
 ) -> None:
     page = support_client.get(f"/admin/conversations/session/{joana.pk}/change/").content.decode()
+    listing = support_client.get("/admin/conversations/session/").content.decode()
 
-    assert "customer-data-link" not in page
+    assert ("customer-data-link" in page, "customer-data-link" in listing) == (False, False)

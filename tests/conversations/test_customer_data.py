@@ -277,11 +277,15 @@ def test_erasure_empties_the_customers_bodies_and_keeps_everyone_elses_items(
     someone_else = WebhookDelivery.objects.create(
         raw_body=body(text_value(OTHER_PHONE, "Ana", "Oi")), body_sha256="e" * 64
     )
+    # Found by the bytes of the phone, inside a longer number: nothing of the customer's.
+    longer_number = WebhookDelivery.objects.create(
+        raw_body=body(text_value(f"1{PHONE}", "Ana", "Oi")), body_sha256="9" * 64
+    )
 
     report = customer_data_erase(CustomerSelector(phone=PHONE), now=timezone.now(), operator="ops")
 
     assert (report.sessions, report.webhook_deliveries) == (1, 4)
-    for delivery in (alone, by_user_id, mixed, not_json, someone_else):
+    for delivery in (alone, by_user_id, mixed, not_json, someone_else, longer_number):
         delivery.refresh_from_db()
     assert [bytes(d.raw_body) for d in (alone, by_user_id, not_json)] == [b"", b"", b""]
     assert (alone.headers, alone.messages_count, alone.body_sha256) == ({}, 1, "a" * 64)
@@ -290,6 +294,7 @@ def test_erasure_empties_the_customers_bodies_and_keeps_everyone_elses_items(
     assert others["value"]["messages"][0]["text"]["body"] == "Minha amiga J*** E*** indicou"
     assert mixed.error == "KeyError for J*** E***"
     assert bytes(someone_else.raw_body) == body(text_value(OTHER_PHONE, "Ana", "Oi"))
+    assert bytes(longer_number.raw_body) == body(text_value(f"1{PHONE}", "Ana", "Oi"))
 
 
 # --- Replay results, statuses, the admin log --------------------------------------------------
