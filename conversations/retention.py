@@ -147,7 +147,16 @@ def _calls_mask(session: Session, masker: Masker) -> None:
 
 
 def _summaries_mask(session: Session, masker: Masker) -> None:
-    text_fields = ("closing_reason", "next_action", "summary_text", "raw_json", "error")
+    # The service and segment too: the model writes them, and may write the customer in them.
+    text_fields = (
+        "closing_reason",
+        "identified_service",
+        "segment",
+        "next_action",
+        "summary_text",
+        "raw_json",
+        "error",
+    )
     summaries = list(HandoffSummary.objects.filter(session=session))
     for summary in summaries:
         for name in text_fields:

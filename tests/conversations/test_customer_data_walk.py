@@ -72,8 +72,8 @@ ANSWER = '{"s":1}Olá, Joana Erasmo! Anotei o CPF 529.982.247-25. Qual serviço 
 SUMMARY = json.dumps(
     {
         "motivo_encerramento": "Joana Erasmo pediu um atendente",
-        "servico_identificado": "",
-        "segmento": "",
+        "servico_identificado": "Orçamento de análise para Joana Erasmo",
+        "segmento": "AMBIENTAL (Joana)",
         "pontos_chave": ["Cliente Joana Erasmo", f"e-mail {EMAIL}"],
         "dados_coletados": {"nome": NAME, "cpf": "529.982.247-25"},
         "proxima_acao": "Ligar para (11) 98765-0123",
