@@ -94,6 +94,38 @@ def test_an_empty_or_malformed_value_is_refused_in_pt_br_and_nothing_is_erased(
     assert (erased(joana), LogEntry.objects.count()) == (False, 0)
 
 
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"kind": "email", "value": PHONE, "action": "erase", "confirm": "on"},
+            "Faça uma escolha válida.",
+        ),
+        ({"action": "erase", "confirm": "on"}, "Este campo é obrigatório."),
+        ({"kind": "phone", "value": "1" * 201, "action": "erase"}, "no máximo 200 caracteres"),
+    ],
+)
+def test_a_crafted_form_is_answered_with_the_fields_error(
+    joana: Session, eraser: User, data: dict[str, str], message: str
+) -> None:
+    response = logged_in(eraser).post(URL, data)
+
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert (erased(joana), LogEntry.objects.count()) == (False, 0)
+
+
+@pytest.mark.parametrize("session", ["abc", "9" * 30, "-1", ""])
+def test_an_unknown_session_in_the_link_leaves_the_form_empty(eraser: User, session: str) -> None:
+    response = logged_in(eraser).get(f"{URL}?session={session}")
+
+    assert response.status_code == 200
+    assert (
+        '<input type="text" name="value" maxlength="200" id="id_value">'
+        in response.content.decode()
+    )
+
+
 def test_erasing_without_the_confirmation_is_refused_and_nothing_is_erased(
     joana: Session, eraser: User
 ) -> None:
