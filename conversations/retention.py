@@ -25,7 +25,7 @@ from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 
 from agents.masking import Masker
 from agents.states import SessionState
@@ -75,12 +75,34 @@ def session_anonymise(session_id: int, *, now: datetime) -> bool:
             "technical_extras": masker.value(session.technical_extras),
             "handoff_detail": masker.text(session.handoff_detail),
             "anonymised_at": now,
+            # A turn thinking now loses its lease: it writes and sends nothing (its model calls
+            # are scrubbed by `late_calls_scrub`).
+            "lease_token": None,
+            "lease_expires_at": None,
+            "turn_queued_at": None,
         }
         if session.state != SessionState.CLOSED:
             fields |= {"state": SessionState.CLOSED.value, "closed_at": now}
+            # No turn will answer them (a closed session's next message opens a new one).
+            Message.objects.pending_inbound().filter(session=session).update(processed_at=now)
         Session.objects.filter(pk=session.pk).update(**fields)
     logger.info("session_anonymised", extra={"session_id": session_id})
     return True
+
+
+def late_calls_scrub(*, session_id: int) -> int:
+    """Drop the texts of the model calls a turn recorded after its session was anonymised (the
+    anonymisation revoked its lease while the model was thinking); the counts and costs stay.
+
+    An agent call keeps a context snapshot until it is anonymised: one that still has it, or
+    any call recorded since, is late."""
+    late = LLMCall.objects.filter(
+        session_id=session_id, session__anonymised_at__isnull=False
+    ).filter(Q(context_snapshot__isnull=False) | Q(created_at__gte=F("session__anonymised_at")))
+    scrubbed = late.update(context_snapshot=None, raw_response="", error="")
+    if scrubbed:
+        logger.info("late_calls_scrubbed", extra={"session_id": session_id, "count": scrubbed})
+    return scrubbed
 
 
 def _lead_mask(session: Session, masker: Masker) -> None:
