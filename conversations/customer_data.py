@@ -359,6 +359,10 @@ def customer_data_export(
     }
     if user is not None:
         _admin_log(user, sessions, _("Exported the customer's personal data."))
+        logger.info(
+            "customer_data_exported",
+            extra={"user_id": user.pk, "session_ids": [s.pk for s in sessions]},
+        )
     return export
 
 

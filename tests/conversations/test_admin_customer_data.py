@@ -3,6 +3,7 @@ user id (never shown by name), the download, and an erasure that needs a confirm
 recorded with the staff member."""
 
 import json
+import logging
 
 import pytest
 from django.contrib.admin.models import LogEntry
@@ -163,8 +164,13 @@ def test_the_erasure_is_recorded_with_the_staff_member(joana: Session, eraser: U
     ]
 
 
-def test_the_download_holds_the_export_and_is_recorded(joana: Session, eraser: User) -> None:
-    response = logged_in(eraser).post(URL, {"kind": "phone", "value": PHONE, "action": "export"})
+def test_the_download_holds_the_export_and_is_recorded(
+    joana: Session, eraser: User, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="conversations.retention"):
+        response = logged_in(eraser).post(
+            URL, {"kind": "phone", "value": PHONE, "action": "export"}
+        )
 
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json; charset=utf-8"
@@ -174,6 +180,8 @@ def test_the_download_holds_the_export_and_is_recorded(joana: Session, eraser: U
     assert [(s["id"], s["customer_name"]) for s in export["sessions"]] == [(joana.pk, NAME)]
     [entry] = LogEntry.objects.all()
     assert (entry.user, entry.change_message) == (eraser, "Exportou os dados pessoais do cliente.")
+    [logged] = [r for r in caplog.records if r.getMessage() == "customer_data_exported"]
+    assert (vars(logged)["user_id"], vars(logged)["session_ids"]) == (eraser.pk, [joana.pk])
     assert erased(joana) is False
 
 
