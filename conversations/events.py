@@ -43,6 +43,9 @@ class EventCode(StrEnum):
     STAFF_SUMMARY_REQUESTED = "staff_summary_requested"  # json_part {"form_token"}
     # json_part {"from", "to": {agent: prompt version}, "overrides": {history id: override id}}
     STAFF_PROMPTS_UPDATED = "staff_prompts_updated"
+    # Written by an erasure request (conversations.customer_data), by `staff_user` (none from
+    # `manage.py erase_customer_data`).
+    PERSONAL_DATA_ERASED = "personal_data_erased"
     # Written by the handoff alert (conversations.alerts): action "<channel>_<outcome>";
     # json_part {"channel", "outcome", ...}.
     HANDOFF_ALERT = "handoff_alert"

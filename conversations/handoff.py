@@ -313,6 +313,10 @@ def summary_facts(session: Session) -> SummaryFacts:
     )
 
 
+# `HandoffSummary.error` of a summary whose conversation was anonymised while the model wrote it.
+ERASED_MEANWHILE = "anonymised while it was written"
+
+
 def handoff_summary_generate(
     *, session_id: int, llm: LLMClient, recorder: CallRecorder, model: str
 ) -> HandoffSummary:
@@ -337,17 +341,20 @@ def handoff_summary_generate(
         error = f"{exc.outcome}: {exc}"
         used_model = model
     else:
-        recorder.record(
-            model=generation.call.model,
-            result=generation.call,
-            error=None,
-            raw_response=generation.call.raw_response,
-            **record,
-        )
         summary = generation.summary
         error = summary.error
         raw = generation.call.raw_response
         used_model = generation.call.model
+        if Session.objects.filter(pk=session_id, anonymised_at__isnull=False).exists():
+            # Erased while the model wrote it: nothing of the customer is stored.
+            summary, raw, error = OperationalSummary(), "", ERASED_MEANWHILE
+        recorder.record(
+            model=generation.call.model,
+            result=generation.call,
+            error=None,
+            raw_response=raw,
+            **record,
+        )
     stored = HandoffSummary.objects.create(
         session_id=session_id,
         closing_reason=summary.closing_reason[:255],

@@ -305,6 +305,12 @@ def _staff_prompts_updated(message: Message) -> str:
     }
 
 
+def _personal_data_erased(message: Message) -> str:
+    if message.staff_user is None:
+        return gettext("The customer's personal data was erased (from the command line).")
+    return gettext("%(who)s erased the customer's personal data.") % {"who": _by(message)}
+
+
 def _handoff_alert(message: Message) -> str:
     params = _params(message)
     values = {
@@ -347,6 +353,7 @@ _EVENT_TEXTS: Mapping[EventCode, Callable[[Message], str]] = {
     EventCode.STAFF_CLOSED: _staff_closed,
     EventCode.STAFF_SUMMARY_REQUESTED: _staff_summary_requested,
     EventCode.STAFF_PROMPTS_UPDATED: _staff_prompts_updated,
+    EventCode.PERSONAL_DATA_ERASED: _personal_data_erased,
     EventCode.HANDOFF_ALERT: _handoff_alert,
 }
 

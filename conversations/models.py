@@ -2,8 +2,8 @@ from django.conf import settings
 from django.core.validators import MaxLengthValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import pgettext_lazy
 
 from agents.circuit import CircuitState
 from agents.labels import AGENT_LABELS, HANDOFF_REASON_LABELS, STATE_LABELS, choices
@@ -185,6 +185,9 @@ class Session(models.Model):
             ("view_personal_data", _("Can view customers' personal data")),
             # Take over, assign, reply, send a template, give back, close (issue 13): Support.
             ("attend_session", _("Can attend conversations")),
+            # A customer's export and erasure requests (conversations.customer_data): no group
+            # has it; superusers, or staff it is granted to.
+            ("erase_customer_data", _("Can export and erase a customer's personal data")),
         ]
         indexes = [
             models.Index(
@@ -221,8 +224,9 @@ class Session(models.Model):
         ]
 
     def __str__(self) -> str:
-        who = self.customer_name or self.customer_phone or self.customer_user_id or "?"
-        return f"#{self.pk} {who}"
+        # By its id only: the admin log copies this into `LogEntry.object_repr`, which every
+        # staff member reads in "Ações recentes" and which outlives an erasure.
+        return gettext("Conversation #%(id)s") % {"id": self.pk}
 
 
 class Direction(models.TextChoices):

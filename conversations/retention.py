@@ -4,16 +4,17 @@
   anonymised (beat runs it daily, `conversations.anonymise_expired_sessions`).
 - `webhook_bodies_delete`: the raw webhook bodies (which repeat every message and name) are
   emptied after `WEBHOOK_BODY_RETENTION_DAYS`; the delivery's metadata and counts stay.
-- `customer_data_export` / `customer_data_erase`: everything held about one phone number, as a
-  JSON-ready dict, or anonymised everywhere (`manage.py export_customer_data` /
-  `erase_customer_data`).
+- A customer's requests to see or erase their data (by phone or WhatsApp user id) are
+  `conversations.customer_data`'s; an erasure anonymises each session here.
 
 Anonymising replaces the customer's identity fields with nothing and masks names, phones,
-CPF/CNPJ and e-mails in every text and JSON column of the conversation — its messages, model
-calls (whose context snapshot, a copy of the session, is dropped), summaries and lead — with the
-same masker the admin uses for staff without the personal-data permission (`agents.masking`: the
-session's known values wherever written, and the patterns). What stays is what the aggregates
-need: states, codes, segment, service, handoff reasons, timestamps, token counts and costs.
+CPF/CNPJ and e-mails in every text and JSON column of the conversation — its messages, their
+delivery statuses, model calls (whose context snapshot, a copy of the session, is dropped),
+summaries, lead, admin log entries (named "Conversa #12" again) and the rows other apps keep
+about it (`conversations.data_holders`: the replay results) — with the same masker the admin
+uses for staff without the personal-data permission (`agents.masking`: the session's known
+values wherever written, and the patterns). What stays is what the aggregates need: states,
+codes, segment, service, handoff reasons, timestamps, token counts and costs.
 """
 
 import logging
@@ -21,11 +22,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.admin.models import LogEntry
+from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
+from django.db.models import F, Q
 
 from agents.masking import Masker
 from agents.states import SessionState
+from conversations.data_holders import session_data_holders
 from conversations.models import (
+    DeliveryStatusEvent,
     HandoffSummary,
     Lead,
     LLMCall,
@@ -37,6 +43,8 @@ from conversations.personal_data import session_masker
 
 logger = logging.getLogger("conversations.retention")
 
+# The wamid of an anonymised session's delivery status: this and the status's id.
+ERASED_WAMID_PREFIX = "erased."
 BATCH = 200  # sessions per run of the daily task; the rest wait for the next run
 
 
@@ -51,7 +59,10 @@ def session_anonymise(session_id: int, *, now: datetime) -> bool:
         _messages_mask(session, masker)
         _calls_mask(session, masker)
         _summaries_mask(session, masker)
-        Lead.objects.filter(session=session).update(data=masker.value(_lead_data(session)))
+        _lead_mask(session, masker)
+        _admin_log_mask(session, masker)
+        for holder in session_data_holders():
+            holder.mask(session_id=session.pk, masker=masker)
         fields: dict[str, Any] = {
             "customer_name": "",
             "customer_phone": "",
@@ -59,30 +70,93 @@ def session_anonymise(session_id: int, *, now: datetime) -> bool:
             "customer_document": "",
             "registration_data": masker.value(session.registration_data),
             "registration_extras": masker.value(session.registration_extras),
+            "technical_data": masker.value(session.technical_data),
             "confirmation_data": masker.value(session.confirmation_data),
             "technical_extras": masker.value(session.technical_extras),
             "handoff_detail": masker.text(session.handoff_detail),
             "anonymised_at": now,
+            # A turn thinking now loses its lease: it writes and sends nothing (its model calls
+            # are scrubbed by `late_calls_scrub`).
+            "lease_token": None,
+            "lease_expires_at": None,
+            "turn_queued_at": None,
         }
         if session.state != SessionState.CLOSED:
             fields |= {"state": SessionState.CLOSED.value, "closed_at": now}
+            # No turn will answer them (a closed session's next message opens a new one).
+            Message.objects.pending_inbound().filter(session=session).update(processed_at=now)
         Session.objects.filter(pk=session.pk).update(**fields)
     logger.info("session_anonymised", extra={"session_id": session_id})
     return True
 
 
-def _lead_data(session: Session) -> Any:
-    lead = Lead.objects.filter(session=session).only("data").first()
-    return lead.data if lead is not None else {}
+def late_calls_scrub(*, session_id: int) -> int:
+    """Drop the texts of the model calls a turn recorded after its session was anonymised (the
+    anonymisation revoked its lease while the model was thinking); the counts and costs stay.
+
+    An agent call keeps a context snapshot until it is anonymised: one that still has it, or
+    any call recorded since, is late."""
+    late = LLMCall.objects.filter(
+        session_id=session_id, session__anonymised_at__isnull=False
+    ).filter(Q(context_snapshot__isnull=False) | Q(created_at__gte=F("session__anonymised_at")))
+    scrubbed = late.update(context_snapshot=None, raw_response="", error="")
+    if scrubbed:
+        logger.info("late_calls_scrubbed", extra={"session_id": session_id, "count": scrubbed})
+    return scrubbed
+
+
+def _lead_mask(session: Session, masker: Masker) -> None:
+    lead = Lead.objects.filter(session=session).only("id", "data", "crm_error").first()
+    if lead is not None:
+        Lead.objects.filter(pk=lead.pk).update(
+            data=masker.value(lead.data), crm_error=masker.text(lead.crm_error)
+        )
 
 
 def _messages_mask(session: Session, masker: Masker) -> None:
-    messages = list(session.messages.only("id", "content", "raw_response", "json_part"))
+    # A wamid is base64 that spells the customer's phone: dropped (the message is never
+    # matched to a status again; the conversation is over).
+    fields = ["content", "raw_response", "json_part", "delivery_error_title", "wa_message_id"]
+    messages = list(session.messages.only("id", *fields))
+    # Read before they are dropped: the statuses are found by them too (a status stored before
+    # its message had its wamid is linked to no message).
+    wamids = [m.wa_message_id for m in messages if m.wa_message_id]
     for message in messages:
         message.content = masker.text(message.content)
         message.raw_response = masker.text(message.raw_response)
         message.json_part = masker.value(message.json_part)
-    Message.objects.bulk_update(messages, ["content", "raw_response", "json_part"], batch_size=500)
+        message.delivery_error_title = masker.text(message.delivery_error_title)
+        message.wa_message_id = None
+    Message.objects.bulk_update(messages, fields, batch_size=500)
+    # WhatsApp's error details of a failed send may quote the recipient.
+    events = list(
+        DeliveryStatusEvent.objects.filter(
+            Q(message__session=session) | Q(wa_message_id__in=wamids)
+        ).only("id", "wa_message_id", "error_title", "error_details")
+    )
+    for event in events:
+        event.wa_message_id = f"{ERASED_WAMID_PREFIX}{event.pk}"  # unique with the status
+        event.error_title = masker.text(event.error_title)
+        event.error_details = masker.text(event.error_details)
+    DeliveryStatusEvent.objects.bulk_update(
+        events, ["wa_message_id", "error_title", "error_details"], batch_size=500
+    )
+
+
+def _admin_log_mask(session: Session, masker: Masker) -> None:
+    """The session's (and its lead's) admin log entries: named by the session's id, their
+    messages masked; an entry written before sessions were named by id carries the name."""
+    objects: list[tuple[type[Session] | type[Lead], int]] = [(Session, session.pk)]
+    lead_id = Lead.objects.filter(session=session).values_list("pk", flat=True).first()
+    if lead_id is not None:
+        objects.append((Lead, lead_id))
+    for model, pk in objects:
+        content_type = ContentType.objects.get_for_model(model)
+        entries = list(LogEntry.objects.filter(content_type=content_type, object_id=str(pk)))
+        for entry in entries:
+            entry.object_repr = str(session) if model is Session else masker.text(entry.object_repr)
+            entry.change_message = masker.text(entry.change_message)
+        LogEntry.objects.bulk_update(entries, ["object_repr", "change_message"])
 
 
 def _calls_mask(session: Session, masker: Masker) -> None:
@@ -95,7 +169,16 @@ def _calls_mask(session: Session, masker: Masker) -> None:
 
 
 def _summaries_mask(session: Session, masker: Masker) -> None:
-    text_fields = ("closing_reason", "next_action", "summary_text", "raw_json", "error")
+    # The service and segment too: the model writes them, and may write the customer in them.
+    text_fields = (
+        "closing_reason",
+        "identified_service",
+        "segment",
+        "next_action",
+        "summary_text",
+        "raw_json",
+        "error",
+    )
     summaries = list(HandoffSummary.objects.filter(session=session))
     for summary in summaries:
         for name in text_fields:
@@ -130,61 +213,3 @@ def webhook_bodies_delete(*, now: datetime) -> int:
     if emptied:
         logger.info("webhook_bodies_deleted", extra={"count": emptied})
     return emptied
-
-
-def customer_sessions(phone: str) -> list[Session]:
-    return list(Session.objects.filter(customer_phone=phone).order_by("created_at", "id"))
-
-
-def customer_data_export(phone: str) -> dict[str, Any]:
-    """Everything held about the customer of `phone` (E.164 digits), JSON-ready."""
-    sessions = customer_sessions(phone)
-    return {
-        "phone": phone,
-        "sessions": [_session_export(session) for session in sessions],
-    }
-
-
-def _session_export(session: Session) -> dict[str, Any]:
-    lead = Lead.objects.filter(session=session).first()
-    return {
-        "id": session.pk,
-        "instance": session.instance.phone_number_id,
-        "created_at": session.created_at.isoformat(),
-        "closed_at": session.closed_at.isoformat() if session.closed_at else None,
-        "state": session.state,
-        "customer_name": session.customer_name,
-        "customer_user_id": session.customer_user_id,
-        "customer_document": session.customer_document,
-        "segment": session.segment,
-        "service": session.service,
-        "technical_data": session.technical_data,
-        "registration_data": session.registration_data,
-        "confirmation_data": session.confirmation_data,
-        "messages": [
-            {
-                "direction": m.direction,
-                "content": m.content,
-                "created_at": m.created_at.isoformat(),
-            }
-            for m in session.messages.exclude(direction="SYSTEM").order_by("id")
-        ],
-        "summaries": [
-            {"summary_text": s.summary_text, "created_at": s.created_at.isoformat()}
-            for s in HandoffSummary.objects.filter(session=session).order_by("id")
-        ],
-        "lead": None
-        if lead is None
-        else {"data": lead.data, "created_at": lead.created_at.isoformat()},
-    }
-
-
-def customer_data_erase(phone: str, *, now: datetime, operator: str) -> int:
-    """Anonymise every session of the customer of `phone`; the number anonymised."""
-    sessions = customer_sessions(phone)
-    erased = sum(session_anonymise(session.pk, now=now) for session in sessions)
-    logger.info(
-        "customer_data_erased",
-        extra={"sessions": erased, "operator": operator, "session_ids": [s.pk for s in sessions]},
-    )
-    return erased

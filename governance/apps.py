@@ -13,3 +13,10 @@ class GovernanceConfig(AppConfig):
         from prompts_admin.activation import replay_evidence_register
 
         replay_evidence_register(DatabaseReplayEvidence())
+
+        # Anonymising a conversation and a customer's export reach the replay results through
+        # this registry (conversations may not import this app).
+        from conversations.data_holders import session_data_holder_register
+        from governance.personal_data import ReplayResultsHolder
+
+        session_data_holder_register(ReplayResultsHolder())

@@ -17,6 +17,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.masking import contains_personal_data
 from agents.phones import format_phone
+from conversations.admin.customer_data import CUSTOMER_DATA_URL_NAME, customer_data_urls
 from conversations.admin.display import format_document
 from conversations.admin.failed_sends import SessionFailedSendsFilter
 from conversations.admin.masking import PersonalDataMaskingMixin
@@ -24,6 +25,7 @@ from conversations.admin.queue import queue_urls
 from conversations.admin.simulator import simulator_urls
 from conversations.admin.staff_actions import staff_action_urls, staff_actions_panel
 from conversations.admin.transcript import session_transcript
+from conversations.customer_data import can_request_customer_data
 from conversations.labels import handoff_explanation, handoff_label, prompt_versions_lines
 from conversations.models import Message, Session
 from conversations.personal_data import masker_of
@@ -255,6 +257,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
         # Before the admin's own `<path:object_id>/`, which would take them.
         return [
             *queue_urls(self),
+            *customer_data_urls(self),
             *simulator_urls(self),
             *staff_action_urls(self),
             *super().get_urls(),
@@ -278,6 +281,14 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
             )
             return queryset.none(), False
         return sessions_search(queryset=queryset, term=search_term, personal_data=False), False
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        if can_request_customer_data(request.user):
+            extra_context = {
+                **(extra_context or {}),
+                "customer_data_url": reverse(f"admin:{CUSTOMER_DATA_URL_NAME}"),
+            }
+        return super().changelist_view(request, extra_context)
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         changelist = super().get_changelist_instance(request)
@@ -325,4 +336,8 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
             context["message_log_url"] = (
                 reverse("admin:conversations_message_changelist") + f"?session__id__exact={obj.pk}"
             )
+            if can_request_customer_data(request.user) and obj.anonymised_at is None:
+                context["customer_data_url"] = (
+                    reverse(f"admin:{CUSTOMER_DATA_URL_NAME}") + f"?session={obj.pk}"
+                )
         return super().render_change_form(request, context, add, change, form_url, obj)

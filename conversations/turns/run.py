@@ -24,6 +24,7 @@ from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.lease import lease_claim, lease_release
 from conversations.metrics import turn_counted
 from conversations.models import Message
+from conversations.retention import late_calls_scrub
 from conversations.sending import read_receipt_for
 from conversations.turns.commit import CommitOutcome, turn_commit, turn_skip
 from conversations.turns.deps import PipelineConfig, PipelineDeps
@@ -96,6 +97,8 @@ def session_process(
             )
             if outcome is CommitOutcome.LEASE_LOST:
                 token = None
+                # An erasure revokes the lease of the session it anonymises.
+                late_calls_scrub(session_id=session_id)
                 return ProcessReport(ProcessOutcome.LEASE_LOST, turns, superseded)
             if outcome is CommitOutcome.SUPERSEDED:
                 superseded += 1

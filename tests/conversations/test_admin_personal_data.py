@@ -211,7 +211,7 @@ MASKED_PAGES: dict[str, Callable[[dict[str, Any]], tuple[str, list[str]]]] = {
     "session page": lambda c: (
         change(c["session"]),
         [
-            f"#{c['session'].pk} M*** S***",  # title and breadcrumbs
+            f"Conversa #{c['session'].pk}",  # title and breadcrumbs: by id, no name
             '<div class="who">M*** S***</div>',
             f'<div class="text">{INBOUND_MASKED}</div>',
             f'<div class="text">{OUTBOUND_MASKED}</div>',
@@ -232,7 +232,7 @@ MASKED_PAGES: dict[str, Callable[[dict[str, Any]], tuple[str, list[str]]]] = {
     ),
     "session history": lambda c: (
         f"/admin/conversations/session/{c['session'].pk}/history/",
-        [f"#{c['session'].pk} M*** S***"],
+        [f"Conversa #{c['session'].pk}"],
     ),
     "message list": lambda c: (
         f"/admin/conversations/message/?session__id__exact={c['session'].pk}",
@@ -240,7 +240,7 @@ MASKED_PAGES: dict[str, Callable[[dict[str, Any]], tuple[str, list[str]]]] = {
     ),
     "inbound message page": lambda c: (
         change(c["inbound"]),
-        [INBOUND_MASKED, f"#{c['session'].pk} M*** S***"],
+        [INBOUND_MASKED, f"Conversa #{c['session'].pk}"],
     ),
     "outbound message page": lambda c: (
         change(c["outbound"]),
@@ -318,7 +318,7 @@ RAW_ON_PAGE = {
     "session list": f"{NAME} (+55 11 91234-5678)",
     "session search by text": f"{NAME} (+55 11 91234-5678)",
     "session page": f'<div class="text">{INBOUND_TEXT}</div>',
-    "session history": NAME,
+    "session history": None,  # named by id: no personal data to show
     "message list": f"Oi, sou a {NAME}, CPF 529.982.247-25, e-mail {EMAIL}",
     "inbound message page": INBOUND_TEXT,
     "outbound message page": OUTBOUND_TEXT,

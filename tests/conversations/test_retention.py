@@ -206,14 +206,16 @@ def test_erase_anonymises_every_conversation_of_the_phone_open_ones_included(
 
     call_command("erase_customer_data", "--phone", PHONE, "--no-input", stdout=out)
 
-    assert out.getvalue() == "Anonymised 2 conversation(s).\n"
+    assert out.getvalue() == (
+        "Anonymised 2 conversation(s); removed the customer from 0 webhook body(ies).\n"
+    )
     assert [
         (s.customer_phone, s.customer_name, s.state, s.anonymised_at is not None)
         for s in Session.objects.filter(pk__in=[closed.pk, open_one.pk]).order_by("pk")
     ] == [("", "", "CLOSED", True), ("", "", "CLOSED", True)]
     with pytest.raises(CommandError) as none_left:
         call_command("erase_customer_data", "--phone", PHONE, "--no-input")
-    assert str(none_left.value) == f"No conversation with the phone {PHONE}."
+    assert str(none_left.value) == f"No conversation with {PHONE}."
 
 
 def test_erase_asks_first_and_a_no_erases_nothing(

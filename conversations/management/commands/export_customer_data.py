@@ -1,5 +1,5 @@
-"""`python manage.py export_customer_data --phone DIGITS`: everything held about one customer,
-as JSON on stdout (an LGPD access request); logged with the operator."""
+"""`python manage.py export_customer_data (--phone DIGITS | --user-id BSUID)`: everything held
+about one customer, as JSON on stdout (an LGPD access request); logged with the operator."""
 
 import getpass
 import json
@@ -8,19 +8,23 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from conversations.retention import customer_data_export
+from conversations.customer_data import customer_data_export
+from conversations.management.customer_selector_arguments import (
+    add_selector_arguments,
+    selector_of,
+)
 
 logger = logging.getLogger("conversations.retention")
 
 
 class Command(BaseCommand):
-    help = "Print everything held about the customer of a phone number, as JSON."
+    help = "Print everything held about the customer of a phone number or user id, as JSON."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--phone", required=True, help="E.164 digits, e.g. 5511987654321")
+        add_selector_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        export = customer_data_export(options["phone"])
+        export = customer_data_export(selector_of(options))
         logger.info(
             "customer_data_exported",
             extra={"operator": getpass.getuser(), "sessions": len(export["sessions"])},
