@@ -20,7 +20,7 @@ from pytest_httpserver import HTTPServer
 from agents.states import HandoffMotive, HandoffReason
 from conversations.alerts import SUMMARY_WAIT, summary_awaited
 from conversations.delivery_tasks import DELIVERY_MAX_RETRIES, notify_handoff, post_handoff_alert
-from conversations.handoff import FIXED_TEXT_REQUIRED, session_handoff
+from conversations.handoff import session_handoff
 from conversations.labels import event_text
 from conversations.models import Direction, HandoffSummary, Instance, Message, Session
 from conversations.turns.tasks import process_session
@@ -109,7 +109,7 @@ def hand_off(
             session_id=session.pk,
             reason=reason,
             now=now,
-            fixed_text=reason in FIXED_TEXT_REQUIRED,
+            fixed_text=reason not in {HandoffReason.QUALIFIED_LEAD, HandoffReason.STAFF_TAKEOVER},
             motive=HandoffMotive.PEDIDO_CLIENTE if model else None,
             detail="pedido_cliente" if model else "",
             runtime=DatabasePromptSource().runtime(),
