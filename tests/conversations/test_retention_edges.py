@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 from pytest_django import Settings
 
-from conversations.models import Instance, Session, WebhookDelivery
+from conversations.models import Instance, WebhookDelivery
 from conversations.retention import closed_sessions_anonymise, webhook_bodies_delete
 from tests import baker_recipes as recipes
 

@@ -3,6 +3,7 @@ bot states and from no other; give-back to each of the four bot states (and, by 
 state the session left) and to no other; close from every open state."""
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -29,7 +30,7 @@ def ana() -> User:
     return user
 
 
-def session_in(state: str, **fields: object) -> Session:
+def session_in(state: str, **fields: Any) -> Session:
     session: Session = baker.make(
         Session, instance=baker.make(Instance, access_token=""), state=state, **fields
     )

@@ -2,6 +2,7 @@
 refused with nothing written."""
 
 from datetime import UTC, datetime
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -46,11 +47,13 @@ def send_with(session: Session, template: MessageTemplate, value: str) -> list[i
     return sent
 
 
-def outbound(session: Session) -> list[tuple[str, list[str]]]:
-    return [
-        (m.content, m.json_part["template"]["parameters"])
-        for m in Message.objects.filter(session=session, direction=Direction.OUTBOUND)
-    ]
+def outbound(session: Session) -> list[tuple[str, Any]]:
+    """(content, the template parameters sent) of each OUTBOUND row."""
+    return list(
+        Message.objects.filter(session=session, direction=Direction.OUTBOUND).values_list(
+            "content", "json_part__template__parameters"
+        )
+    )
 
 
 @pytest.mark.parametrize("length", [1023, 1024], ids=["1023 characters", "1024 characters"])
