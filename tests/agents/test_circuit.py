@@ -60,6 +60,32 @@ def test_a_failure_after_the_window_starts_counting_again() -> None:
     assert fail(two, 61) == CircuitSnapshot(failures=1, first_failure_at=s(61))
 
 
+@pytest.mark.parametrize(
+    ("at", "after"),
+    [
+        pytest.param(
+            59.9,
+            CircuitSnapshot(CircuitState.OPEN, 3, first_failure_at=s(0), opened_at=s(59.9)),
+            id="59.9 s: inside, opens",
+        ),
+        pytest.param(
+            60,
+            CircuitSnapshot(CircuitState.OPEN, 3, first_failure_at=s(0), opened_at=s(60)),
+            id="exactly 60 s: inside, opens",
+        ),
+        pytest.param(
+            60.1, CircuitSnapshot(failures=1, first_failure_at=s(60.1)), id="60.1 s: counts again"
+        ),
+    ],
+)
+def test_the_third_failure_opens_the_circuit_up_to_exactly_60_seconds_after_the_first(
+    at: float, after: CircuitSnapshot
+) -> None:
+    two = fail(fail(CLOSED, 0), 10)
+
+    assert fail(two, at) == after
+
+
 def test_a_success_restarts_the_count() -> None:
     two = fail(fail(CLOSED, 0), 10)
 
@@ -87,6 +113,12 @@ OPEN = CircuitSnapshot(state=CircuitState.OPEN, failures=3, first_failure_at=s(0
             CircuitState.HALF_OPEN,
         ),
         # A probe that never reported (its worker died) is replaced after another cool-down.
+        (
+            CircuitSnapshot(CircuitState.HALF_OPEN, 3, s(0), s(0), probe_started_at=s(30)),
+            59.9,
+            Admission.REJECT,
+            CircuitState.HALF_OPEN,
+        ),
         (
             CircuitSnapshot(CircuitState.HALF_OPEN, 3, s(0), s(0), probe_started_at=s(30)),
             60,

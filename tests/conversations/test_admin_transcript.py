@@ -13,7 +13,7 @@ from django.utils import dateformat, timezone
 from model_bakery import baker
 from pytest_django import DjangoAssertNumQueries
 
-from conversations.admin import MAX_TRANSCRIPT_MESSAGES
+from conversations.admin.transcript import session_transcript
 from conversations.models import (
     DeliveryStatus,
     Direction,
@@ -316,17 +316,43 @@ def test_transcript_shows_only_the_newest_messages_of_a_very_long_session(
             content=f"m{i}",
             created_at=start + timedelta(seconds=i),
         )
-        for i in range(MAX_TRANSCRIPT_MESSAGES + 2)
+        for i in range(502)
     )
     page = admin_client.get(change_url(session)).content.decode()
     ids = [pk for _css, pk in bubbles(page)]
     newest = list(
         Message.objects.filter(session=session)
         .order_by("-created_at")
-        .values_list("pk", flat=True)[:MAX_TRANSCRIPT_MESSAGES]
+        .values_list("pk", flat=True)[:500]
     )
     assert ids == newest[::-1]
     assert 'id="transcript-omitted"' in page
+
+
+@pytest.mark.parametrize(
+    ("count", "shown", "omitted"),
+    [(499, 499, False), (500, 500, False), (501, 500, True)],
+    ids=["499 messages", "exactly 500", "501 messages"],
+)
+def test_the_transcript_shows_at_most_the_newest_500_messages(
+    count: int, shown: int, omitted: bool
+) -> None:
+    session = baker.make(Session, customer_phone="5511900000004")
+    start = timezone.now() - timedelta(days=1)
+    Message.objects.bulk_create(
+        Message(
+            session=session,
+            direction=Direction.INBOUND,
+            content=f"m{i}",
+            created_at=start + timedelta(seconds=i),
+        )
+        for i in range(count)
+    )
+
+    transcript = session_transcript(session=session, now=timezone.now())
+
+    assert (len(transcript.entries), transcript.omitted) == (shown, omitted)
+    assert transcript.entries[-1].message.content == f"m{count - 1}"
 
 
 @pytest.mark.parametrize("n_messages", [30, 300])

@@ -2,11 +2,7 @@
 
 import pytest
 
-from conversations.whatsapp.formatting import (
-    WHATSAPP_TEXT_LIMIT,
-    format_ai_message_for_whatsapp,
-    split_for_whatsapp,
-)
+from conversations.whatsapp.formatting import format_ai_message_for_whatsapp, split_for_whatsapp
 
 
 @pytest.mark.parametrize(
@@ -79,7 +75,7 @@ def test_a_realistic_answer() -> None:
 
 
 def test_a_text_within_the_limit_is_one_part() -> None:
-    text = "a" * WHATSAPP_TEXT_LIMIT
+    text = "a" * 4096  # WhatsApp's limit for a text message
 
     assert split_for_whatsapp(text) == [text]
 
@@ -89,9 +85,9 @@ def test_an_empty_text_has_no_part() -> None:
 
 
 def test_one_character_over_the_limit_is_cut_hard_when_there_is_no_boundary() -> None:
-    text = "a" * (WHATSAPP_TEXT_LIMIT + 1)
+    text = "a" * 4097
 
-    assert split_for_whatsapp(text) == ["a" * WHATSAPP_TEXT_LIMIT, "a"]
+    assert split_for_whatsapp(text) == ["a" * 4096, "a"]
 
 
 def test_the_cut_is_at_the_last_paragraph_break_that_fits() -> None:
@@ -104,7 +100,7 @@ def test_the_cut_is_at_the_last_paragraph_break_that_fits() -> None:
 
 
 def test_a_paragraph_break_exactly_at_the_limit_still_fits() -> None:
-    first = "x" * WHATSAPP_TEXT_LIMIT
+    first = "x" * 4096
 
     assert split_for_whatsapp(f"{first}\n\nfim") == [first, "fim"]
 
@@ -150,6 +146,6 @@ def test_a_very_long_text_is_cut_into_many_parts_within_the_limit() -> None:
 
     parts = split_for_whatsapp(text)
 
-    assert all(len(p) <= WHATSAPP_TEXT_LIMIT for p in parts)
+    assert all(len(p) <= 4096 for p in parts)
     assert "\n\n".join(parts) == text
     assert len(parts) == 5

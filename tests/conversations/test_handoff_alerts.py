@@ -18,9 +18,9 @@ from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 from pytest_httpserver import HTTPServer
 
 from agents.states import HandoffMotive, HandoffReason
-from conversations.alerts import SUMMARY_WAIT, summary_awaited
+from conversations.alerts import summary_awaited
 from conversations.delivery_tasks import DELIVERY_MAX_RETRIES, notify_handoff, post_handoff_alert
-from conversations.handoff import FIXED_TEXT_REQUIRED, session_handoff
+from conversations.handoff import session_handoff
 from conversations.labels import event_text
 from conversations.models import Direction, HandoffSummary, Instance, Message, Session
 from conversations.turns.tasks import process_session
@@ -109,7 +109,7 @@ def hand_off(
             session_id=session.pk,
             reason=reason,
             now=now,
-            fixed_text=reason in FIXED_TEXT_REQUIRED,
+            fixed_text=reason not in {HandoffReason.QUALIFIED_LEAD, HandoffReason.STAFF_TAKEOVER},
             motive=HandoffMotive.PEDIDO_CLIENTE if model else None,
             detail="pedido_cliente" if model else "",
             runtime=DatabasePromptSource().runtime(),
@@ -253,8 +253,9 @@ def test_the_alert_waits_for_the_summary_only_while_the_handoff_is_recent(
     session.handed_off_at = OPEN
     session.save()
 
-    assert summary_awaited(session_id=session.pk, now=OPEN + SUMMARY_WAIT - timedelta(seconds=1))
-    assert not summary_awaited(session_id=session.pk, now=OPEN + SUMMARY_WAIT)
+    assert summary_awaited(session_id=session.pk, now=OPEN + timedelta(seconds=29))
+    assert not summary_awaited(session_id=session.pk, now=OPEN + timedelta(seconds=30))
+    assert not summary_awaited(session_id=session.pk, now=OPEN + timedelta(seconds=31))
     write_summary(session.pk)
     assert not summary_awaited(session_id=session.pk, now=OPEN)
 

@@ -28,8 +28,6 @@ from conversations.labels import event_text
 from conversations.models import Direction, Instance, Message, Session, WebhookDelivery
 from conversations.sweeps import RECEIVED_GRACE, received_deliveries_requeue
 from conversations.whatsapp.payload import (
-    CLOUD_API_EPOCH,
-    MAX_CLOCK_AHEAD,
     InboundKind,
     UnreadableItem,
     decode_body,
@@ -197,8 +195,9 @@ def test_whatever_fails_while_applying_the_raw_bytes_are_stored_failed_and_200_a
 @pytest.mark.parametrize(
     ("offset", "replaced"),
     [
-        pytest.param(MAX_CLOCK_AHEAD, False, id="exactly a day ahead: kept"),
-        pytest.param(MAX_CLOCK_AHEAD + timedelta(seconds=1), True, id="a day and 1 s ahead"),
+        pytest.param(timedelta(hours=23, minutes=59, seconds=59), False, id="a day - 1 s: kept"),
+        pytest.param(timedelta(days=1), False, id="exactly a day ahead: kept"),
+        pytest.param(timedelta(days=1, seconds=1), True, id="a day and 1 s ahead"),
     ],
 )
 def test_a_timestamp_more_than_a_day_ahead_of_the_reception_is_replaced(
@@ -217,8 +216,9 @@ def test_a_timestamp_more_than_a_day_ahead_of_the_reception_is_replaced(
 @pytest.mark.parametrize(
     ("moment", "replaced"),
     [
-        pytest.param(CLOUD_API_EPOCH, False, id="the Cloud API's start: kept"),
-        pytest.param(CLOUD_API_EPOCH - timedelta(seconds=1), True, id="1 s before it"),
+        pytest.param(datetime(2022, 5, 1, 0, 0, 1, tzinfo=UTC), False, id="1 s after it: kept"),
+        pytest.param(datetime(2022, 5, 1, tzinfo=UTC), False, id="the Cloud API's start: kept"),
+        pytest.param(datetime(2022, 4, 30, 23, 59, 59, tzinfo=UTC), True, id="1 s before it"),
         pytest.param(None, True, id="beyond any datetime"),
     ],
 )

@@ -10,7 +10,7 @@ from uuid import UUID, uuid4
 
 import pytest
 from django.utils import timezone
-from pytest_django import DjangoCaptureOnCommitCallbacks
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from agents.states import SessionState
 from conversations.inbound.deliveries import webhook_delivery_receive
@@ -61,6 +61,29 @@ def test_a_queued_turn_spares_another_until_it_is_older_than_the_ttl(
 
     assert turn_queue(session_id=session.pk, now=NOW) is marked
     assert queue_state(session) == (None, None, NOW if marked else before)
+
+
+@pytest.mark.parametrize(
+    ("ttl_seconds", "queued_ago", "marked"),
+    [
+        pytest.param(60, timedelta(seconds=59, microseconds=999_999), False, id="60 s: 1 µs less"),
+        pytest.param(60, timedelta(seconds=60), False, id="60 s: exactly"),
+        pytest.param(60, timedelta(seconds=60, microseconds=1), True, id="60 s: 1 µs more"),
+        pytest.param(45, timedelta(seconds=45), False, id="45 s: exactly"),
+        pytest.param(45, timedelta(seconds=45, microseconds=1), True, id="45 s: 1 µs more"),
+    ],
+)
+def test_the_queued_turn_s_ttl_is_the_setting_in_seconds(
+    instance: Instance,
+    settings: Settings,
+    ttl_seconds: int,
+    queued_ago: timedelta,
+    marked: bool,
+) -> None:
+    settings.TURN_QUEUED_TTL_SECONDS = ttl_seconds
+    session = recipes.known_customer.make(instance=instance, turn_queued_at=NOW - queued_ago)
+
+    assert turn_queue(session_id=session.pk, now=NOW) is marked
 
 
 def test_queuing_the_turn_of_a_session_that_does_not_exist_marks_nothing() -> None:

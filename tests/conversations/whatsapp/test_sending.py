@@ -26,7 +26,7 @@ from conversations.sending import (
     read_receipt_send,
 )
 from conversations.whatsapp.client import GraphClient
-from conversations.whatsapp.tasks import SEND_MAX_RETRIES, graph_client, send_message
+from conversations.whatsapp.tasks import graph_client, send_message
 from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import CUSTOMER_PHONE, CUSTOMER_USER_ID
 from tests.fakes.graph_server import FakeGraphAPI, GraphRequest
@@ -151,13 +151,14 @@ def test_retries_are_bounded_and_a_reply_inside_the_window_is_left_for_the_sweep
 ) -> None:
     """Graph down longer than the task's retries: the last error is stored, the message stays
     unsent (not failed) so the unsent-messages sweep tries again until the 24-hour window."""
-    for _ in range(SEND_MAX_RETRIES + 1):
+    # The first attempt and 6 retries.
+    for _ in range(7):
         fake_graph.respond_error(400, 130429, "Rate limit hit")
     message = outbound(session)
 
     assert send(message) == "deferred"
 
-    assert len(fake_graph.sends) == SEND_MAX_RETRIES + 1
+    assert len(fake_graph.sends) == 7
     message.refresh_from_db()
     assert (
         message.delivery_status,
@@ -165,7 +166,7 @@ def test_retries_are_bounded_and_a_reply_inside_the_window_is_left_for_the_sweep
         message.delivery_error_code,
         message.send_attempts,
         message.wa_message_id,
-    ) == ("pending", None, 130429, SEND_MAX_RETRIES + 1, None)
+    ) == ("pending", None, 130429, 7, None)
     assert message.last_send_attempt_at is not None
     assert timezone.now() - message.last_send_attempt_at < timedelta(seconds=30)
 
@@ -173,7 +174,7 @@ def test_retries_are_bounded_and_a_reply_inside_the_window_is_left_for_the_sweep
 def test_the_last_retry_of_a_reply_past_the_window_stores_the_error_as_failed(
     fake_graph: FakeGraphAPI, session: Session
 ) -> None:
-    for _ in range(SEND_MAX_RETRIES + 1):
+    for _ in range(7):
         fake_graph.respond_error(500, 1, "An unknown error occurred")
     message = outbound(session)
     Message.objects.filter(pk=message.pk).update(
@@ -186,7 +187,7 @@ def test_the_last_retry_of_a_reply_past_the_window_stores_the_error_as_failed(
     assert (message.delivery_status, message.delivery_error_code, message.send_attempts) == (
         "failed",
         1,
-        SEND_MAX_RETRIES + 1,
+        7,
     )
 
 
