@@ -17,6 +17,7 @@ QUEUE_OF = {
     "conversations.notify_handoff": "celery",
     "conversations.post_handoff_alert": "celery",
     "conversations.deliver_lead": "celery",
+    "conversations.simulated_turn": "turns",
     "governance.replay_run": "replays",
     "governance.fail_abandoned_replays": "sweeps",
 }
