@@ -128,7 +128,8 @@ def validate_business_hours(value: Any) -> None:
 
 
 def _is_hhmm(text: str) -> bool:
-    if len(text) != 5 or text[2] != ":" or not (text[:2] + text[3:]).isdigit():
+    digits = text[:2] + text[3:]
+    if len(text) != 5 or text[2] != ":" or not (digits.isascii() and digits.isdigit()):
         return False
     return int(text[:2]) < 24 and int(text[3:]) < 60
 
@@ -266,4 +267,4 @@ class StrategicCompany(models.Model):
         return self.name
 
     def clean(self) -> None:
-        self.cnpj = "".join(ch for ch in self.cnpj if ch.isdigit())
+        self.cnpj = "".join(ch for ch in self.cnpj if ch.isascii() and ch.isdigit())

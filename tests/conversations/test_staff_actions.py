@@ -330,7 +330,10 @@ def test_assign_twice_changes_nothing_the_second_time(
     assert len(log_entries(session)) == 1
 
 
-@pytest.mark.parametrize("who", ["prompt editor", "inactive", "not staff", "unknown", "text", ""])
+@pytest.mark.parametrize(
+    "who",
+    ["prompt editor", "inactive", "not staff", "unknown", "text", "", "superscript", "too large"],
+)
 def test_assign_to_someone_who_may_not_attend_is_refused(
     session: Session, support: User, editor: User, who: str
 ) -> None:
@@ -346,6 +349,9 @@ def test_assign_to_someone_who_may_not_attend_is_refused(
         "unknown": 999999,
         "text": "alguém",
         "": "",
+        # isdigit() accepts it, int() refuses it.
+        "superscript": "²",
+        "too large": "9" * 30,
     }[who]
 
     response = post(client_of(support), session, "assign", user=value)
@@ -617,13 +623,19 @@ def test_a_template_with_wrong_parameters_is_refused(
     assert Message.objects.filter(session=session, direction=Direction.OUTBOUND).count() == 0
 
 
-@pytest.mark.parametrize("which", ["inactive", "unknown", "text"])
+@pytest.mark.parametrize("which", ["inactive", "unknown", "text", "superscript", "too large"])
 def test_an_inactive_or_unknown_template_is_refused(
     session: Session, support: User, template: MessageTemplate, which: str
 ) -> None:
     with_team(session, support)
     MessageTemplate.objects.filter(pk=template.pk).update(is_active=False)
-    value = {"inactive": template.pk, "unknown": 999999, "text": "x"}[which]
+    value = {
+        "inactive": template.pk,
+        "unknown": 999999,
+        "text": "x",
+        "superscript": "²",
+        "too large": "9" * 30,
+    }[which]
 
     response = post(
         client_of(support),

@@ -105,6 +105,11 @@ def test_runtime_config_cannot_be_added_twice_or_deleted_in_admin(admin_client: 
             {"mon": [["18:00", "08:00"]]},
             "mon: intervalo inválido ['18:00', '08:00']; use [\"08:00\", \"18:00\"].",
         ),
+        # A superscript digit passes isdigit() but not int().
+        (
+            {"mon": [["0²:00", "18:00"]]},
+            "mon: intervalo inválido ['0²:00', '18:00']; use [\"08:00\", \"18:00\"].",
+        ),
     ],
 )
 def test_business_hours_validation_messages(hours: object, message: str) -> None:
@@ -124,6 +129,12 @@ def test_cnpj_with_wrong_check_digits_is_refused() -> None:
 
 def test_valid_cnpj_is_stored_as_digits() -> None:
     company = StrategicCompany(name="Acme", cnpj="11.222.333/0001-81")
+    company.full_clean()
+    assert company.cnpj == "11222333000181"
+
+
+def test_a_superscript_digit_in_a_cnpj_is_punctuation_not_a_digit() -> None:
+    company = StrategicCompany(name="Acme", cnpj="11222333000181²")
     company.full_clean()
     assert company.cnpj == "11222333000181"
 

@@ -70,7 +70,7 @@ class Command(BaseCommand):
         if not model_configured():
             raise CommandError(NO_MODEL)
         phone: str = options["phone"]
-        if not phone.isdigit():
+        if not (phone.isascii() and phone.isdigit()):
             raise CommandError("--phone takes digits only, e.g. 5500000000001.")
         try:
             instance = simulation_instance(options["instance"])
