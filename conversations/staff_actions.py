@@ -85,6 +85,8 @@ MAX_REPLY_CHARS = 4096
 # WhatsApp refuses longer template parameters, and any with a line break or a tab.
 MAX_TEMPLATE_PARAMETER_CHARS = 1024
 _FORBIDDEN_IN_PARAMETER = re.compile(r"[\n\r\t]")
+# PostgreSQL refuses NUL in text; no one types it, so a form that carries one is refused whole.
+NUL = "\x00"
 _PLACEHOLDER = re.compile(r"\{\{(\d+)\}\}")
 
 
@@ -155,6 +157,13 @@ def render_template_body(body: str, values: Sequence[str]) -> str:
 def template_placeholders(body: str) -> int:
     """How many body parameters a template's text uses: the highest {{n}} in it."""
     return max((int(n) for n in _PLACEHOLDER.findall(body)), default=0)
+
+
+def _refuse_nul(*texts: str) -> None:
+    if any(NUL in text for text in texts):
+        raise StaffActionRefused(
+            _("The text has an invalid character (NUL). Remove it and send again.")
+        )
 
 
 def parse_form_token(raw: str) -> UUID:
@@ -297,6 +306,7 @@ def session_reply(
     send: Callable[[int], None] = _send_later,
 ) -> ActionOutcome:
     """Send `text` to the customer as `user`, inside the 24-hour window, while HUMAN."""
+    _refuse_nul(text)
     text = text.strip()
     if not text:
         raise StaffActionRefused(_("Write the reply before sending it."))
@@ -351,6 +361,7 @@ def session_send_template(
     template = MessageTemplate.objects.filter(pk=template_id, is_active=True).first()
     if template is None:
         raise StaffActionRefused(_("Choose one of the active templates."))
+    _refuse_nul(*values)
     values = [value.strip() for value in values]
     labels = [str(label) for label in template.parameters or []]
     if len(values) != len(labels) or not all(values):

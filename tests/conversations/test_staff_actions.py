@@ -505,6 +505,22 @@ def test_a_reply_of_exactly_the_limit_is_accepted(
     assert len(Message.objects.get(session=session, direction=Direction.OUTBOUND).content) == 4096
 
 
+@pytest.mark.parametrize("text", ["\x00", "Olá\x00, Maria"])
+def test_a_reply_with_a_nul_is_refused_with_a_message(
+    session: Session, support: User, text: str
+) -> None:
+    with_team(session, support)
+
+    response = post(client_of(support), session, "reply", text=text, form_token=token())
+
+    assert response.status_code == 302
+    assert flash(response) == [
+        ("error", "O texto tem um caractere inválido (NUL). Apague-o e envie de novo.")
+    ]
+    assert Message.objects.filter(session=session, direction=Direction.OUTBOUND).count() == 0
+    assert LogEntry.objects.count() == 0
+
+
 @pytest.mark.parametrize("form_token", ["", "not-a-uuid"])
 def test_a_reply_without_the_form_token_is_refused(
     session: Session, support: User, form_token: str
@@ -620,6 +636,26 @@ def test_a_template_with_wrong_parameters_is_refused(
     )
 
     assert flash(response) == [("error", error)]
+    assert Message.objects.filter(session=session, direction=Direction.OUTBOUND).count() == 0
+
+
+def test_a_template_parameter_with_a_nul_is_refused_with_a_message(
+    session: Session, support: User, template: MessageTemplate
+) -> None:
+    with_team(session, support)
+
+    response = post(
+        client_of(support),
+        session,
+        "send-template",
+        template=template.pk,
+        parameter=["Maria\x00", "água"],
+        form_token=token(),
+    )
+
+    assert flash(response) == [
+        ("error", "O texto tem um caractere inválido (NUL). Apague-o e envie de novo.")
+    ]
     assert Message.objects.filter(session=session, direction=Direction.OUTBOUND).count() == 0
 
 
