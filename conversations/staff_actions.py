@@ -12,7 +12,7 @@ One use case per action; the admin views (`conversations.admin.staff_actions`) c
   that for take over, assign, give back and close (the second finds the work done); a reply, a
   template and a summary request carry the form's one-time token (`form_token`, a UUID rendered
   with the page), kept in the row they write (``json_part["form_token"]``): a token seen before
-  is a no-op;
+  on a row of the same kind (a reply, a template, a summary request) is a no-op;
 - records who did it and when: a SYSTEM event in the transcript (``message_type`` one of
   `conversations.events.EventCode`, ``staff_user``, its parameters in ``json_part``; a
   take-over's is the handoff event `session_handoff` writes; a reply and a template are their
@@ -39,6 +39,9 @@ Rules chosen here:
   team's (`agents.history.STAFF_MARK`).
 - Close: any open state → CLOSED with ``closed_at``; the customer's next message opens a new
   session (`conversations.inbound.sessions`).
+- New summary: one in flight per session. While the last request has no summary written after
+  it and is younger than the summary task's time limit (``CELERY_TASK_TIME_LIMIT``), another
+  click changes nothing: each request is one model call.
 - Use the current prompts (issue 15 §3): any open state; the session's pinned prompt versions
   (`Session.prompt_versions`, pinned by its first turn) become the ones active now, so its next
   turn uses them. A session already on them is left as it is (the double submit's no-op).
@@ -48,10 +51,11 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser, AnonymousUser, Permission, User
@@ -67,6 +71,7 @@ from conversations.handoff import session_handoff
 from conversations.models import (
     DeliveryStatus,
     Direction,
+    HandoffSummary,
     Message,
     MessageTemplate,
     Session,
@@ -88,6 +93,7 @@ _FORBIDDEN_IN_PARAMETER = re.compile(r"[\n\r\t]")
 # PostgreSQL refuses NUL in text; no one types it, so a form that carries one is refused whole.
 NUL = "\x00"
 _PLACEHOLDER = re.compile(r"\{\{(\d+)\}\}")
+REPLY_MESSAGE_TYPE = "text"
 
 
 class StaffActionRefused(Exception):
@@ -180,9 +186,10 @@ def _locked_session(session_id: int) -> Session:
     return Session.objects.select_for_update(of=("self",)).get(pk=session_id)
 
 
-def _token_used(session_id: int, token: UUID) -> bool:
+def _token_used(session_id: int, token: UUID, *, kind: str) -> bool:
+    """Whether a row of `kind` (its ``message_type``) was written with this form's token."""
     return (
-        Message.objects.filter(session_id=session_id, staff_user__isnull=False)
+        Message.objects.filter(session_id=session_id, staff_user__isnull=False, message_type=kind)
         .filter(json_part__form_token=str(token))
         .exists()
     )
@@ -317,7 +324,7 @@ def session_reply(
         )
     with transaction.atomic():
         session = _locked_session(session_id)
-        if _token_used(session_id, form_token):
+        if _token_used(session_id, form_token, kind=REPLY_MESSAGE_TYPE):
             return ActionOutcome(False, _("This reply was sent already."))
         _require_human(session)
         if not window_is_open(session, now):
@@ -378,7 +385,7 @@ def session_send_template(
     payload = TemplatePayload(template.name, template.language, tuple(values))
     with transaction.atomic():
         session = _locked_session(session_id)
-        if _token_used(session_id, form_token):
+        if _token_used(session_id, form_token, kind=TEMPLATE_MESSAGE_TYPE):
             return ActionOutcome(False, _("This template was sent already."))
         _require_human(session)
         message = _outbound(
@@ -409,7 +416,7 @@ def _outbound(
     content: str,
     json_part: Mapping[str, Any],
     now: datetime,
-    message_type: str = "text",
+    message_type: str = REPLY_MESSAGE_TYPE,
 ) -> Message:
     message = Message.objects.create(
         session_id=session_id,
@@ -493,9 +500,13 @@ def session_summary_regenerate(
     """Enqueue the handoff summary again (the newest summary is the one shown)."""
     with transaction.atomic():
         session = _locked_session(session_id)
-        if _token_used(session_id, form_token):
+        if _token_used(session_id, form_token, kind=EventCode.STAFF_SUMMARY_REQUESTED.value):
             return ActionOutcome(False, _("A new summary was requested already."))
         _require_human(session)
+        if _summary_in_flight(session_id, now):
+            return ActionOutcome(
+                False, _("A summary is being written already; reload the page in a moment.")
+            )
         event = _event(
             session_id=session_id,
             event=EventCode.STAFF_SUMMARY_REQUESTED,
@@ -507,6 +518,24 @@ def session_summary_regenerate(
         _admin_log(user=user, session=session, text=_("Requested a new summary."))
     logger.info("staff_summary_requested", extra={"session_id": session_id, "user_id": user.pk})
     return ActionOutcome(True, _("A new summary was requested; reload in a moment."), event.pk)
+
+
+def _summary_in_flight(session_id: int, now: datetime) -> bool:
+    """Whether the last summary request has no summary yet and may still get one (its task
+    ends within the task time limit, or is gone)."""
+    requested = (
+        Message.objects.filter(
+            session_id=session_id, message_type=EventCode.STAFF_SUMMARY_REQUESTED.value
+        )
+        .order_by("-created_at", "-id")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    if requested is None or requested <= now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT):
+        return False
+    return not HandoffSummary.objects.filter(
+        session_id=session_id, created_at__gte=requested
+    ).exists()
 
 
 def session_prompts_update(*, session_id: int, user: User, now: datetime) -> ActionOutcome:

@@ -23,6 +23,7 @@ from conversations.events import EventCode
 from conversations.models import (
     DeliveryStatus,
     Direction,
+    HandoffSummary,
     Instance,
     Message,
     MessageTemplate,
@@ -863,6 +864,103 @@ def test_regenerate_summary_posted_twice_enqueues_once(
 
     assert flash(second)[-1:] == [("info", "Um novo resumo já foi pedido.")]
     assert len(callbacks) == 1
+
+
+def test_ten_clicks_on_new_summary_make_one_request_while_it_is_in_flight(
+    session: Session,
+    support: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    with_team(session, support)
+    client = client_of(support)
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        responses = [
+            post(client, session, "regenerate-summary", form_token=token()) for _ in "x" * 10
+        ]
+
+    assert len(callbacks) == 1
+    assert flash(responses[-1])[-1:] == [
+        ("info", "Um resumo já está sendo gerado; recarregue a página em instantes.")
+    ]
+    assert (
+        Message.objects.filter(session=session, message_type=EventCode.STAFF_SUMMARY_REQUESTED)
+    ).count() == 1
+    assert len(log_entries(session)) == 1
+
+
+def test_a_new_summary_may_be_requested_once_the_last_one_is_written(
+    session: Session,
+    support: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    with_team(session, support)
+    client = client_of(support)
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        post(client, session, "regenerate-summary", form_token=token())
+        baker.make(HandoffSummary, session=session, created_at=timezone.now())
+        second = post(client, session, "regenerate-summary", form_token=token())
+
+    assert flash(second)[-1:] == [
+        ("success", "Novo resumo pedido; recarregue a página em instantes.")
+    ]
+    assert len(callbacks) == 2
+
+
+@pytest.mark.parametrize(("age", "requested_again"), [(149, False), (150, True), (151, True)])
+def test_a_request_whose_summary_never_came_expires_at_the_task_time_limit(
+    session: Session,
+    support: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    age: int,
+    requested_again: bool,
+) -> None:
+    """CELERY_TASK_TIME_LIMIT is 150 s: a request older than that lost its task."""
+    with_team(session, support)
+    client = client_of(support)
+    with django_capture_on_commit_callbacks(execute=False):
+        post(client, session, "regenerate-summary", form_token=token())
+    Message.objects.filter(message_type=EventCode.STAFF_SUMMARY_REQUESTED).update(
+        created_at=timezone.now() - timedelta(seconds=age)
+    )
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        post(client, session, "regenerate-summary", form_token=token())
+
+    assert len(callbacks) == (1 if requested_again else 0)
+
+
+def test_each_form_has_its_own_token_kind(
+    session: Session,
+    support: User,
+    template: MessageTemplate,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    """The page renders one token for its forms: a reply sent with it blocks neither the
+    template nor the summary posted with it."""
+    with_team(session, support)
+    client = client_of(support)
+    form_token = token()
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        reply = post(client, session, "reply", text="Oi, Maria", form_token=form_token)
+        sent = post(
+            client,
+            session,
+            "send-template",
+            template=template.pk,
+            parameter=["Maria", "água"],
+            form_token=form_token,
+        )
+        summary = post(client, session, "regenerate-summary", form_token=form_token)
+
+    assert [flash(r)[-1] for r in (reply, sent, summary)] == [
+        ("success", "Resposta enviada ao WhatsApp."),
+        ("success", "Modelo enviado ao WhatsApp."),
+        ("success", "Novo resumo pedido; recarregue a página em instantes."),
+    ]
+    assert len(callbacks) == 3
 
 
 def test_regenerate_summary_of_a_bot_conversation_is_refused(
