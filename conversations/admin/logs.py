@@ -184,6 +184,9 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin[WebhookDelivery]):
     )
     readonly_fields = ("headers_pretty", "body_pretty")
 
+    class Media:
+        css = {"all": ("conversations/admin/webhook_delivery.css",)}
+
     @admin.display(description=_("relevant headers"))
     def headers_pretty(self, obj: WebhookDelivery) -> str:
         return format_html(
@@ -198,7 +201,8 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin[WebhookDelivery]):
             text = json.dumps(json.loads(text), ensure_ascii=False, indent=2)
         # A lone surrogate ("\ud800" in the JSON) cannot be encoded in the UTF-8 response.
         text = without_surrogates(text)
-        return format_html('<pre style="white-space: pre-wrap">{}</pre>', text)
+        # Wrapped by a class (webhook_delivery.css): the CSP blocks a style attribute.
+        return format_html('<pre class="raw-body">{}</pre>', text)
 
     def mask_row(self, obj: WebhookDelivery, maskers: dict[int, Masker]) -> WebhookDelivery:
         masked = super().mask_row(obj, maskers)
