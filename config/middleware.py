@@ -10,8 +10,11 @@ no URL of the project contains one.
 
 `AdminActionSelectionMiddleware`: an admin action's selected ids are checked against the
 model's primary key before the changelist filters by them.
+
+`BidiControlsVisibleMiddleware`: the bidi controls in a page are shown, not applied.
 """
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -96,3 +99,45 @@ def _fits_primary_key(model: type[Model], value: str) -> bool:
     except ValidationError:
         return False
     return True
+
+
+# Unicode's bidirectional embedding, override and isolate controls (U+202A-U+202E,
+# U+2066-U+2069), as UTF-8 bytes: ``\xe2\x80\xaa``-``\xae`` and ``\xe2\x81\xa6``-``\xa9``.
+BIDI_CONTROLS = re.compile(rb"\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
+
+
+def bidi_controls_visible(html: bytes) -> bytes:
+    """`html` (UTF-8) with each bidi control written as its code point, ``[U+202E]``."""
+    return BIDI_CONTROLS.sub(lambda match: f"[U+{ord(match.group().decode()):04X}]".encode(), html)
+
+
+class BidiControlsVisibleMiddleware:
+    """Every HTML page shows the bidi controls in it as ``[U+202E]`` rather than applying them.
+
+    A customer's WhatsApp name, a message, a collected value or a webhook body may carry a
+    right-to-left override (U+202E) that reorders what follows it: "Maria", U+202E, "oãsiV"
+    reads "Maria Visão", so a page would show staff a name or a text other than the one stored.
+    Isolating each value (``<bdi>``) keeps the override from leaking into the page but still
+    reorders the value itself; making the controls visible shows the text as it is. Once, on
+    the rendered page, so every list column, title, breadcrumb, transcript and form of every
+    admin shows it the same way (no page of the project means one). A form field holding one
+    shows the marker, and saving it stores the marker: what staff see is what they save."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if (
+            response.streaming
+            or not response.get("Content-Type", "").startswith("text/html")
+            or response.charset.lower() != "utf-8"
+        ):
+            return response
+        content = response.content
+        if BIDI_CONTROLS.search(content) is None:
+            return response
+        response.content = bidi_controls_visible(content)
+        if response.has_header("Content-Length"):
+            response["Content-Length"] = str(len(response.content))
+        return response

@@ -104,6 +104,8 @@ MIDDLEWARE = [
     # Static files from the app itself (README, Production): no separate file server needed.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
+    # Bidi controls in a page shown as [U+202E], not applied (config.middleware).
+    "config.middleware.BidiControlsVisibleMiddleware",
     # No NUL in query parameters: PostgreSQL refuses it in text (issue 11 §7).
     "config.middleware.NulFreeQueryStringMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
