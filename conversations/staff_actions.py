@@ -76,7 +76,12 @@ from conversations.models import (
     MessageTemplate,
     Session,
 )
-from conversations.sending import TEMPLATE_MESSAGE_TYPE, TemplatePayload
+from conversations.sending import (
+    TEMPLATE_MESSAGE_TYPE,
+    DryRunReason,
+    TemplatePayload,
+    dry_run_reason,
+)
 from conversations.turns.tasks import generate_handoff_summary
 from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 from conversations.whatsapp.tasks import send_message
@@ -347,11 +352,26 @@ def session_reply(
         )
         on_commit_call(send, message.pk)
         _admin_log(user=user, session=session, text=_("Replied to the customer."))
+        dry_run = dry_run_reason(session)
     logger.info(
         "staff_reply",
-        extra={"session_id": session_id, "user_id": user.pk, "message_id": message.pk},
+        extra={
+            "session_id": session_id,
+            "user_id": user.pk,
+            "message_id": message.pk,
+            "dry_run": dry_run.value if dry_run else "",
+        },
     )
-    return ActionOutcome(True, _("Reply sent to WhatsApp."), message.pk)
+    sent = {
+        None: _("Reply sent to WhatsApp."),
+        DryRunReason.NO_ACCESS_TOKEN: _(
+            "Reply simulated (no WhatsApp token): nothing was sent to the customer."
+        ),
+        DryRunReason.SIMULATED_SESSION: _(
+            "Reply simulated (simulator conversation): nothing was sent to WhatsApp."
+        ),
+    }
+    return ActionOutcome(True, sent[dry_run], message.pk)
 
 
 def session_send_template(
@@ -402,11 +422,26 @@ def session_send_template(
             session=session,
             text=_("Sent the template %(name)s.") % {"name": template.name},
         )
+        dry_run = dry_run_reason(session)
     logger.info(
         "staff_template",
-        extra={"session_id": session_id, "user_id": user.pk, "message_id": message.pk},
+        extra={
+            "session_id": session_id,
+            "user_id": user.pk,
+            "message_id": message.pk,
+            "dry_run": dry_run.value if dry_run else "",
+        },
     )
-    return ActionOutcome(True, _("Template sent to WhatsApp."), message.pk)
+    sent = {
+        None: _("Template sent to WhatsApp."),
+        DryRunReason.NO_ACCESS_TOKEN: _(
+            "Template simulated (no WhatsApp token): nothing was sent to the customer."
+        ),
+        DryRunReason.SIMULATED_SESSION: _(
+            "Template simulated (simulator conversation): nothing was sent to WhatsApp."
+        ),
+    }
+    return ActionOutcome(True, sent[dry_run], message.pk)
 
 
 def _outbound(

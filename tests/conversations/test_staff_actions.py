@@ -2,6 +2,7 @@
 what each refuses, and that a repeated submit changes nothing."""
 
 import html
+import logging
 import re
 from datetime import timedelta
 from typing import Any
@@ -16,7 +17,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from model_bakery import baker
-from pytest_django import DjangoCaptureOnCommitCallbacks
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from agents.states import SessionState
 from conversations.events import EventCode
@@ -57,6 +58,10 @@ def staff(group: str, username: str) -> User:
     user = baker.make(User, username=username, is_staff=True)
     user.groups.add(Group.objects.get(name=group))
     return user
+
+
+def staff_admin() -> User:
+    return User.objects.create_superuser("root", password="x")
 
 
 def client_of(user: User, *, csrf: bool = False) -> Client:
@@ -409,6 +414,91 @@ def test_reply_is_sent_through_the_graph_api_and_shown_with_its_author(
     page = text_of(client.get(page_url(session)).content.decode())
     assert "Equipe · ana Olá, Maria! Sou a Ana." in page
     assert "enviada" in page
+
+
+def test_without_a_whatsapp_token_the_reply_says_simulated_wherever_it_is_shown(
+    session: Session,
+    support: User,
+    settings: Settings,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The `make run` default: neither the instance's token nor WHATSAPP_ACCESS_TOKEN."""
+    settings.WHATSAPP_ACCESS_TOKEN = ""
+    with_team(session, support)
+    client = client_of(support)
+
+    with (
+        caplog.at_level(logging.INFO),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        response = post(client, session, "reply", text="Olá, Maria!", form_token=token())
+
+    assert flash(response) == [
+        ("success", "Resposta simulada (sem token do WhatsApp): nada foi enviado ao cliente.")
+    ]
+    page = client.get(page_url(session)).content.decode()
+    assert "Equipe · ana Olá, Maria!" in text_of(page)
+    assert re.findall(r'<span class="delivery">([^<]*?) \d\d:\d\d:\d\d</span>', page) == [
+        "simulada (sem token do WhatsApp)"
+    ]
+    log = text_of(client_of(staff_admin()).get("/admin/conversations/message/").content.decode())
+    assert "simulada (sem token do WhatsApp)" in log
+    records = {r.getMessage(): r for r in caplog.records}
+    assert records["staff_reply"].dry_run == "no_access_token"  # type: ignore[attr-defined]
+    assert records["whatsapp_send_simulated"].reason == "no_access_token"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("simulated_session", "wamid", "shown"),
+    [
+        (False, "sim.8f0c", "simulada (sem token do WhatsApp)"),
+        (True, "sim.8f0c", "simulada (conversa do simulador)"),
+        (False, "wamid.HBgM", "enviada"),
+    ],
+)
+def test_a_message_s_delivery_reads_as_simulated_only_when_the_dry_run_stored_it(
+    session: Session, support: User, simulated_session: bool, wamid: str, shown: str
+) -> None:
+    Session.objects.filter(pk=session.pk).update(is_simulated=simulated_session)
+    baker.make(
+        Message,
+        session=session,
+        direction=Direction.OUTBOUND,
+        content="Olá!",
+        wa_message_id=wamid,
+        delivery_status=DeliveryStatus.SENT,
+        delivery_status_at=timezone.now(),
+    )
+
+    page = client_of(support).get(page_url(session)).content.decode()
+
+    assert re.findall(r'<span class="delivery">([^<]*?) \d\d:\d\d:\d\d</span>', page) == [shown]
+
+
+def test_without_a_whatsapp_token_a_template_says_simulated(
+    session: Session,
+    support: User,
+    template: MessageTemplate,
+    settings: Settings,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    settings.WHATSAPP_ACCESS_TOKEN = ""
+    with_team(session, support)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = post(
+            client_of(support),
+            session,
+            "send-template",
+            template=template.pk,
+            parameter=["Maria", "água"],
+            form_token=token(),
+        )
+
+    assert flash(response) == [
+        ("success", "Modelo simulado (sem token do WhatsApp): nada foi enviado ao cliente.")
+    ]
 
 
 def test_the_same_reply_form_posted_twice_sends_once(
@@ -935,6 +1025,7 @@ def test_each_form_has_its_own_token_kind(
     session: Session,
     support: User,
     template: MessageTemplate,
+    fake_graph: FakeGraphAPI,
     django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     """The page renders one token for its forms: a reply sent with it blocks neither the
