@@ -246,6 +246,7 @@ def test_every_row_of_every_demo_conversation_carries_the_conversation_s_clock(
         assert created == sorted(created), session.customer_name
         assert session.created_at == created[0], session.customer_name
     for delivery in WebhookDelivery.objects.all():
+        assert delivery.processed_at is not None
         stamps += [("delivery.received_at", delivery.received_at)]
         stamps += [("delivery.processed_at", delivery.processed_at)]
     assert len(sessions) == 5
