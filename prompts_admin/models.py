@@ -267,4 +267,4 @@ class StrategicCompany(models.Model):
         return self.name
 
     def clean(self) -> None:
-        self.cnpj = "".join(ch for ch in self.cnpj if ch.isascii() and ch.isdigit())
+        self.cnpj = "".join(ch for ch in self.cnpj if ch.isdigit())

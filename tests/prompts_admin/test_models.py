@@ -133,12 +133,6 @@ def test_valid_cnpj_is_stored_as_digits() -> None:
     assert company.cnpj == "11222333000181"
 
 
-def test_a_superscript_digit_in_a_cnpj_is_punctuation_not_a_digit() -> None:
-    company = StrategicCompany(name="Acme", cnpj="11222333000181²")
-    company.full_clean()
-    assert company.cnpj == "11222333000181"
-
-
 def test_invalid_phone_lines_are_named_in_the_message() -> None:
     company = StrategicCompany(name="Acme", phone_numbers="+55 11 91234-5678\n123\nabc\n")
     assert validation_messages(company) == {
