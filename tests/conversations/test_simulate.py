@@ -279,6 +279,18 @@ def test_without_the_demo_instance_it_says_how_to_get_one(model: FakeOpenAIServe
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("phone", ["55119abc", "5511²"])
+def test_a_phone_that_is_not_ascii_digits_is_refused(
+    demo_instance: Instance, model: FakeOpenAIServer, phone: str
+) -> None:
+    with pytest.raises(CommandError) as raised:
+        simulate("--phone", phone, "--say", "Oi")
+
+    assert str(raised.value) == "--phone takes digits only, e.g. 5500000000001."
+    assert Session.objects.count() == 0
+
+
+@pytest.mark.django_db
 def test_a_real_customer_s_phone_is_refused(
     demo_instance: Instance, model: FakeOpenAIServer, fake_graph: FakeGraphAPI
 ) -> None:
