@@ -137,9 +137,9 @@ def normalise_email(value: Any) -> str:
 
 def document_kind(digits: str) -> DocumentKind | None:
     """`cpf` or `cnpj` for a stored (digits-only, valid) document; None otherwise."""
-    if len(digits) == 11 and digits.isdigit():
+    if len(digits) == 11 and digits.isascii() and digits.isdigit():
         return "cpf"
-    if len(digits) == 14 and digits.isdigit():
+    if len(digits) == 14 and digits.isascii() and digits.isdigit():
         return "cnpj"
     return None
 
@@ -148,7 +148,7 @@ def normalise_document(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise FieldValueError("documento deve ser um texto com o CPF ou o CNPJ")
     digits = _DOCUMENT_PUNCTUATION.sub("", str(value))
-    if not digits.isdigit():
+    if not (digits.isascii() and digits.isdigit()):
         raise FieldValueError("documento deve ter apenas números")
     kind = document_kind(digits)
     # validate-docbr pads a short CPF with zeros; the length is checked here first.

@@ -85,7 +85,7 @@ _NON_DIGITS = re.compile(r"\D")
 
 def is_valid_cpf(digits: str) -> bool:
     """The CPF check digits (modulo 11) of an 11-digit string; repeated digits are invalid."""
-    if len(digits) != 11 or not digits.isdigit() or len(set(digits)) == 1:
+    if len(digits) != 11 or not (digits.isascii() and digits.isdigit()) or len(set(digits)) == 1:
         return False
     for position in (9, 10):
         total = sum(int(digits[i]) * (position + 1 - i) for i in range(position))

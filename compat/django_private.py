@@ -6,6 +6,9 @@ Private APIs touched, and why:
 
 - ``QueryDict._mutable`` (`freeze`): a copy built with ``mutable=True`` is made immutable again,
   like ``request.GET`` (config.middleware's NUL-free query string). Django has no public setter.
+- The ``model_admin`` attribute ``ModelAdmin.get_urls`` sets on each view it wraps
+  (`model_admin_of`): which admin a resolved admin view belongs to (config.middleware's check
+  of an action's selected ids).
 - ``Model._state.adding`` (`mark_saved`): a row inserted by a compiled statement is marked
   saved, as ``Model.save`` does, so a later ``save()`` updates it.
 - ``django.db.models.sql.InsertQuery``, ``Query.insert_values``, ``Query.get_compiler``,
@@ -70,6 +73,11 @@ def freeze(query: QueryDict) -> "_ImmutableQueryDict":
     """`query`, made immutable (as Django's ``request.GET`` is)."""
     query._mutable = False
     return cast("_ImmutableQueryDict", query)
+
+
+def model_admin_of(view: Any) -> Any:
+    """The `ModelAdmin` whose URLs serve `view`, or None for any other view."""
+    return getattr(view, "model_admin", None)
 
 
 def mark_saved(row: models.Model) -> None:

@@ -104,6 +104,8 @@ MIDDLEWARE = [
     # Static files from the app itself (README, Production): no separate file server needed.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
+    # Bidi controls in a page shown as [U+202E], not applied (config.middleware).
+    "config.middleware.BidiControlsVisibleMiddleware",
     # No NUL in query parameters: PostgreSQL refuses it in text (issue 11 §7).
     "config.middleware.NulFreeQueryStringMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -112,6 +114,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # An admin action's selected ids fit the model's primary key (config.middleware).
+    "config.middleware.AdminActionSelectionMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",
     # Last, as django-axes requires: turns a locked-out login into the lockout page.
@@ -144,6 +148,14 @@ DATABASES = {"default": environ.Env.db_url_config(DATABASE_URL)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Two writers at once (two staff clicks, the web and a worker): the second waits up to
+    # `timeout` seconds for the first to commit instead of failing "database is locked". A
+    # transaction begun DEFERRED that reads and then writes cannot wait (SQLite answers at once
+    # rather than risk a deadlock), so each one takes the write lock when it begins (IMMEDIATE).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+    )
 # A Celery worker's connection pool (psycopg_pool through Django's "pool" option), switched on
 # when the worker starts (conversations.db_connections.worker_connection_pool_enable): a worker
 # runs up to CELERY_WORKER_CONCURRENCY turns at once in threads, each giving its connection back

@@ -17,6 +17,13 @@ clock is one base moment (`demo_base_time`: 10:00 in São Paulo on the last week
 `now`), so the same `now` always gives the same conversations; the out-of-hours conversation
 happens at 21:30 of that day, when the default business hours are closed.
 
+Every row of a conversation carries the conversation's clock. The turn and the staff actions
+take it as their `now`; what the code stamps with the wall clock (a webhook's arrival and the
+customer message it stores, a send, a model call, a summary, the session's creation, the
+admin log) is moved to the step's instant after the step (`_Player.reclock`): the customer's
+moment for an arrival, 20 seconds later for what answers it. Every demo instant is before the
+load began, so a stamp at or after the step began is one of the wall clock's.
+
 The demo customers use the reserved phones ``5511900000001``…``5511900000005`` (`DEMO_PHONES`):
 loading is skipped while any of them has a session, and `demo_conversations_delete` removes
 exactly those sessions (with their messages, calls, summaries and lead) and the webhook bodies
@@ -32,10 +39,13 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.contrib.contenttypes.models import ContentType
+from django.db import models, transaction
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from agents.business_hours import BUSINESS_TZ
 from agents.llm import CallPurpose, ChatMessage, LLMCallResult
@@ -43,7 +53,15 @@ from agents.states import HandoffReason, SessionState
 from conversations.agent_sources import DatabaseCallRecorder
 from conversations.handoff import handoff_summary_generate, summary_due
 from conversations.inbound.deliveries import webhook_delivery_receive
-from conversations.models import Instance, Message, Session, WebhookDelivery
+from conversations.models import (
+    HandoffSummary,
+    Instance,
+    Lead,
+    LLMCall,
+    Message,
+    Session,
+    WebhookDelivery,
+)
 from conversations.sending import outbound_message_send
 from conversations.staff_actions import session_reply, session_take_over
 from conversations.turns.deps import PipelineConfig, no_read_receipt
@@ -403,6 +421,7 @@ class _Player:
 
     def play(self) -> None:
         for step in self.recording.steps:
+            began = timezone.now()
             if isinstance(step, Say):
                 self.say(step)
             elif isinstance(step, StaffTakeOver):
@@ -419,6 +438,9 @@ class _Player:
                     send=_later,
                 )
             self.after_commit()
+            arrived = self.at(step.minute)
+            answered = arrived + ANSWER_DELAY if isinstance(step, Say) else arrived
+            self.reclock(began=began, arrived=arrived, answered=answered)
         self.llm.finish()
         self.summary_llm.finish()
 
@@ -434,8 +456,7 @@ class _Player:
             enqueue_turn=_later,
             enqueue_send=_later,
         )
-        # The model answers 20 seconds after the customer wrote.
-        moment = self.at(step.minute) + timedelta(seconds=20)
+        moment = self.at(step.minute) + ANSWER_DELAY
         deps = replace(
             build_pipeline_deps(llm=self.llm),
             send=_later,
@@ -465,6 +486,40 @@ class _Player:
                 recorder=DatabaseCallRecorder(),
                 model=settings.OPENAI_MODEL_SUMMARY,
             )
+
+    def reclock(self, *, began: datetime, arrived: datetime, answered: datetime) -> None:
+        """Move the wall-clock stamps this step wrote (at or after `began`) to the
+        conversation's clock: `arrived` for a customer message's arrival, `answered` for the
+        rest (see the module docstring)."""
+        session = self.session()
+        rows: list[QuerySet[Any]] = [
+            Session.objects.filter(pk=session.pk),
+            Message.objects.filter(session=session),
+            WebhookDelivery.objects.filter(**{"headers__User-Agent": DEMO_USER_AGENT}),
+            LLMCall.objects.filter(session=session),
+            HandoffSummary.objects.filter(session=session),
+            Lead.objects.filter(session=session),
+            LogEntry.objects.filter(
+                content_type=ContentType.objects.get_for_model(Session), object_id=str(session.pk)
+            ),
+        ]
+        for queryset in rows:
+            arrivals = ARRIVAL_FIELDS.get(queryset.model, frozenset())
+            for column in queryset.model._meta.concrete_fields:
+                if isinstance(column, models.DateTimeField):
+                    at = arrived if column.name in arrivals else answered
+                    queryset.filter(**{f"{column.name}__gte": began}).update(**{column.name: at})
+
+
+# The model answers 20 seconds after the customer wrote.
+ANSWER_DELAY = timedelta(seconds=20)
+# The stamps of a customer message's arrival; every other stamp is of what answers it. A
+# message written with the wall clock is the customer's (the turn and staff write on the clock).
+ARRIVAL_FIELDS: dict[type[models.Model], frozenset[str]] = {
+    Session: frozenset({"created_at"}),
+    Message: frozenset({"created_at"}),
+    WebhookDelivery: frozenset({"received_at", "processed_at"}),
+}
 
 
 def _later(_id: int) -> None:

@@ -18,7 +18,8 @@ from agents.labels import AGENT_LABELS, STATE_LABELS, handoff_label_msgid
 from agents.sources import BUILTIN_PROMPT_VERSION
 from agents.states import PROMPT_AGENTS, AgentName, HandoffMotive, HandoffReason, SessionState
 from conversations.events import ACTION_UNSUPPORTED_MEDIA, CLOSED_IDLE, EventCode
-from conversations.models import Message
+from conversations.models import DeliveryStatus, Message
+from conversations.whatsapp.client import is_simulated_wamid
 from prompts_admin.selectors import unversioned_override_id, version_history_id
 
 # Why a session went to a human, explained for staff; the stored detail is for engineers (an
@@ -371,3 +372,17 @@ def event_text(message: Message) -> str:
     if render is None:
         return message.content or message.message_type
     return capfirst(render(message))
+
+
+DELIVERY_LABELS = dict(DeliveryStatus.choices)
+
+
+def delivery_label(message: Message, *, simulated_session: bool) -> str:
+    """An OUTBOUND message's delivery as staff read it. A send the dry-run sender stored (its
+    ``sim.`` wamid, `conversations.sending`) never left the machine: it reads as simulated, with
+    why, never as sent."""
+    if is_simulated_wamid(message.wa_message_id):
+        if simulated_session:
+            return gettext("simulated (simulator conversation)")
+        return gettext("simulated (no WhatsApp token)")
+    return str(DELIVERY_LABELS.get(message.delivery_status) or gettext("not sent yet"))

@@ -23,8 +23,9 @@ Dry run (`sender_for`): with no access token at all (neither the instance's nor
 ``WHATSAPP_ACCESS_TOKEN``: the `make run` default) or for a simulated session
 (`Session.is_simulated`), the message goes through the same claim and store steps with
 `DryRunSender`: it is stored as sent with a fake wamid ``sim.<uuid>`` (how a simulated send is
-told apart: `is_simulated_wamid`) and logged as ``whatsapp_send_simulated`` with its id only; no
-request leaves the machine. Mark-read does nothing then.
+told apart: `is_simulated_wamid`) and logged as ``whatsapp_send_simulated`` with its id and why
+(`DryRunReason`); no request leaves the machine. Mark-read does nothing then. Staff read such a
+message as simulated, never as sent (`conversations.labels.delivery_label`).
 """
 
 import logging
@@ -81,6 +82,30 @@ class SendOutcome(StrEnum):
 
 
 TEMPLATE_MESSAGE_TYPE = "template"
+
+
+class DryRunReason(StrEnum):
+    """Why a session's sends go to the dry-run sender."""
+
+    SIMULATED_SESSION = "simulated_session"
+    NO_ACCESS_TOKEN = "no_access_token"  # neither the instance's nor WHATSAPP_ACCESS_TOKEN
+
+
+def dry_run_reason(session: Session) -> DryRunReason | None:
+    """Why `session`'s messages would not leave the machine (its instance is read), or None
+    when they go to the Graph API."""
+    return _dry_run_reason(
+        simulated=session.is_simulated,
+        access_token=session.instance.access_token or settings.WHATSAPP_ACCESS_TOKEN,
+    )
+
+
+def _dry_run_reason(*, simulated: bool, access_token: str) -> DryRunReason | None:
+    if simulated:
+        return DryRunReason.SIMULATED_SESSION
+    if not access_token:
+        return DryRunReason.NO_ACCESS_TOKEN
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +241,8 @@ def sender_for(session: Session, *, access_token: str, client: WhatsAppSender) -
 
 
 def _sender(*, simulated: bool, access_token: str, client: WhatsAppSender) -> WhatsAppSender:
-    if isinstance(client, GraphClient) and (simulated or not access_token):
+    reason = _dry_run_reason(simulated=simulated, access_token=access_token)
+    if isinstance(client, GraphClient) and reason is not None:
         return DRY_RUN_SENDER
     return client
 
@@ -333,8 +359,12 @@ def _send_part(
     if not session.is_simulated:  # a simulated conversation stays out of the figures
         send_counted(SendOutcome.SENT)
     if isinstance(client, DryRunSender):
-        # Stored as sent with its ``sim.`` wamid; the id alone is logged (no personal data).
-        logger.info("whatsapp_send_simulated", extra={"message_id": message.pk})
+        # Stored as sent with its ``sim.`` wamid; the id and why are logged (no personal data).
+        reason = _dry_run_reason(simulated=session.is_simulated, access_token=access_token)
+        logger.info(
+            "whatsapp_send_simulated",
+            extra={"message_id": message.pk, "reason": reason.value if reason else ""},
+        )
         return SendOutcome.SENT
     logger.info("whatsapp_message_sent", extra={**log, "wamid": sent.wamid})
     return SendOutcome.SENT

@@ -205,7 +205,7 @@ def simulated_message_send(
 def simulated_phone_check(phone: str) -> None:
     """Refuse a phone outside the simulator's reserved range (`SIMULATED_PHONE_PREFIX`)."""
     if (
-        not phone.isdigit()
+        not (phone.isascii() and phone.isdigit())
         or not phone.startswith(SIMULATED_PHONE_PREFIX)
         or len(phone) not in SIMULATED_PHONE_DIGITS
     ):

@@ -12,7 +12,7 @@ One use case per action; the admin views (`conversations.admin.staff_actions`) c
   that for take over, assign, give back and close (the second finds the work done); a reply, a
   template and a summary request carry the form's one-time token (`form_token`, a UUID rendered
   with the page), kept in the row they write (``json_part["form_token"]``): a token seen before
-  is a no-op;
+  on a row of the same kind (a reply, a template, a summary request) is a no-op;
 - records who did it and when: a SYSTEM event in the transcript (``message_type`` one of
   `conversations.events.EventCode`, ``staff_user``, its parameters in ``json_part``; a
   take-over's is the handoff event `session_handoff` writes; a reply and a template are their
@@ -39,6 +39,9 @@ Rules chosen here:
   team's (`agents.history.STAFF_MARK`).
 - Close: any open state → CLOSED with ``closed_at``; the customer's next message opens a new
   session (`conversations.inbound.sessions`).
+- New summary: one in flight per session. While the last request has no summary written after
+  it and is younger than the summary task's time limit (``CELERY_TASK_TIME_LIMIT``), another
+  click changes nothing: each request is one model call.
 - Use the current prompts (issue 15 §3): any open state; the session's pinned prompt versions
   (`Session.prompt_versions`, pinned by its first turn) become the ones active now, so its next
   turn uses them. A session already on them is left as it is (the double submit's no-op).
@@ -48,10 +51,11 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser, AnonymousUser, Permission, User
@@ -67,11 +71,17 @@ from conversations.handoff import session_handoff
 from conversations.models import (
     DeliveryStatus,
     Direction,
+    HandoffSummary,
     Message,
     MessageTemplate,
     Session,
 )
-from conversations.sending import TEMPLATE_MESSAGE_TYPE, TemplatePayload
+from conversations.sending import (
+    TEMPLATE_MESSAGE_TYPE,
+    DryRunReason,
+    TemplatePayload,
+    dry_run_reason,
+)
 from conversations.turns.tasks import generate_handoff_summary
 from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 from conversations.whatsapp.tasks import send_message
@@ -85,7 +95,10 @@ MAX_REPLY_CHARS = 4096
 # WhatsApp refuses longer template parameters, and any with a line break or a tab.
 MAX_TEMPLATE_PARAMETER_CHARS = 1024
 _FORBIDDEN_IN_PARAMETER = re.compile(r"[\n\r\t]")
+# PostgreSQL refuses NUL in text; no one types it, so a form that carries one is refused whole.
+NUL = "\x00"
 _PLACEHOLDER = re.compile(r"\{\{(\d+)\}\}")
+REPLY_MESSAGE_TYPE = "text"
 
 
 class StaffActionRefused(Exception):
@@ -157,6 +170,13 @@ def template_placeholders(body: str) -> int:
     return max((int(n) for n in _PLACEHOLDER.findall(body)), default=0)
 
 
+def _refuse_nul(*texts: str) -> None:
+    if any(NUL in text for text in texts):
+        raise StaffActionRefused(
+            _("The text has an invalid character (NUL). Remove it and send again.")
+        )
+
+
 def parse_form_token(raw: str) -> UUID:
     try:
         return UUID(raw)
@@ -171,9 +191,10 @@ def _locked_session(session_id: int) -> Session:
     return Session.objects.select_for_update(of=("self",)).get(pk=session_id)
 
 
-def _token_used(session_id: int, token: UUID) -> bool:
+def _token_used(session_id: int, token: UUID, *, kind: str) -> bool:
+    """Whether a row of `kind` (its ``message_type``) was written with this form's token."""
     return (
-        Message.objects.filter(session_id=session_id, staff_user__isnull=False)
+        Message.objects.filter(session_id=session_id, staff_user__isnull=False, message_type=kind)
         .filter(json_part__form_token=str(token))
         .exists()
     )
@@ -297,6 +318,7 @@ def session_reply(
     send: Callable[[int], None] = _send_later,
 ) -> ActionOutcome:
     """Send `text` to the customer as `user`, inside the 24-hour window, while HUMAN."""
+    _refuse_nul(text)
     text = text.strip()
     if not text:
         raise StaffActionRefused(_("Write the reply before sending it."))
@@ -307,7 +329,7 @@ def session_reply(
         )
     with transaction.atomic():
         session = _locked_session(session_id)
-        if _token_used(session_id, form_token):
+        if _token_used(session_id, form_token, kind=REPLY_MESSAGE_TYPE):
             return ActionOutcome(False, _("This reply was sent already."))
         _require_human(session)
         if not window_is_open(session, now):
@@ -330,11 +352,26 @@ def session_reply(
         )
         on_commit_call(send, message.pk)
         _admin_log(user=user, session=session, text=_("Replied to the customer."))
+        dry_run = dry_run_reason(session)
     logger.info(
         "staff_reply",
-        extra={"session_id": session_id, "user_id": user.pk, "message_id": message.pk},
+        extra={
+            "session_id": session_id,
+            "user_id": user.pk,
+            "message_id": message.pk,
+            "dry_run": dry_run.value if dry_run else "",
+        },
     )
-    return ActionOutcome(True, _("Reply sent to WhatsApp."), message.pk)
+    sent = {
+        None: _("Reply sent to WhatsApp."),
+        DryRunReason.NO_ACCESS_TOKEN: _(
+            "Reply simulated (no WhatsApp token): nothing was sent to the customer."
+        ),
+        DryRunReason.SIMULATED_SESSION: _(
+            "Reply simulated (simulator conversation): nothing was sent to WhatsApp."
+        ),
+    }
+    return ActionOutcome(True, sent[dry_run], message.pk)
 
 
 def session_send_template(
@@ -351,6 +388,7 @@ def session_send_template(
     template = MessageTemplate.objects.filter(pk=template_id, is_active=True).first()
     if template is None:
         raise StaffActionRefused(_("Choose one of the active templates."))
+    _refuse_nul(*values)
     values = [value.strip() for value in values]
     labels = [str(label) for label in template.parameters or []]
     if len(values) != len(labels) or not all(values):
@@ -367,7 +405,7 @@ def session_send_template(
     payload = TemplatePayload(template.name, template.language, tuple(values))
     with transaction.atomic():
         session = _locked_session(session_id)
-        if _token_used(session_id, form_token):
+        if _token_used(session_id, form_token, kind=TEMPLATE_MESSAGE_TYPE):
             return ActionOutcome(False, _("This template was sent already."))
         _require_human(session)
         message = _outbound(
@@ -384,11 +422,26 @@ def session_send_template(
             session=session,
             text=_("Sent the template %(name)s.") % {"name": template.name},
         )
+        dry_run = dry_run_reason(session)
     logger.info(
         "staff_template",
-        extra={"session_id": session_id, "user_id": user.pk, "message_id": message.pk},
+        extra={
+            "session_id": session_id,
+            "user_id": user.pk,
+            "message_id": message.pk,
+            "dry_run": dry_run.value if dry_run else "",
+        },
     )
-    return ActionOutcome(True, _("Template sent to WhatsApp."), message.pk)
+    sent = {
+        None: _("Template sent to WhatsApp."),
+        DryRunReason.NO_ACCESS_TOKEN: _(
+            "Template simulated (no WhatsApp token): nothing was sent to the customer."
+        ),
+        DryRunReason.SIMULATED_SESSION: _(
+            "Template simulated (simulator conversation): nothing was sent to WhatsApp."
+        ),
+    }
+    return ActionOutcome(True, sent[dry_run], message.pk)
 
 
 def _outbound(
@@ -398,7 +451,7 @@ def _outbound(
     content: str,
     json_part: Mapping[str, Any],
     now: datetime,
-    message_type: str = "text",
+    message_type: str = REPLY_MESSAGE_TYPE,
 ) -> Message:
     message = Message.objects.create(
         session_id=session_id,
@@ -482,9 +535,13 @@ def session_summary_regenerate(
     """Enqueue the handoff summary again (the newest summary is the one shown)."""
     with transaction.atomic():
         session = _locked_session(session_id)
-        if _token_used(session_id, form_token):
+        if _token_used(session_id, form_token, kind=EventCode.STAFF_SUMMARY_REQUESTED.value):
             return ActionOutcome(False, _("A new summary was requested already."))
         _require_human(session)
+        if _summary_in_flight(session_id, now):
+            return ActionOutcome(
+                False, _("A summary is being written already; reload the page in a moment.")
+            )
         event = _event(
             session_id=session_id,
             event=EventCode.STAFF_SUMMARY_REQUESTED,
@@ -496,6 +553,24 @@ def session_summary_regenerate(
         _admin_log(user=user, session=session, text=_("Requested a new summary."))
     logger.info("staff_summary_requested", extra={"session_id": session_id, "user_id": user.pk})
     return ActionOutcome(True, _("A new summary was requested; reload in a moment."), event.pk)
+
+
+def _summary_in_flight(session_id: int, now: datetime) -> bool:
+    """Whether the last summary request has no summary yet and may still get one (its task
+    ends within the task time limit, or is gone)."""
+    requested = (
+        Message.objects.filter(
+            session_id=session_id, message_type=EventCode.STAFF_SUMMARY_REQUESTED.value
+        )
+        .order_by("-created_at", "-id")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    if requested is None or requested <= now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT):
+        return False
+    return not HandoffSummary.objects.filter(
+        session_id=session_id, created_at__gte=requested
+    ).exists()
 
 
 def session_prompts_update(*, session_id: int, user: User, now: datetime) -> ActionOutcome:

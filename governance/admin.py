@@ -292,6 +292,8 @@ class ReplayRunAdmin(admin.ModelAdmin[ReplayRun]):
 
 
 def _int_or_404(value: str | None) -> int:
-    if value is None or not value.strip().isdigit():
+    # ASCII digits only: isdigit() alone lets "²" through, which int() refuses.
+    text = (value or "").strip()
+    if not (text.isascii() and text.isdigit()):
         raise Http404
-    return int(value)
+    return int(text)

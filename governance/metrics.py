@@ -480,7 +480,7 @@ def override_history_id(version: str) -> int | None:
     if not version.startswith(OVERRIDE_PREFIX):
         return None
     tail = version.removeprefix(OVERRIDE_PREFIX)
-    return int(tail) if tail.isdigit() else None
+    return int(tail) if tail.isascii() and tail.isdigit() else None
 
 
 def _add_override_versions(versions: Mapping[str, VersionMetrics]) -> None:

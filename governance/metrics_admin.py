@@ -116,7 +116,7 @@ def version_label(metrics: VersionMetrics) -> str:
         return _("Override #%(override)s (unversioned)") % {
             "override": tail.removeprefix("unversioned-")
         }
-    if tail.isdigit():
+    if tail.isascii() and tail.isdigit():
         return _("Override, version %(version)s (deleted)") % {"version": tail}
     return metrics.version
 

@@ -295,6 +295,7 @@ def _is_time(text: str) -> bool:
     hours, sep, minutes = text.partition(":")
     return (
         sep == ":"
+        and (hours + minutes).isascii()
         and hours.isdigit()
         and minutes.isdigit()
         and len(minutes) == 2

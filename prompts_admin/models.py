@@ -128,7 +128,8 @@ def validate_business_hours(value: Any) -> None:
 
 
 def _is_hhmm(text: str) -> bool:
-    if len(text) != 5 or text[2] != ":" or not (text[:2] + text[3:]).isdigit():
+    digits = text[:2] + text[3:]
+    if len(text) != 5 or text[2] != ":" or not (digits.isascii() and digits.isdigit()):
         return False
     return int(text[:2]) < 24 and int(text[3:]) < 60
 

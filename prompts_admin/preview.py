@@ -383,6 +383,8 @@ def _agent_or_404(value: str) -> AgentName:
 
 
 def _int_or_none(value: str | None) -> int | None:
-    if value is None or not value.strip().isdigit():
+    # ASCII digits only: isdigit() alone lets "²" through, which int() refuses.
+    text = (value or "").strip()
+    if not (text.isascii() and text.isdigit()):
         return None
-    return int(value)
+    return int(text)

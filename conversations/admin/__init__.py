@@ -34,7 +34,6 @@ from conversations.admin.sessions import (
     sessions_search,
 )
 from conversations.admin.transcript import (
-    DELIVERY_LABELS,
     MAX_TRANSCRIPT_MESSAGES,
     REGISTRATION_LABELS,
     DataRow,
@@ -48,7 +47,6 @@ from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 
 __all__ = [
     "CUSTOMER_SERVICE_WINDOW",
-    "DELIVERY_LABELS",
     "MAX_SEARCH_CHARS",
     "MAX_TRANSCRIPT_MESSAGES",
     "MIN_MESSAGE_SEARCH_CHARS",

@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from agents.masking import PATTERNS_ONLY, KnownValues, Masker
 from conversations.admin.failed_sends import FailedSendsFilter
 from conversations.admin.masking import ModelT, PersonalDataMaskingMixin
-from conversations.labels import event_text
+from conversations.labels import delivery_label, event_text
 from conversations.models import (
     DeliveryStatusEvent,
     Direction,
@@ -103,12 +103,16 @@ class MessageAdmin(ReadOnlyAdmin[Message]):
         "short_content",
         "code",
         "error",
-        "delivery_status",
+        "delivery",
         "created_at",
     )
     list_filter = ("direction", "agent", "delivery_status", FailedSendsFilter)
-    # Who took a conversation over names its handoff event (`event_text`).
-    list_select_related = ("staff_user",)
+    # Who took a conversation over names its handoff event (`event_text`); whether the session
+    # is simulated names a dry-run send's cause (`delivery`).
+    list_select_related = ("staff_user", "session")
+    # The stored status says "sent" for a send that never left the machine: `delivery` says it.
+    exclude = ("delivery_status",)
+    readonly_fields = ("delivery",)
     search_fields = ("=wa_message_id",)
     search_help_text = _("Exact WhatsApp message id (wamid).")
     show_full_result_count = False
@@ -124,6 +128,12 @@ class MessageAdmin(ReadOnlyAdmin[Message]):
         # A SYSTEM row's sentence is rendered from its code and parameters (conversations.labels).
         text = event_text(obj) if obj.direction == Direction.SYSTEM else obj.content
         return text if len(text) <= 80 else text[:79] + "…"
+
+    @admin.display(description=_("delivery status"), ordering="delivery_status")
+    def delivery(self, obj: Message) -> str:
+        if obj.direction != Direction.OUTBOUND:
+            return "—"
+        return delivery_label(obj, simulated_session=obj.session.is_simulated)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
         return super().get_queryset(request).defer("raw_response")
@@ -184,6 +194,9 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin[WebhookDelivery]):
     )
     readonly_fields = ("headers_pretty", "body_pretty")
 
+    class Media:
+        css = {"all": ("conversations/admin/webhook_delivery.css",)}
+
     @admin.display(description=_("relevant headers"))
     def headers_pretty(self, obj: WebhookDelivery) -> str:
         return format_html(
@@ -198,7 +211,8 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin[WebhookDelivery]):
             text = json.dumps(json.loads(text), ensure_ascii=False, indent=2)
         # A lone surrogate ("\ud800" in the JSON) cannot be encoded in the UTF-8 response.
         text = without_surrogates(text)
-        return format_html('<pre style="white-space: pre-wrap">{}</pre>', text)
+        # Wrapped by a class (webhook_delivery.css): the CSP blocks a style attribute.
+        return format_html('<pre class="raw-body">{}</pre>', text)
 
     def mask_row(self, obj: WebhookDelivery, maskers: dict[int, Masker]) -> WebhookDelivery:
         masked = super().mask_row(obj, maskers)

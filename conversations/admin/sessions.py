@@ -71,7 +71,7 @@ def sessions_search(
             Exists(Message.objects.filter(session=OuterRef("pk"), content__icontains=term))
         )
     condition: Q | Combinable = Q(customer_name__icontains=term) | Q(customer_user_id=term)
-    if _NUMBER_PUNCTUATION.sub("", term).isdigit():
+    if (number := _NUMBER_PUNCTUATION.sub("", term)).isascii() and number.isdigit():
         # The term is a number, maybe written with punctuation: "(11) 91234-5678", "123.456.789-09".
         digits = re.sub(r"\D", "", term)
         condition |= Q(customer_phone__contains=digits) | Q(customer_document__startswith=digits)

@@ -117,7 +117,7 @@ def _chosen_drafts(request: HttpRequest) -> dict[str, int]:
     chosen: dict[str, int] = {}
     for agent in PROMPT_AGENTS:
         value = request.POST.get(f"prompt_{agent.value}", "")
-        if value.isdigit():
+        if value.isascii() and value.isdigit():
             chosen[agent.value] = int(value)
     return chosen
 

@@ -79,7 +79,7 @@ def _assign(request: HttpRequest, session_id: int, now: datetime) -> ActionOutco
     raw = request.POST.get("user", "").strip()
     if raw == "me":
         assignee_id = _staff(request).pk
-    elif raw.isdigit():
+    elif raw.isascii() and raw.isdigit():
         assignee_id = int(raw)
     else:
         raise StaffActionRefused(_("Choose a member of the team who attends conversations."))
@@ -103,7 +103,7 @@ def _reply(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcom
 
 def _send_template(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
     raw = request.POST.get("template", "")
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):
         raise StaffActionRefused(_("Choose one of the active templates."))
     return session_send_template(
         session_id=session_id,

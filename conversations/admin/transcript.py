@@ -21,6 +21,7 @@ from agents.parameters import ParameterSchemaError, parse_parameter_schema
 from conversations.admin.display import format_data_value, whatsapp_html
 from conversations.labels import (
     agent_label,
+    delivery_label,
     event_text,
     handoff_explanation,
     handoff_label,
@@ -45,7 +46,6 @@ from knowledge_base.models import Service
 # The transcript shows the newest messages of a session; older ones are in the message log.
 MAX_TRANSCRIPT_MESSAGES = 500
 # A plain dict: Model.get_FOO_display() rebuilds its lookup on every call, 300 times a page.
-DELIVERY_LABELS = dict(DeliveryStatus.choices)
 
 _DATA_FIELDS = ("technical_data", "technical_extras", "registration_data", "registration_extras")
 REGISTRATION_LABELS = {
@@ -234,7 +234,7 @@ def _entry(
     delivery: list[str] = []
     failed = False
     if message.direction == Direction.OUTBOUND and not superseded:
-        status = str(DELIVERY_LABELS.get(message.delivery_status) or _("not sent yet"))
+        status = delivery_label(message, simulated_session=session.is_simulated)
         if message.delivery_status_at:
             status += " " + dateformat.format(
                 timezone.localtime(message.delivery_status_at), "H:i:s"

@@ -92,20 +92,30 @@ def _link_sent_by_callback(statuses: list[StatusUpdate]) -> dict[str, int]:
     """wamid -> message id for statuses of messages whose send was accepted but whose wamid we
     never stored (the worker died in between): the status names the message through the
     ``biz_opaque_callback_data`` our send put on it. The wamid is stored on the message, so a
-    retry of its send finds it sent instead of sending it twice."""
+    retry of its send finds it sent instead of sending it twice.
+
+    Only a message that could have been that send is linked: OUTBOUND, of the instance the
+    status came to, with a send attempt claimed (``send_attempts``) and no wamid yet. Any other
+    (another instance's number, a reply never sent) keeps its state and stays unsent; the
+    status is stored unlinked."""
     by_message = {
-        message_id: status.wamid
+        message_id: status
         for status in statuses
         if (message_id := message_id_from_callback(status.callback_data)) is not None
     }
     linked: dict[str, int] = {}
-    for message_id, wamid in by_message.items():
+    for message_id, status in by_message.items():
         updated = Message.objects.filter(
-            pk=message_id, direction=Direction.OUTBOUND, wa_message_id=None
-        ).update(wa_message_id=wamid)
+            pk=message_id,
+            direction=Direction.OUTBOUND,
+            wa_message_id=None,
+            send_attempts__gt=0,
+            session__instance__phone_number_id=status.phone_number_id,
+        ).update(wa_message_id=status.wamid)
         if updated:
-            linked[wamid] = message_id
+            linked[status.wamid] = message_id
             logger.warning(
-                "whatsapp_send_linked_by_status", extra={"message_id": message_id, "wamid": wamid}
+                "whatsapp_send_linked_by_status",
+                extra={"message_id": message_id, "wamid": status.wamid},
             )
     return linked

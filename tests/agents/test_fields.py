@@ -47,6 +47,8 @@ def test_document_keeps_only_the_digits_of_a_valid_cpf_or_cnpj(raw: object, expe
         ("2998224725", "documento deve ter 11 dígitos (CPF) ou 14 dígitos (CNPJ)"),
         ("123", "documento deve ter 11 dígitos (CPF) ou 14 dígitos (CNPJ)"),
         ("12.ABC.345/01DE-35", "documento deve ter apenas números"),
+        # isdigit() accepts superscripts; a document is ASCII digits only.
+        ("²" * 11, "documento deve ter apenas números"),
         (True, "documento deve ser um texto com o CPF ou o CNPJ"),
         (["52998224725"], "documento deve ser um texto com o CPF ou o CNPJ"),
     ],

@@ -129,6 +129,8 @@ def test_redact_is_idempotent() -> None:
         ("11111111111", False),
         ("5299822472", False),
         ("5299822472a", False),
+        # isdigit() accepts it, int() refuses it.
+        ("5299822472²", False),
     ],
 )
 def test_is_valid_cpf(digits: str, valid: bool) -> None:

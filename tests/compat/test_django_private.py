@@ -5,11 +5,13 @@ pins — an upgrade of Django or psycopg fails here first."""
 import sys
 
 import pytest
+from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.sql import InsertQuery
 from django.http import QueryDict
+from django.urls import resolve
 
 from compat import django_private
 from compat.django_private import (
@@ -18,6 +20,7 @@ from compat.django_private import (
     freeze,
     logs_queries,
     mark_saved,
+    model_admin_of,
     prepared_cursor,
 )
 from tests.compat.pins import assert_pinned
@@ -42,6 +45,13 @@ def test_the_private_apis_the_adapter_touches_exist() -> None:
         "queries_logged",
     ):
         assert hasattr(BaseDatabaseWrapper, name), name
+
+
+def test_an_admin_view_names_its_model_admin_and_another_view_none() -> None:
+    changelist = resolve("/admin/auth/group/").func
+
+    assert model_admin_of(changelist) is admin.site._registry[Group]
+    assert model_admin_of(resolve("/admin/").func) is None
 
 
 def test_freeze_makes_a_mutable_query_dict_immutable_and_keeps_its_values() -> None:

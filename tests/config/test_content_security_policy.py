@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from model_bakery import baker
 
-from conversations.models import Direction, HandoffSummary, Message, Session
+from conversations.models import Direction, HandoffSummary, Message, Session, WebhookDelivery
 from knowledge_base.models import KBPackage
 from prompts_admin.models import PromptOverride
 from tests import baker_recipes as recipes
@@ -177,6 +177,16 @@ def test_the_session_transcript_works_under_the_policy(
 
     assert "/static/conversations/admin/session.css" in page.stylesheets
     assert page.scripts  # Django's admin scripts, every one a same-origin file
+
+
+def test_a_webhook_delivery_page_works_under_the_policy(admin_client: Client) -> None:
+    delivery = baker.make(
+        WebhookDelivery, raw_body=b'{"object": "whatsapp_business_account"}', outcome="processed"
+    )
+
+    page = check_page(admin_client, f"/admin/conversations/webhookdelivery/{delivery.pk}/change/")
+
+    assert "/static/conversations/admin/webhook_delivery.css" in page.stylesheets
 
 
 def test_the_queue_and_its_refresh_script_work_under_the_policy(

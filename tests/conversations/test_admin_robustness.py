@@ -1,4 +1,5 @@
-"""Issue 11 §7: the admin never answers 500 on stored data or on a query string.
+"""The admin never answers 500 on stored data, on a query string or on an action's
+selected ids.
 
 A stored delivery nested 900 levels deep (the pretty-printer's RecursionError) or holding a lone
 surrogate; NUL bytes in every filter parameter and in the search of every changelist, which
@@ -9,10 +10,11 @@ from typing import Any
 
 import pytest
 from django.contrib import admin
+from django.contrib.messages import get_messages
 from django.test import Client
 from model_bakery import baker
 
-from conversations.models import Session, WebhookDelivery
+from conversations.models import Lead, Session, WebhookDelivery
 
 pytestmark = pytest.mark.django_db
 
@@ -134,3 +136,55 @@ def test_nul_in_the_path_is_not_found(admin_client: Client) -> None:
 )
 def test_a_non_numeric_id_on_a_history_page_is_not_found(admin_client: Client, url: str) -> None:
     assert admin_client.get(url).status_code == 404
+
+
+def _actions(client: Client, url: str) -> list[str]:
+    """The actions the changelist offers (none: no action form)."""
+    form = client.get(url).context.get("action_form")
+    return [name for name, _label in form.fields["action"].choices if name] if form else []
+
+
+BAD_SELECTIONS = ["1\x00", "abc", "²", "\x00"]
+
+
+@pytest.mark.parametrize("url", CHANGELISTS)
+def test_a_selected_id_the_primary_key_cannot_hold_never_yields_a_500(
+    admin_client: Client, url: str
+) -> None:
+    baker.make(Session, customer_name="Maria")
+    failures = []
+    for action in _actions(admin_client, url):
+        for value in BAD_SELECTIONS:
+            data = {"action": action, "_selected_action": [value], "index": "0"}
+            response = admin_client.post(url, data)
+            if response.status_code != 302:
+                failures.append((action, value, response.status_code))
+    assert failures == []
+
+
+@pytest.mark.parametrize("value", BAD_SELECTIONS)
+def test_the_leads_export_with_a_bad_selection_goes_back_to_the_list_with_a_message(
+    admin_client: Client, value: str
+) -> None:
+    lead = baker.make(Lead, session=baker.make(Session))
+    url = "/admin/conversations/lead/"
+
+    response = admin_client.post(
+        url, {"action": "export_csv", "_selected_action": [str(lead.pk), value], "index": "0"}
+    )
+
+    assert (response.status_code, response["Location"]) == (302, url)
+    assert [str(m) for m in get_messages(response.wsgi_request)] == [
+        "A seleção não é mais válida. Escolha os itens de novo e tente outra vez."
+    ]
+
+
+def test_the_leads_export_of_a_good_selection_still_runs(admin_client: Client) -> None:
+    lead = baker.make(Lead, session=baker.make(Session))
+
+    response = admin_client.post(
+        "/admin/conversations/lead/",
+        {"action": "export_csv", "_selected_action": [str(lead.pk)], "index": "0"},
+    )
+
+    assert (response.status_code, response["Content-Type"]) == (200, "text/csv; charset=utf-8")

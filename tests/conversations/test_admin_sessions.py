@@ -167,6 +167,13 @@ def test_search_without_match_lists_nothing(admin_client: Client) -> None:
     assert listed_ids(admin_client, "?q=inexistente") == []
 
 
+@pytest.mark.parametrize("term", ["²", "(²)"])
+def test_a_superscript_digit_is_not_a_number_to_search_by(term: str) -> None:
+    """isdigit() accepts "²" but no digit is left of it: it matched every phone."""
+    baker.make(Session, customer_name="Maria", customer_phone="5511912345678")
+    assert list(sessions_search(queryset=Session.objects.all(), term=term)) == []
+
+
 @pytest.mark.parametrize("n_sessions", [10, 60])
 @pytest.mark.parametrize(
     "query",

@@ -7,8 +7,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db.models import DateTimeField
 from pytest_django import Settings
 
 from agents.business_hours import BUSINESS_TZ
@@ -24,7 +26,14 @@ from conversations.demo import (
     demo_conversations_load,
     demo_sessions,
 )
-from conversations.models import Direction, HandoffSummary, LLMCall, Message, WebhookDelivery
+from conversations.models import (
+    Direction,
+    HandoffSummary,
+    Lead,
+    LLMCall,
+    Message,
+    WebhookDelivery,
+)
 from prompts_admin.models import DEFAULT_HANDOFF_MESSAGE_CLOSED, DEFAULT_HANDOFF_MESSAGE_OPEN
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -180,6 +189,69 @@ def test_the_out_of_hours_handoff_sends_the_closed_text(demo_catalog: None) -> N
     assert (reply.action, reply.content) == ("model_requested", DEFAULT_HANDOFF_MESSAGE_CLOSED)
     [inbound] = session.messages.filter(direction=Direction.INBOUND)
     assert inbound.wa_timestamp == datetime(2026, 11, 27, 21, 30, tzinfo=BUSINESS_TZ)
+
+
+def at(hour: int, minute: int, second: int = 0) -> datetime:
+    return datetime(2026, 11, 27, hour, minute, second, tzinfo=BUSINESS_TZ)
+
+
+def test_the_out_of_hours_conversation_reads_on_its_own_clock(demo_catalog: None) -> None:
+    demo_conversations_load(now=NOW)
+
+    session = demo_sessions().get(customer_name="Roberto Almeida")
+    [inbound] = session.messages.filter(direction=Direction.INBOUND)
+    [reply] = session.messages.filter(direction=Direction.OUTBOUND)
+    assert (session.created_at, inbound.created_at, inbound.processed_at) == (
+        at(21, 30),
+        at(21, 30),
+        at(21, 30, 20),
+    )
+    assert (reply.created_at, reply.delivery_status_at, reply.last_send_attempt_at) == (
+        at(21, 30, 20),
+        at(21, 30, 20),
+        at(21, 30, 20),
+    )
+    assert set(LLMCall.objects.filter(session=session).values_list("created_at", flat=True)) == {
+        at(21, 30, 20)
+    }
+    assert session.summaries.get().created_at == at(21, 30, 20)
+
+
+def test_every_row_of_every_demo_conversation_carries_the_conversation_s_clock(
+    demo_catalog: None,
+) -> None:
+    """No stamp of the load's wall clock, and in each conversation the rows' times follow the
+    order they were written in: the customer writes before the bot answers."""
+    demo_conversations_load(now=NOW)
+
+    sessions = list(demo_sessions())
+    stamps: list[tuple[str, datetime]] = []
+    for session in sessions:
+        rows = [
+            ("session", [session]),
+            ("message", session.messages.order_by("id")),
+            ("call", LLMCall.objects.filter(session=session).order_by("id")),
+            ("summary", session.summaries.order_by("id")),
+            ("lead", Lead.objects.filter(session=session)),
+            ("log", LogEntry.objects.filter(object_id=str(session.pk))),
+        ]
+        for name, objects in rows:
+            for obj in objects:
+                stamps += [
+                    (f"{name}.{f.name}", getattr(obj, f.name))
+                    for f in type(obj)._meta.concrete_fields
+                    if isinstance(f, DateTimeField) and getattr(obj, f.name) is not None
+                ]
+        created = list(session.messages.order_by("id").values_list("created_at", flat=True))
+        assert created == sorted(created), session.customer_name
+        assert session.created_at == created[0], session.customer_name
+    for delivery in WebhookDelivery.objects.all():
+        assert delivery.processed_at is not None
+        stamps += [("delivery.received_at", delivery.received_at)]
+        stamps += [("delivery.processed_at", delivery.processed_at)]
+    assert len(sessions) == 5
+    # The conversations happen on Friday 2026-11-27, between 10:00 and 21:31.
+    assert [(name, when) for name, when in stamps if not at(10, 0) <= when <= at(21, 31)] == []
 
 
 def test_the_format_repair_is_recorded(demo_catalog: None) -> None:

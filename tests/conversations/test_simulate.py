@@ -288,6 +288,21 @@ def test_without_the_demo_instance_it_says_how_to_get_one(model: FakeOpenAIServe
     )
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("phone", ["55000000abc01", "55000000\u00b20001"])
+def test_a_phone_that_is_not_ascii_digits_is_refused(
+    demo_instance: Instance, model: FakeOpenAIServer, phone: str
+) -> None:
+    with pytest.raises(CommandError) as raised:
+        simulate("--phone", phone, "--say", "Oi")
+
+    assert str(raised.value) == (
+        f"{phone} is not a simulator phone: use 12 or 13 digits starting with 5500 "
+        "(no real customer has one), e.g. 5500000000001."
+    )
+    assert Session.objects.count() == 0
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_real_customer_s_phone_is_refused_and_their_next_message_reaches_them(
     client: Client,

@@ -267,6 +267,26 @@ def test_a_chosen_draft_answers_for_this_editor_only(
     assert fake_graph.requests == []
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("value", ["²", "abc"])
+def test_a_draft_choice_that_is_no_id_answers_with_the_active_prompt(
+    admin_client: Client,
+    demo_instance: Instance,
+    openai_settings: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+    value: str,
+) -> None:
+    openai_settings.queue_text('{"s":1}Olá!')
+
+    response = admin_client.post(
+        URL, {"instance": demo_instance.pk, "text": "Oi", "prompt_triagem": value}
+    )
+
+    assert response.status_code == 302
+    assert LLMCall.objects.get().prompt_version == "builtin"
+    assert meta(admin_client.get(URL).content.decode(), "drafts") == []
+
+
 @pytest.mark.django_db
 def test_the_draft_source_falls_back_to_the_active_override() -> None:
     active = PromptOverride.objects.create(agent="triagem", content="ativo", is_active=True)

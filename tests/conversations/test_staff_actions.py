@@ -2,6 +2,7 @@
 what each refuses, and that a repeated submit changes nothing."""
 
 import html
+import logging
 import re
 from datetime import timedelta
 from typing import Any
@@ -16,13 +17,14 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from model_bakery import baker
-from pytest_django import DjangoCaptureOnCommitCallbacks
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from agents.states import SessionState
 from conversations.events import EventCode
 from conversations.models import (
     DeliveryStatus,
     Direction,
+    HandoffSummary,
     Instance,
     Message,
     MessageTemplate,
@@ -56,6 +58,10 @@ def staff(group: str, username: str) -> User:
     user = baker.make(User, username=username, is_staff=True)
     user.groups.add(Group.objects.get(name=group))
     return user
+
+
+def staff_admin() -> User:
+    return User.objects.create_superuser("root", password="x")
 
 
 def client_of(user: User, *, csrf: bool = False) -> Client:
@@ -330,7 +336,10 @@ def test_assign_twice_changes_nothing_the_second_time(
     assert len(log_entries(session)) == 1
 
 
-@pytest.mark.parametrize("who", ["prompt editor", "inactive", "not staff", "unknown", "text", ""])
+@pytest.mark.parametrize(
+    "who",
+    ["prompt editor", "inactive", "not staff", "unknown", "text", "", "superscript", "too large"],
+)
 def test_assign_to_someone_who_may_not_attend_is_refused(
     session: Session, support: User, editor: User, who: str
 ) -> None:
@@ -346,6 +355,9 @@ def test_assign_to_someone_who_may_not_attend_is_refused(
         "unknown": 999999,
         "text": "alguém",
         "": "",
+        # isdigit() accepts it, int() refuses it.
+        "superscript": "²",
+        "too large": "9" * 30,
     }[who]
 
     response = post(client_of(support), session, "assign", user=value)
@@ -402,6 +414,91 @@ def test_reply_is_sent_through_the_graph_api_and_shown_with_its_author(
     page = text_of(client.get(page_url(session)).content.decode())
     assert "Equipe · ana Olá, Maria! Sou a Ana." in page
     assert "enviada" in page
+
+
+def test_without_a_whatsapp_token_the_reply_says_simulated_wherever_it_is_shown(
+    session: Session,
+    support: User,
+    settings: Settings,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The `make run` default: neither the instance's token nor WHATSAPP_ACCESS_TOKEN."""
+    settings.WHATSAPP_ACCESS_TOKEN = ""
+    with_team(session, support)
+    client = client_of(support)
+
+    with (
+        caplog.at_level(logging.INFO),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        response = post(client, session, "reply", text="Olá, Maria!", form_token=token())
+
+    assert flash(response) == [
+        ("success", "Resposta simulada (sem token do WhatsApp): nada foi enviado ao cliente.")
+    ]
+    page = client.get(page_url(session)).content.decode()
+    assert "Equipe · ana Olá, Maria!" in text_of(page)
+    assert re.findall(r'<span class="delivery">([^<]*?) \d\d:\d\d:\d\d</span>', page) == [
+        "simulada (sem token do WhatsApp)"
+    ]
+    log = text_of(client_of(staff_admin()).get("/admin/conversations/message/").content.decode())
+    assert "simulada (sem token do WhatsApp)" in log
+    records = {r.getMessage(): r for r in caplog.records}
+    assert records["staff_reply"].dry_run == "no_access_token"  # type: ignore[attr-defined]
+    assert records["whatsapp_send_simulated"].reason == "no_access_token"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("simulated_session", "wamid", "shown"),
+    [
+        (False, "sim.8f0c", "simulada (sem token do WhatsApp)"),
+        (True, "sim.8f0c", "simulada (conversa do simulador)"),
+        (False, "wamid.HBgM", "enviada"),
+    ],
+)
+def test_a_message_s_delivery_reads_as_simulated_only_when_the_dry_run_stored_it(
+    session: Session, support: User, simulated_session: bool, wamid: str, shown: str
+) -> None:
+    Session.objects.filter(pk=session.pk).update(is_simulated=simulated_session)
+    baker.make(
+        Message,
+        session=session,
+        direction=Direction.OUTBOUND,
+        content="Olá!",
+        wa_message_id=wamid,
+        delivery_status=DeliveryStatus.SENT,
+        delivery_status_at=timezone.now(),
+    )
+
+    page = client_of(support).get(page_url(session)).content.decode()
+
+    assert re.findall(r'<span class="delivery">([^<]*?) \d\d:\d\d:\d\d</span>', page) == [shown]
+
+
+def test_without_a_whatsapp_token_a_template_says_simulated(
+    session: Session,
+    support: User,
+    template: MessageTemplate,
+    settings: Settings,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    settings.WHATSAPP_ACCESS_TOKEN = ""
+    with_team(session, support)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = post(
+            client_of(support),
+            session,
+            "send-template",
+            template=template.pk,
+            parameter=["Maria", "água"],
+            form_token=token(),
+        )
+
+    assert flash(response) == [
+        ("success", "Modelo simulado (sem token do WhatsApp): nada foi enviado ao cliente.")
+    ]
 
 
 def test_the_same_reply_form_posted_twice_sends_once(
@@ -497,6 +594,22 @@ def test_a_reply_of_exactly_the_limit_is_accepted(
         post(client_of(support), session, "reply", text="x" * MAX_REPLY_CHARS, form_token=token())
 
     assert len(Message.objects.get(session=session, direction=Direction.OUTBOUND).content) == 4096
+
+
+@pytest.mark.parametrize("text", ["\x00", "Olá\x00, Maria"])
+def test_a_reply_with_a_nul_is_refused_with_a_message(
+    session: Session, support: User, text: str
+) -> None:
+    with_team(session, support)
+
+    response = post(client_of(support), session, "reply", text=text, form_token=token())
+
+    assert response.status_code == 302
+    assert flash(response) == [
+        ("error", "O texto tem um caractere inválido (NUL). Apague-o e envie de novo.")
+    ]
+    assert Message.objects.filter(session=session, direction=Direction.OUTBOUND).count() == 0
+    assert LogEntry.objects.count() == 0
 
 
 @pytest.mark.parametrize("form_token", ["", "not-a-uuid"])
@@ -617,13 +730,39 @@ def test_a_template_with_wrong_parameters_is_refused(
     assert Message.objects.filter(session=session, direction=Direction.OUTBOUND).count() == 0
 
 
-@pytest.mark.parametrize("which", ["inactive", "unknown", "text"])
+def test_a_template_parameter_with_a_nul_is_refused_with_a_message(
+    session: Session, support: User, template: MessageTemplate
+) -> None:
+    with_team(session, support)
+
+    response = post(
+        client_of(support),
+        session,
+        "send-template",
+        template=template.pk,
+        parameter=["Maria\x00", "água"],
+        form_token=token(),
+    )
+
+    assert flash(response) == [
+        ("error", "O texto tem um caractere inválido (NUL). Apague-o e envie de novo.")
+    ]
+    assert Message.objects.filter(session=session, direction=Direction.OUTBOUND).count() == 0
+
+
+@pytest.mark.parametrize("which", ["inactive", "unknown", "text", "superscript", "too large"])
 def test_an_inactive_or_unknown_template_is_refused(
     session: Session, support: User, template: MessageTemplate, which: str
 ) -> None:
     with_team(session, support)
     MessageTemplate.objects.filter(pk=template.pk).update(is_active=False)
-    value = {"inactive": template.pk, "unknown": 999999, "text": "x"}[which]
+    value = {
+        "inactive": template.pk,
+        "unknown": 999999,
+        "text": "x",
+        "superscript": "²",
+        "too large": "9" * 30,
+    }[which]
 
     response = post(
         client_of(support),
@@ -815,6 +954,104 @@ def test_regenerate_summary_posted_twice_enqueues_once(
 
     assert flash(second)[-1:] == [("info", "Um novo resumo já foi pedido.")]
     assert len(callbacks) == 1
+
+
+def test_ten_clicks_on_new_summary_make_one_request_while_it_is_in_flight(
+    session: Session,
+    support: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    with_team(session, support)
+    client = client_of(support)
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        responses = [
+            post(client, session, "regenerate-summary", form_token=token()) for _ in "x" * 10
+        ]
+
+    assert len(callbacks) == 1
+    assert flash(responses[-1])[-1:] == [
+        ("info", "Um resumo já está sendo gerado; recarregue a página em instantes.")
+    ]
+    assert (
+        Message.objects.filter(session=session, message_type=EventCode.STAFF_SUMMARY_REQUESTED)
+    ).count() == 1
+    assert len(log_entries(session)) == 1
+
+
+def test_a_new_summary_may_be_requested_once_the_last_one_is_written(
+    session: Session,
+    support: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    with_team(session, support)
+    client = client_of(support)
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        post(client, session, "regenerate-summary", form_token=token())
+        baker.make(HandoffSummary, session=session, created_at=timezone.now())
+        second = post(client, session, "regenerate-summary", form_token=token())
+
+    assert flash(second)[-1:] == [
+        ("success", "Novo resumo pedido; recarregue a página em instantes.")
+    ]
+    assert len(callbacks) == 2
+
+
+@pytest.mark.parametrize(("age", "requested_again"), [(149, False), (150, True), (151, True)])
+def test_a_request_whose_summary_never_came_expires_at_the_task_time_limit(
+    session: Session,
+    support: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    age: int,
+    requested_again: bool,
+) -> None:
+    """CELERY_TASK_TIME_LIMIT is 150 s: a request older than that lost its task."""
+    with_team(session, support)
+    client = client_of(support)
+    with django_capture_on_commit_callbacks(execute=False):
+        post(client, session, "regenerate-summary", form_token=token())
+    Message.objects.filter(message_type=EventCode.STAFF_SUMMARY_REQUESTED).update(
+        created_at=timezone.now() - timedelta(seconds=age)
+    )
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        post(client, session, "regenerate-summary", form_token=token())
+
+    assert len(callbacks) == (1 if requested_again else 0)
+
+
+def test_each_form_has_its_own_token_kind(
+    session: Session,
+    support: User,
+    template: MessageTemplate,
+    fake_graph: FakeGraphAPI,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    """The page renders one token for its forms: a reply sent with it blocks neither the
+    template nor the summary posted with it."""
+    with_team(session, support)
+    client = client_of(support)
+    form_token = token()
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        reply = post(client, session, "reply", text="Oi, Maria", form_token=form_token)
+        sent = post(
+            client,
+            session,
+            "send-template",
+            template=template.pk,
+            parameter=["Maria", "água"],
+            form_token=form_token,
+        )
+        summary = post(client, session, "regenerate-summary", form_token=form_token)
+
+    assert [flash(r)[-1] for r in (reply, sent, summary)] == [
+        ("success", "Resposta enviada ao WhatsApp."),
+        ("success", "Modelo enviado ao WhatsApp."),
+        ("success", "Novo resumo pedido; recarregue a página em instantes."),
+    ]
+    assert len(callbacks) == 3
 
 
 def test_regenerate_summary_of_a_bot_conversation_is_refused(

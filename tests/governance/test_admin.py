@@ -67,6 +67,14 @@ def result(run: ReplayRun, session: Session, **fields: Any) -> ReplayResult:
 # --- Permissions --------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("value", ["", "abc", "²", "9" * 30])
+def test_a_start_without_an_override_id_is_not_found(admin_client: Client, value: str) -> None:
+    draft()
+    url = f"{reverse('admin:governance_replayrun_start')}?override={value}"
+
+    assert admin_client.get(url).status_code == 404
+
+
 def test_support_may_not_start_read_follow_or_cancel_a_replay(support_client: Client) -> None:
     override = draft()
     run = queued_run(override)

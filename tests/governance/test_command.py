@@ -89,7 +89,8 @@ def test_an_unknown_override_is_a_clear_error(db: None) -> None:
     assert ReplayRun.objects.count() == 0
 
 
-def test_a_bad_last_is_a_clear_error(db: None) -> None:
+@pytest.mark.parametrize("last", ["0", "²", "-1"])
+def test_a_bad_last_is_a_clear_error(db: None, last: str) -> None:
     override = draft()
-    with pytest.raises(CommandError, match="--last takes a positive whole number, not '0'"):
-        replay_command("--override", str(override.pk), "--last", "0")
+    with pytest.raises(CommandError, match=f"--last takes a positive whole number, not '{last}'"):
+        replay_command("--override", str(override.pk), "--last", last)

@@ -123,6 +123,8 @@ def test_the_handoffs_by_reason_show_the_reasons_some_version_had(
     [
         ("override:unversioned-7", "Override #7 (sem versão)"),
         ("override:999999", "Override, versão 999999 (excluído)"),
+        # isdigit() accepts it, int() refuses it: shown as recorded.
+        ("override:²", "override:²"),
         ("", "Sem versão registrada"),
     ],
 )

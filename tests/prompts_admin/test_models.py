@@ -105,6 +105,11 @@ def test_runtime_config_cannot_be_added_twice_or_deleted_in_admin(admin_client: 
             {"mon": [["18:00", "08:00"]]},
             "mon: intervalo inválido ['18:00', '08:00']; use [\"08:00\", \"18:00\"].",
         ),
+        # A superscript digit passes isdigit() but not int().
+        (
+            {"mon": [["0²:00", "18:00"]]},
+            "mon: intervalo inválido ['0²:00', '18:00']; use [\"08:00\", \"18:00\"].",
+        ),
     ],
 )
 def test_business_hours_validation_messages(hours: object, message: str) -> None:

@@ -208,6 +208,16 @@ def test_agent_preview_shows_the_active_override(admin_client: Client, catalog: 
     assert response.context["prepared"].prompt_version.startswith("override:")
 
 
+@pytest.mark.parametrize("value", ["abc", "²"])
+def test_a_session_that_is_no_id_previews_the_synthetic_sample(
+    admin_client: Client, catalog: None, value: str
+) -> None:
+    response = admin_client.get(f"{BASE}preview/triagem/?session={value}")
+
+    assert response.status_code == 200
+    assert response.context["selected_session"] is None
+
+
 def test_agent_preview_of_an_unknown_agent_is_404(admin_client: Client) -> None:
     assert admin_client.get(f"{BASE}preview/summary/").status_code == 404
 

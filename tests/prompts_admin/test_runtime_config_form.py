@@ -87,6 +87,8 @@ def test_saving_the_form_stores_the_same_json(admin_client: Client) -> None:
         ("8h às 18h", "“8h às 18h” não é um intervalo: escreva como 08:00-18:00."),
         ("18:00-08:00", "“18:00-08:00”: o fim precisa vir depois do início."),
         ("24:00-25:00", "“24:00-25:00” não é um intervalo: escreva como 08:00-18:00."),
+        # A superscript digit passes isdigit() but not int().
+        ("0²:00-18:00", "“0²:00-18:00” não é um intervalo: escreva como 08:00-18:00."),
         (
             "08:00-12:00, 11:00-18:00",
             "“11:00-18:00” se sobrepõe ao intervalo anterior ou vem antes dele: liste-os em ordem.",

@@ -66,7 +66,7 @@ def _day(value: str) -> date:
 
 
 def _positive(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
         raise CommandError(f"--last takes a positive whole number, not {value!r}")
     return int(value)
 

@@ -132,6 +132,46 @@ def test_a_status_naming_an_inbound_message_links_nothing(client: Client, sessio
     assert inbound.wa_message_id is None
 
 
+def test_a_status_naming_another_instance_s_message_links_nothing(
+    client: Client, session: Session
+) -> None:
+    """The status comes to our instance 100000000000001 but names a message of another one."""
+    elsewhere = recipes.session.make(
+        instance=recipes.instance.make(phone_number_id="100000000000002", name="Outra")
+    )
+    message = crashed_send(elsewhere)
+
+    signed_post(
+        client,
+        status_body("read", wamid="wamid.ALIEN", callback_data=send_callback_data(message.pk)),
+    )
+
+    message.refresh_from_db()
+    assert (message.wa_message_id, message.delivery_status) == (None, "pending")
+    assert list(DeliveryStatusEvent.objects.values_list("wa_message_id", "message_id")) == [  # type: ignore[comparison-overlap]
+        ("wamid.ALIEN", None)
+    ]
+
+
+def test_a_status_naming_a_reply_never_sent_links_nothing_and_its_send_still_runs(
+    client: Client, session: Session, fake_graph: FakeGraphAPI
+) -> None:
+    """A staff reply whose send was never attempted (queued): a status naming it is no status
+    of it, so it does not turn "read" and is still sent."""
+    message = recipes.reply.make(session=session, content="Olá, aqui é a Ana.", send_attempts=0)
+
+    signed_post(
+        client,
+        status_body("read", wamid="wamid.FORGED", callback_data=send_callback_data(message.pk)),
+    )
+
+    message.refresh_from_db()
+    assert (message.wa_message_id, message.delivery_status) == (None, "pending")
+    assert send_message.apply(args=(message.pk,)).get() == "sent"
+    [sent] = fake_graph.sends
+    assert sent.json["text"] == {"body": "Olá, aqui é a Ana."}
+
+
 @pytest.mark.django_db(transaction=True)
 def test_our_own_success_after_an_early_linked_status_never_moves_it_back(
     client: Client, session: Session, fake_graph: FakeGraphAPI

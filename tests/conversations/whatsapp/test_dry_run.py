@@ -71,7 +71,7 @@ def test_without_any_token_the_reply_is_stored_as_sent_simulated_and_nothing_is_
     assert "whatsapp_message_sent" not in [r.getMessage() for r in caplog.records]
 
 
-def test_the_simulated_log_line_carries_the_message_id_only(
+def test_the_simulated_log_line_carries_the_message_id_and_why_only(
     no_token: FakeGraphAPI, session: Session, caplog: pytest.LogCaptureFixture
 ) -> None:
     message = reply(session, "Seu CPF 123.456.789-09 foi anotado.")
@@ -82,7 +82,8 @@ def test_the_simulated_log_line_carries_the_message_id_only(
 
     [record] = [r for r in caplog.records if r.getMessage() == "whatsapp_send_simulated"]
     assert {k: v for k, v in record.__dict__.items() if k not in standard} == {
-        "message_id": message.pk
+        "message_id": message.pk,
+        "reason": "no_access_token",
     }
 
 
@@ -146,14 +147,19 @@ def test_with_a_token_the_real_path_is_unchanged(
 
 
 def test_a_simulated_session_is_never_sent_even_with_a_token(
-    fake_graph: FakeGraphAPI, session: Session
+    fake_graph: FakeGraphAPI, session: Session, caplog: pytest.LogCaptureFixture
 ) -> None:
     Session.objects.filter(pk=session.pk).update(is_simulated=True)
     message = reply(session)
     read = recipes.inbound.make(session=session, wa_message_id="wamid.IN02")
 
-    with GraphClient(base_url=fake_graph.base_url) as client:
+    with (
+        caplog.at_level(logging.INFO, logger="conversations.sending"),
+        GraphClient(base_url=fake_graph.base_url) as client,
+    ):
         outcome = outbound_message_send(message_id=message.pk, client=client)
+    [record] = [r for r in caplog.records if r.getMessage() == "whatsapp_send_simulated"]
+    assert record.reason == "simulated_session"  # type: ignore[attr-defined]
     read_receipt_send(receipt_of(Session.objects.get(pk=session.pk), read), client=graph_client())
 
     assert outcome is SendOutcome.SENT
