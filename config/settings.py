@@ -379,8 +379,10 @@ HANDOFF_WEBHOOK_URL = env.str("HANDOFF_WEBHOOK_URL", default="")
 HANDOFF_WEBHOOK_SECRET = env.str("HANDOFF_WEBHOOK_SECRET", default="")
 CRM_WEBHOOK_URL = env.str("CRM_WEBHOOK_URL", default="")
 CRM_WEBHOOK_SECRET = env.str("CRM_WEBHOOK_SECRET", default="")
-# Seconds per read (and connect) of one signed POST; a task retries timeouts with backoff.
-OUTBOUND_WEBHOOK_TIMEOUT_SECONDS = 10.0
+# Seconds one signed POST (alert, CRM) may take in all, connecting to the answer's last byte
+# read; a task retries a POST over it with backoff (conversations/signed_post.py).
+SIGNED_POST_TIMEOUT_SECONDS = env.float("SIGNED_POST_TIMEOUT_SECONDS", default=10.0)
+SIGNED_POST_TIMEOUT_MAX = 60.0
 
 
 def _check_outbound_webhooks() -> None:
@@ -399,6 +401,13 @@ def _check_outbound_webhooks() -> None:
                 f"{url_name} is set but {secret_name} is not: the POSTs are signed with it. "
                 "It is required when DEBUG=False; set it in the environment or .env."
             )
+    if not 0 < SIGNED_POST_TIMEOUT_SECONDS <= SIGNED_POST_TIMEOUT_MAX:
+        # The delivery tasks' time limits grow with it and must stay below the broker's
+        # visibility timeout (a task still running would be delivered again).
+        raise ImproperlyConfigured(
+            f"SIGNED_POST_TIMEOUT_SECONDS must be more than 0 and at most "
+            f"{SIGNED_POST_TIMEOUT_MAX:g} seconds (it is {SIGNED_POST_TIMEOUT_SECONDS:g})."
+        )
     alerts = bool(HANDOFF_NOTIFY_EMAILS or HANDOFF_WEBHOOK_URL or CRM_WEBHOOK_URL)
     if alerts and not SITE_URL:
         raise ImproperlyConfigured(

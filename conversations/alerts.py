@@ -247,7 +247,7 @@ def handoff_alert_webhook_post(
             url=url,
             secret=settings.HANDOFF_WEBHOOK_SECRET,
             document=alert.payload(),
-            timeout=settings.OUTBOUND_WEBHOOK_TIMEOUT_SECONDS,
+            timeout=settings.SIGNED_POST_TIMEOUT_SECONDS,
         )
     except RetryableDeliveryError as exc:
         if not last_attempt:

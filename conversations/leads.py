@@ -95,7 +95,7 @@ def lead_deliver(*, lead_id: int, last_attempt: bool, now: datetime | None = Non
             url=url,
             secret=settings.CRM_WEBHOOK_SECRET,
             document=lead_document(lead),
-            timeout=settings.OUTBOUND_WEBHOOK_TIMEOUT_SECONDS,
+            timeout=settings.SIGNED_POST_TIMEOUT_SECONDS,
         )
     except RetryableDeliveryError as exc:
         if not last_attempt:

@@ -48,7 +48,7 @@ def crm(settings: Settings, receiver: WebhookReceiver) -> WebhookReceiver:  # no
     settings.CRM_WEBHOOK_URL = receiver.url
     settings.CRM_WEBHOOK_SECRET = SECRET
     settings.SITE_URL = SITE
-    settings.OUTBOUND_WEBHOOK_TIMEOUT_SECONDS = 2.0
+    settings.SIGNED_POST_TIMEOUT_SECONDS = 2.0
     return receiver
 
 
@@ -152,7 +152,7 @@ def test_server_errors_are_retried_then_the_lead_is_sent(
 def test_a_timeout_is_retried_then_the_lead_is_sent(
     crm: WebhookReceiver, session: Session, settings: Settings, worker_retries: None
 ) -> None:
-    settings.OUTBOUND_WEBHOOK_TIMEOUT_SECONDS = 0.3
+    settings.SIGNED_POST_TIMEOUT_SECONDS = 0.3
     lead = pending_lead(session)
     crm.respond(200, delay=1.0)
 

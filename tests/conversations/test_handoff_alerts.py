@@ -51,7 +51,7 @@ def configured(settings: Settings, receiver: WebhookReceiver) -> WebhookReceiver
     settings.HANDOFF_WEBHOOK_SECRET = SECRET
     settings.SITE_URL = SITE
     settings.DEFAULT_FROM_EMAIL = "atendimento@lab.example"
-    settings.OUTBOUND_WEBHOOK_TIMEOUT_SECONDS = 2.0
+    settings.SIGNED_POST_TIMEOUT_SECONDS = 2.0
     config = RuntimeConfig.load()
     config.business_hours = HOURS
     config.save()
@@ -356,7 +356,7 @@ def test_server_errors_are_retried_then_the_alert_is_delivered(
 def test_a_timeout_is_retried_then_the_alert_is_delivered(
     configured: WebhookReceiver, session: Session, settings: Settings, worker_retries: None
 ) -> None:
-    settings.OUTBOUND_WEBHOOK_TIMEOUT_SECONDS = 0.3
+    settings.SIGNED_POST_TIMEOUT_SECONDS = 0.3
     configured.respond(200, delay=1.0)
 
     assert post_alert(session) == "sent"
