@@ -260,6 +260,7 @@ CELERY_TASK_ROUTES = {
     "conversations.requeue_expired_leases": {"queue": "sweeps"},
     "conversations.requeue_unsent_messages": {"queue": "sweeps"},
     "conversations.requeue_received_deliveries": {"queue": "sweeps"},
+    "conversations.retry_stale_leads": {"queue": "sweeps"},
     "conversations.apply_retention": {"queue": "sweeps"},
     "governance.fail_abandoned_replays": {"queue": "sweeps"},
 }
@@ -293,6 +294,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     # A big webhook delivery stored for a task whose publish failed or whose worker died.
     "requeue-received-deliveries": {
         "task": "conversations.requeue_received_deliveries",
+        "schedule": 60.0,
+    },
+    # A lead whose delivery chain was lost (worker died, publish lost): one last attempt.
+    "retry-stale-leads": {
+        "task": "conversations.retry_stale_leads",
         "schedule": 60.0,
     },
     # A prompt replay whose worker died mid-run: end it FAILED, its results kept.

@@ -209,9 +209,21 @@ _CONNECTION_ERRORS = (
 )
 
 
-def signed_post(*, url: str, secret: str, document: Any, timeout: float) -> Delivered:
+# The error of a POST that the task's time limit cut short (`deadline_errors`).
+OUT_OF_TIME_ERROR = "tempo limite da tarefa esgotado"
+
+
+def signed_post(
+    *,
+    url: str,
+    secret: str,
+    document: Any,
+    timeout: float,
+    deadline_errors: tuple[type[BaseException], ...] = (),
+) -> Delivered:
     """POST `document` signed with `secret`, all over within `timeout` seconds; raises
-    `RetryableDeliveryError` when worth retrying."""
+    `RetryableDeliveryError` when worth retrying — also for `deadline_errors`, what the caller's
+    task raises when its own time limit passes during the POST (Celery's soft time limit)."""
     body = json_body(document)
     headers = [
         (b"Content-Type", b"application/json; charset=utf-8"),
@@ -228,6 +240,8 @@ def signed_post(*, url: str, secret: str, document: Any, timeout: float) -> Deli
         ) as response:
             status = response.status
             answer = answer_start(response.iter_stream())
+    except deadline_errors:
+        raise RetryableDeliveryError(OUT_OF_TIME_ERROR) from None
     except httpcore.TimeoutException:
         raise RetryableDeliveryError(f"sem resposta em {timeout:g} s") from None
     except _CONNECTION_ERRORS as exc:
