@@ -6,6 +6,7 @@ byte a second is cut off at the POST's deadline and retried, not left to the sof
 import hashlib
 import hmac
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from uuid import uuid4
 
@@ -178,3 +179,28 @@ def test_a_real_worker_cuts_a_dripping_alert_receiver_off_and_records_the_retry_
     [(action, details)] = events
     assert (action, details["status"], details["attempts"]) == ("webhook_sent", 200, 2)
     assert len(slow_receiver.received) == 2
+
+
+def test_a_real_worker_s_stale_lead_sweep_makes_one_last_attempt_that_records_the_failure(
+    worker: BrokerClient,
+    receiver: WebhookReceiver,  # noqa: F811
+) -> None:
+    """A lead left pending an hour ago after two attempts (its chain lost): the sweep's attempt is
+    the chain's last, so a 503 ends it failed at once instead of starting five more retries."""
+    lead = Lead.objects.create(
+        session=make_session(),
+        data={"servico": "X"},
+        crm_attempts=2,
+        crm_error="sem resposta em 10 s",
+        crm_updated_at=timezone.now() - timedelta(hours=1),
+    )
+    receiver.respond(503)
+
+    worker.send("conversations.retry_stale_leads")
+
+    def failed() -> bool:
+        lead.refresh_from_db()
+        return lead.crm_status == CrmStatus.FAILED
+
+    wait_for(failed, timeout=40, what="the lead failed by the last attempt")
+    assert (lead.crm_attempts, lead.crm_error, len(receiver.received)) == (3, "HTTP 503", 1)
