@@ -102,7 +102,7 @@ def _start(task: Task[[int], str], object_id: int) -> None:
     the caller holds a transaction open, whose rows a thread could not read: after-commit hooks
     run outside any, so only a test wrapped in its transaction takes that path."""
     if task.app.conf.task_always_eager and not transaction.get_connection().in_atomic_block:
-        delivery_threads().submit(task.delay, object_id)
+        delivery_threads().submit(task, object_id)
     else:
         task.delay(object_id)
 
@@ -119,7 +119,12 @@ def notify_handoff(self: Task[[int], str], session_id: int) -> str:
         session_id=session_id, runtime=DatabasePromptSource().runtime()
     )
     if settings.HANDOFF_WEBHOOK_URL:
-        post_handoff_alert.delay(session_id)
+        if self.request.is_eager:
+            # Right here, as `conversations.delivery_threads` runs this task: an eager `delay`
+            # would set Celery's process-wide join flag from a thread other than the request's.
+            post_handoff_alert.apply((session_id,))
+        else:
+            post_handoff_alert.delay(session_id)
     return outcome
 
 

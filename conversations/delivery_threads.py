@@ -17,9 +17,10 @@ there, so they stay ``pending`` until resent from the admin ("Reenviar ao CRM").
 import logging
 import os
 import threading
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+from celery import Task
 from django.db import connections
 
 logger = logging.getLogger(__name__)
@@ -28,8 +29,12 @@ DELIVERY_THREADS = 4
 
 
 class DeliveryThreads:
-    """Runs ``call(object_id)`` on `max_workers` threads, each closing its database connection
-    after every call (the thread outlives the request that submitted it)."""
+    """Runs ``task.apply((object_id,))`` on `max_workers` threads, each closing its database
+    connection after every task (the thread outlives the request that submitted it).
+
+    `apply`, not an eager `delay`: an eager `delay` sets Celery's process-wide "a join would
+    block" flag and restores the value it found when it ends, so two threads running eager
+    `delay`s at once can leave it set for good (the second restores the first's value)."""
 
     def __init__(self, *, max_workers: int) -> None:
         self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="deliveries")
@@ -38,25 +43,24 @@ class DeliveryThreads:
         # The process that made the threads: a forked child must build its own.
         self.pid = os.getpid()
 
-    def submit(self, call: Callable[[int], object], object_id: int) -> None:
+    def submit(self, task: Task[[int], Any], object_id: int) -> None:
         with self._idle:
             self._pending += 1
-        self._executor.submit(self._run, call, object_id)
+        self._executor.submit(self._run, task, object_id)
 
     def wait_idle(self, timeout: float) -> bool:
-        """Wait until no call waits or runs; False when `timeout` seconds passed first."""
+        """Wait until no task waits or runs; False when `timeout` seconds passed first."""
         with self._idle:
             return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout)
 
-    def _run(self, call: Callable[[int], object], object_id: int) -> None:
+    def _run(self, task: Task[[int], Any], object_id: int) -> None:
         try:
-            call(object_id)
+            task.apply((object_id,))
         except Exception:
             # The task records its own outcomes; this is anything else (a bug, the database
             # gone), which must not kill the thread.
             logger.exception(
-                "delivery_thread_failed",
-                extra={"call": getattr(call, "__qualname__", repr(call)), "object_id": object_id},
+                "delivery_thread_failed", extra={"task": task.name, "object_id": object_id}
             )
         finally:
             connections.close_all()

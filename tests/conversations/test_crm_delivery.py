@@ -366,8 +366,9 @@ def test_the_post_tasks_soft_time_limit_exceeds_the_post_s_deadline() -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_without_a_broker_a_hung_crm_does_not_hold_the_commit_that_created_the_lead(
-    slow_crm: SlowReceiver, session: Session
+    slow_crm: SlowReceiver, session: Session, settings: Settings
 ) -> None:
+    settings.SIGNED_POST_TIMEOUT_SECONDS = 2.0
     slow_crm.respond(OK_ANSWER, drip=0.2)
     slow_crm.respond(OK_ANSWER, drip=0.2)
     slow_crm.respond(OK_ANSWER, drip=0.2)
@@ -376,10 +377,10 @@ def test_without_a_broker_a_hung_crm_does_not_hold_the_commit_that_created_the_l
     with transaction.atomic():
         lead = lead_create(session_id=session.pk, data=DATA, deliver=enqueue_lead_delivery)
 
-    # Three attempts (0.5 s each, 1.5 s apart) run on a delivery thread, not in this call.
-    assert time.monotonic() - started < 0.5
+    # Three attempts (2 s each, and 1.5 s of backoff) run on a delivery thread, not in this call.
+    assert time.monotonic() - started < 2.0
     assert delivery_threads().wait_idle(timeout=30)
-    assert (len(slow_crm.received), state(lead)) == (3, ("failed", 3, "sem resposta em 0.5 s"))
+    assert (len(slow_crm.received), state(lead)) == (3, ("failed", 3, "sem resposta em 2 s"))
 
 
 # --- The stale-leads sweep ----------------------------------------------------------------------
