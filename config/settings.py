@@ -274,6 +274,7 @@ CELERY_TASK_ROUTES = {
     "conversations.requeue_expired_leases": {"queue": "sweeps"},
     "conversations.requeue_unsent_messages": {"queue": "sweeps"},
     "conversations.requeue_received_deliveries": {"queue": "sweeps"},
+    "conversations.retry_stale_leads": {"queue": "sweeps"},
     "conversations.apply_retention": {"queue": "sweeps"},
     "governance.fail_abandoned_replays": {"queue": "sweeps"},
     "governance.replay_run": {"queue": "replays"},
@@ -308,6 +309,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     # A big webhook delivery stored for a task whose publish failed or whose worker died.
     "requeue-received-deliveries": {
         "task": "conversations.requeue_received_deliveries",
+        "schedule": 60.0,
+    },
+    # A lead whose delivery chain was lost (worker died, publish lost): one last attempt.
+    "retry-stale-leads": {
+        "task": "conversations.retry_stale_leads",
         "schedule": 60.0,
     },
     # A prompt replay whose worker died mid-run, or that no worker started: end it FAILED (its
@@ -400,8 +406,10 @@ HANDOFF_WEBHOOK_URL = env.str("HANDOFF_WEBHOOK_URL", default="")
 HANDOFF_WEBHOOK_SECRET = env.str("HANDOFF_WEBHOOK_SECRET", default="")
 CRM_WEBHOOK_URL = env.str("CRM_WEBHOOK_URL", default="")
 CRM_WEBHOOK_SECRET = env.str("CRM_WEBHOOK_SECRET", default="")
-# Seconds per read (and connect) of one signed POST; a task retries timeouts with backoff.
-OUTBOUND_WEBHOOK_TIMEOUT_SECONDS = 10.0
+# Seconds one signed POST (alert, CRM) may take in all, connecting to the answer's last byte
+# read; a task retries a POST over it with backoff (conversations/signed_post.py).
+SIGNED_POST_TIMEOUT_SECONDS = env.float("SIGNED_POST_TIMEOUT_SECONDS", default=10.0)
+SIGNED_POST_TIMEOUT_MAX = 60.0
 
 
 def _check_outbound_webhooks() -> None:
@@ -420,6 +428,13 @@ def _check_outbound_webhooks() -> None:
                 f"{url_name} is set but {secret_name} is not: the POSTs are signed with it. "
                 "It is required when DEBUG=False; set it in the environment or .env."
             )
+    if not 0 < SIGNED_POST_TIMEOUT_SECONDS <= SIGNED_POST_TIMEOUT_MAX:
+        # The delivery tasks' time limits grow with it and must stay below the broker's
+        # visibility timeout (a task still running would be delivered again).
+        raise ImproperlyConfigured(
+            f"SIGNED_POST_TIMEOUT_SECONDS must be more than 0 and at most "
+            f"{SIGNED_POST_TIMEOUT_MAX:g} seconds (it is {SIGNED_POST_TIMEOUT_SECONDS:g})."
+        )
     alerts = bool(HANDOFF_NOTIFY_EMAILS or HANDOFF_WEBHOOK_URL or CRM_WEBHOOK_URL)
     if alerts and not SITE_URL:
         raise ImproperlyConfigured(

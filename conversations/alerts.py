@@ -232,11 +232,17 @@ def handoff_alert_email_send(*, session_id: int, runtime: RuntimeSettings) -> st
 
 
 def handoff_alert_webhook_post(
-    *, session_id: int, runtime: RuntimeSettings, attempt: int, last_attempt: bool
+    *,
+    session_id: int,
+    runtime: RuntimeSettings,
+    attempt: int,
+    last_attempt: bool,
+    deadline_errors: tuple[type[BaseException], ...] = (),
 ) -> str:
     """POST the signed alert to `HANDOFF_WEBHOOK_URL`; returns ``sent``, ``failed`` or
-    ``skipped``. Raises `RetryableDeliveryError` (timeout, connection error, 5xx) unless this is
-    the `last_attempt`, which records the failure instead."""
+    ``skipped``. Raises `RetryableDeliveryError` (timeout, connection error, 5xx, or one of
+    `deadline_errors` — the task's time limit — during the POST) unless this is the
+    `last_attempt`, which records the failure instead."""
     url = settings.HANDOFF_WEBHOOK_URL
     if not url:
         return "skipped"
@@ -247,7 +253,8 @@ def handoff_alert_webhook_post(
             url=url,
             secret=settings.HANDOFF_WEBHOOK_SECRET,
             document=alert.payload(),
-            timeout=settings.OUTBOUND_WEBHOOK_TIMEOUT_SECONDS,
+            timeout=settings.SIGNED_POST_TIMEOUT_SECONDS,
+            deadline_errors=deadline_errors,
         )
     except RetryableDeliveryError as exc:
         if not last_attempt:

@@ -6,9 +6,17 @@ retried with exponential backoff and jitter — 10 s, 20 s, 40 s ... capped at 1
 `DELIVERY_MAX_RETRIES` times (so 1 + 5 POSTs over about five minutes); the last attempt records
 the failure instead of raising. A 4xx is never retried.
 
+Each POST is over within `SIGNED_POST_TIMEOUT_SECONDS` (`conversations.signed_post`); the POST
+tasks' soft time limit is that and `DELIVERY_TIME_MARGIN` more (the attempt's few queries, a
+pooled connection's wait), so the deadline, not the soft limit, ends a slow POST and the attempt
+is retried. Should the soft limit still fire during a POST (a resolver that hangs), the use case
+takes it as a retryable failure too, so the last attempt still records the outcome.
+
 Run eagerly with propagation (no broker: the embedded default), Celery's retry cannot run (its
 `Retry` would raise out of the commit hook), so the POST is retried in-process
-`EAGER_BACKOFF` seconds apart, as `conversations.whatsapp.tasks.send_message` does.
+`EAGER_BACKOFF` seconds apart, as `conversations.whatsapp.tasks.send_message` does; and the
+alert and the lead are handed to threads of the process (`conversations.delivery_threads`), so
+the request whose commit produced them does not wait on the receiver.
 
 - ``conversations.notify_handoff(session_id)``: enqueued after a handoff's commit
   (`enqueue_handoff_alert`); waits for the summary (`conversations.alerts.SUMMARY_WAIT`), e-mails
@@ -17,14 +25,20 @@ Run eagerly with propagation (no broker: the embedded default), Celery's retry c
 - ``conversations.deliver_lead(lead_id)``: the signed POST of a new lead to `CRM_WEBHOOK_URL`,
   enqueued after the commit of the turn that created it (`enqueue_lead_delivery`) or by the
   admin's "resend" action.
+- ``conversations.retry_stale_leads()``: every minute (Celery beat), one last attempt for each
+  lead ``pending`` with no delivery activity for `conversations.leads.LEAD_STALE_AFTER`, longer
+  than the whole retry schedule (its chain was lost: a worker died, a publish failed).
 """
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any
 
 from celery import Task, shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from conversations.alerts import (
@@ -34,11 +48,18 @@ from conversations.alerts import (
     handoff_alert_webhook_post,
     summary_awaited,
 )
-from conversations.leads import lead_deliver
+from conversations.delivery_threads import delivery_threads
+from conversations.leads import lead_deliver, stale_leads_retry
 from conversations.signed_post import RetryableDeliveryError
 from prompts_admin.selectors import DatabasePromptSource
 
 DELIVERY_MAX_RETRIES = 5
+# Beyond the POST's own deadline: the attempt's queries and a pooled connection's wait.
+DELIVERY_TIME_MARGIN = 30
+DELIVERY_SOFT_TIME_LIMIT = math.ceil(settings.SIGNED_POST_TIMEOUT_SECONDS) + DELIVERY_TIME_MARGIN
+DELIVERY_TIME_LIMIT = DELIVERY_SOFT_TIME_LIMIT + 15
+# What ends an attempt that overran: taken as a retryable failure of its POST.
+_OUT_OF_TIME = (SoftTimeLimitExceeded,)
 # Eager mode only: the waits between the in-process attempts (so 1 + len() attempts).
 EAGER_BACKOFF: tuple[float, ...] = (0.5, 1.0)
 # The summary wait's polls (SUMMARY_WAIT bounds it in time; this bounds it in count too).
@@ -61,11 +82,29 @@ def _attempts_in_process(attempt: Callable[[int, bool], str]) -> str:
 
 def enqueue_handoff_alert(session_id: int) -> None:
     """After the commit of a handoff that alerts (`conversations.handoff`)."""
-    notify_handoff.delay(session_id)
+    _start(notify_handoff, session_id)
 
 
 def enqueue_lead_delivery(lead_id: int) -> None:
-    deliver_lead.delay(lead_id)
+    _start(deliver_lead, lead_id)
+
+
+def enqueue_lead_last_attempt(lead_id: int) -> None:
+    """The stale-leads sweep's: one attempt, the chain's last (it records the failure)."""
+    # `retries` is the message's retry count, as Celery's own retries set it (`Task.retry`);
+    # celery-types declares only the common options of `apply_async`.
+    deliver_lead.apply_async((lead_id,), retries=DELIVERY_MAX_RETRIES)  # type: ignore[call-arg]
+
+
+def _start(task: Task[[int], str], object_id: int) -> None:
+    """``task.delay(object_id)``; without a broker, on a thread of this process
+    (`conversations.delivery_threads`), not in the request whose commit called it. Inline when
+    the caller holds a transaction open, whose rows a thread could not read: after-commit hooks
+    run outside any, so only a test wrapped in its transaction takes that path."""
+    if task.app.conf.task_always_eager and not transaction.get_connection().in_atomic_block:
+        delivery_threads().submit(task, object_id)
+    else:
+        task.delay(object_id)
 
 
 @shared_task(name="conversations.notify_handoff", bind=True, max_retries=SUMMARY_MAX_POLLS)
@@ -80,7 +119,12 @@ def notify_handoff(self: Task[[int], str], session_id: int) -> str:
         session_id=session_id, runtime=DatabasePromptSource().runtime()
     )
     if settings.HANDOFF_WEBHOOK_URL:
-        post_handoff_alert.delay(session_id)
+        if self.request.is_eager:
+            # Right here, as `conversations.delivery_threads` runs this task: an eager `delay`
+            # would set Celery's process-wide join flag from a thread other than the request's.
+            post_handoff_alert.apply((session_id,))
+        else:
+            post_handoff_alert.delay(session_id)
     return outcome
 
 
@@ -92,6 +136,8 @@ def notify_handoff(self: Task[[int], str], session_id: int) -> str:
     retry_backoff_max=600,
     retry_jitter=True,
     max_retries=DELIVERY_MAX_RETRIES,
+    soft_time_limit=DELIVERY_SOFT_TIME_LIMIT,
+    time_limit=DELIVERY_TIME_LIMIT,
 )
 def post_handoff_alert(self: Task[[int], str], session_id: int) -> str:
     """POST the signed handoff alert; returns ``sent``, ``failed`` or ``skipped``."""
@@ -99,7 +145,11 @@ def post_handoff_alert(self: Task[[int], str], session_id: int) -> str:
 
     def attempt(number: int, last: bool) -> str:
         return handoff_alert_webhook_post(
-            session_id=session_id, runtime=runtime, attempt=number, last_attempt=last
+            session_id=session_id,
+            runtime=runtime,
+            attempt=number,
+            last_attempt=last,
+            deadline_errors=_OUT_OF_TIME,
         )
 
     if _eager_in_process(self):
@@ -115,13 +165,21 @@ def post_handoff_alert(self: Task[[int], str], session_id: int) -> str:
     retry_backoff_max=600,
     retry_jitter=True,
     max_retries=DELIVERY_MAX_RETRIES,
+    soft_time_limit=DELIVERY_SOFT_TIME_LIMIT,
+    time_limit=DELIVERY_TIME_LIMIT,
 )
 def deliver_lead(self: Task[[int], str], lead_id: int) -> str:
     """POST the signed lead to the CRM; returns its status after the attempt."""
 
     def attempt(_number: int, last: bool) -> str:
-        return lead_deliver(lead_id=lead_id, last_attempt=last)
+        return lead_deliver(lead_id=lead_id, last_attempt=last, deadline_errors=_OUT_OF_TIME)
 
     if _eager_in_process(self):
         return _attempts_in_process(attempt)
     return attempt(self.request.retries + 1, self.request.retries >= DELIVERY_MAX_RETRIES)
+
+
+@shared_task(name="conversations.retry_stale_leads")
+def retry_stale_leads() -> int:
+    """Beat: one last attempt for each lead whose delivery chain was lost; how many."""
+    return len(stale_leads_retry(now=timezone.now(), enqueue=enqueue_lead_last_attempt))

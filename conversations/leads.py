@@ -8,7 +8,14 @@
   2xx marks the lead ``sent`` (``crm_sent_at``); a 4xx ``failed`` at once with the answer in
   ``crm_error``; a timeout, a connection error or a 5xx keeps it ``pending`` with the error and
   raises for the task to retry with backoff — its last attempt marks it ``failed``. A lead
-  already ``sent`` is not sent again (a redelivered task).
+  already ``sent`` is not sent again (a redelivered task). ``crm_updated_at`` is the delivery's
+  last activity (created, resent, attempted): a lead ``pending`` with none for longer than the
+  retry schedule lost its chain, and the stale-leads sweep gives it a last attempt.
+- `stale_leads_retry` (task ``conversations.retry_stale_leads``, beat every minute): a lead
+  ``pending`` whose delivery shows no activity for `LEAD_STALE_AFTER` — longer than the whole
+  retry schedule — lost its chain (its worker died, its publish or a retry's was lost). It gets
+  one attempt, the chain's last, so it ends ``sent`` or ``failed`` with the reason instead of
+  ``pending`` forever.
 - `leads_resend`: the admin's "resend" action: every chosen lead not ``sent`` goes back to
   ``pending`` and is enqueued again after commit.
 - `lead_document`: the JSON document posted (schema in the README, "Leads and the CRM").
@@ -16,7 +23,7 @@
 
 import logging
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -45,7 +52,8 @@ def lead_create(*, session_id: int, data: dict[str, Any], deliver: Callable[[int
         else CrmStatus.NOT_CONFIGURED
     )
     lead, _created = Lead.objects.update_or_create(
-        session_id=session_id, defaults={"data": data, "crm_status": status}
+        session_id=session_id,
+        defaults={"data": data, "crm_status": status, "crm_updated_at": timezone.now()},
     )
     if status == CrmStatus.PENDING:
         on_commit_call(deliver, lead.pk)
@@ -83,9 +91,16 @@ def _failed(lead_id: int, error: str) -> None:
     )
 
 
-def lead_deliver(*, lead_id: int, last_attempt: bool, now: datetime | None = None) -> str:
+def lead_deliver(
+    *,
+    lead_id: int,
+    last_attempt: bool,
+    now: datetime | None = None,
+    deadline_errors: tuple[type[BaseException], ...] = (),
+) -> str:
     """One delivery attempt of the lead (see the module docstring); returns the lead's status
-    after it (``sent``, ``failed``, ``not_configured``), or raises `RetryableDeliveryError`."""
+    after it (``sent``, ``failed``, ``not_configured``), or raises `RetryableDeliveryError`
+    (also for `deadline_errors` raised during the POST: the task's time limit)."""
     url = settings.CRM_WEBHOOK_URL
     lead = Lead.objects.select_related("session__instance").get(pk=lead_id)
     if lead.crm_status == CrmStatus.SENT:
@@ -94,14 +109,17 @@ def lead_deliver(*, lead_id: int, last_attempt: bool, now: datetime | None = Non
     if not url or lead.session.is_simulated:
         Lead.objects.filter(pk=lead_id).update(crm_status=CrmStatus.NOT_CONFIGURED)
         return CrmStatus.NOT_CONFIGURED.value
-    Lead.objects.filter(pk=lead_id).update(crm_attempts=F("crm_attempts") + 1)
+    Lead.objects.filter(pk=lead_id).update(
+        crm_attempts=F("crm_attempts") + 1, crm_updated_at=timezone.now()
+    )
     log = {"lead_id": lead_id, "session_id": lead.session_id, "host": host_of(url)}
     try:
         answer = signed_post(
             url=url,
             secret=settings.CRM_WEBHOOK_SECRET,
             document=lead_document(lead),
-            timeout=settings.OUTBOUND_WEBHOOK_TIMEOUT_SECONDS,
+            timeout=settings.SIGNED_POST_TIMEOUT_SECONDS,
+            deadline_errors=deadline_errors,
         )
     except RetryableDeliveryError as exc:
         if not last_attempt:
@@ -122,6 +140,36 @@ def lead_deliver(*, lead_id: int, last_attempt: bool, now: datetime | None = Non
     return CrmStatus.SENT.value
 
 
+# The whole retry schedule of `conversations.deliver_lead` (1 + 5 attempts, backoff at most 10 +
+# 20 + 40 + 80 + 160 s, each attempt within its soft time limit: at most 60 + 30 s) is under
+# 15 minutes, and a live chain shows activity at every attempt, far more often than that.
+LEAD_STALE_AFTER = timedelta(minutes=15)
+SWEEP_LIMIT = 500
+
+
+def stale_leads_retry(
+    *, now: datetime, enqueue: Callable[[int], object], limit: int = SWEEP_LIMIT
+) -> list[int]:
+    """Enqueue one last attempt for each lead ``pending`` with no delivery activity for
+    `LEAD_STALE_AFTER`, oldest first, at most `limit`; the ids enqueued."""
+    lead_ids = list(
+        Lead.objects.filter(crm_status=CrmStatus.PENDING, crm_updated_at__lt=now - LEAD_STALE_AFTER)
+        .order_by("crm_updated_at", "id")
+        .values_list("pk", flat=True)[:limit]
+    )
+    # Stamped before the publish: the next sweep, a minute from now, must not enqueue it again
+    # while its last attempt waits in the queue.
+    Lead.objects.filter(pk__in=lead_ids, crm_status=CrmStatus.PENDING).update(crm_updated_at=now)
+    for lead_id in lead_ids:
+        enqueue(lead_id)
+    if lead_ids:
+        logger.warning(
+            "crm_stale_leads_retried",
+            extra={"count": len(lead_ids), "lead_ids": ",".join(map(str, lead_ids))},
+        )
+    return lead_ids
+
+
 def leads_resend(*, lead_ids: Iterable[int], deliver: Callable[[int], None]) -> list[int]:
     """Put the chosen leads not yet sent back to ``pending`` and enqueue each after commit;
     returns their ids. Needs `CRM_WEBHOOK_URL` (the caller checks)."""
@@ -132,7 +180,9 @@ def leads_resend(*, lead_ids: Iterable[int], deliver: Callable[[int], None]) -> 
             .order_by("pk")
             .values_list("pk", flat=True)
         )
-        Lead.objects.filter(pk__in=ids).update(crm_status=CrmStatus.PENDING, crm_error="")
+        Lead.objects.filter(pk__in=ids).update(
+            crm_status=CrmStatus.PENDING, crm_error="", crm_updated_at=timezone.now()
+        )
         for lead_id in ids:
             on_commit_call(deliver, lead_id)
     logger.info("crm_leads_resent", extra={"count": len(ids)})

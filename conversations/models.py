@@ -599,6 +599,8 @@ class Lead(models.Model):
     crm_error = models.TextField(_("CRM error"), blank=True)
     crm_attempts = models.PositiveSmallIntegerField(_("CRM delivery attempts"), default=0)
     crm_sent_at = models.DateTimeField(_("sent to the CRM at"), null=True, blank=True)
+    # The delivery's last activity (created, resent, attempted): the stale-leads sweep's clock.
+    crm_updated_at = models.DateTimeField(_("last CRM delivery activity"), default=timezone.now)
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
 
     class Meta:

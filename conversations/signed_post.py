@@ -11,8 +11,24 @@ status below 500: a 4xx says the request is wrong, sending it again would not he
 backoff. Neither the URL (a receiver's URL may carry a token) nor the secret is ever logged or
 stored: outcomes name the host and the status.
 
-One httpx client per process, reused across calls (its connection pool); a process forked from
-one that had used it (Celery's prefork pool) starts with a fresh one.
+**One deadline per POST** (the caller's `timeout`, `SIGNED_POST_TIMEOUT_SECONDS`). An HTTP
+client's timeouts bound each socket operation, not the request: a receiver that drips a byte every
+few seconds — in its status line, its headers or its body — would hold the POST until the task's
+soft time limit killed it. Here every socket operation of a POST (connecting, the TLS handshake,
+each write, each read, the wait for a pooled connection) waits at most what is left of the POST's
+deadline (`DeadlineBackend`, httpcore's documented network-backend interface); past it the POST is
+a timeout, retried like any other. Name resolution is the one wait the deadline cannot bound (the
+resolver is blocking C code): the task's soft time limit bounds that.
+
+**The answer is streamed, never read whole**: at most `ANSWER_MAX_BYTES` of it are read (the start
+of a refusal is what its error keeps), then the connection is closed instead of being drained, so
+a receiver answering 400 MB costs the worker a few KB.
+
+httpcore directly, not httpx (which has no way to hand its pool a network backend, nor needs the
+rest): one connection pool per process, reused across calls; a process forked from one that had
+used it (Celery's prefork pool) starts with a fresh one. Environment proxies (``HTTPS_PROXY``) are
+not used, since a proxy's connection would escape the deadline; CA bundles from the environment
+(``SSL_CERT_FILE``) are, through httpx's SSL context.
 """
 
 import hashlib
@@ -20,10 +36,14 @@ import hmac
 import json
 import os
 import threading
+import time
+from collections.abc import Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpcore
 import httpx
 
 from agents.redaction import redact
@@ -31,28 +51,118 @@ from agents.redaction import redact
 SIGNATURE_HEADER = "X-Signature-256"
 # What a refusal keeps of the receiver's answer: the start, enough to say what was wrong.
 _ERROR_BODY_CHARS = 200
+# What is read of any answer at most; the rest is never received (the connection is closed).
+ANSWER_MAX_BYTES = 4096
 
-_client: httpx.Client | None = None
-_client_lock = threading.Lock()
-
-
-def http_client() -> httpx.Client:
-    """The process's client (created on first use; timeouts are given per request)."""
-    global _client
-    with _client_lock:
-        if _client is None:
-            _client = httpx.Client(follow_redirects=False)
-        return _client
+# When the POST running in this thread (or task) must be over, on time.monotonic()'s clock.
+_deadline: ContextVar[float | None] = ContextVar("signed_post_deadline", default=None)
 
 
-def _forget_client_after_fork() -> None:
+def _left(timeout: float | None, error: type[Exception]) -> float | None:
+    """`timeout` cut to what is left of the current POST's deadline; raises `error` past it."""
+    deadline = _deadline.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise error("the POST's deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every operation ends by the current POST's deadline."""
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        # The body is a few KB: one send into the socket's buffer, bounded like a read.
+        self._stream.write(buffer, _left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self,
+        ssl_context: Any,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        return DeadlineStream(
+            self._stream.start_tls(
+                ssl_context, server_hostname, _left(timeout, httpcore.ConnectTimeout)
+            )
+        )
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's own sockets (`httpcore.SyncBackend`), as `DeadlineStream`s."""
+
+    def __init__(self, backend: httpcore.NetworkBackend | None = None) -> None:
+        self._backend = backend or httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        stream = self._backend.connect_tcp(
+            host, port, _left(timeout, httpcore.ConnectTimeout), local_address, socket_options
+        )
+        return DeadlineStream(stream)
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        stream = self._backend.connect_unix_socket(
+            path, _left(timeout, httpcore.ConnectTimeout), socket_options
+        )
+        return DeadlineStream(stream)
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+_pool: httpcore.ConnectionPool | None = None
+_pool_lock = threading.Lock()
+
+
+def connection_pool() -> httpcore.ConnectionPool:
+    """The process's pool (created on first use; the deadline is given per request)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = httpcore.ConnectionPool(
+                ssl_context=httpx.create_ssl_context(),
+                # httpx's defaults: a threads worker may post from many threads at once.
+                max_connections=100,
+                max_keepalive_connections=20,
+                keepalive_expiry=5.0,
+                network_backend=DeadlineBackend(),
+            )
+        return _pool
+
+
+def _forget_pool_after_fork() -> None:
     # A pool's sockets must not be shared by two processes: the child opens its own.
-    global _client, _client_lock
-    _client = None
-    _client_lock = threading.Lock()
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_forget_client_after_fork)
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 class RetryableDeliveryError(Exception):
@@ -90,23 +200,73 @@ def host_of(url: str) -> str:
     return urlsplit(url).hostname or ""
 
 
-def signed_post(*, url: str, secret: str, document: Any, timeout: float) -> Delivered:
-    """POST `document` signed with `secret`; raises `RetryableDeliveryError` when worth retrying."""
+# What httpcore raises when the receiver could not be reached or spoke no HTTP.
+_CONNECTION_ERRORS = (
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.ProxyError,
+    httpcore.UnsupportedProtocol,
+)
+
+
+# The error of a POST that the task's time limit cut short (`deadline_errors`).
+OUT_OF_TIME_ERROR = "tempo limite da tarefa esgotado"
+
+
+def signed_post(
+    *,
+    url: str,
+    secret: str,
+    document: Any,
+    timeout: float,
+    deadline_errors: tuple[type[BaseException], ...] = (),
+) -> Delivered:
+    """POST `document` signed with `secret`, all over within `timeout` seconds; raises
+    `RetryableDeliveryError` when worth retrying — also for `deadline_errors`, what the caller's
+    task raises when its own time limit passes during the POST (Celery's soft time limit)."""
     body = json_body(document)
-    headers = {"Content-Type": "application/json; charset=utf-8"}
+    headers = [
+        (b"Content-Type", b"application/json; charset=utf-8"),
+        # A compressed answer would have to be inflated to be read: ask for none.
+        (b"Accept-Encoding", b"identity"),
+    ]
     if secret:
-        headers[SIGNATURE_HEADER] = signature(body, secret)
+        headers.append((SIGNATURE_HEADER.encode(), signature(body, secret).encode()))
+    each = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+    token = _deadline.set(time.monotonic() + timeout)
     try:
-        response = http_client().post(url, content=body, headers=headers, timeout=timeout)
-    except httpx.TimeoutException:
+        with connection_pool().stream(
+            "POST", url, headers=headers, content=body, extensions={"timeout": each}
+        ) as response:
+            status = response.status
+            answer = answer_start(response.iter_stream())
+    except deadline_errors:
+        raise RetryableDeliveryError(OUT_OF_TIME_ERROR) from None
+    except httpcore.TimeoutException:
         raise RetryableDeliveryError(f"sem resposta em {timeout:g} s") from None
-    except httpx.TransportError as exc:
+    except _CONNECTION_ERRORS as exc:
         raise RetryableDeliveryError(f"erro de conexão ({type(exc).__name__})") from None
-    if response.status_code >= 500:
-        raise RetryableDeliveryError(f"HTTP {response.status_code}")
-    if 200 <= response.status_code < 300:
-        return Delivered(response.status_code)
+    finally:
+        _deadline.reset(token)
+    if status >= 500:
+        raise RetryableDeliveryError(f"HTTP {status}")
+    if 200 <= status < 300:
+        return Delivered(status)
     # Redacted: a receiver may echo what it refused (an e-mail, a document) back.
-    answer = redact(" ".join(response.text[:_ERROR_BODY_CHARS].split()))
-    error = f"HTTP {response.status_code}" + (f": {answer}" if answer else "")
-    return Delivered(response.status_code, error=error)
+    text = answer.decode("utf-8", errors="replace")
+    shown = redact(" ".join(text[:_ERROR_BODY_CHARS].split()))
+    return Delivered(status, error=f"HTTP {status}" + (f": {shown}" if shown else ""))
+
+
+def answer_start(chunks: Iterable[bytes]) -> bytes:
+    """The first `ANSWER_MAX_BYTES` of an answer whose status is known: what arrives of it before
+    the deadline (the status alone decides the outcome; the body only explains a refusal)."""
+    kept = bytearray()
+    try:
+        for chunk in chunks:
+            kept += chunk[: ANSWER_MAX_BYTES - len(kept)]
+            if len(kept) >= ANSWER_MAX_BYTES:
+                break
+    except (httpcore.TimeoutException, *_CONNECTION_ERRORS):
+        pass
+    return bytes(kept)

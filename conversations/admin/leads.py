@@ -8,7 +8,8 @@
   raw JSON.
 - **Actions**, for staff with `conversations.export_lead` (Support; not prompt editors, who do
   not see them, and whose crafted POST is refused with 403): ``export_csv`` — UTF-8 with a BOM,
-  ``;`` between fields, pt-BR headers, so it opens right in a pt-BR spreadsheet — and
+  ``;`` between fields, pt-BR headers, so it opens right in a pt-BR spreadsheet, every cell
+  that a spreadsheet would run as a formula written as text (`spreadsheet_text`) — and
   ``resend_to_crm`` (`conversations.leads.leads_resend`).
 
 Staff without `conversations.view_personal_data` read the list, the page and the export masked
@@ -199,13 +200,24 @@ def csv_row(lead: Lead, names: CatalogNames) -> list[str]:
     ]
 
 
+# What a spreadsheet reads as the start of a formula (OWASP's CSV injection): a customer's name,
+# company or city is theirs to write, and an e-mail such as ``-2+3@example.com`` is valid.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_text(cell: str) -> str:
+    """`cell` as a spreadsheet shows it without running it: a leading ``'`` makes it text."""
+    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
+
+
 def leads_csv(leads: list[Lead], names: CatalogNames) -> bytes:
-    """The export's bytes: a UTF-8 BOM, then ``;``-separated rows with CRLF line ends."""
+    """The export's bytes: a UTF-8 BOM, then ``;``-separated rows with CRLF line ends, no cell
+    a formula (`spreadsheet_text`)."""
     out = io.StringIO()
     writer = csv.writer(out, delimiter=";", lineterminator="\r\n")
     writer.writerow(csv_headers())
     for lead in leads:
-        writer.writerow(csv_row(lead, names))
+        writer.writerow([spreadsheet_text(cell) for cell in csv_row(lead, names)])
     return b"\xef\xbb\xbf" + out.getvalue().encode()
 
 

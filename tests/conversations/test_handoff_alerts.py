@@ -6,29 +6,48 @@ import hashlib
 import hmac
 import json
 import logging
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 from django.core import mail
 from django.db import transaction
+from django.test import Client
 from model_bakery import baker
 from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 from pytest_httpserver import HTTPServer
 
 from agents.states import HandoffMotive, HandoffReason
-from conversations.alerts import summary_awaited
-from conversations.delivery_tasks import DELIVERY_MAX_RETRIES, notify_handoff, post_handoff_alert
+from config import task_deadlines
+from conversations.alerts import handoff_alert_webhook_post, summary_awaited
+from conversations.delivery_tasks import (
+    DELIVERY_MAX_RETRIES,
+    notify_handoff,
+    post_handoff_alert,
+    retry_stale_leads,
+)
+from conversations.delivery_threads import delivery_threads
 from conversations.handoff import session_handoff
 from conversations.labels import event_text
 from conversations.models import Direction, HandoffSummary, Instance, Message, Session
 from conversations.turns.tasks import process_session
 from prompts_admin.models import RuntimeConfig
 from prompts_admin.selectors import DatabasePromptSource
+from tests import baker_recipes as recipes
+from tests.conversations.whatsapp.conftest import fixture_bytes
+from tests.conversations.whatsapp.conftest import signed_post as meta_post
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.fakes.webhook_receiver import WebhookReceiver, receiver  # noqa: F401
+from tests.fakes.webhook_receiver import (  # noqa: F401
+    OK_ANSWER,
+    SlowReceiver,
+    WebhookReceiver,
+    receiver,
+    slow_receiver,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -51,7 +70,7 @@ def configured(settings: Settings, receiver: WebhookReceiver) -> WebhookReceiver
     settings.HANDOFF_WEBHOOK_SECRET = SECRET
     settings.SITE_URL = SITE
     settings.DEFAULT_FROM_EMAIL = "atendimento@lab.example"
-    settings.OUTBOUND_WEBHOOK_TIMEOUT_SECONDS = 2.0
+    settings.SIGNED_POST_TIMEOUT_SECONDS = 2.0
     config = RuntimeConfig.load()
     config.business_hours = HOURS
     config.save()
@@ -357,7 +376,7 @@ def test_server_errors_are_retried_then_the_alert_is_delivered(
 def test_a_timeout_is_retried_then_the_alert_is_delivered(
     configured: WebhookReceiver, session: Session, settings: Settings, worker_retries: None
 ) -> None:
-    settings.OUTBOUND_WEBHOOK_TIMEOUT_SECONDS = 0.3
+    settings.SIGNED_POST_TIMEOUT_SECONDS = 0.3
     configured.respond(200, delay=1.0)
 
     assert post_alert(session) == "sent"
@@ -490,3 +509,111 @@ def test_a_simulated_session_s_handoff_alerts_nobody(
     assert hooks[-1] == f"enqueue_handoff_alert({session.pk})"
     assert notify_handoff.apply(args=(session.pk,)).get() == "skipped"
     assert (mail.outbox, configured.received, alert_events(session)) == ([], [], [])
+
+
+# --- A receiver that drips its answer ---------------------------------------------------------
+
+
+@pytest.fixture
+def dripping(
+    configured: WebhookReceiver,
+    settings: Settings,
+    slow_receiver: SlowReceiver,  # noqa: F811
+) -> SlowReceiver:
+    """The alert's receiver drips its answer a byte every 0.2 s (17 s); the deadline: 0.5 s."""
+    settings.HANDOFF_WEBHOOK_URL = slow_receiver.url
+    settings.SIGNED_POST_TIMEOUT_SECONDS = 0.5
+    return slow_receiver
+
+
+def test_a_dripping_receiver_times_out_at_the_deadline_and_the_retry_delivers(
+    dripping: SlowReceiver, session: Session, worker_retries: None
+) -> None:
+    dripping.respond(OK_ANSWER, drip=0.2)
+    started = time.monotonic()
+
+    assert post_alert(session) == "sent"
+
+    assert time.monotonic() - started < 2.0
+    assert len(dripping.received) == 2
+    assert [c for _a, c, _j in alert_events(session)] == [
+        "Alerta de transferência entregue ao webhook (HTTP 200, 2 tentativa(s))."
+    ]
+
+
+def test_a_receiver_that_always_drips_is_recorded_as_not_delivered_with_the_reason(
+    dripping: SlowReceiver, session: Session, worker_retries: None
+) -> None:
+    for _ in range(DELIVERY_MAX_RETRIES + 1):
+        dripping.respond(OK_ANSWER, drip=0.2)
+
+    assert post_alert(session) == "failed"
+
+    assert len(dripping.received) == 6
+    assert [c for _a, c, _j in alert_events(session)] == [
+        "Alerta de transferência não entregue ao webhook: sem resposta em 0.5 s (6 tentativa(s))."
+    ]
+
+
+def test_the_soft_time_limit_during_the_last_post_is_recorded_as_not_delivered(
+    dripping: SlowReceiver, session: Session, settings: Settings
+) -> None:
+    """The threads worker's real watchdog raises Celery's soft limit in this thread mid-POST."""
+    settings.SIGNED_POST_TIMEOUT_SECONDS = 5.0  # the soft limit (0.3 s) comes first
+    session.state, session.handoff_reason, session.handed_off_at = "HUMAN", "llm_timeout", OPEN
+    session.save()
+    dripping.respond(OK_ANSWER, drip=0.2)
+    task_deadlines.WATCHDOG.watch("soft-limit-test", 0.3)
+    try:
+        outcome = handoff_alert_webhook_post(
+            session_id=session.pk,
+            runtime=DatabasePromptSource().runtime(),
+            attempt=6,
+            last_attempt=True,
+            deadline_errors=(SoftTimeLimitExceeded,),
+        )
+    finally:
+        task_deadlines.WATCHDOG.done()
+
+    assert outcome == "failed"
+    assert [c for _a, c, _j in alert_events(session)] == [
+        "Alerta de transferência não entregue ao webhook: tempo limite da tarefa esgotado "
+        "(6 tentativa(s))."
+    ]
+
+
+def test_the_alert_task_s_soft_time_limit_exceeds_the_post_s_deadline() -> None:
+    assert (post_handoff_alert.soft_time_limit, post_handoff_alert.time_limit) == (40, 55)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_a_broker_a_hung_alert_receiver_does_not_hold_meta_s_webhook(
+    dripping: SlowReceiver,
+    openai_settings: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+    settings: Settings,
+) -> None:
+    """Meta's POST -> the turn (in the request, eagerly) -> code 98 -> the summary -> the alert,
+    whose three attempts (3 s each, and 1.5 s of backoff) run on a delivery thread."""
+    settings.SIGNED_POST_TIMEOUT_SECONDS = 3.0
+    settings.HANDOFF_NOTIFY_EMAILS = []
+    recipes.instance.make()
+    openai_settings.queue_text('{"s":98,"motivo":"pedido_cliente"}')
+    openai_settings.queue_text(json.dumps({"proxima_acao": "Ligar para a cliente"}))
+    for _ in range(3):
+        dripping.respond(OK_ANSWER, drip=0.2)
+    started = time.monotonic()
+
+    response = meta_post(Client(), fixture_bytes("text"))
+
+    answered_in = time.monotonic() - started
+    assert response.status_code == 200
+    assert answered_in < 3.0  # less than one attempt's deadline: no attempt ran in the request
+    assert delivery_threads().wait_idle(timeout=30)
+    session = Session.objects.get()
+    assert (session.state, len(dripping.received)) == ("HUMAN", 3)
+    assert [c for _a, c, _j in alert_events(session)] == [
+        "Alerta de transferência não entregue ao webhook: sem resposta em 3 s (3 tentativa(s))."
+    ]
+    # The thread left Celery's process-wide join flag as it was: an eager result still reads.
+    assert retry_stale_leads.apply().get() == 0

@@ -503,6 +503,8 @@ def test_the_sweeps_are_named_and_scheduled_every_minute() -> None:
             "task": "conversations.requeue_received_deliveries",
             "schedule": 60.0,
         },
+        # Leads whose delivery chain was lost (tests/conversations/test_crm_delivery.py).
+        "retry-stale-leads": {"task": "conversations.retry_stale_leads", "schedule": 60.0},
         # Prompt replays whose worker died or that never started, and the queued ones a free
         # slot waits for (tests/governance/test_replay_queue.py).
         "fail-abandoned-replays": {
