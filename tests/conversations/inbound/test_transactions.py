@@ -23,6 +23,9 @@ from tests.conversations.whatsapp.conftest import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+SQLITE_BEGIN = ("BEGIN", "BEGIN IMMEDIATE")
+
+
 @dataclass
 class Trace:
     statements: list[tuple[str, bool]] = field(default_factory=list)
@@ -31,12 +34,13 @@ class Trace:
 
     @property
     def queries(self) -> list[str]:
-        # SQLite's explicit BEGIN is the transaction itself, not a query of ours.
-        return [sql for sql, _ in self.statements if sql != "BEGIN"]
+        # SQLite's explicit BEGIN (IMMEDIATE: config/settings.py) is the transaction itself, not
+        # a query of ours.
+        return [sql for sql, _ in self.statements if sql not in SQLITE_BEGIN]
 
     @property
     def outside_the_transaction(self) -> list[str]:
-        return [sql for sql, atomic in self.statements if not atomic and sql != "BEGIN"]
+        return [sql for sql, atomic in self.statements if not atomic and sql not in SQLITE_BEGIN]
 
 
 @contextmanager
