@@ -1,5 +1,5 @@
-"""What staff do on a conversation from the admin (issue 13): take over, assign, reply, send a
-template, give back, close, regenerate the summary.
+"""What staff do on a conversation from the admin (README, Actions on the conversation page): take
+over, assign, reply, send a template, give back, close, regenerate the summary.
 
 One use case per action; the admin views (`conversations.admin.staff_actions`) check the
 ``conversations.attend_session`` permission, parse the form and call one of them. Each use case:
@@ -42,7 +42,7 @@ Rules chosen here:
 - New summary: one in flight per session. While the last request has no summary written after
   it and is younger than the summary task's time limit (``CELERY_TASK_TIME_LIMIT``), another
   click changes nothing: each request is one model call.
-- Use the current prompts (issue 15 §3): any open state; the session's pinned prompt versions
+- Use the current prompts: any open state; the session's pinned prompt versions
   (`Session.prompt_versions`, pinned by its first turn) become the ones active now, so its next
   turn uses them. A session already on them is left as it is (the double submit's no-op).
 """

@@ -1,6 +1,6 @@
-"""Outcome metrics per prompt version (issue 15 §4): what each version of an agent's prompt did
-to the conversations it spoke in. Pure numbers; the admin page (`governance.metrics_admin`)
-labels, formats and charts them.
+"""Outcome metrics per prompt version (README, Outcome metrics per prompt version): what each
+version of an agent's prompt did to the conversations it spoke in. Pure numbers; the admin page
+(`governance.metrics_admin`) labels, formats and charts them.
 
 Attribution. A conversation counts for (agent, version) when it has an agent call of that agent
 recorded with that `LLMCall.prompt_version` in the period; a conversation that met two versions
