@@ -7,7 +7,7 @@ first; the current message is appended unless it already is the last user entry.
 blank content (nothing the model could read) are left out too. Pure module.
 
 What the team wrote to the customer (a staff reply or template while the session was with a
-human, issue 13) stays in the history once the conversation is given back to the bot, as an
+human) stays in the history once the conversation is given back to the bot, as an
 ``assistant`` turn marked with `STAFF_MARK`: the customer read it from this number, so the model
 must know it was said, and that a person of the team said it, not the model itself.
 """

@@ -1,4 +1,4 @@
-"""Benchmark of the outcome metrics per prompt version (issue 15 §4) on PostgreSQL.
+"""Benchmark of the outcome metrics per prompt version on PostgreSQL.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/lab_attendance_bench_metrics \\
         .venv/bin/python bench/prompt_metrics.py [--runs 10] [--reseed]

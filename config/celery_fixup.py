@@ -7,11 +7,11 @@ connections per customer turn (the turn, its send, its mark-read), about a fifth
 CPU per turn (bench/worker_cpu.py). This fix-up keeps everything else of Celery's (django.setup,
 the model checks, closing the connections a prefork child inherits, the cache) and, around each
 task, calls Django's `close_old_connections` instead, as Django does around each request: a
-connection older than ``CONN_MAX_AGE`` (``DB_CONN_MAX_AGE``; 0 closes it after every task, as
-before), left in an unusable state or in a transaction is closed, the others are reused
+connection older than ``CONN_MAX_AGE`` (``DB_CONN_MAX_AGE``; 0 closes it after every
+task), left in an unusable state or in a transaction is closed, the others are reused
 (``CONN_HEALTH_CHECKS`` checks a reused one before its first query). With Django's connection
 pool (``OPTIONS["pool"]``, which needs ``CONN_MAX_AGE`` 0) the connection goes back to the pool
-after every task, as before.
+after every task.
 
 Selected by `config.celery` (``Celery(fixups=...)``). Relies on Celery's ``DjangoFixup`` (its
 ``worker_fixup`` property, which its receivers read) and ``DjangoWorkerFixup`` (the two signal

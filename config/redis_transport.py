@@ -7,10 +7,11 @@ that was a fifth of the Celery publish's CPU (bench/webhook.py). This channel ke
 per connection pool and hands it out again; the pool, its connections and everything else are
 kombu's own. Selected by settings when the broker URL is ``redis://`` or ``rediss://``.
 
-This module is the project's one adapter over kombu's private API (issue 12, item 1): it
-overrides ``kombu.transport.redis.Channel._create_client(asynchronous=...)`` and reads
-``Channel.pool``; of redis-py it reads only the public ``Redis.connection_pool``. Checked against
-kombu 5.7 (`CHECKED_VERSIONS`, pinned to pyproject.toml by tests/compat/test_kombu_redis.py).
+This module is the project's one adapter over kombu's private API
+(README, Private APIs of libraries): it overrides
+``kombu.transport.redis.Channel._create_client(asynchronous=...)`` and reads ``Channel.pool``; of
+redis-py it reads only the public ``Redis.connection_pool``. Checked against kombu 5.7
+(`CHECKED_VERSIONS`, pinned to pyproject.toml by tests/compat/test_kombu_redis.py).
 """
 
 from typing import Any

@@ -106,7 +106,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     # Bidi controls in a page shown as [U+202E], not applied (config.middleware).
     "config.middleware.BidiControlsVisibleMiddleware",
-    # No NUL in query parameters: PostgreSQL refuses it in text (issue 11 §7).
+    # No NUL in query parameters: PostgreSQL refuses it in text (README, Admin robustness).
     "config.middleware.NulFreeQueryStringMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -356,7 +356,7 @@ SUPPORT_SLA_MINUTES = env.int("SUPPORT_SLA_MINUTES", default=15)
 # turn); one turn in flight at a time either way.
 SIMULATOR_MAX_TURNS_PER_MINUTE = env.int("SIMULATOR_MAX_TURNS_PER_MINUTE", default=10)
 
-# --- Prompt governance (issue 15) ---
+# --- Prompt governance (README, Prompt governance) ---
 # A replay stops (status "stopped by a cap", results kept) at this many calls or this spend.
 REPLAY_MAX_CALLS = env.int("REPLAY_MAX_CALLS", default=200)
 REPLAY_MAX_COST_USD = env.float("REPLAY_MAX_COST_USD", default=2.0)

@@ -5,7 +5,7 @@ knowledge-base catalog (four): seven statements, about a twelfth of a worker's C
 (bench/worker_cpu.py), for rows that change when an editor saves in the admin. A worker keeps
 what it read for ``WORKER_CONFIG_CACHE_SECONDS`` (5 s by default; 0 reads on every turn), so an
 edit reaches every worker within that time: a conversation's first turn in that window pins the
-prompt versions that were active before it (issue 15 §3), as one that started a moment earlier
+prompt versions that were active before it, as one that started a moment earlier
 would have.
 
 Switched on when a worker starts (`config/celery.py`), like the connection pool. The web

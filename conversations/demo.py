@@ -12,10 +12,10 @@ summaries come from `handoff_summary_generate`, the staff takeover from
 - WhatsApp: `DemoSender` accepts every message with a wamid ``demo.<n>`` and never opens a
   connection.
 
-So the rows follow the code as it changes (issue 14 §4): they are never hand-written. The
-clock is one base moment (`demo_base_time`: 10:00 in São Paulo on the last weekday before
-`now`), so the same `now` always gives the same conversations; the out-of-hours conversation
-happens at 21:30 of that day, when the default business hours are closed.
+So the rows follow the code as it changes (README, Demo conversations): they are never hand-written.
+The clock is one base moment (`demo_base_time`: 10:00 in São Paulo on the last weekday before
+`now`), so the same `now` always gives the same conversations; the out-of-hours conversation happens
+at 21:30 of that day, when the default business hours are closed.
 
 Every row of a conversation carries the conversation's clock. The turn and the staff actions
 take it as their `now`; what the code stamps with the wall clock (a webhook's arrival and the

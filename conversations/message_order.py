@@ -7,10 +7,10 @@ burst (consecutive INBOUND messages in that order) are ordered among themselves 
 timestamp (then id, a message without one last), because WhatsApp may deliver a burst out of
 order. A customer message that arrived after one of ours always comes after it.
 
-Why not WhatsApp's timestamp for everything (the old rule): it has one-second resolution and
-comes from Meta's clock, ours only have our own time, so a reply stamped in the same second as
-the answer it replies to — or a few seconds before it, by clock skew — was placed before that
-answer and the model read its own question after the customer's reply. Why not ``created_at``:
+Why not WhatsApp's timestamp for everything: it has one-second resolution and comes from Meta's
+clock, ours only have our own time, so a reply stamped in the same second as the answer it
+replies to — or a few seconds before it, by clock skew — would be placed before that answer and
+the model would read its own question after the customer's reply. Why not ``created_at``:
 the web process stamps inbound messages and the worker stamps ours, two hosts' clocks. The
 primary key is one counter kept by the database.
 

@@ -116,9 +116,9 @@ class Session(models.Model):
         help_text=_("The registration data the customer was asked to confirm (code 4)."),
     )
     loaded_packages = models.JSONField(_("loaded packages"), default=list, blank=True)
-    # Issue 15 §3: each prompt agent's version ("builtin" or "override:<history_id>"), keyed by
-    # agent, pinned by the session's first turn and kept until it ends (or staff moves it to the
-    # current prompts, `conversations.staff_actions.session_prompts_update`).
+    # Each prompt agent's version ("builtin" or "override:<history_id>"), keyed by agent, pinned by
+    # the session's first turn and kept until it ends (or staff moves it to the current prompts,
+    # `conversations.staff_actions.session_prompts_update`).
     prompt_versions = models.JSONField(
         _("prompt versions"),
         default=dict,
@@ -133,7 +133,7 @@ class Session(models.Model):
     )
     handoff_detail = models.CharField(_("handoff detail"), max_length=255, blank=True)
     # Written by `conversations.handoff.session_handoff` with the state it leaves: "give back"
-    # returns the conversation to the bot there by default (issue 13).
+    # returns the conversation to the bot there by default.
     state_before_handoff = models.CharField(
         _("state before the handoff"), max_length=16, choices=STATE_CHOICES, blank=True
     )
@@ -183,7 +183,7 @@ class Session(models.Model):
         # (conversations.personal_data); Support has it, prompt editors do not.
         permissions = [
             ("view_personal_data", _("Can view customers' personal data")),
-            # Take over, assign, reply, send a template, give back, close (issue 13): Support.
+            # Take over, assign, reply, send a template, give back, close: Support has it.
             ("attend_session", _("Can attend conversations")),
             # A customer's export and erasure requests (conversations.customer_data): no group
             # has it; superusers, or staff it is granted to.
@@ -494,7 +494,7 @@ class LLMCall(models.Model):
         indexes = [
             models.Index(fields=["session", "created_at"], name="llmcall_session"),
             models.Index(fields=["turn_id"], name="llmcall_turn"),
-            # The metrics per prompt version read one agent's calls in a period (issue 15 §4).
+            # The metrics per prompt version read one agent's calls in a period.
             models.Index(fields=["agent", "purpose", "created_at"], name="llmcall_agent_period"),
         ]
 
@@ -644,7 +644,7 @@ class ProviderCircuit(models.Model):
 
 class MessageTemplate(models.Model):
     """A WhatsApp message template approved by Meta, which staff may send outside the 24-hour
-    customer service window (issue 13). Kept by superusers; `name` and `language` are exactly
+    customer service window. Kept by superusers; `name` and `language` are exactly
     as registered in WhatsApp Manager, `parameters` the labels of the body's {{1}}, {{2}}, …"""
 
     name = models.CharField(

@@ -1,4 +1,5 @@
-"""The queue of customers waiting for a human (issue 13 §1): who waits, since when, in what order.
+"""The queue of customers waiting for a human (README, The queue): who waits, since when, in what
+order.
 
 A session is in the queue when it is with a human (state HUMAN; bot states and CLOSED are not)
 and its customer is waiting for the team:

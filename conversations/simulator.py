@@ -1,5 +1,5 @@
 """Talk to the bot as a customer without WhatsApp: `python manage.py simulate` and the admin's
-simulator page (conversations.admin.simulator).
+simulator page, `conversations.admin.simulator` (README, Try it without WhatsApp).
 
 Each customer message is a Cloud API delivery built by `simulated_text_delivery` and applied by
 the webhook's own use case for parsed payloads (`conversations.inbound.events.payload_apply`),
@@ -19,15 +19,9 @@ leave the machine:
   mark-read does nothing;
 - the handoff summary runs in the same call (`handoff_summary_generate`), not in a worker.
 
-The command runs the turn in its own process (`simulated_message_send`). The page never runs it
-in the web worker: `simulated_turn_start` applies the delivery, writes a `SimulatedTurn` and
-enqueues the ``conversations.simulated_turn`` task (`simulated_turn_run`), one turn in flight per
-staff member and at most ``SIMULATOR_MAX_TURNS_PER_MINUTE`` a minute; the page polls the row.
-
-The same phone continues the same simulated session; `simulated_session_reset` closes it, so
-the next message opens a new one. `turn_report` says what one customer message did: the replies,
-the session's state, the last code, the handoff reason, the agents called, the KB packages
-loaded, tokens and cost.
+The page never runs a turn in the web worker: `simulated_turn_start` writes a `SimulatedTurn`
+and enqueues the ``conversations.simulated_turn`` task, one turn in flight per staff member and
+at most ``SIMULATOR_MAX_TURNS_PER_MINUTE`` a minute; the page polls the row.
 """
 
 import json

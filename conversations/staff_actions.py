@@ -1,50 +1,34 @@
-"""What staff do on a conversation from the admin (issue 13): take over, assign, reply, send a
-template, give back, close, regenerate the summary.
+"""What staff do on a conversation from the admin (README, Actions on the conversation page): take
+over, assign, reply, send a template, give back, close, regenerate the summary.
 
-One use case per action; the admin views (`conversations.admin.staff_actions`) check the
-``conversations.attend_session`` permission, parse the form and call one of them. Each use case:
+One use case per action, called by the admin views (`conversations.admin.staff_actions`) once
+they have checked ``conversations.attend_session`` and parsed the form. Each use case:
 
 - runs in one transaction that first locks the session row (``SELECT ... FOR UPDATE``), so two
   clicks, two colleagues, a running turn's commit or a webhook never interleave with it;
 - checks the session's state under that lock and refuses what does not fit it with a pt-BR
   message (`StaffActionRefused`), writing nothing;
-- is safe against a double submit: a second identical POST changes nothing. The state guards do
-  that for take over, assign, give back and close (the second finds the work done); a reply, a
-  template and a summary request carry the form's one-time token (`form_token`, a UUID rendered
-  with the page), kept in the row they write (``json_part["form_token"]``): a token seen before
-  on a row of the same kind (a reply, a template, a summary request) is a no-op;
-- records who did it and when: a SYSTEM event in the transcript (``message_type`` one of
-  `conversations.events.EventCode`, ``staff_user``, its parameters in ``json_part``; a
-  take-over's is the handoff event `session_handoff` writes; a reply and a template are their
-  own OUTBOUND row, with the author and the time) and an admin log entry (`LogEntry`, the
-  session's history page).
+- changes nothing on a second identical POST: the state guards find the work done; a reply, a
+  template and a summary request carry the form's one-time token (`form_token`), kept in the row
+  they write (``json_part["form_token"]``), and a token seen before on a row of the same kind is
+  a no-op;
+- records who did it and when: a SYSTEM event in the transcript and an admin log entry.
 
 Rules chosen here:
 
 - Reply and template only while the session is HUMAN (take it over first): the bot and a person
-  never answer the same customer at the same time.
-- A free-text reply only inside WhatsApp's 24-hour window (24 h after the customer's last
-  message, `Session.last_inbound_at`); outside it the refusal names the active templates, which
-  are allowed at any time. Replies and templates are OUTBOUND rows sent after commit by the same
-  task as the bot's answers (``conversations.send_message`` → `conversations.sending`).
-- Take over: any bot state → HUMAN through `conversations.handoff.session_handoff` (reason
-  ``staff_takeover``, no fixed text, no summary), assigned to whoever clicked. The customer's
-  pending messages are marked processed, as the Business-app echo does: staff read them on the
-  page. A turn already running when staff takes over does not send its answer: its commit
-  re-reads the session under the row lock, sees the state changed and stores the draft as
-  ``superseded`` (never sent); with nothing left pending, the worker releases the lease.
-- Give back: HUMAN → the chosen bot state (default: the state before the handoff, else TRIAGE);
-  the assignment and the handoff fields are cleared. The bot answers the customer's next
-  message; the team's messages stay in the model's history as assistant turns marked as the
-  team's (`agents.history.STAFF_MARK`).
-- Close: any open state → CLOSED with ``closed_at``; the customer's next message opens a new
-  session (`conversations.inbound.sessions`).
+  never answer the same customer at the same time. A free-text reply only inside WhatsApp's
+  24-hour window; templates are allowed at any time, so the refusal names them.
+- Take over goes through `conversations.handoff.session_handoff` (reason ``staff_takeover``, no
+  fixed text, no summary: staff are in the conversation). The customer's pending messages are
+  marked processed, as the Business-app echo does: staff read them on the page. A turn already
+  running does not send its answer: its commit re-reads the session under the row lock, sees the
+  state changed and stores the draft as ``superseded``.
 - New summary: one in flight per session. While the last request has no summary written after
   it and is younger than the summary task's time limit (``CELERY_TASK_TIME_LIMIT``), another
   click changes nothing: each request is one model call.
-- Use the current prompts (issue 15 §3): any open state; the session's pinned prompt versions
-  (`Session.prompt_versions`, pinned by its first turn) become the ones active now, so its next
-  turn uses them. A session already on them is left as it is (the double submit's no-op).
+- Use the current prompts: the session's pinned prompt versions (`Session.prompt_versions`)
+  become the ones active now, so its next turn uses them.
 """
 
 import logging

@@ -1,28 +1,13 @@
-"""Outcome metrics per prompt version (issue 15 §4): what each version of an agent's prompt did
-to the conversations it spoke in. Pure numbers; the admin page (`governance.metrics_admin`)
-labels, formats and charts them.
+"""Outcome metrics per prompt version (README, Outcome metrics per prompt version): what each
+version of an agent's prompt did to the conversations it spoke in. Pure numbers; the admin page
+(`governance.metrics_admin`) labels, formats and charts them.
 
-Attribution. A conversation counts for (agent, version) when it has an agent call of that agent
-recorded with that `LLMCall.prompt_version` in the period; a conversation that met two versions
-(an override activated mid-conversation) counts for both. Its handoff and its lead are
-attributed to every version it counts for. Turns are the distinct turns of the version's agent
-calls; repairs are the repair calls (`purpose="repair"`, recorded as built-in) in those turns.
-
-Definitions (README, "Outcome metrics per prompt version"):
-
-- handoff: a conversation whose `Session.handoff_reason` is set, except `qualified_lead` (a
-  confirmed lead goes to people by design and is counted as a lead). The reason is the
-  conversation's current one: a conversation given back to the bot has none.
-- contract violation: a handoff for a reason that means the model broke the output contract
-  (`CONTRACT_VIOLATIONS`): an answer that could not be read even after the repair, an answer
-  outside the contract, a package that does not exist. Counted per 100 agent calls.
-- turns to qualification (triage versions only): the conversation's turns up to and including
-  the one in which `qualificacao` was first called; turns to confirmation: up to and including
-  the one that created the Lead. Medians over the conversations that got there.
-- tokens and cost: the version's agent calls and its repair calls, per conversation; the cost
-  is at `conversations.model_prices` (None when a model used has no listed price).
-- latency: p50 and p95 (`percentile_cont`, linear interpolation) of the agent calls'
-  `latency_ms`, failed calls included (a timeout is the time the customer waited).
+Attribution: a conversation counts for (agent, version) when it has an agent call of that agent
+recorded with that `LLMCall.prompt_version` in the period; one that met two versions (an override
+activated mid-conversation) counts for both, with its handoff and its lead. A handoff is any
+`Session.handoff_reason` but `qualified_lead` (a confirmed lead goes to people by design); latency
+percentiles include failed calls (a timeout is the time the customer waited). The other
+definitions are the README's.
 
 Query count: `prompt_metrics` runs 7 queries (6 when no override version is in the period,
 where the override labels need none; one more on PostgreSQL, `without_jit`), whatever the

@@ -1,6 +1,7 @@
 """A replay run of a draft prompt override over recorded model calls, and its per-call results
-(issue 15 §1). The run keeps the draft's text and its hash, so the activation gate finds the
-latest replay of exactly the text being activated (§2) even after the override was edited.
+(README, Replay a draft). The run keeps the draft's text and its hash, so the activation gate finds
+the latest replay of exactly the text being activated (README, The activation gate) even after the
+override was edited.
 """
 
 from decimal import Decimal

@@ -1,42 +1,28 @@
-"""Replay a draft prompt override over recorded calls of its agent (issue 15 §1).
+"""Replay a draft prompt override over recorded calls of its agent (README, Replay a draft).
 
 `replay_run_start` stores a `ReplayRun` (the draft's text and hash, the filters, how many calls
 they select); the ``governance.replay_run`` task (or ``python manage.py replay``) runs
-`replay_run_execute`. For each selected call — the newest agent calls of the override's agent
-that succeeded, carry a context snapshot and belong to a real (not simulated) conversation — the
-request is rebuilt from the snapshot with the draft in place of the recorded prompt
-(`agents.invoker.AgentInvoker.prepare` with an override: the same metadata and guards; the
-history as the call saw it; the KB packages at the recorded versions; the clock at the call's
-time), the configured model is called, and the answer is read by the turn's own code
-(`conversations.turns.think.agent_answer_read`: parse, one repair, validation, dispatch) on an
-in-memory session. The recorded answer is read the same way. Nothing is sent, no session
-changes, no `LLMCall` is written: the replay's calls are counted on its results only.
+`replay_run_execute`. Each selected call's request is rebuilt from its context snapshot with the
+draft in place of the recorded prompt (`agents.invoker.AgentInvoker.prepare` with an override),
+and both answers, replayed and recorded, are read by the turn's own code
+(`conversations.turns.think.agent_answer_read`) on an in-memory session, so both are judged by
+today's code. Nothing is sent, no session changes, no `LLMCall` is written.
 
-Runs share the installation (`governance.slots`, rows of the database, so the count holds
-across processes and in the embedded SQLite default): at most `REPLAY_MAX_RUNNING` runs at once
-(a run slot); a run that finds none stays queued, holding no worker thread and no connection,
-and the run that ends next (or the sweep, every minute) publishes it again
-(`replay_queue_advance`). At most `REPLAY_CONCURRENCY` model calls are in flight for all replays
-together (a call slot per recorded call replayed, taken before its request and given back when
-its answer is read). A run that can no longer start ends FAILED with its reason: its start
-raised (`replay_run_execute`), or no worker looked at its task within `REPLAY_START_TIMEOUT`
-(`stuck_replay_runs_fail`).
+Runs share the installation with customers: at most `REPLAY_MAX_RUNNING` runs and
+`REPLAY_CONCURRENCY` model calls at once, counted in rows of the database (`governance.slots`) so
+the count holds across processes and in the embedded SQLite default. A run that finds no slot
+stays queued, holding no worker thread and no connection, and is published again by the run that
+ends next or by the sweep (`replay_queue_advance`); one that can no longer start ends FAILED with
+its reason (`stuck_replay_runs_fail`).
 
 The model calls run in a small thread pool; every database read and write stays in the run's
-thread, between calls, so no transaction is open across a model call and the pool's threads
-never open a connection. While the run's thread waits on the model (or for a call slot) it gives
-its pooled connection back (`conversations.db_connections`, as a turn does), so a replay holds
-no connection across a wait. Each result is written, with the run's totals, as it arrives.
-Before each call the run checks whether it was cancelled and whether a cap is reached:
-`REPLAY_MAX_CALLS` (only that many of the selected calls are replayed) and
-`REPLAY_MAX_COST_USD` (no new call once the cost reaches it; calls already in flight finish, so
-the cost may pass it by at most `REPLAY_CONCURRENCY - 1` calls). A capped run keeps its results.
-Costs are the list prices of `conversations.model_prices`: a run whose model has none is refused
-(`ReplayRefused` at the start, FAILED when it would run), never counted as free; an answer that
-names a model the table does not list (a dated snapshot, ``gpt-4o-mini-2024-07-18``) is priced
-as the model the replay asked for. A provider error on one call is that call's result (`error`,
-counted in `provider_errors`); anything unexpected ends the run FAILED with a detail, and is
-logged.
+thread, between calls, and that thread gives its pooled connection back while it waits
+(`conversations.db_connections`), so no transaction or connection is held across a model call.
+Before each call the run checks for a cancel and for the caps (`REPLAY_MAX_CALLS`,
+`REPLAY_MAX_COST_USD`); calls already in flight finish, so the cost may pass its cap by at most
+`REPLAY_CONCURRENCY - 1` calls. A model with no listed price (`conversations.model_prices`) is
+refused, never counted as free. A provider error is that call's result; anything unexpected ends
+the run FAILED with a detail, and is logged.
 """
 
 import logging

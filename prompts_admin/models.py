@@ -51,7 +51,7 @@ DEFAULT_BUSINESS_HOURS: dict[str, list[list[str]]] = {
 
 
 def prompt_content_hash(content: str) -> str:
-    """The hash the activation gate matches replays by (issue 15 §2): sha256 of the text with
+    """The hash the activation gate matches replays by: sha256 of the text with
     line endings normalised, since a browser submits a textarea with CRLF."""
     normalised = content.replace("\r\n", "\n").replace("\r", "\n")
     return hashlib.sha256(normalised.encode("utf-8")).hexdigest()

@@ -103,8 +103,8 @@ FROM_BUILTIN_PARAM = "from_builtin"
 def start_from_builtin_initial(agent_value: str) -> dict[str, Any]:
     """The add form's initial data for "Start from the built-in prompt": `agent`'s built-in
     template verbatim, inactive, with a note saying where it came from; empty for anything but a
-    prompt agent. Only initial data: nothing is stored until the editor saves (each click
-    used to store another inactive copy, which editors cannot delete)."""
+    prompt agent. Only initial data: nothing is stored until the editor saves (storing at
+    each click would leave an inactive copy per click, which editors cannot delete)."""
     if agent_value not in {agent.value for agent in PROMPT_AGENTS}:
         return {}
     agent = AgentName(agent_value)

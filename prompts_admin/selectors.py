@@ -189,11 +189,11 @@ class DatabasePromptSource:
 
 
 class ChosenOverridesPromptSource(DatabasePromptSource):
-    """The simulator's prompts (issue 14 §3): for the agents in `chosen`, that saved override,
-    active or a draft, over the simulated session's pinned version (`chosen_override`); the
-    session's own prompt for the others. Built for one simulated turn only, so what customers
-    get never changes. A chosen override deleted since is not chosen: the session's prompt
-    serves (the active one for `active_override`)."""
+    """The simulator's prompts (README, Try it without WhatsApp): for the agents in `chosen`, that
+    saved override, active or a draft, over the simulated session's pinned version
+    (`chosen_override`); the session's own prompt for the others. Built for one simulated turn only,
+    so what customers get never changes. A chosen override deleted since is not chosen: the
+    session's prompt serves (the active one for `active_override`)."""
 
     def __init__(self, chosen: Mapping[AgentName, int]) -> None:
         self._chosen = dict(chosen)

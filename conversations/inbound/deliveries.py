@@ -10,13 +10,14 @@ events are stored with their raw body or not at all, the body always, and the da
 commit per delivery, the floor of a durable webhook (DESIGN.md §11). `webhook_delivery_reprocess`
 and the ``reprocess_webhooks`` command apply a failed delivery again.
 
-Poison deliveries (issue 11 §4): the body's SHA-256 is stored with it and every delivery insert
-is an upsert on it, so an identical body is stored once and counted (``times_received``); a
-delivery over ``WEBHOOK_INLINE_MAX_EVENTS`` events or ``WEBHOOK_INLINE_MAX_BYTES`` bytes is only
-stored (outcome ``received``) and applied by the ``apply_webhook_delivery`` task
-(`webhook_delivery_apply`, idempotent), the beat sweep enqueueing it again if that task is lost;
-whatever fails while applying — any exception, in either path — leaves the raw body stored,
-marked ``failed``: `DeliveryNotStored` (a 503) means the database refused even that.
+Poison deliveries (README, Poison deliveries): the body's SHA-256 is stored with it and every
+delivery insert is an upsert on it, so an identical body is stored once and counted
+(``times_received``); a delivery over ``WEBHOOK_INLINE_MAX_EVENTS`` events or
+``WEBHOOK_INLINE_MAX_BYTES`` bytes is only stored (outcome ``received``) and applied by the
+``apply_webhook_delivery`` task (`webhook_delivery_apply`, idempotent), the beat sweep enqueueing it
+again if that task is lost; whatever fails while applying — any exception, in either path — leaves
+the raw body stored, marked ``failed``: `DeliveryNotStored` (a 503) means the database refused even
+that.
 
 Why no savepoint around the events, as DESIGN.md §11 first put it: a savepoint costs two round
 trips (SAVEPOINT, RELEASE) on every delivery to spare a second transaction on the rare failure;
@@ -46,7 +47,7 @@ from conversations.whatsapp.payload import (
     parse_payload,
 )
 
-# The package's name, as before the split into modules: log lines keep the logger name.
+# The package's name, not the module's: every inbound module logs under one logger name.
 logger = logging.getLogger("conversations.inbound")
 
 _STORED_HEADERS = ("Content-Type", "Content-Length", "User-Agent", "X-Hub-Signature-256")
@@ -129,8 +130,8 @@ class Stored:
 
 
 def _deferred(payload: WebhookPayload, raw_body: bytes) -> bool:
-    """Too big to apply within the request (issue 11 §4: thousands of events come near
-    gunicorn's timeout; the README gives the measure): applied by a task instead."""
+    """Too big to apply within the request (thousands of events come near gunicorn's
+    timeout; README, Poison deliveries gives the measure): applied by a task instead."""
     return (
         payload.event_count > settings.WEBHOOK_INLINE_MAX_EVENTS
         or len(raw_body) > settings.WEBHOOK_INLINE_MAX_BYTES

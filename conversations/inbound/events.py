@@ -74,7 +74,7 @@ from conversations.whatsapp.payload import (
 )
 from prompts_admin.models import RuntimeConfig
 
-# The package's name, as before the split into modules: log lines keep the logger name.
+# The package's name, not the module's: every inbound module logs under one logger name.
 logger = logging.getLogger("conversations.inbound")
 
 EnqueueFn = Callable[[int], None]

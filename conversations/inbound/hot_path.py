@@ -47,10 +47,11 @@ _INSERT_STATEMENTS: dict[tuple[str, type[models.Model], bool, bool], tuple[str, 
 
 
 # ``ON CONFLICT (body_sha256) DO UPDATE``: an identical webhook body is stored once and counted
-# (``times_received``), never copied (issue 11 §4: a replayed 5 MB body). The stored row keeps its
-# outcome, unless it failed: then the replay's outcome, error, counts and time replace them (its
-# events were applied this time, or failed again). It ends the delivery insert of both paths: the
-# one-statement path's (PostgreSQL) and the general path's (`insert_row`, every database).
+# (``times_received``), never copied (a replayed 5 MB body would be stored again). The stored row
+# keeps its outcome, unless it failed: then the replay's outcome, error, counts and time replace
+# them (its events were applied this time, or failed again). It ends the delivery insert of both
+# paths: the one-statement path's (PostgreSQL) and the general path's (`insert_row`, every
+# database).
 _FAILED = f"conversations_webhookdelivery.outcome = '{WebhookOutcome.FAILED.value}'"
 DELIVERY_UPSERT_SQL = f"""ON CONFLICT (body_sha256) DO UPDATE SET
         times_received = conversations_webhookdelivery.times_received + 1,

@@ -37,7 +37,7 @@ from conversations.inbound.session_rules import (
 from conversations.models import Instance, Session
 from conversations.whatsapp.payload import Customer
 
-# The package's name, as before the split into modules: log lines keep the logger name.
+# The package's name, not the module's: every inbound module logs under one logger name.
 logger = logging.getLogger("conversations.inbound")
 
 # What the channel reads of a session (the rest, JSON data included, is the pipeline's).

@@ -20,7 +20,7 @@ from conversations.whatsapp.statuses import (
     statuses_before,
 )
 
-# The package's name, as before the split into modules: log lines keep the logger name.
+# The package's name, not the module's: every inbound module logs under one logger name.
 logger = logging.getLogger("conversations.inbound")
 
 _TITLE_CHARS = 255

@@ -144,7 +144,7 @@ def _process_turn(
         deps.mark_read(receipt)
     context = session_context(session)
     if not context.prompt_versions:
-        # The session's first turn pins the prompts active now (issue 15 §3); its commit
+        # The session's first turn pins the prompts active now; its commit
         # writes them, and every later turn of the session uses them.
         pin = prompt_versions_of(deps.prompts.active_overrides())
         context = replace(context, prompt_versions=pin)

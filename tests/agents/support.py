@@ -316,8 +316,8 @@ def make_invoker(
     )
 
 
-# The attacks of issue 10 §2 on prompt templates (each would allocate hundreds of megabytes or
-# hang the worker), with the one problem the allow-list reports for each.
+# The attacks on prompt templates (README, Prompt template limits), each with the one problem the
+# allow-list reports for it: run, each would allocate hundreds of megabytes or hang the worker.
 NESTED_FOR = (
     "{% for a in agent_name %}{% for b in agent_name %}{% for c in agent_name %}"
     "{% for d in agent_name %}{% for e in agent_name %}{{ company_name }}"

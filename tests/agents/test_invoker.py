@@ -450,7 +450,7 @@ def test_business_hours_come_from_the_runtime_and_the_clock() -> None:
     ) in call.instructions
 
 
-# --- The session's pinned prompt versions (issue 15 §3) -----------------------------------------
+# --- The session's pinned prompt versions -------------------------------------------------------
 
 OLD = OverrideTemplate("Texto antigo de {{ agent_name }}.", "override:11")
 NEW = OverrideTemplate("Texto novo de {{ agent_name }}.", "override:12")

@@ -232,7 +232,7 @@ def test_variable_values_for_a_collection_call() -> None:
     assert "segments" not in values
 
 
-# --- The allow-list and the caps (issue 10 §2) ----------------------------------------------------
+# --- The allow-list and the caps ------------------------------------------------------------------
 
 # Under a second by far: the attacks take minutes or the worker's memory when they run.
 FAST_SECONDS = 0.25

@@ -1,7 +1,6 @@
-"""The Content-Security-Policy (issue 10, item 7): its exact header on the admin, and the admin's
-pages written so that they work under it — every script and stylesheet a same-origin file, no
-inline <script> or <style> without a nonce the header allows, no style or on* attributes, no
-javascript: URLs.
+"""The Content-Security-Policy: its exact header on the admin, and the admin's pages written so that
+they work under it — every script and stylesheet a same-origin file, no inline <script> or <style>
+without a nonce the header allows, no style or on* attributes, no javascript: URLs.
 """
 
 import uuid

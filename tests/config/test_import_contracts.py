@@ -1,5 +1,5 @@
-"""The apps form layers with no cycles: the import-linter contracts of pyproject.toml hold, and
-they catch the cycles the apps used to hide in function-level imports (issue 12, item 4).
+"""The apps form layers with no cycles: the import-linter contracts of pyproject.toml hold, and they
+catch the cycles a function-level import would hide (README, Layers).
 
 `make test` runs `lint-imports` too; these tests also pin what the contracts see, on a copy of
 the apps with one import added, so a change of configuration or of import-linter that stops
@@ -64,7 +64,7 @@ def test_the_apps_keep_their_import_contracts() -> None:
     assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in result.stdout
 
 
-# The edges the apps had before issue 12, each written the way it was hidden.
+# Upward edges the contracts must catch, each written the way an import can hide it.
 FUNCTION_LEVEL = "\n\ndef _late() -> None:\n    {statement}  # noqa\n"
 MODULE_LEVEL = "\n{statement}  # noqa\n"
 TYPE_CHECKING = "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    {statement}  # noqa\n"

@@ -1,5 +1,5 @@
-"""The leads' admin over HTTP (issue 13 §4): the list's columns, the page's labelled tables, the
-CSV export's exact bytes, the resend action, who may use them, masking, and the query count."""
+"""The leads' admin over HTTP: the list's columns, the page's labelled tables, the CSV export's
+exact bytes, the resend action, who may use them, masking, and the query count."""
 
 import csv
 import html

@@ -1,7 +1,6 @@
-"""The session pages in pt-BR, read through the admin (issue 13 §5): the handoff by its motive
-and explained, the summary's error as a sentence, events as sentences, collected data labelled
-by the service schema with sim/não, CPF formatted (masked without the permission), WhatsApp's
-bold in the bubbles."""
+"""The session pages in pt-BR, read through the admin: the handoff by its motive and explained, the
+summary's error as a sentence, events as sentences, collected data labelled by the service schema
+with sim/não, CPF formatted (masked without the permission), WhatsApp's bold in the bubbles."""
 
 import html
 import re

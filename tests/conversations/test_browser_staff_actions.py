@@ -1,6 +1,6 @@
-"""The conversation page's staff actions in a real browser (issue 13 §6): Playwright drives
-Debian's chromium (never a downloaded browser) against pytest-django's live server, with a fake
-Graph API on 127.0.0.1 receiving what WhatsApp would.
+"""The conversation page's staff actions in a real browser: Playwright drives Debian's chromium
+(never a downloaded browser) against pytest-django's live server, with a fake Graph API on 127.0.0.1
+receiving what WhatsApp would.
 
 As Support: log in → open a bot conversation → take over → reply (the fake Graph API receives
 the text; a signed "delivered" status webhook marks it) → give back → close. As a Prompt editor:

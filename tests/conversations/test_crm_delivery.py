@@ -1,6 +1,6 @@
-"""Leads that reach the CRM (issue 13 §4): created pending (or not_configured), POSTed signed to a
-real HTTP receiver on 127.0.0.1 after the commit, retried on timeouts and 5xx, failed for good on
-a 4xx or after the last attempt, and sent again by the resend use case."""
+"""Leads that reach the CRM: created pending (or not_configured), POSTed signed to a real HTTP
+receiver on 127.0.0.1 after the commit, retried on timeouts and 5xx, failed for good on a 4xx or
+after the last attempt, and sent again by the resend use case."""
 
 import hashlib
 import hmac

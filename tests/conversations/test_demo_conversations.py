@@ -1,6 +1,6 @@
-"""The demo conversations (issue 14 §4): the generator plays its recordings through the real
-webhook, pipeline and staff actions; it is deterministic, idempotent, and never reaches WhatsApp
-or OpenAI (their fakes, configured with credentials, get no request)."""
+"""The demo conversations: the generator plays its recordings through the real webhook, pipeline and
+staff actions; it is deterministic, idempotent, and never reaches WhatsApp or OpenAI (their fakes,
+configured with credentials, get no request)."""
 
 import io
 from datetime import datetime, timedelta

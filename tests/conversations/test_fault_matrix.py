@@ -1,5 +1,5 @@
-"""The fault matrix (issue 11 §9), black box: gunicorn serving the project and a real Celery
-worker, on PostgreSQL and Redis, with one outside dependency failing at a time.
+"""The fault matrix, black box: gunicorn serving the project and a real Celery worker, on PostgreSQL
+and Redis, with one outside dependency failing at a time.
 
 - Redis stopped during traffic: the webhook still answers 200 and stores; once Redis is back the
   stalled-sessions sweep enqueues the lost turns and each runs exactly once.

@@ -1,6 +1,6 @@
-"""Alerts on handoff (issue 13 §3): a handoff e-mails the team and POSTs a signed alert to a real
-HTTP receiver on 127.0.0.1, through the real tasks (eager) and the real httpx client; retries,
-refusals, out-of-hours marking, the summary's next action, first name only."""
+"""Alerts on handoff: a handoff e-mails the team and POSTs a signed alert to a real HTTP receiver on
+127.0.0.1, through the real tasks (eager) and the real httpx client; retries, refusals, out-of-hours
+marking, the summary's next action, first name only."""
 
 import hashlib
 import hmac

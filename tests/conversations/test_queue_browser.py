@@ -1,6 +1,5 @@
-"""The queue in a real browser (issue 13 §6): Support logs in, the queue shows a handed-off
-customer, refreshes itself in place (scroll and filter kept, no reload), and a click opens the
-conversation page.
+"""The queue in a real browser: Support logs in, the queue shows a handed-off customer, refreshes
+itself in place (scroll and filter kept, no reload), and a click opens the conversation page.
 
 Playwright drives Debian's chromium (`CHROMIUM`, launched by path, never downloaded). Screenshots
 of the queue and the conversation page at 1,366 px go to `BROWSER_SCREENSHOTS_DIR` (default: a

@@ -1,4 +1,4 @@
-"""Issue 10 §5: a provider that echoes the credential puts it neither in the log nor in any row.
+"""A provider that echoes the credential puts it neither in the log nor in any row.
 
 The fake OpenAI server answers 401 ``Incorrect API key provided: sk-SENTINEL…`` (the key the
 client really sent) and the fake Graph API refuses the token with ``Malformed access token

@@ -1,6 +1,6 @@
-"""`python manage.py simulate` (issue 14 §2): a customer talks to the bot through the real webhook
-use case and pipeline, the model answering from the fake OpenAI server; a fake Graph API with an
-access token listens the whole time, and no request may reach it.
+"""`python manage.py simulate`: a customer talks to the bot through the real webhook use case and
+pipeline, the model answering from the fake OpenAI server; a fake Graph API with an access token
+listens the whole time, and no request may reach it.
 
 The tests commit (``transaction=True``): the command runs in autocommit, as it does from the
 terminal, so the after-commit sends run as they do there."""

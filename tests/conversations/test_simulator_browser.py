@@ -1,6 +1,6 @@
-"""The simulator page in a real browser (issue 14 §6): a prompt editor logs in, sends one message
-as the simulated customer and sees the bot's reply with the turn's agent and code; and, while a
-turn is in flight, the page polls it and shows the reply once it ended.
+"""The simulator page in a real browser: a prompt editor logs in, sends one message as the simulated
+customer and sees the bot's reply with the turn's agent and code; and, while a turn is in flight,
+the page polls it and shows the reply once it ended.
 
 Playwright drives Debian's chromium as in `test_queue_browser` (launched by path, never
 downloaded); the screenshot goes to `BROWSER_SCREENSHOTS_DIR` (default: a new temporary

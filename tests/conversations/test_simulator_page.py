@@ -1,6 +1,6 @@
-"""The simulator page in the admin (issue 14 §3): staff talk to the bot as a simulated customer;
-each message runs the real webhook use case and pipeline with the model answering from the fake
-OpenAI server, while a fake Graph API with an access token listens and must get no request.
+"""The simulator page in the admin: staff talk to the bot as a simulated customer; each message runs
+the real webhook use case and pipeline with the model answering from the fake OpenAI server, while a
+fake Graph API with an access token listens and must get no request.
 
 The POST tests commit (``transaction=True``), as the page does outside a test, so the sends
 and the handoff summary that run after the commit run here too."""

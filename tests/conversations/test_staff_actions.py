@@ -1,5 +1,5 @@
-"""The staff actions on the conversation page over HTTP (issue 13 §2): who may, what each does,
-what each refuses, and that a repeated submit changes nothing."""
+"""The staff actions on the conversation page over HTTP: who may, what each does, what each refuses,
+and that a repeated submit changes nothing."""
 
 import html
 import logging

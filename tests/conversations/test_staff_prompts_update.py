@@ -1,5 +1,5 @@
-"""The staff action "Usar os prompts atuais" (issue 15 §3) and the pinned versions on the session
-page: who may, what it writes, the double submit, the pt-BR event and page text."""
+"""The staff action "Usar os prompts atuais" and the pinned versions on the session page: who may,
+what it writes, the double submit, the pt-BR event and page text."""
 
 import html
 import re

@@ -1,6 +1,6 @@
-"""The replay in the admin (issue 15 §1): start from an override, follow the progress, cancel,
-read the results; prompt editors may, Support may not; customer text masked without the
-permission to view personal data."""
+"""The replay in the admin: start from an override, follow the progress, cancel, read the results;
+prompt editors may, Support may not; customer text masked without the permission to view personal
+data."""
 
 from decimal import Decimal
 from typing import Any

@@ -1,4 +1,4 @@
-"""`python manage.py replay` (issue 15 §1): the same replay from the terminal, stored as a run."""
+"""`python manage.py replay`: the same replay from the terminal, stored as a run."""
 
 import json
 from io import StringIO

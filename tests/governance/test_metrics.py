@@ -1,4 +1,4 @@
-"""Outcome metrics per prompt version (issue 15 §4), on the hand-built history of
+"""Outcome metrics per prompt version, on the hand-built history of
 tests/governance/metrics_data.py: exact counts, rates, medians and percentiles, on SQLite and
 PostgreSQL, in a constant number of queries."""
 

@@ -1,6 +1,6 @@
-"""The admin page "Métricas por versão do prompt" (issue 15 §4): who may open it, the filter
-form, the table (newest version first, the change in handoff rate from the version before), the
-handoffs by reason and the chart, in pt-BR."""
+"""The admin page "Métricas por versão do prompt": who may open it, the filter form, the table
+(newest version first, the change in handoff rate from the version before), the handoffs by reason
+and the chart, in pt-BR."""
 
 import re
 import uuid

@@ -1,6 +1,6 @@
-"""The metrics page in a real browser (issue 15 §4): a prompt editor opens it from the prompt
-overrides' list, filters the period and reads the table and the chart. Playwright drives
-Debian's chromium (tests/support/browser.py); the screenshot goes to `BROWSER_SCREENSHOTS_DIR`."""
+"""The metrics page in a real browser: a prompt editor opens it from the prompt overrides' list,
+filters the period and reads the table and the chart. Playwright drives Debian's chromium
+(tests/support/browser.py); the screenshot goes to `BROWSER_SCREENSHOTS_DIR`."""
 
 from pathlib import Path
 from typing import Any

@@ -1,5 +1,5 @@
-"""The replay of a draft prompt over recorded calls (issue 15 §1): recorded by real turns, replayed
-through the real OpenAI SDK against the fake server; nothing sent, nothing changed."""
+"""The replay of a draft prompt over recorded calls: recorded by real turns, replayed through the
+real OpenAI SDK against the fake server; nothing sent, nothing changed."""
 
 from decimal import Decimal
 from typing import Any

@@ -1,7 +1,7 @@
-"""The replay in a real browser (issue 15 §1): from the override's page an editor opens "Simular
-este rascunho", sees how many recorded calls match, starts the replay and lands on the run's page
-with its results. The model is the fake OpenAI server; the run executes eagerly after the start's
-commit, as in `make run`.
+"""The replay in a real browser: from the override's page an editor opens "Simular este rascunho",
+sees how many recorded calls match, starts the replay and lands on the run's page with its results.
+The model is the fake OpenAI server; the run executes eagerly after the start's commit, as in
+`make run`.
 
 Screenshots of the start page and the run page at 1,366 px go to `BROWSER_SCREENSHOTS_DIR`
 (default: a new temporary directory; the path is printed).

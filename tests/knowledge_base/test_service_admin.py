@@ -1,6 +1,6 @@
-"""A service's parameter schema edited as rows in the admin (issue 14 §5): the stored JSON shown
-as one row of inputs per parameter plus empty rows, read back as the same JSON, each row checked
-by the pure validator with the row named, the history kept; Support sees the rows read-only."""
+"""A service's parameter schema edited as rows in the admin: the stored JSON shown as one row of
+inputs per parameter plus empty rows, read back as the same JSON, each row checked by the pure
+validator with the row named, the history kept; Support sees the rows read-only."""
 
 from typing import Any
 

@@ -1,6 +1,6 @@
-"""The activation gate (issue 15 §2): activating an override shows the latest replay of exactly
-its text; without one, or over a threshold, the save is refused once and needs a confirmation
-with a reason, which the override's history records.
+"""The activation gate: activating an override shows the latest replay of exactly its text; without
+one, or over a threshold, the save is refused once and needs a confirmation with a reason, which the
+override's history records.
 
 The replays are real `governance.ReplayRun` rows read through the evidence the governance app
 registers (`governance.activation.DatabaseReplayEvidence`).

@@ -1,6 +1,6 @@
-"""The activation gate in a real browser (issue 15 §2): an editor activates a draft that has no
-replay: the save is refused with the message, the "Activate anyway" box and the reason field
-appear; ticked, with a reason, the save goes through and the history shows the reason.
+"""The activation gate in a real browser: an editor activates a draft that has no replay: the save
+is refused with the message, the "Activate anyway" box and the reason field appear; ticked, with a
+reason, the save goes through and the history shows the reason.
 
 Playwright drives Debian's chromium (tests/support/browser.py). Screenshots of the refusal and
 of the history at 1,366 px go to `BROWSER_SCREENSHOTS_DIR` (default: a new temporary

@@ -1,6 +1,6 @@
-"""The prompt editor in a real browser (issue 14 §5): an editor changes the text of an override
-and previews it unsaved: the preview opens in a new tab with the text as it is in the form, and
-nothing is stored; the help lists the variables of the agent picked in the form only.
+"""The prompt editor in a real browser: an editor changes the text of an override and previews it
+unsaved: the preview opens in a new tab with the text as it is in the form, and nothing is stored;
+the help lists the variables of the agent picked in the form only.
 
 Playwright drives Debian's chromium (`CHROMIUM`, launched by path, never downloaded), as in
 tests/conversations/test_queue_browser.py. Screenshots of the form and the preview at 1,366 px go

@@ -1,5 +1,5 @@
 """The version page of every versioned admin: read-only, and closed to POSTs, without change
-permission (issue 10, item 1: simple-history's form saved a view-only user's POST).
+permission (simple-history's own form would save a view-only user's POST).
 """
 
 from collections.abc import Callable

@@ -161,7 +161,7 @@ def test_the_admin_saves_a_valid_override(admin_client: Client, admin_user: User
     assert override.history.get().history_user == admin_user
 
 
-# --- The allow-list and the caps (issue 10 §2) -----------------------------------------------------
+# --- The allow-list and the caps -------------------------------------------------------------------
 
 ATTACK_MESSAGES = {
     "lorem": "Linha 2: A tag {% lorem %} não é permitida em prompts.",

@@ -1,6 +1,6 @@
-"""The runtime configuration's business hours edited as a form (issue 14 §5): one field per
-weekday in pt-BR ("08:00-12:00, 13:00-18:00"; empty: closed), validated, stored as the same
-JSON; the national holidays listed."""
+"""The runtime configuration's business hours edited as a form: one field per weekday in pt-BR
+("08:00-12:00, 13:00-18:00"; empty: closed), validated, stored as the same JSON; the national
+holidays listed."""
 
 from typing import Any
 

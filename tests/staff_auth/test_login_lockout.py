@@ -1,6 +1,6 @@
-"""Password guessing on the admin login (issue 10, item 3): 5 failures of one username from one
-address lock that pair out for 15 minutes, whatever the password tried next; other staff on the
-same address, and the same staff member elsewhere, still log in.
+"""Password guessing on the admin login: 5 failures of one username from one address lock that pair
+out for 15 minutes, whatever the password tried next; other staff on the same address, and the same
+staff member elsewhere, still log in.
 """
 
 import datetime as dt

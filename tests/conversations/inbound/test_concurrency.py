@@ -67,8 +67,7 @@ def test_twenty_concurrent_deliveries_of_one_wamid_make_one_row_and_one_turn(
     session = Session.objects.get()
     assert Message.objects.filter(direction=Direction.INBOUND).count() == 1
     assert turns.calls == [session.pk]
-    # The identical body is stored once and counted (issue 11 §4); the duplicates simply found
-    # the message stored.
+    # The identical body is stored once and counted; the duplicates simply found the message stored.
     assert list(
         WebhookDelivery.objects.values_list("outcome", "messages_count", "times_received")
     ) == [("processed", 1, DELIVERIES)]

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.django_db
 def test_an_unreadable_status_is_reported_with_its_reason_and_the_rest_of_the_batch_applied(
     instance: Instance, receive: Receiver
 ) -> None:
-    # Issue 11 §5: each item is read on its own; before, the whole delivery was refused.
+    # Each item is read on its own: one unreadable status does not refuse the whole delivery.
     document = load_fixture("batch")
     document["entry"][1]["changes"][0]["value"]["statuses"][1]["timestamp"] = "soon"
     raw = encode(document)

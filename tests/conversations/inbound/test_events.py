@@ -138,7 +138,7 @@ def test_a_repeated_delivery_stores_nothing_twice_and_enqueues_no_second_turn(
 
     assert Message.objects.count() == 1
     assert receive.turns.calls == [Session.objects.get().pk]
-    # The identical body is stored once and counted (issue 11 §4); the first pass's outcome stays.
+    # The identical body is stored once and counted; the first pass's outcome stays.
     assert second.pk == first.pk
     assert (second.outcome, second.messages_count, second.times_received) == ("processed", 1, 2)
     assert WebhookDelivery.objects.count() == 1

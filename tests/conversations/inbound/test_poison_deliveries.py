@@ -1,4 +1,4 @@
-"""Issue 11 §4 and §5: poison deliveries and unreadable items.
+"""Poison deliveries (README, Poison deliveries) and unreadable items (README, Per-item parsing).
 
 - a lone UTF-16 surrogate anywhere is replaced (U+FFFD), never a 503 that Meta retries for days;
 - a timestamp out of range (year 9999, before the Cloud API) is replaced by the reception time,
@@ -440,7 +440,7 @@ def test_on_postgresql_a_known_customer_s_replayed_text_is_counted_in_one_statem
     assert Message.objects.count() == 1
 
 
-# --- unreadable items (issue 11 §5) ----------------------------------------------------------
+# --- unreadable items ------------------------------------------------------------------------
 
 UNREADABLE_REASON = (
     "131000 Unsupported webhook payload; interactive: expected an object, got NoneType"

@@ -1,7 +1,7 @@
 """A committed turn's reply reaches the customer, whatever the Graph API or the broker does.
 
 - The embedded default (no broker: eager Celery that propagates errors) retries a send that
-  failed transiently in-process, so one Graph 5xx no longer loses the reply; a send that keeps
+  failed transiently in-process, so one Graph 5xx does not lose the reply; a send that keeps
   failing is stored as failed, and the turn stays committed either way.
 - The turn's after-commit hooks (summary, each part's send) are each attempted even when the
   broker refuses the publishes; the turn is committed once and reported so, and the unsent parts

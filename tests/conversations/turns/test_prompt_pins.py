@@ -1,7 +1,7 @@
-"""Issue 15 §3: each conversation keeps the prompt versions its first turn pinned, through an
-activation, an edit or a deactivation, until it ends; the simulator's chosen draft still wins;
-LLMCall.prompt_version is the version used. Real turns on PostgreSQL: through the Celery task
-and the fake OpenAI server (the real openai SDK), or the pipeline with the in-process model."""
+"""Each conversation keeps the prompt versions its first turn pinned, through an activation, an edit
+or a deactivation, until it ends; the simulator's chosen draft still wins; LLMCall.prompt_version is
+the version used. Real turns on PostgreSQL: through the Celery task and the fake OpenAI server (the
+real openai SDK), or the pipeline with the in-process model."""
 
 import json
 import logging

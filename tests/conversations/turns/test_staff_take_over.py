@@ -1,5 +1,5 @@
-"""Staff take a conversation over while a turn is waiting for the model (issue 13 §2): the turn's
-answer is never sent, and the customer's message is not lost.
+"""Staff take a conversation over while a turn is waiting for the model: the turn's answer is never
+sent, and the customer's message is not lost.
 
 The turn's commit re-reads the session under its row lock; it finds the state changed (HUMAN) and
 stores the model's draft with ``error="superseded"``. The take-over marked the customer's pending

@@ -1,6 +1,6 @@
-"""The dry-run sender (issue 14 §1): with no access token anywhere, or for a simulated session, a
-reply is stored as sent with a ``sim.`` wamid and nothing reaches the Graph API; with a token the
-real path is unchanged. The fake Graph API is always listening, so a stray request would show."""
+"""The dry-run sender: with no access token anywhere, or for a simulated session, a reply is stored
+as sent with a ``sim.`` wamid and nothing reaches the Graph API; with a token the real path is
+unchanged. The fake Graph API is always listening, so a stray request would show."""
 
 import logging
 import re

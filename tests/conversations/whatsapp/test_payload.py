@@ -354,7 +354,7 @@ def _mutated(change: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
 def test_shapes_that_cannot_be_accepted_are_reported_unreadable_with_the_reason(
     change: Callable[[dict[str, Any]], object], error: str
 ) -> None:
-    # Issue 11 §5: an unreadable item no longer refuses the delivery; it is reported, with why.
+    # An unreadable item does not refuse the delivery; it is reported, with why.
     payload = parse_payload(_mutated(change))
 
     reasons = [f"{item.where}: {item.reason}" for item in payload.unreadable] + [

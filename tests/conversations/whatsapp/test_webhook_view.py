@@ -249,7 +249,7 @@ def test_arbitrary_json_signed_is_kept_and_never_yields_a_500(
 def test_a_mutated_valid_payload_has_every_readable_item_applied(
     instance: Instance, enqueued: tuple[Recorder, Recorder], document: dict[str, Any]
 ) -> None:
-    # Issue 11 §5: each message, status and echo is read on its own (no longer whole or nothing).
+    # Each message, status and echo is read on its own, never the delivery whole or nothing.
     status, outcome, rows, sessions = _post_in_rolled_back_savepoint(encode(document))
 
     assert status == 200
