@@ -8,7 +8,7 @@ recorded with that `LLMCall.prompt_version` in the period; a conversation that m
 attributed to every version it counts for. Turns are the distinct turns of the version's agent
 calls; repairs are the repair calls (`purpose="repair"`, recorded as built-in) in those turns.
 
-Definitions (README, "Outcome metrics per prompt version"):
+Definitions (docs/architecture.md, "Outcome metrics per prompt version"):
 
 - handoff: a conversation whose `Session.handoff_reason` is set, except `qualified_lead` (a
   confirmed lead goes to people by design and is counted as a lead). The reason is the
@@ -51,7 +51,7 @@ from conversations.models import Lead, LLMCall, LLMCallPurpose, Session
 from prompts_admin.models import PromptOverride
 
 OVERRIDE_PREFIX = "override:"
-# Handoff reasons that mean the model broke the output contract (README lists them).
+# Handoff reasons that mean the model broke the output contract (docs/architecture.md lists them).
 CONTRACT_VIOLATIONS: tuple[HandoffReason, ...] = (
     HandoffReason.LLM_INVALID_JSON,
     HandoffReason.LLM_INVALID_CONTRACT,

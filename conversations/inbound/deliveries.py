@@ -130,7 +130,8 @@ class Stored:
 
 def _deferred(payload: WebhookPayload, raw_body: bytes) -> bool:
     """Too big to apply within the request (issue 11 §4: thousands of events come near
-    gunicorn's timeout; the README gives the measure): applied by a task instead."""
+    gunicorn's timeout; docs/operations.md, Poison deliveries, gives the measure): applied by a
+    task instead."""
     return (
         payload.event_count > settings.WEBHOOK_INLINE_MAX_EVENTS
         or len(raw_body) > settings.WEBHOOK_INLINE_MAX_BYTES
