@@ -43,7 +43,7 @@ serve:
 run: bootstrap serve
 
 ## make test: lint, formatting, types, import contracts, migrations check and the test suite,
-## on PostgreSQL when it answers on 127.0.0.1:5432 (else SQLite); the first lines say which (README).
+## on PostgreSQL when it answers on 127.0.0.1:5432 (else SQLite); the first lines say which (docs/development.md).
 test: install-dev .env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -8,13 +8,14 @@ builds the system prompt (override or built-in text rendered with the agent's va
 metadata → guards), calls the model for the agent and records an `LLMCall` through the recorder
 for a success and for a failure alike, with the prompt version it used.
 
-Which prompt (README, Each conversation keeps its prompt version), first match wins: the `override`
-given to `prepare` (the preview, a replay); the source's chosen override (the simulator's draft);
-the version the session pinned at its first turn (`SessionContext.prompt_versions`: "builtin" is the
-built-in prompt even if an override is active now, "override:<history_id>" that version's text even
-if edited or deactivated since); the active override, or the built-in prompt, when the session
-pinned nothing. A pin that cannot be read (its history row is gone, an unversioned override) falls
-back to the active one, logged once per invoker as ``prompt_pin_unresolved``.
+Which prompt (docs/architecture.md, Each conversation keeps its prompt version), first match wins:
+the `override` given to `prepare` (the preview, a replay); the source's chosen override (the
+simulator's draft); the version the session pinned at its first turn
+(`SessionContext.prompt_versions`: "builtin" is the built-in prompt even if an override is active
+now, "override:<history_id>" that version's text even if edited or deactivated since); the active
+override, or the built-in prompt, when the session pinned nothing. A pin that cannot be read (its
+history row is gone, an unversioned override) falls back to the active one, logged once per invoker
+as ``prompt_pin_unresolved``.
 """
 
 import logging

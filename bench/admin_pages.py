@@ -8,11 +8,11 @@ Creates the database when it is missing, migrates it, seeds 10,000 sessions and 
 test client as a logged-in superuser and prints, per page, the median and 90th-percentile server
 time and the number of SQL queries. Seeding is skipped when the data are already there.
 
-The queue (README, The queue): a sixth of the sessions are with a human (1,667), handed off an hour
-before their last message; of those, a fifth have no staff reply (333 waiting, half of them the
-bench user's: "mine"), a tenth were answered and the customer wrote again (167 waiting: the queue's
-subquery looks for the first message after the reply in each), the rest were answered after the
-customer's last message (not waiting): 500 waiting.
+The queue (docs/architecture.md, The queue): a sixth of the sessions are with a human (1,667),
+handed off an hour before their last message; of those, a fifth have no staff reply (333 waiting,
+half of them the bench user's: "mine"), a tenth were answered and the customer wrote again (167
+waiting: the queue's subquery looks for the first message after the reply in each), the rest were
+answered after the customer's last message (not waiting): 500 waiting.
 """
 
 import argparse

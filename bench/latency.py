@@ -5,7 +5,7 @@
 
 gunicorn (``--web-workers`` sync workers) serves the webhook and one Celery worker started as
 ``celery -A config worker`` with no flags (its pool, concurrency and queues come from the
-settings: README, Capacity) runs the turns, on PostgreSQL (DATABASE_URL, default
+settings: docs/operations.md, Capacity) runs the turns, on PostgreSQL (DATABASE_URL, default
 ``postgres://postgres@127.0.0.1:5432/lab_attendance_latency``, created and migrated when
 missing, emptied of conversations first) and a throwaway redis-server of its own
 (tests/support/throwaway.py). The model and the Graph API are fake HTTP servers in this process:

@@ -2,7 +2,7 @@
 depends on: each library's private uses sit in one module here, whose docstring names them and
 the versions they were checked against, and whose test (tests/compat/) pins those versions to
 pyproject's — an upgrade fails that test until the adapter is checked again
-(README, Private APIs of libraries).
+(docs/architecture.md, Private APIs of libraries).
 
 kombu's lives beside the setting that selects it: `config.redis_transport`.
 """

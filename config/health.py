@@ -1,4 +1,5 @@
-"""Health and readiness probes for load balancers and orchestrators (README, Production).
+"""Health and readiness probes for load balancers and orchestrators (docs/operations.md,
+Production).
 
 - ``/healthz``: the process answers; nothing else is checked (a liveness probe must not fail
   because PostgreSQL is down, or every web process restarts at once).

@@ -1,5 +1,5 @@
 """``/metrics``: the Prometheus text of `conversations.metrics`, for a scraper holding
-``METRICS_TOKEN`` (README, Production, Metrics).
+``METRICS_TOKEN`` (docs/operations.md, Production, Metrics).
 
 No token configured: 404, the endpoint does not exist. No ``Authorization: Bearer`` header: 401;
 a wrong token: 403 (compared in constant time). With ``PROMETHEUS_MULTIPROC_DIR`` set (gunicorn's

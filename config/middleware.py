@@ -3,10 +3,10 @@
 `NulFreeQueryStringMiddleware`: NUL characters are removed from the query string's names and values
 before any view reads ``request.GET``. PostgreSQL refuses NUL in text (``DataError``), so
 ``?state=%00`` or ``?q=%00`` turned every admin changelist — filters, search, the autocomplete —
-into a 500 (README, Admin robustness); no legitimate parameter carries one. Once, here, rather than
-in each admin and filter (Django's own, other apps', the ones to come). A NUL in the path (an object
-id such as ``%00/change/``, which a text primary key would pass to PostgreSQL) is answered 404: no
-URL of the project contains one.
+into a 500 (docs/operations.md, Admin robustness); no legitimate parameter carries one. Once, here,
+rather than in each admin and filter (Django's own, other apps', the ones to come). A NUL in the
+path (an object id such as ``%00/change/``, which a text primary key would pass to PostgreSQL) is
+answered 404: no URL of the project contains one.
 
 `AdminActionSelectionMiddleware`: an admin action's selected ids are checked against the
 model's primary key before the changelist filters by them.

@@ -8,7 +8,7 @@ per connection pool and hands it out again; the pool, its connections and everyt
 kombu's own. Selected by settings when the broker URL is ``redis://`` or ``rediss://``.
 
 This module is the project's one adapter over kombu's private API
-(README, Private APIs of libraries): it overrides
+(docs/architecture.md, Private APIs of libraries): it overrides
 ``kombu.transport.redis.Channel._create_client(asynchronous=...)`` and reads ``Channel.pool``; of
 redis-py it reads only the public ``Redis.connection_pool``. Checked against kombu 5.7
 (`CHECKED_VERSIONS`, pinned to pyproject.toml by tests/compat/test_kombu_redis.py).

@@ -1,7 +1,8 @@
 """Settings, read from the environment (and from `.env` when present) with django-environ.
 
 Only this package reads the environment; application code reads `django.conf.settings`.
-Every variable is listed, with its default and meaning, in `.env.example` and the README.
+Every variable is listed, with its default and meaning, in `.env.example` and docs/operations.md
+(Configuration).
 """
 
 import base64
@@ -101,12 +102,14 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    # Static files from the app itself (README, Production): no separate file server needed.
+    # Static files from the app itself (docs/operations.md, Production): no separate file server
+    # needed.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
     # Bidi controls in a page shown as [U+202E], not applied (config.middleware).
     "config.middleware.BidiControlsVisibleMiddleware",
-    # No NUL in query parameters: PostgreSQL refuses it in text (README, Admin robustness).
+    # No NUL in query parameters: PostgreSQL refuses it in text (docs/operations.md, Admin
+    # robustness).
     "config.middleware.NulFreeQueryStringMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -259,7 +262,7 @@ WEBHOOK_BODY_RETENTION_DAYS = env.int("WEBHOOK_BODY_RETENTION_DAYS", default=30)
 # Routed by task name (the names are the tasks' public API: never renamed); anything not listed
 # (alerts, CRM) goes to the default queue "celery"; prompt replays have their own. A worker
 # started without -Q consumes every queue listed here; production runs one worker per queue
-# group (README, Production).
+# group (docs/operations.md, Production).
 CELERY_TASK_DEFAULT_QUEUE = "celery"
 CELERY_TASK_QUEUES = [
     Queue(name, Exchange(name, type="direct"), routing_key=name)
@@ -285,7 +288,7 @@ CELERY_TASK_ROUTES = {
 # from Celery; the soft limit is raised in the task's thread by config.task_deadlines. A worker
 # answers at most its threads over a turn's life (the model's latency and a few tenths of a
 # second) per second: 200 threads keep up about 100 turns/s with a 2 s model, what one process's
-# core can do (README, Capacity); 100 capped it at about 50.
+# core can do (docs/operations.md, Capacity); 100 capped it at about 50.
 CELERY_WORKER_POOL = env.str("CELERY_WORKER_POOL", default="threads")
 CELERY_WORKER_CONCURRENCY = env.int(
     "CELERY_WORKER_CONCURRENCY",
@@ -356,7 +359,7 @@ SUPPORT_SLA_MINUTES = env.int("SUPPORT_SLA_MINUTES", default=15)
 # turn); one turn in flight at a time either way.
 SIMULATOR_MAX_TURNS_PER_MINUTE = env.int("SIMULATOR_MAX_TURNS_PER_MINUTE", default=10)
 
-# --- Prompt governance (README, Prompt governance) ---
+# --- Prompt governance (docs/architecture.md, Prompt governance) ---
 # A replay stops (status "stopped by a cap", results kept) at this many calls or this spend.
 REPLAY_MAX_CALLS = env.int("REPLAY_MAX_CALLS", default=200)
 REPLAY_MAX_COST_USD = env.float("REPLAY_MAX_COST_USD", default=2.0)
@@ -386,7 +389,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = WEBHOOK_MAX_BODY_BYTES + 1024 * 1024
 WEBHOOK_INLINE_MAX_EVENTS = env.int("WEBHOOK_INLINE_MAX_EVENTS", default=50)
 WEBHOOK_INLINE_MAX_BYTES = env.int("WEBHOOK_INLINE_MAX_BYTES", default=256 * 1024)
 
-# --- Alerts on handoff and leads to the CRM (README, Support workflow / Leads and the CRM) ---
+# --- Alerts on handoff and leads to the CRM (docs/operations.md, Alerts and the CRM) ---
 # Public base URL of this deployment: the alerts and the CRM payload link to the admin with it.
 SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000" if DEBUG else "").rstrip("/")
 # Mail: a django-environ URL (smtp+tls://user:password@host:587, consolemail://, ...); unset is
@@ -454,7 +457,7 @@ _check_outbound_webhooks()
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 # "text": `time level logger event key=value ...`; "json": one JSON object per line.
 # /metrics answers only `Authorization: Bearer <METRICS_TOKEN>`; unset, the endpoint is a 404.
-# prometheus-client itself reads PROMETHEUS_MULTIPROC_DIR (README, Production, Metrics).
+# prometheus-client itself reads PROMETHEUS_MULTIPROC_DIR (docs/operations.md, Production, Metrics).
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 LOG_FORMAT = env.str("LOG_FORMAT", default="text")
 if LOG_FORMAT not in ("text", "json"):

@@ -107,7 +107,8 @@ class HandoffAlert:
     next_action: str | None
 
     def payload(self) -> dict[str, Any]:
-        """The webhook's JSON document (schema in the README, Support workflow → Alerts)."""
+        """The webhook's JSON document (schema in docs/operations.md, Alerts and the CRM →
+        Alerts)."""
         return {
             "event": "session.handoff",
             "session_id": self.session_id,

@@ -12,8 +12,9 @@ summaries come from `handoff_summary_generate`, the staff takeover from
 - WhatsApp: `DemoSender` accepts every message with a wamid ``demo.<n>`` and never opens a
   connection.
 
-So the rows follow the code as it changes (README, Demo conversations): they are never hand-written.
-The clock is one base moment (`demo_base_time`: 10:00 in São Paulo on the last weekday before
+So the rows follow the code as it changes (docs/development.md, Demo conversations): they are never
+hand-written. The clock is one base moment (`demo_base_time`: 10:00 in São Paulo on the last weekday
+before
 `now`), so the same `now` always gives the same conversations; the out-of-hours conversation happens
 at 21:30 of that day, when the default business hours are closed.
 

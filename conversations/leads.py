@@ -18,7 +18,7 @@
   ``pending`` forever.
 - `leads_resend`: the admin's "resend" action: every chosen lead not ``sent`` goes back to
   ``pending`` and is enqueued again after commit.
-- `lead_document`: the JSON document posted (schema in the README, "Leads and the CRM").
+- `lead_document`: the JSON document posted (schema in docs/operations.md, "Leads and the CRM").
 """
 
 import logging

@@ -1,5 +1,6 @@
-"""The application's Prometheus metrics (README, Production, Metrics): counters and a histogram
-incremented at the one place each thing happens, and gauges read from the database when scraped.
+"""The application's Prometheus metrics (docs/operations.md, Production, Metrics): counters and a
+histogram incremented at the one place each thing happens, and gauges read from the database when
+scraped.
 
 Each instrumented module makes one call into this module (`webhook_delivery_counted`,
 `turn_counted`, `handoff_counted`, `model_call_observed`, `send_counted`,

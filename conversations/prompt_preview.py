@@ -3,7 +3,7 @@ session, how one is read and masked, the recent sessions to pick from, and the p
 
 `ConversationsConfig.ready` registers `DatabasePreviewSessionSource` with the preview: this app
 imports prompts_admin, so the preview receives its session reading from here instead of
-importing conversations (the apps form layers, README, Architecture).
+importing conversations (the apps form layers, docs/architecture.md, Layers).
 """
 
 from typing import Any

@@ -1,5 +1,5 @@
-"""The queue of customers waiting for a human (README, The queue): who waits, since when, in what
-order.
+"""The queue of customers waiting for a human (docs/architecture.md, The queue): who waits, since
+when, in what order.
 
 A session is in the queue when it is with a human (state HUMAN; bot states and CLOSED are not)
 and its customer is waiting for the team:

@@ -1,5 +1,5 @@
-"""What staff do on a conversation from the admin (README, Actions on the conversation page): take
-over, assign, reply, send a template, give back, close, regenerate the summary.
+"""What staff do on a conversation from the admin (docs/architecture.md, Actions on the conversation
+page): take over, assign, reply, send a template, give back, close, regenerate the summary.
 
 One use case per action, called by the admin views (`conversations.admin.staff_actions`) once
 they have checked ``conversations.attend_session`` and parsed the form. Each use case:

@@ -1,4 +1,5 @@
-"""The replays the activation gate weighs (README, The activation gate), read from the database.
+"""The replays the activation gate weighs (docs/architecture.md, The activation gate), read from the
+database.
 
 `prompts_admin.activation` defines what the gate asks (`ReplayEvidence`); this app registers
 `DatabaseReplayEvidence` when ready, since prompts_admin may not import it.

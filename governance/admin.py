@@ -1,5 +1,5 @@
-"""The replay in the admin (README, Replay a draft): start a replay of a draft, follow it, cancel
-it, read it.
+"""The replay in the admin (docs/architecture.md, Replay a draft): start a replay of a draft, follow
+it, cancel it, read it.
 
 - ``replayrun/start/?override=<id>``: the filters, how many recorded calls they select, and the
   button that starts the run (``add_replayrun``; the form's one-time token makes a second submit

@@ -1,13 +1,13 @@
-"""Outcome metrics per prompt version (README, Outcome metrics per prompt version): what each
-version of an agent's prompt did to the conversations it spoke in. Pure numbers; the admin page
-(`governance.metrics_admin`) labels, formats and charts them.
+"""Outcome metrics per prompt version (docs/architecture.md, Outcome metrics per prompt version):
+what each version of an agent's prompt did to the conversations it spoke in. Pure numbers; the admin
+page (`governance.metrics_admin`) labels, formats and charts them.
 
 Attribution: a conversation counts for (agent, version) when it has an agent call of that agent
 recorded with that `LLMCall.prompt_version` in the period; one that met two versions (an override
 activated mid-conversation) counts for both, with its handoff and its lead. A handoff is any
 `Session.handoff_reason` but `qualified_lead` (a confirmed lead goes to people by design); latency
 percentiles include failed calls (a timeout is the time the customer waited). The other
-definitions are the README's.
+definitions are in docs/architecture.md, "Outcome metrics per prompt version".
 
 Query count: `prompt_metrics` runs 7 queries (6 when no override version is in the period,
 where the override labels need none; one more on PostgreSQL, `without_jit`), whatever the
@@ -36,7 +36,7 @@ from conversations.models import Lead, LLMCall, LLMCallPurpose, Session
 from prompts_admin.models import PromptOverride
 
 OVERRIDE_PREFIX = "override:"
-# Handoff reasons that mean the model broke the output contract (README lists them).
+# Handoff reasons that mean the model broke the output contract (docs/architecture.md lists them).
 CONTRACT_VIOLATIONS: tuple[HandoffReason, ...] = (
     HandoffReason.LLM_INVALID_JSON,
     HandoffReason.LLM_INVALID_CONTRACT,

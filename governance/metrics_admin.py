@@ -1,6 +1,6 @@
-"""The admin page "Prompt metrics per version" (README, Outcome metrics per prompt version): a
-filter form, a table of the versions newest first with the change in handoff rate from the version
-before, the handoff rate by reason, and a chart of the handoff rate over the period.
+"""The admin page "Prompt metrics per version" (docs/architecture.md, Outcome metrics per prompt
+version): a filter form, a table of the versions newest first with the change in handoff rate from
+the version before, the handoff rate by reason, and a chart of the handoff rate over the period.
 
 Staff who may read prompt overrides (`prompts_admin.view_promptoverride`: prompt editors,
 superusers) see it; other staff get 403, the admin's login check comes first (the URL is wrapped

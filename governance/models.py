@@ -1,7 +1,7 @@
 """A replay run of a draft prompt override over recorded model calls, and its per-call results
-(README, Replay a draft). The run keeps the draft's text and its hash, so the activation gate finds
-the latest replay of exactly the text being activated (README, The activation gate) even after the
-override was edited.
+(docs/architecture.md, Replay a draft). The run keeps the draft's text and its hash, so the
+activation gate finds the latest replay of exactly the text being activated (docs/architecture.md,
+The activation gate) even after the override was edited.
 """
 
 from decimal import Decimal

@@ -1,4 +1,5 @@
-"""Replay a draft prompt override over recorded calls of its agent (README, Replay a draft).
+"""Replay a draft prompt override over recorded calls of its agent (docs/architecture.md, Replay a
+draft).
 
 `replay_run_start` stores a `ReplayRun` (the draft's text and hash, the filters, how many calls
 they select); the ``governance.replay_run`` task (or ``python manage.py replay``) runs

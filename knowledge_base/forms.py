@@ -1,4 +1,5 @@
-"""A service's parameter schema edited as rows, not raw JSON (README, The prompt editor).
+"""A service's parameter schema edited as rows, not raw JSON (docs/architecture.md, The prompt
+editor's admin).
 
 `ParameterRowsField` shows the stored list of ``{"name", "label", "type", "required", "choices"}``
 as a table with one row of inputs per parameter (name, label, type as a select, required as a

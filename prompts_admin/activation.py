@@ -1,6 +1,6 @@
-"""The activation gate (README, The activation gate): activating a prompt override shows the latest
-replay of exactly its text, and asks for a confirmation with a reason when there is none or when it
-is over a threshold.
+"""The activation gate (docs/architecture.md, The activation gate): activating a prompt override
+shows the latest replay of exactly its text, and asks for a confirmation with a reason when there is
+none or when it is over a threshold.
 
 - *Activating* is a save after which the override is active and, before it, it was not stored,
   not active, for another agent, or active with another text (by `prompt_content_hash`, so a

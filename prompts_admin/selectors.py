@@ -189,8 +189,8 @@ class DatabasePromptSource:
 
 
 class ChosenOverridesPromptSource(DatabasePromptSource):
-    """The simulator's prompts (README, Try it without WhatsApp): for the agents in `chosen`, that
-    saved override, active or a draft, over the simulated session's pinned version
+    """The simulator's prompts (docs/operations.md, Try it without WhatsApp): for the agents in
+    `chosen`, that saved override, active or a draft, over the simulated session's pinned version
     (`chosen_override`); the session's own prompt for the others. Built for one simulated turn only,
     so what customers get never changes. A chosen override deleted since is not chosen: the
     session's prompt serves (the active one for `active_override`)."""

@@ -13,7 +13,7 @@ The database name ends in a hash of the checkout's path: two checkouts (worktree
 same time would otherwise drop and recreate each other's ``test_…`` database under pytest-django.
 
 The broker is left alone unless ``TEST_REDIS=auto``: the Redis tests start real Celery workers,
-gunicorn and throwaway servers, the slowest part of the suite (README, "Quick start").
+gunicorn and throwaway servers, the slowest part of the suite (docs/development.md, "make test").
 
 Where to look (environment, for a machine laid out differently): ``TEST_PG_HOST``,
 ``TEST_PG_PORT``, ``TEST_PG_USER``, ``TEST_DB_NAME``, ``TEST_REDIS_HOST``, ``TEST_REDIS_PORT``,

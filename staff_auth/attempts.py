@@ -3,8 +3,8 @@
 
 Behind the reverse proxy every request reaches gunicorn from 127.0.0.1, so `REMOTE_ADDR` would
 put every staff member on one address. With `USE_X_FORWARDED_FOR` the address is the LAST entry of
-`X-Forwarded-For`: the one the proxy itself wrote (README, Production); entries before it come
-from the client and are ignored, so a forged header cannot pick a fresh address per guess.
+`X-Forwarded-For`: the one the proxy itself wrote (docs/operations.md, Production); entries before
+it come from the client and are ignored, so a forged header cannot pick a fresh address per guess.
 """
 
 import ipaddress

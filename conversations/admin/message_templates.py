@@ -1,5 +1,5 @@
-"""Admin of the approved WhatsApp templates staff may send (README, Support workflow): superusers
-keep them, Support (``view_messagetemplate``) only reads them."""
+"""Admin of the approved WhatsApp templates staff may send (docs/architecture.md, Support workflow
+internals): superusers keep them, Support (``view_messagetemplate``) only reads them."""
 
 from typing import Any
 

@@ -10,8 +10,8 @@ events are stored with their raw body or not at all, the body always, and the da
 commit per delivery, the floor of a durable webhook (DESIGN.md §11). `webhook_delivery_reprocess`
 and the ``reprocess_webhooks`` command apply a failed delivery again.
 
-Poison deliveries (README, Poison deliveries): the body's SHA-256 is stored with it and every
-delivery insert is an upsert on it, so an identical body is stored once and counted
+Poison deliveries (docs/operations.md, Poison deliveries): the body's SHA-256 is stored with it and
+every delivery insert is an upsert on it, so an identical body is stored once and counted
 (``times_received``); a delivery over ``WEBHOOK_INLINE_MAX_EVENTS`` events or
 ``WEBHOOK_INLINE_MAX_BYTES`` bytes is only stored (outcome ``received``) and applied by the
 ``apply_webhook_delivery`` task (`webhook_delivery_apply`, idempotent), the beat sweep enqueueing it
@@ -131,7 +131,8 @@ class Stored:
 
 def _deferred(payload: WebhookPayload, raw_body: bytes) -> bool:
     """Too big to apply within the request (thousands of events come near gunicorn's
-    timeout; README, Poison deliveries gives the measure): applied by a task instead."""
+    timeout; docs/operations.md, Poison deliveries, gives the measure): applied by a task
+    instead."""
     return (
         payload.event_count > settings.WEBHOOK_INLINE_MAX_EVENTS
         or len(raw_body) > settings.WEBHOOK_INLINE_MAX_BYTES

@@ -151,7 +151,7 @@ def hot_cursor(connection: Any) -> Any:
     """A cursor for the webhook's hot statements (the one-statement path, the session's
     ``UPDATE ... RETURNING``, the message and delivery inserts): on PostgreSQL it binds on the
     server and prepares each statement once per connection, so PostgreSQL parses and plans it
-    once instead of for every delivery (bench/webhook.py and the README give the saving).
+    once instead of for every delivery (bench/webhook.py and bench/README.md give the saving).
 
     Django turns psycopg's prepared statements off (``prepare_threshold=None``, for
     transaction-mode connection poolers), and psycopg then ignores ``prepare=True``. Only

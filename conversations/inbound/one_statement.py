@@ -20,8 +20,8 @@ again here (the UPDATE runs before the insert finds the conflict) and enqueues a
 nothing pending, where the general path queues nothing.
 
 Why it exists: it is what brings the webhook's throughput near the durable floor
-(bench/webhook.py; the figures are in the README), spending one statement where the general path
-spends BEGIN, UPDATE, INSERT, INSERT and COMMIT.
+(bench/webhook.py; the figures are in bench/README.md), spending one statement where the general
+path spends BEGIN, UPDATE, INSERT, INSERT and COMMIT.
 """
 
 import logging

@@ -25,8 +25,9 @@ two hand-written statements built at the end of this module from those fragments
 PostgreSQL). Why hand-written SQL at all: on the webhook's hot path the ORM spends more CPU
 building a query than the database spends running it, and each statement is a round trip; the
 commonest delivery becomes one statement (bench/webhook.py measures the webhook against the
-durable floor, and the README records the figures). The tests under tests/conversations/inbound/
-check on PostgreSQL that the two spellings of each rule store the same rows.
+durable floor, and bench/README.md records the figures). The tests under
+tests/conversations/inbound/ check on PostgreSQL that the two spellings of each rule store the
+same rows.
 
 The SQL is literal (table and column names as the migrations create them) with named parameters;
 the values of enums (states) come from the same Python definitions the ORM form uses.

@@ -1,4 +1,4 @@
-"""Personal data in the admin and access tokens at rest (README, Personal data in the admin (LGPD)).
+"""Personal data in the admin and access tokens at rest (docs/operations.md, Personal data in the admin (LGPD)).
 
 - `conversations.view_personal_data` (on Session) governs unmasked display; Support gets it,
   prompt editors do not (superusers have every permission).

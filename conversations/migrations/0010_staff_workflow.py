@@ -1,4 +1,4 @@
-"""Staff workflow (README, Support workflow): assignment, the state a handoff left, the last staff reply, message
+"""Staff workflow (docs/architecture.md, Support workflow internals): assignment, the state a handoff left, the last staff reply, message
 templates, CRM delivery bookkeeping, and the permissions to attend conversations and export leads.
 
 - `conversations.attend_session` (take over, assign, reply, send a template, give back, close) and

@@ -6,7 +6,8 @@ thinks with no writes but the `LLMCall` rows, then commits what it decided in on
 transaction that re-reads the session under a row lock: no DB transaction is held across a model
 call, a lease lost meanwhile writes nothing, and a draft overtaken by a newer message or a staff
 takeover is stored as superseded, never sent. Every failure is a handoff with the fixed text,
-never the model's words. The modules by responsibility and every outcome (README, Pipeline).
+never the model's words. The modules by responsibility and every outcome (docs/architecture.md,
+Pipeline).
 
 This package imports none of its modules here, so a reader of `selectors` (the prompt preview)
 does not load the rest.

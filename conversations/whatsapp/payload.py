@@ -12,14 +12,15 @@ Customers are named by their phone (``wa_id``/``from``) and by their business-sc
 
 The parser is tolerant of missing optional fields and of changes it does not handle (they are listed
 in ``ignored_changes``). Each message, status and echo is read on its own
-(README, Per-item parsing): one whose shape cannot be accepted — a missing message id, timestamp or
-sender, a field of the wrong type, an id too long to store, a message WhatsApp itself could not
-render (``interactive`` with no body) — never refuses the others. A message whose id and sender are
-readable becomes an ``UNREADABLE`` `InboundMessage` carrying the reason (the channel stores it and
-answers it like media); anything else unreadable (a status, an echo, a change without its number) is
-listed in ``unreadable`` with the reason. Only a body that is not an object raises `PayloadError`.
+(docs/operations.md, Per-item parsing): one whose shape cannot be accepted — a missing message id,
+timestamp or sender, a field of the wrong type, an id too long to store, a message WhatsApp itself
+could not render (``interactive`` with no body) — never refuses the others. A message whose id and
+sender are readable becomes an ``UNREADABLE`` `InboundMessage` carrying the reason (the channel
+stores it and answers it like media); anything else unreadable (a status, an echo, a change without
+its number) is listed in ``unreadable`` with the reason. Only a body that is not an object raises
+`PayloadError`.
 
-Poison values (README, Poison deliveries): `decode_body` replaces lone UTF-16 surrogates
+Poison values (docs/operations.md, Poison deliveries): `decode_body` replaces lone UTF-16 surrogates
 (``"\\ud800"``, which PostgreSQL cannot store in text) with U+FFFD everywhere in the document, keys
 included; given the reception time, `parse_payload` replaces a timestamp before the Cloud API
 existed (`CLOUD_API_EPOCH`) or more than `MAX_CLOCK_AHEAD` ahead of it by the reception time and

@@ -1,4 +1,4 @@
-"""Prompt editors may start, cancel and read replays (README, Prompt governance); Support gets none of it.
+"""Prompt editors may start, cancel and read replays (docs/architecture.md, Prompt governance); Support gets none of it.
 
 Superusers have every permission. The content types and permissions are created here, as in
 `conversations/migrations/0002_staff_groups.py`, so the group gets them on the first `migrate`.

@@ -316,7 +316,7 @@ def make_invoker(
     )
 
 
-# The attacks on prompt templates (README, Prompt template limits), each with the one problem the
+# The attacks on prompt templates (docs/operations.md, Prompt template limits), each with the one problem the
 # allow-list reports for it: run, each would allocate hundreds of megabytes or hang the worker.
 NESTED_FOR = (
     "{% for a in agent_name %}{% for b in agent_name %}{% for c in agent_name %}"

@@ -1,8 +1,8 @@
-"""The deployment files in deploy/ run what the README's Production section documents: the
-systemd units its commands (web, the four per-queue workers, beat), the one-machine compose file
-the same web and beat and the one worker for every queue (only gunicorn's bind address differs in
-a container); every variable they set is one the README documents, and nginx overwrites the
-forwarded headers."""
+"""The deployment files in deploy/ run what the operator guide's Production section
+(docs/operations.md) documents: the systemd units its commands (web, the four per-queue workers,
+beat), the one-machine compose file the same web and beat and the one worker for every queue (only
+gunicorn's bind address differs in a container); every variable they set is one the operator
+guide documents, and nginx overwrites the forwarded headers."""
 
 import re
 import shlex
@@ -14,14 +14,14 @@ from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-README = (ROOT / "README.md").read_text()
+OPERATIONS = (ROOT / "docs" / "operations.md").read_text()
 WORKERS = ("worker-turns", "worker-sends", "worker-other", "worker-replays")
 PROCESSES = ("web", *WORKERS, "beat")
 ONE_MACHINE = ("web", "worker", "beat")
-PRODUCTION = README.split("## Production", 1)[1]
+PRODUCTION = OPERATIONS.split("\n## Production\n", 1)[1].split("\n## ", 1)[0]
 
 
-def readme_commands() -> dict[str, list[str]]:
+def guide_commands() -> dict[str, list[str]]:
     """The Production block's gunicorn / celery worker / celery beat lines, as argv; a worker
     is named after its --hostname (``turns@%h`` -> worker-turns)."""
     block = PRODUCTION.split("```sh", 1)[1].split("```", 1)[0]
@@ -40,11 +40,11 @@ def readme_commands() -> dict[str, list[str]]:
     return commands
 
 
-def readme_one_machine_commands() -> dict[str, list[str]]:
+def guide_one_machine_commands() -> dict[str, list[str]]:
     """Web and beat as in production, and the worker for every queue (the second block)."""
     block = PRODUCTION.split("```sh", 2)[2].split("```", 1)[0]
     [worker] = [shlex.split(line) for line in block.splitlines() if line.startswith("celery ")]
-    commands = readme_commands()
+    commands = guide_commands()
     return {"web": commands["web"], "worker": worker, "beat": commands["beat"]}
 
 
@@ -69,29 +69,29 @@ def unit(process: str) -> dict[str, list[str]]:
 
 
 def documented(variable: str) -> bool:
-    return f"`{variable}`" in README
+    return f"`{variable}`" in OPERATIONS
 
 
-def test_the_readme_documents_the_three_processes() -> None:
-    assert set(readme_commands()) == set(PROCESSES)
+def test_the_guide_documents_the_three_processes() -> None:
+    assert set(guide_commands()) == set(PROCESSES)
 
 
-def test_the_readme_workers_cover_every_queue_once() -> None:
+def test_the_guide_workers_cover_every_queue_once() -> None:
     queues = [
         queue
         for process in WORKERS
-        for queue in readme_commands()[process][
-            readme_commands()[process].index("--queues") + 1
+        for queue in guide_commands()[process][
+            guide_commands()[process].index("--queues") + 1
         ].split(",")
     ]
 
     assert sorted(queues) == sorted(q.name for q in settings.CELERY_TASK_QUEUES)
-    assert "--queues" not in readme_one_machine_commands()["worker"]
+    assert "--queues" not in guide_one_machine_commands()["worker"]
 
 
-def test_compose_runs_the_readme_one_machine_commands() -> None:
+def test_compose_runs_the_guide_one_machine_commands() -> None:
     services = compose()["services"]
-    expected = readme_one_machine_commands()
+    expected = guide_one_machine_commands()
 
     assert expected["worker"] == ["celery", "-A", "config", "worker", "--loglevel=INFO"]
     for process in ONE_MACHINE:
@@ -100,8 +100,8 @@ def test_compose_runs_the_readme_one_machine_commands() -> None:
         ), process
 
 
-def test_the_systemd_units_run_the_readme_commands_from_the_venv() -> None:
-    expected = readme_commands()
+def test_the_systemd_units_run_the_guide_commands_from_the_venv() -> None:
+    expected = guide_commands()
 
     for process in PROCESSES:
         [exec_start] = unit(process)["ExecStart"]

@@ -1,5 +1,5 @@
 """The apps form layers with no cycles: the import-linter contracts of pyproject.toml hold, and they
-catch the cycles a function-level import would hide (README, Layers).
+catch the cycles a function-level import would hide (docs/architecture.md, Layers).
 
 `make test` runs `lint-imports` too; these tests also pin what the contracts see, on a copy of
 the apps with one import added, so a change of configuration or of import-linter that stops

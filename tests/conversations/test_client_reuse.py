@@ -1,5 +1,5 @@
 """The HTTP clients are built once per process and configuration, not per task
-(README, HTTP clients per process): every send, read receipt, turn and summary task of a worker
+(docs/operations.md, HTTP clients per process): every send, read receipt, turn and summary task of a worker
 reuses one keep-alive connection pool to the Graph API and one to the model provider, built once
 even when a threads worker's first burst asks for them from many threads at once."""
 

@@ -1,5 +1,5 @@
 """The prompt preview reads sessions only through the source the conversations app registers
-(README, Layers): prompts_admin imports nothing of conversations.
+(docs/architecture.md, Layers): prompts_admin imports nothing of conversations.
 
 No database here: pytest-django blocks it, so a preview that still read a session itself fails.
 """

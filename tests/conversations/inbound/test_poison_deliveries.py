@@ -1,4 +1,4 @@
-"""Poison deliveries (README, Poison deliveries) and unreadable items (README, Per-item parsing).
+"""Poison deliveries (docs/operations.md, Poison deliveries) and unreadable items (docs/operations.md, Per-item parsing).
 
 - a lone UTF-16 surrogate anywhere is replaced (U+FFFD), never a 503 that Meta retries for days;
 - a timestamp out of range (year 9999, before the Cloud API) is replaced by the reception time,
