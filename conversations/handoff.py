@@ -2,10 +2,11 @@
 
 - `session_handoff`: the one writer of a session's move to HUMAN (see its docstring). The turn's
   commit (`conversations.turns.commit`), the repeated-failure sweep (`conversations.sweeps`,
-  through `failure_handoff_write` there) and the Business-app echo (`conversations.inbound.events`)
-  call it; so will the staff actions (``by_user``). Callers say why (reason, detail) and whether
-  the fixed text is due; the action writes the fields, the SYSTEM event and the text, and
-  registers the sends and the summary after commit.
+  through `failure_handoff_write` there), the Business-app echo (`conversations.inbound.events`)
+  and the staff actions call it with a `HandoffRequest` (why: reason, detail; whether the fixed
+  text is due) and, when it speaks to the customer or asks for a summary, its `HandoffEffects`;
+  the action writes the fields, the SYSTEM event and the text, and registers the sends and the
+  summary after commit.
 - `handoff_text`: which fixed text `session_handoff` sends: outside business hours the "closed"
   text (nobody answers now, and it promises no time); in business hours the invalid-format
   fallback for ``llm_invalid_json`` and the "open" text for every other reason. Code 5 is the
@@ -22,7 +23,7 @@
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -96,32 +97,69 @@ def summary_due(reason: HandoffReason) -> bool:
     return reason is not HandoffReason.STAFF_TAKEOVER
 
 
+@dataclass(frozen=True)
+class HandoffRequest:
+    """What a caller hands off: the session, why, when, and what its own write adds.
+
+    `fields`: the caller's other session columns (a turn's collected data), written in the same
+    UPDATE (the handoff's own override them). `rows_before` / `rows_after`: the caller's rows,
+    inserted with the handoff's in one INSERT, before the event and after the fixed text (a
+    turn's events; code 5's closing message). `by_user`: who took it over (a staff takeover;
+    none from the WhatsApp Business app). `agent` and `raw_response`: the answering agent and the
+    offending answer of a failure, kept in the event."""
+
+    session_id: int
+    reason: HandoffReason
+    now: datetime
+    fixed_text: bool
+    detail: str = ""
+    motive: HandoffMotive | None = None
+    by_user: User | None = None
+    agent: str = ""
+    raw_response: str = ""
+    turn_id: UUID | None = None
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    rows_before: Sequence[Message] = ()
+    rows_after: Sequence[Message] = ()
+
+    def __post_init__(self) -> None:
+        if self.reason in FIXED_TEXT_REQUIRED and not self.fixed_text:
+            raise ValueError(
+                f"a {self.reason.value} handoff sends the fixed text, never the model's"
+            )
+
+    @property
+    def sends_or_summarises(self) -> bool:
+        """Whether the handoff registers a send (the fixed text, the caller's OUTBOUND rows) or
+        the summary after commit: it then needs `HandoffEffects`."""
+        return (
+            self.fixed_text
+            or summary_due(self.reason)
+            or any(row.direction == Direction.OUTBOUND for row in self.rows_after)
+        )
+
+
+@dataclass(frozen=True)
+class HandoffEffects:
+    """What a handoff that speaks to the customer or asks for a summary needs: the runtime
+    settings (the fixed text depends on business hours), the send of one OUTBOUND row and the
+    enqueueing of the session's summary, both registered after commit."""
+
+    runtime: RuntimeSettings
+    send: Callable[[int], None]
+    enqueue_summary: Callable[[int], None]
+
+
 def session_handoff(
-    *,
-    session_id: int,
-    reason: HandoffReason,
-    now: datetime,
-    fixed_text: bool,
-    detail: str = "",
-    motive: HandoffMotive | None = None,
-    runtime: RuntimeSettings | None = None,
-    send: Callable[[int], None] | None = None,
-    enqueue_summary: Callable[[int], None] | None = None,
-    by_user: User | None = None,
-    agent: str = "",
-    raw_response: str = "",
-    turn_id: UUID | None = None,
-    fields: Mapping[str, Any] | None = None,
-    rows_before: Sequence[Message] = (),
-    rows_after: Sequence[Message] = (),
+    request: HandoffRequest, *, effects: HandoffEffects | None = None
 ) -> HandoffWritten | None:
     """Move the session to HUMAN: the one writer of a handoff.
 
     Writes, in the caller's transaction:
 
     - the session: ``state=human``, ``handoff_reason``, ``handoff_detail`` (cut to 255) and
-      ``handed_off_at=now`` — in one UPDATE with the caller's other session `fields` (a turn's
-      collected data), which the handoff's fields override;
+      ``handed_off_at=now`` — in one UPDATE with the request's `fields`, which the handoff's own
+      override;
     - the SYSTEM ``handoff`` event (`conversations.dispatcher.handoff_event`: reason, detail,
       motive, the answering `agent` and the offending `raw_response` of a failure; its text is
       rendered when shown, `conversations.labels`); a staff takeover's names `by_user` as its
@@ -134,9 +172,9 @@ def session_handoff(
     summary (`summary_due`). The rule for the customer's text: **the customer never reads words
     the model did not write for the customer.** Code 98's message is never sent (the code table
     marks it ignored), the fixed text is; every failure and the strategic-company rule send the
-    fixed text too (`FIXED_TEXT_REQUIRED`: passing ``fixed_text=False`` for them raises). Code 5
-    is the one handoff that sends the model's words, its closing message, which the turn passes
-    in `rows_after`; a staff takeover sends nothing.
+    fixed text too (`FIXED_TEXT_REQUIRED`: a request with ``fixed_text=False`` for them
+    raises). Code 5 is the one handoff that sends the model's words, its closing message, which
+    the turn passes in `rows_after`; a staff takeover sends nothing.
 
     A session already in HUMAN is not handed off again: nothing is written, nothing registered,
     and None is returned (every caller checks the state first under its lock today, so this is
@@ -144,16 +182,15 @@ def session_handoff(
     Marking the pending inbound messages processed stays with the caller (a turn stamps its
     ``turn_id``; the echo marks every pending message).
     """
-    if reason in FIXED_TEXT_REQUIRED and not fixed_text:
-        raise ValueError(f"a {reason.value} handoff sends the fixed text, never the model's")
-    if fixed_text and (runtime is None or send is None):
-        raise ValueError("the fixed text needs the runtime settings and a send function")
-    if summary_due(reason) and enqueue_summary is None:
-        raise ValueError(f"a {reason.value} handoff enqueues the summary")
+    if request.sends_or_summarises and effects is None:
+        raise ValueError(
+            f"a {request.reason.value} handoff sends or enqueues the summary: it needs its effects"
+        )
+    session_id, reason, now = request.session_id, request.reason, request.now
     handed_off = {
         "state": SessionState.HUMAN.value,
         "handoff_reason": reason.value,
-        "handoff_detail": detail[:_DETAIL_CHARS],
+        "handoff_detail": request.detail[:_DETAIL_CHARS],
         "handed_off_at": now,
         # The SET's right-hand sides read the row as it was: the state being left.
         "state_before_handoff": F("state"),
@@ -161,79 +198,60 @@ def session_handoff(
     updated = (
         Session.objects.filter(pk=session_id)
         .exclude(state=SessionState.HUMAN)
-        .update(**{**(fields or {}), **handed_off})
+        .update(**{**request.fields, **handed_off})
     )
     if not updated:
         logger.info("handoff_skipped", extra={"session_id": session_id, "reason": reason.value})
         return None
-    event = _event_row(
-        session_id=session_id,
-        handoff=Handoff(reason, detail=detail, motive=motive),
-        by_user=by_user,
-        agent=agent,
-        raw_response=raw_response,
-        turn_id=turn_id,
-        now=now,
-    )
+    event = _event_row(request)
     text_rows: list[Message] = []
-    if fixed_text:
-        assert runtime is not None
+    if request.fixed_text:
+        assert effects is not None
         text_rows = _fixed_text_rows(
             session_id=session_id,
-            text=handoff_text(runtime, reason=reason, now=now),
+            text=handoff_text(effects.runtime, reason=reason, now=now),
             action=reason.value,
-            turn_id=turn_id,
+            turn_id=request.turn_id,
             now=now,
         )
-    created = Message.objects.bulk_create([*rows_before, event, *text_rows, *rows_after])
+    created = Message.objects.bulk_create(
+        [*request.rows_before, event, *text_rows, *request.rows_after]
+    )
     handoff_counted(reason.value)
     part_ids = tuple(m.pk for m in created if m.direction == Direction.OUTBOUND)
     # One hook each (conversations.commit_hooks); the parts first: the summary is a model call.
     for part_id in part_ids:
-        assert send is not None, "the OUTBOUND rows written are sent after commit"
-        on_commit_call(send, part_id)
+        assert effects is not None, "the OUTBOUND rows written are sent after commit"
+        on_commit_call(effects.send, part_id)
     if summary_due(reason):
-        assert enqueue_summary is not None
-        on_commit_call(enqueue_summary, session_id)
+        assert effects is not None
+        on_commit_call(effects.enqueue_summary, session_id)
     if alert_due(reason) and alerts_configured():  # after the summary's: the alert waits for it
         on_commit_call(enqueue_handoff_alert, session_id)
     return HandoffWritten(session_id=session_id, event_id=event.pk, part_ids=part_ids)
 
 
-def _event_row(
-    *,
-    session_id: int,
-    handoff: Handoff,
-    by_user: User | None,
-    agent: str,
-    raw_response: str,
-    turn_id: UUID | None,
-    now: datetime,
-) -> Message:
-    if handoff.reason is HandoffReason.STAFF_TAKEOVER:
+def _event_row(request: HandoffRequest) -> Message:
+    row = {
+        "session_id": request.session_id,
+        "direction": Direction.SYSTEM,
+        "staff_user": request.by_user,
+        "turn_id": request.turn_id,
+        "created_at": request.now,
+    }
+    if request.reason is HandoffReason.STAFF_TAKEOVER:
         # Who took it over is the row's `staff_user` (none: the WhatsApp Business app).
-        return Message(
-            session_id=session_id,
-            direction=Direction.SYSTEM,
-            message_type=EventCode.HANDOFF,
-            action=handoff.reason.value,
-            staff_user=by_user,
-            turn_id=turn_id,
-            created_at=now,
-        )
-    event = handoff_event(handoff, agent=agent, raw_response=raw_response)
+        return Message(**row, message_type=EventCode.HANDOFF, action=request.reason.value)
+    handoff = Handoff(request.reason, detail=request.detail, motive=request.motive)
+    event = handoff_event(handoff, agent=request.agent, raw_response=request.raw_response)
     return Message(
-        session_id=session_id,
-        direction=Direction.SYSTEM,
+        **row,
         message_type=event.event,
         agent=event.agent,
         code=event.code,
         action=event.action,
         json_part=dict(event.details) or None,
         raw_response=event.raw_response,
-        staff_user=by_user,
-        turn_id=turn_id,
-        created_at=now,
     )
 
 

@@ -51,7 +51,7 @@ from agents.sources import prompt_versions_of
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.commit_hooks import on_commit_call
 from conversations.events import EventCode
-from conversations.handoff import session_handoff
+from conversations.handoff import HandoffRequest, session_handoff
 from conversations.models import (
     DeliveryStatus,
     Direction,
@@ -243,12 +243,14 @@ def session_take_over(*, session_id: int, user: User, now: datetime) -> ActionOu
                 % {"state": session.get_state_display()}
             )
         written = session_handoff(
-            session_id=session_id,
-            reason=HandoffReason.STAFF_TAKEOVER,
-            now=now,
-            fixed_text=False,
-            by_user=user,
-            fields={"assigned_to": user},
+            HandoffRequest(
+                session_id=session_id,
+                reason=HandoffReason.STAFF_TAKEOVER,
+                now=now,
+                fixed_text=False,
+                by_user=user,
+                fields={"assigned_to": user},
+            )
         )
         assert written is not None, "the state was checked under the row lock"
         _mark_pending_processed(session_id, now)

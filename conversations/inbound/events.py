@@ -49,7 +49,7 @@ from django.utils import timezone
 from agents.redaction import redact
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.events import ACTION_UNSUPPORTED_MEDIA, CLOSED_IDLE, EventCode
-from conversations.handoff import session_handoff
+from conversations.handoff import HandoffRequest, session_handoff
 from conversations.inbound.hot_path import insert_once
 from conversations.inbound.session_rules import is_idle, turn_queue, waits_for_turn
 from conversations.inbound.sessions import (
@@ -440,10 +440,12 @@ def _staff_takeover(context: ApplyContext, session: Session) -> None:
     # Not on the one-statement path (a delivery with an echo never is): the action's UPDATE
     # and INSERT cost what the two statements written here did.
     session_handoff(
-        session_id=session.pk,
-        reason=HandoffReason.STAFF_TAKEOVER,
-        now=context.now,
-        fixed_text=False,  # staff answer the customer themselves
+        HandoffRequest(
+            session_id=session.pk,
+            reason=HandoffReason.STAFF_TAKEOVER,
+            now=context.now,
+            fixed_text=False,  # staff answer the customer themselves
+        )
     )
     session.state = SessionState.HUMAN
     Message.objects.pending_inbound().filter(session=session).update(processed_at=context.now)

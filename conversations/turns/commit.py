@@ -27,7 +27,7 @@ from agents.states import HandoffReason, SessionState
 from compat.django_private import mark_saved
 from conversations.commit_hooks import on_commit_call
 from conversations.delivery_tasks import enqueue_lead_delivery
-from conversations.handoff import session_handoff
+from conversations.handoff import HandoffEffects, HandoffRequest, session_handoff
 from conversations.inbound.hot_path import hot_cursor, insert_row, update_row
 from conversations.leads import lead_create
 from conversations.models import SUPERSEDED, Direction, Message, Session
@@ -239,22 +239,22 @@ def _write_turn(
     replies = reply_rows(turn, result.reply, now) if result.reply is not None else []
     if result.handoff is not None:
         written = session_handoff(
-            session_id=turn.session_id,
-            reason=result.handoff.reason,
-            detail=result.handoff.detail,
-            motive=result.handoff.motive,
-            now=now,
-            # The fixed text unless the model wrote this handoff's message (code 5).
-            fixed_text=result.reply is None,
-            runtime=runtime,
-            send=send,
-            enqueue_summary=enqueue_summary,
-            agent=result.agent.value if result.agent else "",
-            raw_response=result.failure_raw,
-            turn_id=turn.turn_id,
-            fields=fields,
-            rows_before=events,
-            rows_after=replies,
+            HandoffRequest(
+                session_id=turn.session_id,
+                reason=result.handoff.reason,
+                detail=result.handoff.detail,
+                motive=result.handoff.motive,
+                now=now,
+                # The fixed text unless the model wrote this handoff's message (code 5).
+                fixed_text=result.reply is None,
+                agent=result.agent.value if result.agent else "",
+                raw_response=result.failure_raw,
+                turn_id=turn.turn_id,
+                fields=fields,
+                rows_before=events,
+                rows_after=replies,
+            ),
+            effects=HandoffEffects(runtime=runtime, send=send, enqueue_summary=enqueue_summary),
         )
         # The turn runs in a bot state and its commit checked that under the row lock.
         assert written is not None, "a turn hands off a session in a bot state"

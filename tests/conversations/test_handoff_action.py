@@ -18,6 +18,8 @@ from agents.sources import RuntimeSettings
 from agents.states import HandoffMotive, HandoffReason
 from conversations.handoff import (
     FIXED_TEXT_REQUIRED,
+    HandoffEffects,
+    HandoffRequest,
     HandoffWritten,
     session_handoff,
 )
@@ -83,14 +85,26 @@ def session(instance: Instance) -> Session:
     return recipes.session.make(instance=instance, state="QUALIFYING", segment="AMBIENTAL")
 
 
-def handoff(session: Session, recorder: Recorder, capture: Any, **kwargs: Any) -> Any:
+def effects(recorder: Recorder, settings: RuntimeSettings | None = None) -> HandoffEffects:
+    return HandoffEffects(
+        runtime=settings or runtime(), send=recorder.send, enqueue_summary=recorder.summary
+    )
+
+
+def handoff(
+    session: Session,
+    recorder: Recorder,
+    capture: Any,
+    *,
+    settings: RuntimeSettings | None = None,
+    **kwargs: Any,
+) -> Any:
     """`session_handoff` in a transaction that commits; the hooks run at the commit."""
-    kwargs.setdefault("runtime", runtime())
     kwargs.setdefault("now", NOW)
     calls = list(recorder.calls)
     with capture(execute=True) as callbacks, transaction.atomic():
         written = session_handoff(
-            session_id=session.pk, send=recorder.send, enqueue_summary=recorder.summary, **kwargs
+            HandoffRequest(session_id=session.pk, **kwargs), effects=effects(recorder, settings)
         )
         # Nothing is sent or enqueued before the commit.
         assert recorder.calls == calls
@@ -209,7 +223,7 @@ def test_outside_business_hours_every_fixed_text_is_the_closed_one(
         django_capture_on_commit_callbacks,
         reason=reason,
         fixed_text=True,
-        runtime=runtime(CLOSED_HOURS),
+        settings=runtime(CLOSED_HOURS),
     )
 
     assert list(
@@ -227,13 +241,8 @@ def test_the_model_s_words_are_never_sent_instead_of_the_fixed_text(
 
     with pytest.raises(ValueError, match="sends the fixed text, never the model's"):
         session_handoff(
-            session_id=session.pk,
-            reason=reason,
-            now=NOW,
-            fixed_text=False,
-            runtime=runtime(),
-            send=recorder.send,
-            enqueue_summary=recorder.summary,
+            HandoffRequest(session_id=session.pk, reason=reason, now=NOW, fixed_text=False),
+            effects=effects(recorder),
         )
 
     assert fields(session) == ("QUALIFYING", "", "", None)
@@ -285,10 +294,12 @@ def test_a_staff_takeover_in_the_business_app_sends_nothing_and_enqueues_no_summ
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         written = session_handoff(
-            session_id=session.pk,
-            reason=HandoffReason.STAFF_TAKEOVER,
-            now=NOW,
-            fixed_text=False,
+            HandoffRequest(
+                session_id=session.pk,
+                reason=HandoffReason.STAFF_TAKEOVER,
+                now=NOW,
+                fixed_text=False,
+            )
         )
 
     assert fields(session) == ("HUMAN", "staff_takeover", "", NOW)
@@ -308,11 +319,13 @@ def test_a_staff_takeover_by_a_user_names_the_user_on_the_event(
 
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         session_handoff(
-            session_id=session.pk,
-            reason=HandoffReason.STAFF_TAKEOVER,
-            now=NOW,
-            fixed_text=False,
-            by_user=user,
+            HandoffRequest(
+                session_id=session.pk,
+                reason=HandoffReason.STAFF_TAKEOVER,
+                now=NOW,
+                fixed_text=False,
+                by_user=user,
+            )
         )
 
     event = Message.objects.get(session=session)
@@ -321,17 +334,14 @@ def test_a_staff_takeover_by_a_user_names_the_user_on_the_event(
     assert callbacks == []
 
 
-def test_a_summary_due_without_a_function_to_enqueue_it_raises_before_writing(
+def test_a_handoff_that_sends_and_summarises_without_its_effects_raises_before_writing(
     session: Session,
 ) -> None:
-    with pytest.raises(ValueError, match="enqueues the summary"):
+    with pytest.raises(ValueError, match="llm_timeout handoff sends or enqueues the summary"):
         session_handoff(
-            session_id=session.pk,
-            reason=HandoffReason.LLM_TIMEOUT,
-            now=NOW,
-            fixed_text=True,
-            runtime=runtime(),
-            send=Recorder().send,
+            HandoffRequest(
+                session_id=session.pk, reason=HandoffReason.LLM_TIMEOUT, now=NOW, fixed_text=True
+            )
         )
 
     assert fields(session) == ("QUALIFYING", "", "", None)
@@ -400,13 +410,13 @@ def test_a_handoff_rolled_back_sends_and_enqueues_nothing(
     def fails_after_the_handoff() -> None:
         with transaction.atomic():
             session_handoff(
-                session_id=session.pk,
-                reason=HandoffReason.ROUTING_LOOP,
-                now=NOW,
-                fixed_text=True,
-                runtime=runtime(),
-                send=recorder.send,
-                enqueue_summary=recorder.summary,
+                HandoffRequest(
+                    session_id=session.pk,
+                    reason=HandoffReason.ROUTING_LOOP,
+                    now=NOW,
+                    fixed_text=True,
+                ),
+                effects=effects(recorder),
             )
             raise RuntimeError("the caller's transaction fails")
 

@@ -30,7 +30,7 @@ from conversations.delivery_tasks import (
     retry_stale_leads,
 )
 from conversations.delivery_threads import delivery_threads
-from conversations.handoff import session_handoff
+from conversations.handoff import HandoffEffects, HandoffRequest, session_handoff
 from conversations.labels import event_text
 from conversations.models import Direction, HandoffSummary, Instance, Message, Session
 from conversations.turns.tasks import process_session
@@ -125,15 +125,18 @@ def hand_off(
     model = reason is HandoffReason.MODEL_REQUESTED
     with capture(execute=True) as callbacks, transaction.atomic():
         session_handoff(
-            session_id=session.pk,
-            reason=reason,
-            now=now,
-            fixed_text=reason not in {HandoffReason.QUALIFIED_LEAD, HandoffReason.STAFF_TAKEOVER},
-            motive=HandoffMotive.PEDIDO_CLIENTE if model else None,
-            detail="pedido_cliente" if model else "",
-            runtime=DatabasePromptSource().runtime(),
-            send=no_send,
-            enqueue_summary=summary,
+            HandoffRequest(
+                session_id=session.pk,
+                reason=reason,
+                now=now,
+                fixed_text=reason
+                not in {HandoffReason.QUALIFIED_LEAD, HandoffReason.STAFF_TAKEOVER},
+                motive=HandoffMotive.PEDIDO_CLIENTE if model else None,
+                detail="pedido_cliente" if model else "",
+            ),
+            effects=HandoffEffects(
+                runtime=DatabasePromptSource().runtime(), send=no_send, enqueue_summary=summary
+            ),
         )
     return [c.__qualname__ for c in callbacks]
 
