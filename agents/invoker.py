@@ -36,6 +36,7 @@ from agents.prompts.inputs import PromptInputs
 from agents.prompts.variables import prompt_variables
 from agents.sources import (
     BUILTIN_PROMPT_VERSION,
+    CallRecord,
     CallRecorder,
     HistorySource,
     KBSource,
@@ -123,8 +124,8 @@ class AgentInvoker:
         success and for a failure.
         """
         prepared = self.prepare(session=session, agent=agent, current_message=current_message)
-        record = partial(
-            self._recorder.record,
+        call = partial(
+            CallRecord,
             session_id=session.session_id,
             agent=agent,
             purpose="agent",
@@ -141,9 +142,11 @@ class AgentInvoker:
                 purpose="agent",
             )
         except LLMError as exc:
-            record(model=prepared.model, result=None, error=exc, raw_response="")
+            self._recorder.record(call(model=prepared.model, error=exc))
             raise
-        record(model=result.model, result=result, error=None, raw_response=result.raw_response)
+        self._recorder.record(
+            call(model=result.model, result=result, raw_response=result.raw_response)
+        )
         logger.info(
             "agent_invoked",
             extra={

@@ -117,23 +117,34 @@ class HistorySource(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One model call to store: a success (`result`) or a failure (`error`), never both.
+
+    `prompt_version` and `context_snapshot` are what the call was built from (the replay and the
+    outcome metrics read them back); `turn_id` and `message_id` tie it to the turn and the
+    customer message it answered, when it answered one."""
+
+    session_id: int
+    agent: AgentName
+    purpose: CallPurpose
+    model: str
+    prompt_version: str
+    result: LLMCallResult | None = None
+    error: LLMError | None = None
+    context_snapshot: Mapping[str, Any] | None = None
+    raw_response: str = ""
+    turn_id: UUID | None = None
+    message_id: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.result is None) == (self.error is None):
+            raise ValueError("a call record holds a result or an error, and only one")
+
+
 class CallRecorder(Protocol):
-    def record(
-        self,
-        *,
-        session_id: int,
-        agent: AgentName,
-        purpose: CallPurpose,
-        model: str,
-        result: LLMCallResult | None,
-        error: LLMError | None,
-        prompt_version: str,
-        context_snapshot: Mapping[str, Any] | None,
-        raw_response: str,
-        turn_id: UUID | None,
-        message_id: int | None,
-    ) -> None:
-        """Store one model call (success: `result`; failure: `error`)."""
+    def record(self, call: CallRecord) -> None:
+        """Store one model call."""
         ...
 
 

@@ -9,16 +9,16 @@ rules again (`agents.history`). `DatabaseCallRecorder` writes one `LLMCall`
 row per call, success or failure, for agents, repairs and summaries alike.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, cast
-from uuid import UUID
+from typing import cast
 
 from django.conf import settings
 
 from agents.invoker import AgentInvoker, InvokerConfig
-from agents.llm import CallPurpose, LLMCallResult, LLMClient, LLMError, OpenAIClient
+from agents.llm import LLMClient, OpenAIClient
 from agents.sources import (
+    CallRecord,
     CallRecorder,
     HistoryDirection,
     HistoryEntry,
@@ -109,55 +109,43 @@ class DatabaseHistorySource:
 
 
 class DatabaseCallRecorder:
-    def record(
-        self,
-        *,
-        session_id: int,
-        agent: AgentName,
-        purpose: CallPurpose,
-        model: str,
-        result: LLMCallResult | None,
-        error: LLMError | None,
-        prompt_version: str,
-        context_snapshot: Mapping[str, Any] | None,
-        raw_response: str,
-        turn_id: UUID | None,
-        message_id: int | None,
-    ) -> None:
-        if result is not None:
+    def record(self, call: CallRecord) -> None:
+        if call.result is not None:
+            result = call.result
             usage = (result.tokens_input, result.tokens_output, result.latency_ms)
             attempts, outcome, error_text = result.attempts, OK_OUTCOME, ""
-        elif error is not None:
+        else:
+            assert call.error is not None, "a CallRecord holds a result or an error"
+            error = call.error
             usage = (0, 0, error.latency_ms)
             attempts, outcome, error_text = error.attempts, error.outcome, str(error)
-        else:
-            raise ValueError("record() needs a result or an error")
-        call = LLMCall(
-            session_id=session_id,
-            message_id=message_id,
-            turn_id=turn_id,
-            agent=agent.value if isinstance(agent, AgentName) else str(agent),
-            purpose=purpose,
-            model=model[:_MODEL_CHARS],
+        snapshot = call.context_snapshot
+        row = LLMCall(
+            session_id=call.session_id,
+            message_id=call.message_id,
+            turn_id=call.turn_id,
+            agent=call.agent.value if isinstance(call.agent, AgentName) else str(call.agent),
+            purpose=call.purpose,
+            model=call.model[:_MODEL_CHARS],
             tokens_input=usage[0],
             tokens_output=usage[1],
             latency_ms=usage[2],
             attempts=attempts,
             outcome=outcome,
             error=error_text,
-            prompt_version=prompt_version[:_VERSION_CHARS],
-            context_snapshot=dict(context_snapshot) if context_snapshot is not None else None,
-            raw_response=raw_response,
+            prompt_version=call.prompt_version[:_VERSION_CHARS],
+            context_snapshot=dict(snapshot) if snapshot is not None else None,
+            raw_response=call.raw_response,
         )
         # The INSERT compiled once per process (`insert_row`), not per call: its compilation
         # cost the worker more CPU than the insert itself (bench/worker_cpu.py).
-        call.pk = insert_row(LLMCall, row=call)
+        row.pk = insert_row(LLMCall, row=row)
         model_call_observed(
-            agent=call.agent,
-            model=call.model,
-            latency_ms=call.latency_ms,
-            tokens_input=call.tokens_input,
-            tokens_output=call.tokens_output,
+            agent=row.agent,
+            model=row.model,
+            latency_ms=row.latency_ms,
+            tokens_input=row.tokens_input,
+            tokens_output=row.tokens_output,
         )
 
 

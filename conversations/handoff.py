@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -35,6 +36,7 @@ from agents.business_hours import business_hours_status
 from agents.llm import LLMClient, LLMError
 from agents.sources import (
     BUILTIN_PROMPT_VERSION,
+    CallRecord,
     CallRecorder,
     RuntimeSettings,
     StrategicCompanyInfo,
@@ -341,20 +343,18 @@ def handoff_summary_generate(
     """Write the operational summary of a handed-off session (never raises on a model failure)."""
     session = Session.objects.get(pk=session_id)
     facts = summary_facts(session)
-    record: dict[str, Any] = {
-        "session_id": session_id,
-        "agent": AgentName.SUMMARY,
-        "purpose": "summary",
-        "prompt_version": BUILTIN_PROMPT_VERSION,
-        "context_snapshot": None,
-        "turn_id": None,
-        "message_id": None,
-    }
+    call = partial(
+        CallRecord,
+        session_id=session_id,
+        agent=AgentName.SUMMARY,
+        purpose="summary",
+        prompt_version=BUILTIN_PROMPT_VERSION,
+    )
     raw = ""
     try:
         generation = generate_operational_summary(llm=llm, model=model, facts=facts)
     except LLMError as exc:
-        recorder.record(model=model, result=None, error=exc, raw_response="", **record)
+        recorder.record(call(model=model, error=exc))
         summary: OperationalSummary = facts.fallback()
         error = f"{exc.outcome}: {exc}"
         used_model = model
@@ -366,13 +366,7 @@ def handoff_summary_generate(
         if Session.objects.filter(pk=session_id, anonymised_at__isnull=False).exists():
             # Erased while the model wrote it: nothing of the customer is stored.
             summary, raw, error = OperationalSummary(), "", ERASED_MEANWHILE
-        recorder.record(
-            model=generation.call.model,
-            result=generation.call,
-            error=None,
-            raw_response=raw,
-            **record,
-        )
+        recorder.record(call(model=generation.call.model, result=generation.call, raw_response=raw))
     stored = HandoffSummary.objects.create(
         session_id=session_id,
         closing_reason=summary.closing_reason[:255],

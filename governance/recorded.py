@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import uuid4
 
 from agents.context import CatalogSnapshot, InstanceInfo, PackageInfo, SessionContext
 from agents.contract import LLMResponseParseError, parse_llm_response
@@ -21,10 +21,9 @@ from agents.llm import (
     CallPurpose,
     ChatMessage,
     LLMCallResult,
-    LLMError,
     LLMProviderError,
 )
-from agents.sources import HistoryEntry, KBSource
+from agents.sources import CallRecord, HistoryEntry, KBSource
 from agents.states import AgentName, SessionState
 from conversations.agent_sources import OK_OUTCOME, DatabaseHistorySource
 from conversations.models import LLMCall, LLMCallPurpose, Session
@@ -174,23 +173,9 @@ class MemoryRecorder:
     def __init__(self) -> None:
         self.calls: list[LLMCallResult] = []
 
-    def record(
-        self,
-        *,
-        session_id: int,
-        agent: AgentName,
-        purpose: CallPurpose,
-        model: str,
-        result: LLMCallResult | None,
-        error: LLMError | None,
-        prompt_version: str,
-        context_snapshot: Mapping[str, Any] | None,
-        raw_response: str,
-        turn_id: UUID | None,
-        message_id: int | None,
-    ) -> None:
-        if result is not None:
-            self.calls.append(result)
+    def record(self, call: CallRecord) -> None:
+        if call.result is not None:
+            self.calls.append(call.result)
 
 
 class RecordedRepairLLM:

@@ -17,6 +17,7 @@ returns it and `turn_think` turns it into the failure's `TurnResult` in one plac
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from agents.actions import Action, ContractError, map_action
@@ -25,7 +26,7 @@ from agents.contract import LLMResponseParseError, ParsedLLMResponse, parse_llm_
 from agents.invoker import AgentCall
 from agents.llm import LLMClient, LLMError, LLMRateLimitError, LLMTimeoutError
 from agents.repair import repair_llm_response
-from agents.sources import BUILTIN_PROMPT_VERSION, CallRecorder, RuntimeSettings
+from agents.sources import BUILTIN_PROMPT_VERSION, CallRecord, CallRecorder, RuntimeSettings
 from agents.states import AGENT_FOR_STATE, AgentName, HandoffReason
 from conversations.dispatcher import Handoff, Next, Step, SystemEvent, dispatch
 from conversations.handoff import strategic_company_for
@@ -323,29 +324,23 @@ def _parse_or_repair(
     except LLMResponseParseError as exc:
         logger.warning("llm_response_parse_retry", extra={**log, "error": str(exc)})
         parse_error = str(exc)
-    record: dict[str, Any] = {
-        "session_id": turn.session_id,
-        "agent": agent,
-        "purpose": "repair",
-        "prompt_version": BUILTIN_PROMPT_VERSION,
-        "context_snapshot": None,
-        "turn_id": turn.turn_id,
-        "message_id": turn.last_inbound_id,
-    }
+    call = partial(
+        CallRecord,
+        session_id=turn.session_id,
+        agent=agent,
+        purpose="repair",
+        prompt_version=BUILTIN_PROMPT_VERSION,
+        turn_id=turn.turn_id,
+        message_id=turn.last_inbound_id,
+    )
     try:
         repair = repair_llm_response(llm=llm, model=config.repair_model, raw_response=raw)
     except LLMError as exc:
-        recorder.record(
-            model=config.repair_model, result=None, error=exc, raw_response="", **record
-        )
+        recorder.record(call(model=config.repair_model, error=exc))
         logger.warning("llm_response_repair_unavailable", extra={**log, "error": str(exc)})
         return f"{parse_error}; repair unavailable: {exc}"
     recorder.record(
-        model=repair.call.model,
-        result=repair.call,
-        error=None,
-        raw_response=repair.call.raw_response,
-        **record,
+        call(model=repair.call.model, result=repair.call, raw_response=repair.call.raw_response)
     )
     if repair.parsed is None:
         logger.warning("llm_response_repair_failed", extra={**log, "error": repair.error})

@@ -3,10 +3,9 @@ agents/sources.py and agents/llm.py) and a small sample catalog, for tests witho
 
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
-from uuid import UUID
 
 from agents.business_hours import BUSINESS_TZ, business_hours_status
 from agents.context import (
@@ -23,6 +22,7 @@ from agents.llm import CallPurpose, ChatMessage, LLMCallResult, LLMError
 from agents.parameters import ParameterSpec
 from agents.prompts.inputs import PromptInputs
 from agents.sources import (
+    CallRecord,
     HistoryEntry,
     OverrideTemplate,
     RuntimeSettings,
@@ -236,36 +236,9 @@ class FakeHistorySource:
 class RecordingRecorder:
     calls: list[dict[str, Any]] = field(default_factory=list)
 
-    def record(
-        self,
-        *,
-        session_id: int,
-        agent: AgentName,
-        purpose: CallPurpose,
-        model: str,
-        result: LLMCallResult | None,
-        error: LLMError | None,
-        prompt_version: str,
-        context_snapshot: Mapping[str, Any] | None,
-        raw_response: str,
-        turn_id: UUID | None,
-        message_id: int | None,
-    ) -> None:
-        self.calls.append(
-            {
-                "session_id": session_id,
-                "agent": agent,
-                "purpose": purpose,
-                "model": model,
-                "result": result,
-                "error": error,
-                "prompt_version": prompt_version,
-                "context_snapshot": context_snapshot,
-                "raw_response": raw_response,
-                "turn_id": turn_id,
-                "message_id": message_id,
-            }
-        )
+    def record(self, call: CallRecord) -> None:
+        # As a dict of the record's fields (not `asdict`, which would turn the result into one).
+        self.calls.append({f.name: getattr(call, f.name) for f in fields(call)})
 
 
 class FakeLLM:

@@ -13,7 +13,7 @@ from pytest_django import DjangoAssertNumQueries, Settings
 from agents.context import IntentInfo, PackageInfo, SegmentInfo
 from agents.llm import LLMCallResult, LLMRateLimitError
 from agents.parameters import ParameterSpec
-from agents.sources import HistoryEntry, OverrideTemplate, StrategicCompanyInfo
+from agents.sources import CallRecord, HistoryEntry, OverrideTemplate, StrategicCompanyInfo
 from agents.states import AgentName
 from conversations.agent_sources import DatabaseCallRecorder, DatabaseHistorySource
 from conversations.models import Direction, LLMCall, Message, Session
@@ -355,17 +355,18 @@ def test_recorder_writes_a_success_row() -> None:
     turn = UUID("00000000-0000-4000-8000-000000000002")
 
     DatabaseCallRecorder().record(
-        session_id=session.pk,
-        agent=AgentName.TRIAGEM,
-        purpose="agent",
-        model="gpt-x-2026",
-        result=LLMCallResult('{"s":1}Oi', "gpt-x-2026", 321, 12, 850, attempts=2),
-        error=None,
-        prompt_version="override:15",
-        context_snapshot={"state": "TRIAGE"},
-        raw_response='{"s":1}Oi',
-        turn_id=turn,
-        message_id=message.pk,
+        CallRecord(
+            session_id=session.pk,
+            agent=AgentName.TRIAGEM,
+            purpose="agent",
+            model="gpt-x-2026",
+            result=LLMCallResult('{"s":1}Oi', "gpt-x-2026", 321, 12, 850, attempts=2),
+            prompt_version="override:15",
+            context_snapshot={"state": "TRIAGE"},
+            raw_response='{"s":1}Oi',
+            turn_id=turn,
+            message_id=message.pk,
+        )
     )
 
     row = LLMCall.objects.get()
@@ -380,17 +381,14 @@ def test_recorder_writes_a_failure_row() -> None:
     session = baker.make(Session)
 
     DatabaseCallRecorder().record(
-        session_id=session.pk,
-        agent=AgentName.COLETA,
-        purpose="agent",
-        model="gpt-y",
-        result=None,
-        error=LLMRateLimitError("HTTP 429 (insufficient_quota): quota", quota_exhausted=True),
-        prompt_version="builtin",
-        context_snapshot=None,
-        raw_response="",
-        turn_id=None,
-        message_id=None,
+        CallRecord(
+            session_id=session.pk,
+            agent=AgentName.COLETA,
+            purpose="agent",
+            model="gpt-y",
+            error=LLMRateLimitError("HTTP 429 (insufficient_quota): quota", quota_exhausted=True),
+            prompt_version="builtin",
+        )
     )
 
     row = LLMCall.objects.get()
@@ -399,25 +397,30 @@ def test_recorder_writes_a_failure_row() -> None:
     assert (row.prompt_version, row.context_snapshot, row.raw_response) == ("builtin", None, "")
 
 
-def test_recorder_refuses_a_call_with_neither_result_nor_error() -> None:
-    session = baker.make(Session)
-
-    with pytest.raises(ValueError, match="needs a result or an error"):
-        DatabaseCallRecorder().record(
-            session_id=session.pk,
+@pytest.mark.parametrize(
+    ("result", "error"),
+    [
+        (None, None),
+        (
+            LLMCallResult("Oi", "m", 1, 1, 10),
+            LLMRateLimitError("HTTP 429 (insufficient_quota): quota", quota_exhausted=True),
+        ),
+    ],
+    ids=["neither", "both"],
+)
+def test_a_call_record_holds_a_result_or_an_error_and_only_one(
+    result: LLMCallResult | None, error: LLMRateLimitError | None
+) -> None:
+    with pytest.raises(ValueError, match="a call record holds a result or an error, and only one"):
+        CallRecord(
+            session_id=1,
             agent=AgentName.COLETA,
             purpose="agent",
             model="m",
-            result=None,
-            error=None,
             prompt_version="builtin",
-            context_snapshot=None,
-            raw_response="",
-            turn_id=None,
-            message_id=None,
+            result=result,
+            error=error,
         )
-
-    assert LLMCall.objects.count() == 0
 
 
 def test_history_marks_what_the_team_wrote(
