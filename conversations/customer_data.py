@@ -35,7 +35,7 @@ from django.db import models, transaction
 from django.db.models import F, Lookup, Q, Value
 from django.utils.translation import gettext as _
 
-from agents.masking import KnownValues, Masker, known_values
+from agents.masking import KnownValues, Masker
 from conversations.data_holders import session_data_holders
 from conversations.events import EventCode
 from conversations.models import (
@@ -47,6 +47,7 @@ from conversations.models import (
     Session,
     WebhookDelivery,
 )
+from conversations.personal_data import session_known_values
 from conversations.retention import session_anonymise
 
 logger = logging.getLogger("conversations.retention")
@@ -153,17 +154,7 @@ def customer_masker(sessions: Iterable[Session], identifiers: Iterable[str]) -> 
     emails: list[str] = []
     ids: list[str] = list(identifiers)
     for session in sessions:
-        known = known_values(
-            customer_name=session.customer_name,
-            customer_phone=session.customer_phone,
-            customer_user_id=session.customer_user_id,
-            customer_document=session.customer_document,
-            data=[
-                d
-                for d in (session.registration_data, session.registration_extras)
-                if isinstance(d, dict)
-            ],
-        )
+        known = session_known_values(session)
         names += known.names
         numbers += known.numbers
         emails += known.emails

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from django.db import models
 
-from agents.masking import PATTERNS_ONLY, Masker, known_values
+from agents.masking import PATTERNS_ONLY, KnownValues, Masker, known_values
 from conversations.models import Session
 
 VIEW_PERSONAL_DATA = "conversations.view_personal_data"
@@ -28,26 +28,29 @@ def can_view_personal_data(user: Any) -> bool:
     return bool(user.has_perm(VIEW_PERSONAL_DATA))
 
 
+def session_known_values(session: Session) -> KnownValues:
+    """What one session knows of its customer: name, phone, user id, document and the collected
+    data."""
+    return known_values(
+        customer_name=session.customer_name,
+        customer_phone=session.customer_phone,
+        customer_user_id=session.customer_user_id,
+        customer_document=session.customer_document,
+        data=[
+            d
+            for d in (session.registration_data, session.registration_extras)
+            if isinstance(d, dict)
+        ],
+    )
+
+
 def session_masker(session: Session) -> Masker:
     """The masker of one session's data: its known values, and the instance's own phone (when
     loaded) left readable."""
     keep = []
     if Session.instance.is_cached(session):
         keep.append(session.instance.display_phone)
-    return Masker(
-        known_values(
-            customer_name=session.customer_name,
-            customer_phone=session.customer_phone,
-            customer_user_id=session.customer_user_id,
-            customer_document=session.customer_document,
-            data=[
-                d
-                for d in (session.registration_data, session.registration_extras)
-                if isinstance(d, dict)
-            ],
-        ),
-        keep_numbers=keep,
-    )
+    return Masker(session_known_values(session), keep_numbers=keep)
 
 
 class MaskedCopyError(Exception):

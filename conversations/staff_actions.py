@@ -339,15 +339,7 @@ def session_reply(
         on_commit_call(send, message.pk)
         _admin_log(user=user, session=session, text=_("Replied to the customer."))
         dry_run = dry_run_reason(session)
-    logger.info(
-        "staff_reply",
-        extra={
-            "session_id": session_id,
-            "user_id": user.pk,
-            "message_id": message.pk,
-            "dry_run": dry_run.value if dry_run else "",
-        },
-    )
+    _sent_logged("staff_reply", session_id=session_id, user=user, message=message, dry_run=dry_run)
     sent = {
         None: _("Reply sent to WhatsApp."),
         DryRunReason.NO_ACCESS_TOKEN: _(
@@ -358,6 +350,20 @@ def session_reply(
         ),
     }
     return ActionOutcome(True, sent[dry_run], message.pk)
+
+
+def _sent_logged(
+    event: str, *, session_id: int, user: User, message: Message, dry_run: DryRunReason | None
+) -> None:
+    logger.info(
+        event,
+        extra={
+            "session_id": session_id,
+            "user_id": user.pk,
+            "message_id": message.pk,
+            "dry_run": dry_run.value if dry_run else "",
+        },
+    )
 
 
 def session_send_template(
@@ -409,14 +415,8 @@ def session_send_template(
             text=_("Sent the template %(name)s.") % {"name": template.name},
         )
         dry_run = dry_run_reason(session)
-    logger.info(
-        "staff_template",
-        extra={
-            "session_id": session_id,
-            "user_id": user.pk,
-            "message_id": message.pk,
-            "dry_run": dry_run.value if dry_run else "",
-        },
+    _sent_logged(
+        "staff_template", session_id=session_id, user=user, message=message, dry_run=dry_run
     )
     sent = {
         None: _("Template sent to WhatsApp."),
