@@ -153,7 +153,7 @@ class OpenAIClient:
         TLS context. One pool shared by a threads worker's hundred turns in flight costs more CPU
         per request the more requests are in flight (httpcore re-scans its connections under a
         lock each time a request starts or ends), as for the Graph API's client
-        (conversations/whatsapp/client.py). A thread's client goes with the thread, or with this
+        (whatsapp/client.py). A thread's client goes with the thread, or with this
         object."""
         if self._shared is not None:
             return self._shared

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.support import ensure_database  # noqa: E402
-from conversations.whatsapp.signature import compute_signature  # noqa: E402 (pure module)
+from whatsapp.signature import compute_signature  # noqa: E402 (pure module)
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/lab_attendance_webhook_bench"
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/8"

@@ -68,7 +68,7 @@ from conversations.staff_actions import session_reply, session_take_over
 from conversations.turns.deps import PipelineConfig, no_read_receipt
 from conversations.turns.run import session_process
 from conversations.turns.tasks import build_pipeline_deps
-from conversations.whatsapp.client import SentMessage
+from whatsapp.client import SentMessage
 
 DEMO_PHONE_PREFIX = "55119000000"
 DEMO_STAFF_USERNAME = "camila.demo"

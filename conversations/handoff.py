@@ -63,7 +63,7 @@ from conversations.models import (
     Message,
     Session,
 )
-from conversations.whatsapp.formatting import format_ai_message_for_whatsapp, split_for_whatsapp
+from whatsapp.formatting import format_ai_message_for_whatsapp, split_for_whatsapp
 
 logger = logging.getLogger(__name__)
 

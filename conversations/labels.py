@@ -19,8 +19,8 @@ from agents.sources import BUILTIN_PROMPT_VERSION
 from agents.states import PROMPT_AGENTS, AgentName, HandoffMotive, HandoffReason, SessionState
 from conversations.events import ACTION_UNSUPPORTED_MEDIA, CLOSED_IDLE, EventCode
 from conversations.models import DeliveryStatus, Message
-from conversations.whatsapp.client import is_simulated_wamid
 from prompts_admin.selectors import unversioned_override_id, version_history_id
+from whatsapp.client import is_simulated_wamid
 
 # Why a session went to a human, explained for staff; the stored detail is for engineers (an
 # English parser error, an HTTP status) and stays in the message log.

@@ -33,7 +33,7 @@ from django.utils.translation import gettext, pgettext
 from agents.states import SessionState
 from conversations.labels import handoff_label
 from conversations.models import Direction, HandoffSummary, Message, Session
-from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
+from whatsapp import CUSTOMER_SERVICE_WINDOW
 
 # From this share of SUPPORT_SLA_MINUTES on a wait is shown "near" (amber); from 100 %, "late".
 SLA_NEAR_FRACTION = 0.75

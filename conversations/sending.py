@@ -51,14 +51,14 @@ from conversations.models import (
     Message,
     Session,
 )
-from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
-from conversations.whatsapp.client import (
+from whatsapp import CUSTOMER_SERVICE_WINDOW
+from whatsapp.client import (
     DryRunSender,
     GraphAPIError,
     GraphClient,
     WhatsAppSender,
 )
-from conversations.whatsapp.statuses import STATUS_ORDER, send_callback_data, statuses_before
+from whatsapp.statuses import STATUS_ORDER, send_callback_data, statuses_before
 
 logger = logging.getLogger(__name__)
 

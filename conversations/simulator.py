@@ -63,8 +63,8 @@ from conversations.sending import DRY_RUN_SENDER, outbound_message_send
 from conversations.turns.deps import PipelineConfig, no_read_receipt
 from conversations.turns.run import session_process
 from conversations.turns.tasks import build_pipeline_deps
-from conversations.whatsapp.payload import parse_payload
 from prompts_admin.selectors import ChosenOverridesPromptSource
+from whatsapp.payload import parse_payload
 
 logger = logging.getLogger(__name__)
 

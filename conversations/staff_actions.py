@@ -67,9 +67,9 @@ from conversations.sending import (
     dry_run_reason,
 )
 from conversations.turns.tasks import generate_handoff_summary
-from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 from conversations.whatsapp.tasks import send_message
 from prompts_admin.selectors import DatabasePromptSource, override_ids_of
+from whatsapp import CUSTOMER_SERVICE_WINDOW
 
 logger = logging.getLogger(__name__)
 

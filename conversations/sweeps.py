@@ -47,7 +47,7 @@ from conversations.models import (
 )
 from conversations.sending import SEND_CLAIM_SECONDS
 from conversations.turns.commit import failure_handoff_write
-from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
+from whatsapp import CUSTOMER_SERVICE_WINDOW
 
 logger = logging.getLogger(__name__)
 

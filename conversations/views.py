@@ -22,8 +22,8 @@ from conversations.inbound.deliveries import (
     stored_headers,
     webhook_delivery_receive,
 )
-from conversations.whatsapp.payload import MalformedBodyError
-from conversations.whatsapp.signature import SIGNATURE_HEADER, signature_is_valid
+from whatsapp.payload import MalformedBodyError
+from whatsapp.signature import SIGNATURE_HEADER, signature_is_valid
 
 logger = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from conversations.admin.transcript import (
     TranscriptEntry,
     session_transcript,
 )
-from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
+from whatsapp import CUSTOMER_SERVICE_WINDOW
 
 __all__ = [
     "CUSTOMER_SERVICE_WINDOW",

@@ -25,7 +25,7 @@ from conversations.models import (
     Message,
     WebhookDelivery,
 )
-from conversations.whatsapp.payload import without_surrogates
+from whatsapp.payload import without_surrogates
 
 
 class ReadOnlyAdmin(PersonalDataMaskingMixin[ModelT]):

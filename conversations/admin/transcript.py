@@ -40,8 +40,8 @@ from conversations.models import (
     Session,
 )
 from conversations.personal_data import masked_copy
-from conversations.whatsapp import CUSTOMER_SERVICE_WINDOW
 from knowledge_base.models import Service
+from whatsapp import CUSTOMER_SERVICE_WINDOW
 
 # The transcript shows the newest messages of a session; older ones are in the message log.
 MAX_TRANSCRIPT_MESSAGES = 500

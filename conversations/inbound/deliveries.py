@@ -40,7 +40,7 @@ from conversations.inbound.hot_path import insert_row
 from conversations.inbound.one_statement import one_statement_receive, single_text_message
 from conversations.metrics import webhook_delivery_counted
 from conversations.models import WebhookDelivery, WebhookOutcome
-from conversations.whatsapp.payload import (
+from whatsapp.payload import (
     PayloadError,
     WebhookPayload,
     decode_body,

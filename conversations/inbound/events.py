@@ -63,7 +63,8 @@ from conversations.inbound.sessions import (
 )
 from conversations.inbound.statuses import statuses_apply
 from conversations.models import DeliveryStatus, Direction, Message, Session, WebhookOutcome
-from conversations.whatsapp.payload import (
+from prompts_admin.models import RuntimeConfig
+from whatsapp.payload import (
     Customer,
     Echo,
     InboundKind,
@@ -72,7 +73,6 @@ from conversations.whatsapp.payload import (
     WebhookPayload,
     without_surrogates,
 )
-from prompts_admin.models import RuntimeConfig
 
 # The package's name, not the module's: every inbound module logs under one logger name.
 logger = logging.getLogger("conversations.inbound")

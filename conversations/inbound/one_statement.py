@@ -42,7 +42,7 @@ from conversations.inbound.session_rules import (
     turn_queued_before,
 )
 from conversations.models import Direction, Session, WebhookDelivery, WebhookOutcome
-from conversations.whatsapp.payload import InboundKind, InboundMessage, WebhookPayload
+from whatsapp.payload import InboundKind, InboundMessage, WebhookPayload
 
 logger = logging.getLogger("conversations.inbound")
 

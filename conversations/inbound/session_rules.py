@@ -42,7 +42,7 @@ from django.db.models import Case, F, Q, QuerySet, Value, When
 from agents.states import BOT_STATES, SessionState
 from conversations.inbound.hot_path import hot_cursor
 from conversations.models import Session
-from conversations.whatsapp.payload import Customer, InboundKind
+from whatsapp.payload import Customer, InboundKind
 
 # The states as SQL literals, from the enums (never typed twice).
 CLOSED_SQL = f"'{SessionState.CLOSED.value}'"

@@ -35,7 +35,7 @@ from conversations.inbound.session_rules import (
     idle_cutoff,
 )
 from conversations.models import Instance, Session
-from conversations.whatsapp.payload import Customer
+from whatsapp.payload import Customer
 
 # The package's name, not the module's: every inbound module logs under one logger name.
 logger = logging.getLogger("conversations.inbound")

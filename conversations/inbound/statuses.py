@@ -12,8 +12,8 @@ from typing import Any
 
 from conversations.inbound.hot_path import insert_once
 from conversations.models import DeliveryStatusEvent, Direction, Message
-from conversations.whatsapp.payload import StatusUpdate
-from conversations.whatsapp.statuses import (
+from whatsapp.payload import StatusUpdate
+from whatsapp.statuses import (
     FAILED,
     KNOWN_STATUSES,
     message_id_from_callback,

@@ -41,7 +41,7 @@ from conversations.turns.rows import (
     session_fields,
 )
 from conversations.turns.selectors import session_context, session_has_pending
-from conversations.whatsapp.formatting import format_ai_message_for_whatsapp
+from whatsapp.formatting import format_ai_message_for_whatsapp
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from agents.context import SessionContext
 from conversations.dispatcher import SystemEvent, action_name
 from conversations.models import DeliveryStatus, Direction, Message
 from conversations.turns.result import Reply, Turn, TurnResult
-from conversations.whatsapp.formatting import format_ai_message_for_whatsapp, split_for_whatsapp
+from whatsapp.formatting import format_ai_message_for_whatsapp, split_for_whatsapp
 
 
 def session_fields(result: TurnResult, now: datetime) -> dict[str, Any]:

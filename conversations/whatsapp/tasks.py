@@ -49,8 +49,8 @@ from conversations.sending import (
     read_receipt_send,
 )
 from conversations.sweeps import unsent_messages_requeue
-from conversations.whatsapp.client import GraphClient, WhatsAppSender
 from conversations.whatsapp.read_receipts import BackgroundReadReceipts
+from whatsapp.client import GraphClient, WhatsAppSender
 
 logger = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from django.utils import timezone
 from pytest_django import Settings
 
 from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
-from conversations.whatsapp.signature import compute_signature
 from tests.conversations.support import ensure_staff_groups
 from tests.fakes.graph_server import FakeGraphAPI
+from whatsapp.signature import compute_signature
 
 PHONE_NUMBER_ID = "100000000000001"
 CUSTOMER_PHONE = "5511987654321"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conversations.whatsapp.formatting import format_ai_message_for_whatsapp, split_for_whatsapp
+from whatsapp.formatting import format_ai_message_for_whatsapp, split_for_whatsapp
 
 
 @pytest.mark.parametrize(

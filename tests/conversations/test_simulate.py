@@ -25,9 +25,6 @@ from conversations.simulator import (
     simulated_reply_send,
     simulated_text_delivery,
 )
-from conversations.whatsapp.client import is_simulated_wamid
-from conversations.whatsapp.payload import InboundKind, parse_payload
-from conversations.whatsapp.signature import compute_signature
 from prompts_admin.models import RuntimeConfig
 from tests import baker_recipes as recipes
 from tests.conversations.support import reply
@@ -35,6 +32,9 @@ from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.support.metrics import TOKEN, increase, scrape
 from tests.support.webhooks import text_delivery
+from whatsapp.client import is_simulated_wamid
+from whatsapp.payload import InboundKind, parse_payload
+from whatsapp.signature import compute_signature
 
 HANDOFF_TEXT = "Um atendente vai continuar a conversa."
 NO_MODEL = (

@@ -17,7 +17,6 @@ import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
 from conversations.models import Direction, Message, SimulatedTurn
-from conversations.whatsapp.client import is_simulated_wamid
 from tests import baker_recipes as recipes
 from tests.conversations.support import ensure_staff_groups
 from tests.conversations.test_staff_reply_worker import Browser
@@ -26,6 +25,7 @@ from tests.fakes.openai_server import FakeOpenAIServer
 from tests.support.broker import IsolatedBroker
 from tests.support.processes import project_env, wait_for, web_and_worker
 from tests.support.staff import PROMPT_EDITORS, staff_member
+from whatsapp.client import is_simulated_wamid
 
 pytestmark = [
     pytest.mark.postgres,

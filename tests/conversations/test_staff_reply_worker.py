@@ -22,7 +22,6 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.utils import timezone
 
 from conversations.models import DeliveryStatus, Direction, Message
-from conversations.whatsapp.signature import compute_signature
 from tests import baker_recipes as recipes
 from tests.baker_recipes import CUSTOMER_PHONE, PHONE_NUMBER_ID
 from tests.conversations.support import ensure_staff_groups
@@ -31,6 +30,7 @@ from tests.fakes.graph_server import FakeGraphAPI
 from tests.support.broker import IsolatedBroker
 from tests.support.processes import project_env, wait_for, web_and_worker
 from tests.support.staff import SUPPORT, staff_member
+from whatsapp.signature import compute_signature
 
 pytestmark = [
     pytest.mark.postgres,

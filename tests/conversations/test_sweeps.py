@@ -29,13 +29,13 @@ from conversations.sweeps import (
 from conversations.turns import think
 from conversations.turns.run import session_process
 from conversations.turns.tasks import process_session, requeue_expired_leases
-from conversations.whatsapp.client import SentMessage
 from conversations.whatsapp.tasks import requeue_unsent_messages
 from prompts_admin.models import RuntimeConfig
 from tests import baker_recipes as recipes
 from tests.conversations.support import inbound, reply
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from whatsapp.client import SentMessage
 
 pytestmark = pytest.mark.django_db
 CUSTOMER_PHONE = "5511977776666"

@@ -5,7 +5,7 @@ import http.client
 import json
 import time
 
-from conversations.whatsapp.signature import compute_signature
+from whatsapp.signature import compute_signature
 
 PHONE_NUMBER_ID = "100000000000001"
 WEBHOOK_PATH = "/webhooks/whatsapp/"

@@ -14,8 +14,8 @@ from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.inbound.one_statement import single_text_message
 from conversations.inbound.session_rules import turn_queued_ttl
 from conversations.models import Message, Session, WebhookDelivery
-from conversations.whatsapp.payload import parse_payload
 from tests.conversations.whatsapp.conftest import PHONE_NUMBER_ID, Recorder, encode, load_fixture
+from whatsapp.payload import parse_payload
 
 TURN_QUEUED_TTL = turn_queued_ttl()  # the settings' TTL, for the boundary tables below
 

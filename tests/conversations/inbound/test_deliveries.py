@@ -17,7 +17,6 @@ from conversations.models import (
     WebhookDelivery,
     WebhookOutcome,
 )
-from conversations.whatsapp.payload import MalformedBodyError
 from tests.conversations.inbound.conftest import Receiver
 from tests.conversations.whatsapp.conftest import (
     Recorder,
@@ -25,6 +24,7 @@ from tests.conversations.whatsapp.conftest import (
     fixture_bytes,
     load_fixture,
 )
+from whatsapp.payload import MalformedBodyError
 
 pytestmark = pytest.mark.django_db
 

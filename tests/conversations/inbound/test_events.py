@@ -15,7 +15,6 @@ from conversations.models import (
     Session,
     WebhookDelivery,
 )
-from conversations.whatsapp.payload import InboundKind
 from prompts_admin.models import DEFAULT_UNSUPPORTED_MEDIA_MESSAGE, RuntimeConfig
 from tests import baker_recipes as recipes
 from tests.conversations.inbound.conftest import HEADERS, Receiver, T, make_session, messages
@@ -26,6 +25,7 @@ from tests.conversations.whatsapp.conftest import (
     fixture_bytes,
     load_fixture,
 )
+from whatsapp.payload import InboundKind
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,6 @@ from conversations.inbound.one_statement import (
     single_text_message,
 )
 from conversations.models import Direction, Message, Session, WebhookDelivery
-from conversations.whatsapp.payload import parse_payload
 from tests import baker_recipes as recipes
 from tests.conversations.inbound.conftest import T, make_session
 from tests.conversations.inbound.one_statement_support import (
@@ -40,6 +39,7 @@ from tests.conversations.whatsapp.conftest import (
     Recorder,
     load_fixture,
 )
+from whatsapp.payload import parse_payload
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -1,6 +1,6 @@
 """A send the Graph API accepted but whose wamid we never stored (the worker died in between) is
 found through the ``biz_opaque_callback_data`` Meta echoes in its status callbacks, so the retry
-does not send it twice (conversations.whatsapp.statuses)."""
+does not send it twice (whatsapp.statuses)."""
 
 from typing import Any
 
@@ -9,8 +9,6 @@ from django.test import Client
 from model_bakery import baker
 
 from conversations.models import DeliveryStatusEvent, Direction, Message, Session
-from conversations.whatsapp.payload import parse_webhook_body
-from conversations.whatsapp.statuses import message_id_from_callback, send_callback_data
 from conversations.whatsapp.tasks import send_message
 from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import (
@@ -19,6 +17,8 @@ from tests.conversations.whatsapp.conftest import (
     signed_post,
 )
 from tests.fakes.graph_server import FakeGraphAPI
+from whatsapp.payload import parse_webhook_body
+from whatsapp.statuses import message_id_from_callback, send_callback_data
 
 pytestmark = pytest.mark.django_db
 

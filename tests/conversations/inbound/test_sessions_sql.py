@@ -19,8 +19,8 @@ from conversations.inbound.sessions import (
     session_open,
 )
 from conversations.models import Instance, Session
-from conversations.whatsapp.payload import Customer
 from tests import baker_recipes as recipes
+from whatsapp.payload import Customer
 
 pytestmark = pytest.mark.django_db
 

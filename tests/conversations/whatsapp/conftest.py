@@ -9,11 +9,11 @@ from django.test import Client
 from hypothesis import strategies as st
 
 from conversations.models import Instance, Session
-from conversations.whatsapp.signature import compute_signature
 from tests import baker_recipes as recipes
 from tests.baker_recipes import CUSTOMER_PHONE as CUSTOMER_PHONE
 from tests.baker_recipes import CUSTOMER_USER_ID as CUSTOMER_USER_ID
 from tests.baker_recipes import PHONE_NUMBER_ID as PHONE_NUMBER_ID
+from whatsapp.signature import compute_signature
 
 # The fixtures' number and customer (PHONE_NUMBER_ID, CUSTOMER_PHONE, CUSTOMER_USER_ID, imported
 # above) are the recipes' defaults.

@@ -6,8 +6,8 @@ import httpx
 import pytest
 from pytest_httpserver import HTTPServer
 
-from conversations.whatsapp.client import GraphAPIError, GraphClient, SentMessage
 from tests.fakes.graph_server import FakeGraphAPI
+from whatsapp.client import GraphAPIError, GraphClient, SentMessage
 
 PNID = "100000000000001"
 

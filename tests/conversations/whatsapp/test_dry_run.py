@@ -17,11 +17,11 @@ from conversations.sending import (
     read_receipt_for,
     read_receipt_send,
 )
-from conversations.whatsapp.client import GraphClient, is_simulated_wamid
 from conversations.whatsapp.tasks import graph_client, send_message
 from tests import baker_recipes as recipes
 from tests.conversations.support import reply
 from tests.fakes.graph_server import FakeGraphAPI
+from whatsapp.client import GraphClient, is_simulated_wamid
 
 pytestmark = pytest.mark.django_db
 

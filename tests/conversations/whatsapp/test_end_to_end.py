@@ -15,7 +15,6 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from conversations.models import Direction, Message, Session
-from conversations.whatsapp.signature import compute_signature
 from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,
@@ -27,6 +26,7 @@ from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.support.broker import IsolatedBroker
 from tests.support.processes import project_env, wait_for, web_and_worker
+from whatsapp.signature import compute_signature
 
 pytestmark = [
     pytest.mark.postgres,

@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from conversations.whatsapp.payload import (
+from tests.conversations.whatsapp.conftest import (
+    JSON,
+    MUTATED_BATCHES,
+    fixture_bytes,
+    load_fixture,
+)
+from whatsapp.payload import (
     ChangeErrors,
     Customer,
     Echo,
@@ -23,12 +29,6 @@ from conversations.whatsapp.payload import (
     decode_body,
     parse_payload,
     parse_webhook_body,
-)
-from tests.conversations.whatsapp.conftest import (
-    JSON,
-    MUTATED_BATCHES,
-    fixture_bytes,
-    load_fixture,
 )
 
 PNID = "100000000000001"

@@ -12,10 +12,10 @@ from django.utils import timezone
 from model_bakery import baker
 
 from conversations.models import Direction, Message, Session
-from conversations.whatsapp.client import GraphClient
 from conversations.whatsapp.tasks import reply_send
 from tests.conversations.whatsapp.conftest import CUSTOMER_PHONE
 from tests.fakes.graph_server import FakeGraphAPI
+from whatsapp.client import GraphClient
 
 pytestmark = pytest.mark.django_db
 

@@ -29,9 +29,9 @@ from conversations.sending import (
     read_receipt_for,
     read_receipt_send,
 )
-from conversations.whatsapp.client import GraphClient
-from conversations.whatsapp.statuses import statuses_before
 from tests.fakes.graph_server import FakeGraphAPI
+from whatsapp.client import GraphClient
+from whatsapp.statuses import statuses_before
 
 pytestmark = pytest.mark.django_db
 

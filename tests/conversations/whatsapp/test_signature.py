@@ -3,7 +3,7 @@ import hmac
 
 import pytest
 
-from conversations.whatsapp.signature import compute_signature, signature_is_valid
+from whatsapp.signature import compute_signature, signature_is_valid
 
 BODY = b'{"object":"whatsapp_business_account","entry":[]}'
 SECRET = "app-secret"

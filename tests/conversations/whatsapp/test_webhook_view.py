@@ -12,7 +12,6 @@ from pytest_django import Settings
 
 from conversations import publishers
 from conversations.models import Instance, Message, Session, WebhookDelivery
-from conversations.whatsapp.payload import PayloadError, parse_payload
 from tests.conversations.whatsapp.conftest import (
     JSON,
     MUTATED_BATCHES,
@@ -22,6 +21,7 @@ from tests.conversations.whatsapp.conftest import (
     fixture_bytes,
     signed_post,
 )
+from whatsapp.payload import PayloadError, parse_payload
 
 pytestmark = pytest.mark.django_db
 
