@@ -239,9 +239,9 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
     from django.urls import reverse
 
-    from conversations.admin import sessions_search
     from conversations.models import Message, Session
-    from conversations.queue import waiting_count, waiting_sessions
+    from support.admin.sessions import sessions_search
+    from support.queue import waiting_count, waiting_sessions
 
     def bench_user() -> Any:
         user_model = get_user_model()

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LOOKUP_SEP",  # conversations.admin.masking: a lookup's field name
     "CommentNode",  # agents.templating: the prompt templates' allowed tags
-    "DeferredAttribute",  # conversations.encryption: the decrypting field descriptor's base
+    "DeferredAttribute",  # conversations.privacy.encryption: the decrypting field descriptor's base
     "FilterExpression",  # agents.templating
     "IfNode",  # agents.templating
     "TemplateLiteral",  # agents.templating

@@ -93,6 +93,8 @@ INSTALLED_APPS = [
     "knowledge_base",
     "prompts_admin",
     "conversations",
+    "support",
+    "simulator",
     "governance",
     "agents",
     "axes",
@@ -140,7 +142,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 # The waiting customers' count in the admin's header (Support, superusers).
-                "conversations.admin.queue.waiting_customers",
+                "support.admin.queue.waiting_customers",
             ],
         },
     },
@@ -253,7 +255,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 if CELERY_BROKER_URL.split("://", 1)[0] in ("redis", "rediss"):
     # kombu's Redis transport, with one redis-py client per channel (see the module).
     CELERY_BROKER_TRANSPORT = "config.redis_transport:Transport"
-# LGPD retention (conversations.retention): a conversation closed this many days ago is
+# LGPD retention (conversations.privacy.retention): a conversation closed this many days ago is
 # anonymised; raw webhook bodies are emptied after theirs.
 RETENTION_DAYS = env.int("RETENTION_DAYS", default=365)
 WEBHOOK_BODY_RETENTION_DAYS = env.int("WEBHOOK_BODY_RETENTION_DAYS", default=30)
@@ -410,7 +412,7 @@ HANDOFF_WEBHOOK_SECRET = env.str("HANDOFF_WEBHOOK_SECRET", default="")
 CRM_WEBHOOK_URL = env.str("CRM_WEBHOOK_URL", default="")
 CRM_WEBHOOK_SECRET = env.str("CRM_WEBHOOK_SECRET", default="")
 # Seconds one signed POST (alert, CRM) may take in all, connecting to the answer's last byte
-# read; a task retries a POST over it with backoff (conversations/signed_post.py).
+# read; a task retries a POST over it with backoff (support/signed_post.py).
 SIGNED_POST_TIMEOUT_SECONDS = env.float("SIGNED_POST_TIMEOUT_SECONDS", default=10.0)
 SIGNED_POST_TIMEOUT_MAX = 60.0
 

@@ -49,3 +49,23 @@ class AfterCommit(Generic[T]):
 def on_commit_call(func: Callable[[T], object], arg: T) -> None:
     """Run ``func(arg)`` after the current transaction commits (see the module docstring)."""
     transaction.on_commit(AfterCommit(func, arg), robust=True)
+
+
+class Announcement(Generic[T]):
+    """Something the store writes that apps above it react to, without the store importing
+    them. `announce` calls each subscriber (registered from its app's ``AppConfig.ready``) at
+    once, inside the writer's transaction, in the order they subscribed; a subscriber that has
+    work to do registers it for after the commit (`on_commit_call`), so a rolled-back write
+    announces nothing."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._subscribers: list[Callable[[T], object]] = []
+
+    def subscribe(self, func: Callable[[T], object]) -> None:
+        if func not in self._subscribers:
+            self._subscribers.append(func)
+
+    def announce(self, value: T) -> None:
+        for func in self._subscribers:
+            func(value)

@@ -35,7 +35,7 @@ class EventCode(StrEnum):
     # Written by the turn's failure handling (conversations.sweeps): json_part {"error",
     # "error_type"}.
     TURN_FAILED = "turn_failed"
-    # Written by the staff actions (conversations.staff_actions), by `staff_user`; a take-over is
+    # Written by the staff actions (support.staff_actions), by `staff_user`; a take-over is
     # the handoff's own event.
     STAFF_ASSIGNED = "staff_assigned"  # json_part {"assignee_id", "assignee"}
     STAFF_GIVEN_BACK = "staff_given_back"  # json_part {"state"}
@@ -43,10 +43,10 @@ class EventCode(StrEnum):
     STAFF_SUMMARY_REQUESTED = "staff_summary_requested"  # json_part {"form_token"}
     # json_part {"from", "to": {agent: prompt version}, "overrides": {history id: override id}}
     STAFF_PROMPTS_UPDATED = "staff_prompts_updated"
-    # Written by an erasure request (conversations.customer_data), by `staff_user` (none from
-    # `manage.py erase_customer_data`).
+    # Written by an erasure request (conversations.privacy.customer_data), by `staff_user` (none
+    # from `manage.py erase_customer_data`).
     PERSONAL_DATA_ERASED = "personal_data_erased"
-    # Written by the handoff alert (conversations.alerts): action "<channel>_<outcome>";
+    # Written by the handoff alert (support.alerts): action "<channel>_<outcome>";
     # json_part {"channel", "outcome", ...}.
     HANDOFF_ALERT = "handoff_alert"
 

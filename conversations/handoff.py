@@ -49,9 +49,8 @@ from agents.summary import (
     TranscriptLine,
     generate_operational_summary,
 )
-from conversations.alerts import alert_due, alerts_configured
+from conversations.announcements import HandoffCommitted, handoff_committed
 from conversations.commit_hooks import on_commit_call
-from conversations.delivery_tasks import enqueue_handoff_alert
 from conversations.dispatcher import Handoff, handoff_event
 from conversations.events import EventCode
 from conversations.message_order import newest_in_conversation_order
@@ -228,8 +227,8 @@ def session_handoff(
     if summary_due(reason):
         assert effects is not None
         on_commit_call(effects.enqueue_summary, session_id)
-    if alert_due(reason) and alerts_configured():  # after the summary's: the alert waits for it
-        on_commit_call(enqueue_handoff_alert, session_id)
+    # After the summary's hook: an alert waits for the summary.
+    handoff_committed.announce(HandoffCommitted(session_id=session_id, reason=reason))
     return HandoffWritten(session_id=session_id, event_id=event.pk, part_ids=part_ids)
 
 

@@ -96,7 +96,7 @@ def stalled_sessions(*, now: datetime, grace: timedelta, limit: int = 500) -> li
     HUMAN and CLOSED sessions are not in the second case: the webhook stores their messages
     already processed (staff read them in admin), and a turn marks any left pending processed.
     Simulated sessions are in neither: the simulator runs their turns (with the staff member's
-    chosen drafts and its own sender) and ends a lost one itself (`conversations.simulator`).
+    chosen drafts and its own sender) and ends a lost one itself (`simulator.simulation`).
     """
     pending = Message.objects.pending_inbound().filter(session=OuterRef("pk"))
     expired = Session.objects.filter(lease_expires_at__lte=now, is_simulated=False).filter(

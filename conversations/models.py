@@ -8,7 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from agents.circuit import CircuitState
 from agents.labels import AGENT_LABELS, HANDOFF_REASON_LABELS, STATE_LABELS, choices
 from agents.states import SessionState
-from conversations.encryption import EncryptedTextField
+from conversations.privacy.encryption import EncryptedTextField
 
 # Derived from the one label table (agents.labels), translated when shown.
 STATE_CHOICES = choices(STATE_LABELS, translate=_)
@@ -46,7 +46,8 @@ class Instance(models.Model):
         help_text=_("Text about the brand or unit given to the agents as metadata."),
     )
     health_sensitive = models.BooleanField(_("health-sensitive"), default=False)
-    # Encrypted at rest with FIELD_ENCRYPTION_KEYS; reads as plaintext (conversations.encryption).
+    # Encrypted at rest with FIELD_ENCRYPTION_KEYS; reads as plaintext
+    # (conversations.privacy.encryption).
     access_token = EncryptedTextField(
         _("access token"),
         blank=True,
@@ -118,7 +119,7 @@ class Session(models.Model):
     loaded_packages = models.JSONField(_("loaded packages"), default=list, blank=True)
     # Each prompt agent's version ("builtin" or "override:<history_id>"), keyed by agent, pinned by
     # the session's first turn and kept until it ends (or staff moves it to the current prompts,
-    # `conversations.staff_actions.session_prompts_update`).
+    # `support.staff_actions.session_prompts_update`).
     prompt_versions = models.JSONField(
         _("prompt versions"),
         default=dict,
@@ -163,10 +164,10 @@ class Session(models.Model):
     last_message_at = models.DateTimeField(_("last message"), null=True, blank=True)
     handed_off_at = models.DateTimeField(_("handed off at"), null=True, blank=True)
     closed_at = models.DateTimeField(_("closed at"), null=True, blank=True)
-    # LGPD (conversations.retention): set when the customer's personal data was anonymised.
+    # LGPD (conversations.privacy.retention): set when the customer's personal data was anonymised.
     anonymised_at = models.DateTimeField(_("anonymised at"), null=True, blank=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
-    # A conversation of the simulator (conversations.simulator): its replies never reach WhatsApp
+    # A conversation of the simulator (simulator.simulation): its replies never reach WhatsApp
     # (conversations.sending), a real delivery never finds it (conversations.inbound.session_rules)
     # and it stays out of the queue, the handoff alerts, the leads, the CRM and the metrics.
     is_simulated = models.BooleanField(
@@ -180,13 +181,13 @@ class Session(models.Model):
         verbose_name = _("conversation")
         verbose_name_plural = _("conversations")
         # Without it, names, phones, documents and e-mails are masked on every admin page
-        # (conversations.personal_data); Support has it, prompt editors do not.
+        # (conversations.privacy.personal_data); Support has it, prompt editors do not.
         permissions = [
             ("view_personal_data", _("Can view customers' personal data")),
             # Take over, assign, reply, send a template, give back, close: Support has it.
             ("attend_session", _("Can attend conversations")),
-            # A customer's export and erasure requests (conversations.customer_data): no group
-            # has it; superusers, or staff it is granted to.
+            # A customer's export and erasure requests (conversations.privacy.customer_data): no
+            # group has it; superusers, or staff it is granted to.
             ("erase_customer_data", _("Can export and erase a customer's personal data")),
         ]
         indexes = [
@@ -533,7 +534,7 @@ class HandoffSummary(models.Model):
 
 class SimulatedTurn(models.Model):
     """One customer message a staff member wrote on the simulator page, and what its turn did
-    (conversations.simulator): the page shows these rows and polls the one in flight."""
+    (simulator.simulation): the page shows these rows and polls the one in flight."""
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -555,7 +556,7 @@ class SimulatedTurn(models.Model):
     prompt_overrides = models.JSONField(_("chosen drafts"), default=dict, blank=True)
     started_at = models.DateTimeField(_("started at"), default=timezone.now)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
-    # `conversations.simulator.TurnReport` as a dict; None until the turn ends or when it failed.
+    # `simulator.simulation.TurnReport` as a dict; None until the turn ends or when it failed.
     report = models.JSONField(_("report"), null=True, blank=True)
     error = models.CharField(_("error"), max_length=255, blank=True)
     # The turn's own run (model calls included), not its wait in the queue.

@@ -13,7 +13,7 @@ from agents.invoker import AgentInvoker
 from agents.masking import mask_as
 from conversations.agent_sources import build_agent_invoker
 from conversations.models import Instance, Session
-from conversations.personal_data import can_view_personal_data, session_masker
+from conversations.privacy.personal_data import can_view_personal_data, session_masker
 from conversations.turns.selectors import session_context
 from prompts_admin.preview import PreviewSession
 

@@ -1,4 +1,5 @@
-"""Publishing the webhook's work to Celery: a session's turn, a send, a big delivery's application.
+"""Publishing the webhook's work to Celery: a session's turn and a send (`publish`, which the
+inbound tasks use for a big delivery's application too).
 
 Shared by the webhook view, the delivery task (`conversations.inbound.tasks`) and the
 `reprocess_webhooks` command, which pass them to the inbound use cases (called after the commit).
@@ -17,21 +18,14 @@ def enqueue_turn(session_id: int) -> None:
     """Enqueue the session's turn (the pipeline's task, imported when first needed)."""
     from conversations.turns.tasks import process_session
 
-    _publish(process_session, session_id)
+    publish(process_session, session_id)
 
 
 def enqueue_send(message_id: int) -> None:
-    _publish(send_message, message_id)
+    publish(send_message, message_id)
 
 
-def enqueue_delivery(delivery_id: int) -> None:
-    """Enqueue the application of a delivery too big to apply within the request."""
-    from conversations.inbound.tasks import apply_webhook_delivery
-
-    _publish(apply_webhook_delivery, delivery_id)
-
-
-def _publish(task: Task[[int], Any], object_id: int) -> None:
+def publish(task: Task[[int], Any], object_id: int) -> None:
     """``task.delay(object_id)``, cheaper in CPU — the publish is the largest single
     cost of a webhook request (about 0.5-1 ms on the 2-core bench machine):
 

@@ -325,7 +325,7 @@ def _send_part(
     }
     try:
         if message.message_type == TEMPLATE_MESSAGE_TYPE:
-            # A staff template (conversations.staff_actions): what to send is in `json_part`;
+            # A staff template (support.staff_actions): what to send is in `json_part`;
             # `content` is the text staff read in the transcript.
             template = template_of(message)
             sent = client.send_template(

@@ -17,6 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from conversations import publishers
+from conversations.inbound import tasks as inbound_tasks
 from conversations.inbound.deliveries import (
     DeliveryNotStored,
     stored_headers,
@@ -78,7 +79,7 @@ def _receive(request: HttpRequest) -> HttpResponse:
             headers=stored_headers(request.headers),
             enqueue_turn=publishers.enqueue_turn,
             enqueue_send=publishers.enqueue_send,
-            enqueue_delivery=publishers.enqueue_delivery,
+            enqueue_delivery=inbound_tasks.enqueue_delivery,
         )
     except MalformedBodyError:
         logger.warning("whatsapp_webhook_malformed_json", extra={"bytes": len(body)})

@@ -33,7 +33,7 @@ from django.views.decorators.http import require_POST
 from agents.masking import Masker
 from compat.django_private import unquote
 from conversations.models import HANDOFF_REASON_CHOICES, STATE_CHOICES
-from conversations.personal_data import can_view_personal_data, session_masker
+from conversations.privacy.personal_data import can_view_personal_data, session_masker
 from governance.forms import ReplayStartForm
 from governance.models import FINISHED_STATUSES, ReplayResult, ReplayRun
 from governance.replay import (

@@ -16,7 +16,7 @@ class GovernanceConfig(AppConfig):
 
         # Anonymising a conversation and a customer's export reach the replay results through
         # this registry (conversations may not import this app).
-        from conversations.data_holders import session_data_holder_register
+        from conversations.privacy.data_holders import session_data_holder_register
         from governance.personal_data import ReplayResultsHolder
 
         session_data_holder_register(ReplayResultsHolder())

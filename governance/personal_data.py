@@ -1,7 +1,7 @@
 """The replay results' share of a customer's data: each result copies the recorded call's
 message and the draft's answer to it, which may quote the customer. Registered with
-`conversations.data_holders` when the app is ready, so anonymising a session masks them and a
-customer's export lists them."""
+`conversations.privacy.data_holders` when the app is ready, so anonymising a session masks them and
+a customer's export lists them."""
 
 from typing import Any
 

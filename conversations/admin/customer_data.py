@@ -1,6 +1,6 @@
 """The page of a customer's LGPD requests (`…/conversations/session/personal-data/`): find a
 customer by phone or WhatsApp user id (BSUID), then download everything held about them or erase
-it, over `conversations.customer_data`.
+it, over `conversations.privacy.customer_data`.
 
 Superusers and staff granted ``conversations.erase_customer_data`` only; anyone else gets 403
 (the admin's login check comes first). The phone or user id travels in POST bodies, never in a
@@ -25,7 +25,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from conversations.customer_data import (
+from conversations.models import Session
+from conversations.privacy.customer_data import (
     CustomerSelector,
     InvalidSelector,
     can_request_customer_data,
@@ -34,7 +35,6 @@ from conversations.customer_data import (
     customer_find,
     customer_selector,
 )
-from conversations.models import Session
 
 CUSTOMER_DATA_URL_NAME = "conversations_session_personal_data"
 PHONE = "phone"

@@ -2,8 +2,8 @@
 
 `PersonalDataMaskingMixin` goes first in a conversation admin's bases: for such staff the list's
 rows and the object of the change and history pages are display copies
-(`conversations.personal_data`), so every column, readonly field, title and breadcrumb shows the
-masked values. The list joins each row's session (`select_related`, no extra query) so its
+(`conversations.privacy.personal_data`), so every column, readonly field, title and breadcrumb
+shows the masked values. The list joins each row's session (`select_related`, no extra query) so its
 known values are at hand. Such staff may filter the lists only by their list filters: Django's
 admin otherwise accepts a lookup on any column in the query string (`?customer_phone=...`),
 which would tell them whether a given person talked to the company.
@@ -18,7 +18,7 @@ from django.http import HttpRequest
 
 from agents.masking import Masker
 from compat.django_private import LOOKUP_SEP
-from conversations.personal_data import can_view_personal_data, masked_row
+from conversations.privacy.personal_data import can_view_personal_data, masked_row
 
 ModelT = TypeVar("ModelT", bound=Model)
 

@@ -4,7 +4,7 @@ The rules:
 
 - **open session**: a customer's open session (state other than CLOSED) on the active instance
   of the number, looked up by business-scoped user id first, then by phone (`IDENTIFIERS`) — a
-  real delivery's among the real sessions only, a simulated one's (`conversations.simulator`)
+  real delivery's among the real sessions only, a simulated one's (`simulator.simulation`)
   among the simulated ones (`Session.is_simulated`), so the two never share a session;
 - **idle**: an open session whose last message (``last_message_at``, else ``created_at``) is
   more than ``SESSION_IDLE_HOURS`` older than the event's WhatsApp timestamp is idle: the

@@ -223,7 +223,7 @@ class DeliverySessions:
     inbound_times: dict[int, datetime] = field(default_factory=dict)
     # Whether any event was for one of our instances (the delivery is then ``processed``).
     routed: bool = False
-    # A simulated delivery (`conversations.simulator`) finds and opens simulated sessions only;
+    # A simulated delivery (`simulator.simulation`) finds and opens simulated sessions only;
     # a real one real sessions only.
     simulated: bool = False
 

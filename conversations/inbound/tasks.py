@@ -33,6 +33,11 @@ def apply_webhook_delivery(delivery_id: int) -> str:
     return receipt.outcome if receipt else "skipped"
 
 
+def enqueue_delivery(delivery_id: int) -> None:
+    """Enqueue the application of a delivery too big to apply within the request."""
+    publishers.publish(apply_webhook_delivery, delivery_id)
+
+
 @shared_task(name="conversations.requeue_received_deliveries")
 def requeue_received_deliveries() -> int:
     """Re-enqueue `apply_webhook_delivery` for deliveries left ``received`` (see the module)."""

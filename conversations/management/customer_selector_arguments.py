@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from conversations.customer_data import CustomerSelector, InvalidSelector, customer_selector
+from conversations.privacy.customer_data import CustomerSelector, InvalidSelector, customer_selector
 
 
 def add_selector_arguments(parser: CommandParser) -> None:

@@ -14,8 +14,8 @@ from django.apps import apps as global_apps
 from django.contrib.auth.management import create_permissions
 from django.db import migrations
 
-import conversations.encryption
-from conversations.encryption import decrypt, encrypt, looks_encrypted
+import conversations.privacy.encryption
+from conversations.privacy.encryption import decrypt, encrypt, looks_encrypted
 
 SUPPORT = "Support"
 PERMISSION = "view_personal_data"
@@ -105,7 +105,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="instance",
             name="access_token",
-            field=conversations.encryption.EncryptedTextField(
+            field=conversations.privacy.encryption.EncryptedTextField(
                 blank=True,
                 help_text="Optional; empty uses WHATSAPP_ACCESS_TOKEN. Never displayed.",
                 verbose_name="access token",

@@ -26,7 +26,6 @@ from agents.sources import RuntimeSettings
 from agents.states import HandoffReason, SessionState
 from compat.django_private import mark_saved
 from conversations.commit_hooks import on_commit_call
-from conversations.delivery_tasks import enqueue_lead_delivery
 from conversations.handoff import HandoffEffects, HandoffRequest, session_handoff
 from conversations.inbound.hot_path import hot_cursor, insert_row, update_row
 from conversations.leads import lead_create
@@ -282,7 +281,6 @@ def _write_turn(
         lead_create(
             session_id=turn.session_id,
             data=lead_data(result.context),
-            deliver=enqueue_lead_delivery,
         )
     _mark_processed(turn, now)
     return part_ids

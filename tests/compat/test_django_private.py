@@ -175,7 +175,7 @@ def test_the_reexported_internal_names_exist_and_behave_as_the_project_uses_them
 @pytest.mark.django_db
 def test_the_conventions_used_in_place_hold_field_values_in_dict_and_backend_ops() -> None:
     """Left where they are used (docs/decisions/0033-private-apis-behind-adapters.md), pinned here: a loaded field's value is in the
-    instance ``__dict__`` under its attname and a deferred one is not (conversations.personal_data,
+    instance ``__dict__`` under its attname and a deferred one is not (conversations.privacy.personal_data,
     conversations.admin.logs); the backend operations the hot statements call exist."""
     from django.db.backends.base.operations import BaseDatabaseOperations
 

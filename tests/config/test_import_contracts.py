@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 APPS = [
     "config",
+    "simulator",
+    "support",
     "governance",
     "conversations",
     "prompts_admin",
@@ -24,10 +26,11 @@ APPS = [
     "versioning",
     "staff_auth",
 ]
-APPS += ["agents", "compat"]
+APPS += ["whatsapp", "agents", "compat"]
 CONTRACTS = [
     "The apps form layers: each imports only the layers below it",
     "agents imports no app",
+    "whatsapp (the channel) imports no app and no Django",
     "knowledge_base and prompts_admin do not import conversations or governance",
     "compat (the adapters over libraries' private APIs) imports no app",
 ]
@@ -125,6 +128,44 @@ TYPE_CHECKING = "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    {s
             "from conversations.models import Message",
             "knowledge_base.selectors -> conversations.models",
             id="catalog-reads-messages",
+        ),
+        # The store announces a handoff; it does not call the support app's alert.
+        pytest.param(
+            "conversations/handoff.py",
+            MODULE_LEVEL,
+            "from support.tasks import enqueue_handoff_alert",
+            "conversations.handoff -> support.tasks",
+            id="store-alerts-the-team",
+        ),
+        pytest.param(
+            "conversations/turns/commit.py",
+            FUNCTION_LEVEL,
+            "from simulator.simulation import SimulationError",
+            "conversations.turns.commit -> simulator.simulation",
+            id="bot-knows-the-simulator",
+        ),
+        # The simulator registers its page under the session admin; support never imports it.
+        pytest.param(
+            "support/admin/sessions.py",
+            MODULE_LEVEL,
+            "from simulator.admin import simulator_urls",
+            "support.admin.sessions -> simulator.admin",
+            id="session-admin-hosts-the-simulator",
+        ),
+        # The channel parses and sends; it reads no model and no setting.
+        pytest.param(
+            "whatsapp/payload.py",
+            FUNCTION_LEVEL,
+            "from conversations.models import Instance",
+            "whatsapp.payload -> conversations.models",
+            id="channel-reads-a-model",
+        ),
+        pytest.param(
+            "whatsapp/client.py",
+            MODULE_LEVEL,
+            "from django.conf import settings",
+            "whatsapp.client -> django",
+            id="channel-reads-settings",
         ),
         # The adapters over libraries' private APIs sit below every app.
         pytest.param(

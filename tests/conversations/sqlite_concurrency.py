@@ -24,7 +24,7 @@ def main() -> None:
 
     from agents.states import SessionState
     from conversations.models import Instance, Session
-    from conversations.staff_actions import (
+    from support.staff_actions import (
         StaffActionRefused,
         session_close,
         session_take_over,

@@ -167,7 +167,7 @@ def test_the_erasure_is_recorded_with_the_staff_member(joana: Session, eraser: U
 def test_the_download_holds_the_export_and_is_recorded(
     joana: Session, eraser: User, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="conversations.retention"):
+    with caplog.at_level(logging.INFO, logger="conversations.privacy.retention"):
         response = logged_in(eraser).post(
             URL, {"kind": "phone", "value": PHONE, "action": "export"}
         )

@@ -31,7 +31,7 @@ from conversations.models import (
     Session,
     WebhookDelivery,
 )
-from conversations.personal_data import MaskedCopyError, masked_session
+from conversations.privacy.personal_data import MaskedCopyError, masked_session
 from tests import baker_recipes as recipes
 from tests.support.staff import logged_in, staff_member
 

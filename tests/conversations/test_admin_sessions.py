@@ -11,9 +11,9 @@ from django.utils import timezone
 from model_bakery import baker
 from pytest_django import DjangoAssertNumQueries
 
-from conversations.admin import sessions_search
 from conversations.models import Direction, Instance, Message, Session
 from knowledge_base.models import Segment
+from support.admin.sessions import sessions_search
 
 pytestmark = pytest.mark.django_db
 

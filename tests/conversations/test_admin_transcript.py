@@ -13,7 +13,6 @@ from django.utils import dateformat, timezone
 from model_bakery import baker
 from pytest_django import DjangoAssertNumQueries
 
-from conversations.admin.transcript import session_transcript
 from conversations.models import (
     DeliveryStatus,
     Direction,
@@ -23,6 +22,7 @@ from conversations.models import (
     Session,
 )
 from knowledge_base.models import Segment, Service
+from support.admin.transcript import session_transcript
 from tests import baker_recipes as recipes
 
 pytestmark = pytest.mark.django_db

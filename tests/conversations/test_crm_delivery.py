@@ -17,16 +17,17 @@ from model_bakery import baker
 from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from config import task_deadlines
-from conversations.delivery_tasks import (
+from conversations.leads import lead_create
+from conversations.models import CrmStatus, Instance, Lead, Session
+from support.crm import lead_deliver, leads_resend, stale_leads_retry
+from support.delivery_threads import delivery_threads
+from support.signed_post import RetryableDeliveryError
+from support.tasks import (
     DELIVERY_MAX_RETRIES,
     deliver_lead,
     enqueue_lead_delivery,
     retry_stale_leads,
 )
-from conversations.delivery_threads import delivery_threads
-from conversations.leads import lead_create, lead_deliver, leads_resend, stale_leads_retry
-from conversations.models import CrmStatus, Instance, Lead, Session
-from conversations.signed_post import RetryableDeliveryError
 from tests.fakes.webhook_receiver import (  # noqa: F401
     OK_ANSWER,
     SlowReceiver,
@@ -93,7 +94,7 @@ def worker_retries() -> Iterator[None]:
 
 def create(session: Session, capture: Any) -> tuple[Lead, list[str]]:
     with capture(execute=True) as callbacks, transaction.atomic():
-        lead = lead_create(session_id=session.pk, data=DATA, deliver=enqueue_lead_delivery)
+        lead = lead_create(session_id=session.pk, data=DATA)
     lead.refresh_from_db()
     return lead, [c.__qualname__ for c in callbacks]
 
@@ -147,7 +148,7 @@ def test_a_lead_rolled_back_is_not_sent(
 ) -> None:
     def fails_after_the_lead() -> None:
         with transaction.atomic():
-            lead_create(session_id=session.pk, data=DATA, deliver=enqueue_lead_delivery)
+            lead_create(session_id=session.pk, data=DATA)
             raise RuntimeError("the turn's transaction fails")
 
     with (
@@ -389,7 +390,7 @@ def test_without_a_broker_a_hung_crm_does_not_hold_the_commit_that_created_the_l
     started = time.monotonic()
 
     with transaction.atomic():
-        lead = lead_create(session_id=session.pk, data=DATA, deliver=enqueue_lead_delivery)
+        lead = lead_create(session_id=session.pk, data=DATA)
 
     # Three attempts (2 s each, and 1.5 s of backoff) run on a delivery thread, not in this call.
     assert time.monotonic() - started < 2.0
@@ -497,7 +498,7 @@ def test_a_new_or_resent_lead_starts_its_delivery_clock(
     settings.CRM_WEBHOOK_URL = "http://127.0.0.1:9/hook"
     before = timezone.now()
     with transaction.atomic():
-        lead = lead_create(session_id=session.pk, data=DATA, deliver=lambda _lead_id: None)
+        lead = lead_create(session_id=session.pk, data=DATA)
     Lead.objects.filter(pk=lead.pk).update(
         crm_status=CrmStatus.FAILED, crm_updated_at=before - STALE
     )

@@ -17,15 +17,6 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
-from conversations.customer_data import (
-    CustomerSelector,
-    InvalidSelector,
-    body_split,
-    customer_data_erase,
-    customer_data_export,
-    customer_selector,
-    customer_sessions,
-)
 from conversations.models import (
     DeliveryStatusEvent,
     Instance,
@@ -34,7 +25,16 @@ from conversations.models import (
     Session,
     WebhookDelivery,
 )
-from conversations.retention import session_anonymise
+from conversations.privacy.customer_data import (
+    CustomerSelector,
+    InvalidSelector,
+    body_split,
+    customer_data_erase,
+    customer_data_export,
+    customer_selector,
+    customer_sessions,
+)
+from conversations.privacy.retention import session_anonymise
 from governance.models import ReplayResult, ReplayRun
 from tests import baker_recipes as recipes
 

@@ -26,9 +26,9 @@ from django.db import models
 from django.test import Client
 from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
-from conversations.encryption import EncryptedTextField
 from conversations.leads import lead_create
 from conversations.models import LLMCall, Message, Session, WebhookDelivery
+from conversations.privacy.encryption import EncryptedTextField
 from governance.models import ReplayResult
 from governance.replay import ReplayFilters, replay_run_start
 from governance.tasks import replay_run
@@ -221,7 +221,6 @@ def test_after_the_erasure_no_column_of_any_table_holds_the_customer(
     lead_create(
         session_id=session.pk,
         data={"nome_cliente": NAME, "cadastro": {"documento": DOCUMENT, "email": EMAIL}},
-        deliver=lambda lead_id: None,
     )
     openai_settings.queue_text('{"s":1}Oi, Joana Erasmo! Em que posso ajudar?')
     run = replay_run_start(override=draft(), filters=ReplayFilters(), user=None)

@@ -14,8 +14,17 @@ from django.db.models import DateTimeField
 from pytest_django import Settings
 
 from agents.business_hours import BUSINESS_TZ
-from conversations import demo
-from conversations.demo import (
+from conversations.models import (
+    Direction,
+    HandoffSummary,
+    Lead,
+    LLMCall,
+    Message,
+    WebhookDelivery,
+)
+from prompts_admin.models import DEFAULT_HANDOFF_MESSAGE_CLOSED, DEFAULT_HANDOFF_MESSAGE_OPEN
+from simulator import demo
+from simulator.demo import (
     DEMO_PHONE_PREFIX,
     DEMO_PHONES,
     DemoScriptError,
@@ -26,15 +35,6 @@ from conversations.demo import (
     demo_conversations_load,
     demo_sessions,
 )
-from conversations.models import (
-    Direction,
-    HandoffSummary,
-    Lead,
-    LLMCall,
-    Message,
-    WebhookDelivery,
-)
-from prompts_admin.models import DEFAULT_HANDOFF_MESSAGE_CLOSED, DEFAULT_HANDOFF_MESSAGE_OPEN
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 

@@ -22,20 +22,20 @@ from pytest_httpserver import HTTPServer
 
 from agents.states import HandoffMotive, HandoffReason
 from config import task_deadlines
-from conversations.alerts import handoff_alert_webhook_post, summary_awaited
-from conversations.delivery_tasks import (
-    DELIVERY_MAX_RETRIES,
-    notify_handoff,
-    post_handoff_alert,
-    retry_stale_leads,
-)
-from conversations.delivery_threads import delivery_threads
 from conversations.handoff import HandoffEffects, HandoffRequest, session_handoff
 from conversations.labels import event_text
 from conversations.models import Direction, HandoffSummary, Instance, Message, Session
 from conversations.turns.tasks import process_session
 from prompts_admin.models import RuntimeConfig
 from prompts_admin.selectors import DatabasePromptSource
+from support.alerts import handoff_alert_webhook_post, summary_awaited
+from support.delivery_threads import delivery_threads
+from support.tasks import (
+    DELIVERY_MAX_RETRIES,
+    notify_handoff,
+    post_handoff_alert,
+    retry_stale_leads,
+)
 from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import fixture_bytes
 from tests.conversations.whatsapp.conftest import signed_post as meta_post
@@ -222,9 +222,7 @@ def test_a_handoff_e_mails_the_team_and_posts_the_signed_alert(
         ),
     ]
     lines = [
-        (r.message, vars(r)["session_id"])
-        for r in caplog.records
-        if r.name == "conversations.alerts"
+        (r.message, vars(r)["session_id"]) for r in caplog.records if r.name == "support.alerts"
     ]
     assert lines == [
         ("handoff_alert_email_sent", session.pk),

@@ -15,12 +15,12 @@ from django.utils import timezone
 from model_bakery import baker
 from pytest_django import DjangoCaptureOnCommitCallbacks
 
-from conversations.admin.transcript import session_transcript
 from conversations.agent_sources import DatabaseHistorySource
 from conversations.handoff import summary_facts
 from conversations.message_order import conversation_order
 from conversations.models import Direction, Message, Session
 from conversations.turns.tasks import process_session
+from support.admin.transcript import session_transcript
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 

@@ -1,4 +1,4 @@
-"""The queue's selector (conversations.queue): who waits, since when, in what order, and what a
+"""The queue's selector (support.queue): who waits, since when, in what order, and what a
 row shows (age, SLA colour, WhatsApp window, reason label, next action)."""
 
 from datetime import UTC, datetime, timedelta
@@ -10,7 +10,7 @@ from django.utils import translation
 from model_bakery import baker
 
 from conversations.models import Direction, HandoffSummary, Instance, Message, Session
-from conversations.queue import (
+from support.queue import (
     SlaStatus,
     duration_text,
     handoff_reason_label,

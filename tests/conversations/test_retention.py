@@ -20,12 +20,12 @@ from conversations.models import (
     Session,
     WebhookDelivery,
 )
-from conversations.retention import (
+from conversations.privacy.retention import (
     closed_sessions_anonymise,
     session_anonymise,
     webhook_bodies_delete,
 )
-from conversations.retention_tasks import apply_retention
+from conversations.privacy.retention_tasks import apply_retention
 from tests import baker_recipes as recipes
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ from django.utils import timezone
 from pytest_django import Settings
 
 from conversations.models import Instance, WebhookDelivery
-from conversations.retention import closed_sessions_anonymise, webhook_bodies_delete
+from conversations.privacy.retention import closed_sessions_anonymise, webhook_bodies_delete
 from tests import baker_recipes as recipes
 
 pytestmark = pytest.mark.django_db

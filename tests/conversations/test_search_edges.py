@@ -5,9 +5,8 @@ phone or a document) is refused, one with 3 is searched."""
 import pytest
 from model_bakery import baker
 
-from conversations.admin import sessions_search
-from conversations.admin.sessions import is_personal_data_search
 from conversations.models import Message, Session
+from support.admin.sessions import is_personal_data_search, sessions_search
 
 
 @pytest.mark.parametrize(

@@ -13,11 +13,11 @@ from django.contrib.auth.models import Group, User
 from django.utils import translation
 from model_bakery import baker
 
-from conversations.admin.staff_actions import staff_actions_panel
-from conversations.admin.transcript import session_transcript
 from conversations.models import Direction, Instance, Message, MessageTemplate, Session
-from conversations.queue import queue_entry, waiting_sessions
-from conversations.staff_actions import (
+from support.admin.staff_actions import staff_actions_panel
+from support.admin.transcript import session_transcript
+from support.queue import queue_entry, waiting_sessions
+from support.staff_actions import (
     StaffActionRefused,
     session_reply,
     window_closes_at,

@@ -7,7 +7,7 @@ import tracemalloc
 
 import pytest
 
-from conversations.signed_post import Delivered, RetryableDeliveryError, signed_post
+from support.signed_post import Delivered, RetryableDeliveryError, signed_post
 from tests.fakes.webhook_receiver import OK_ANSWER, SlowReceiver, slow_receiver  # noqa: F401
 
 DOCUMENT = {"event": "lead.created", "lead_id": 7}

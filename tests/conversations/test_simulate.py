@@ -17,15 +17,15 @@ from django.core.management.base import CommandError
 from django.test import Client
 from pytest_django import Settings
 
-from conversations.management.commands.simulate import Command
 from conversations.models import Direction, Instance, Session, WebhookDelivery
-from conversations.simulator import (
+from prompts_admin.models import RuntimeConfig
+from simulator.management.commands.simulate import Command
+from simulator.simulation import (
     SimulationError,
     simulated_phone_check,
     simulated_reply_send,
     simulated_text_delivery,
 )
-from prompts_admin.models import RuntimeConfig
 from tests import baker_recipes as recipes
 from tests.conversations.support import reply
 from tests.fakes.graph_server import FakeGraphAPI

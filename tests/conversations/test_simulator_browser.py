@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from pytest_django.live_server_helper import LiveServer
 
-from conversations.admin.simulator import simulated_phone
 from conversations.models import Instance, Session
-from conversations.simulator import simulated_turn_run, simulated_turn_start
+from simulator.admin import simulated_phone
+from simulator.simulation import simulated_turn_run, simulated_turn_start
 from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -15,7 +15,6 @@ from pytest_django import Settings
 from pytest_django.asserts import assertContains, assertNotContains
 
 from agents.states import AgentName
-from conversations.admin.simulator import simulated_phone
 from conversations.models import Direction, Instance, LLMCall, Session
 from prompts_admin.models import PromptOverride, RuntimeConfig
 from prompts_admin.selectors import (
@@ -23,6 +22,7 @@ from prompts_admin.selectors import (
     DatabasePromptSource,
     override_version,
 )
+from simulator.admin import simulated_phone
 from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer

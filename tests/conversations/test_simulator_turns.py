@@ -15,9 +15,9 @@ from django.utils import timezone
 from pytest_django import Settings
 from pytest_django.asserts import assertContains
 
-from conversations.admin.simulator import simulated_phone
 from conversations.models import Direction, Instance, Message, Session, SimulatedTurn
-from conversations.simulator import SimulationLimited, simulated_turn_start
+from simulator.admin import simulated_phone
+from simulator.simulation import SimulationLimited, simulated_turn_start
 from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import Recorder
 from tests.fakes.openai_server import FakeOpenAIServer

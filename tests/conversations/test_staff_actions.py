@@ -30,7 +30,7 @@ from conversations.models import (
     MessageTemplate,
     Session,
 )
-from conversations.staff_actions import MAX_REPLY_CHARS
+from support.staff_actions import MAX_REPLY_CHARS
 from tests.conversations.support import inbound
 from tests.conversations.whatsapp.conftest import signed_post
 from tests.fakes.graph_server import FakeGraphAPI

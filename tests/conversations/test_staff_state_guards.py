@@ -11,7 +11,7 @@ from django.utils import translation
 from model_bakery import baker
 
 from conversations.models import Instance, Session
-from conversations.staff_actions import (
+from support.staff_actions import (
     StaffActionRefused,
     session_close,
     session_give_back,

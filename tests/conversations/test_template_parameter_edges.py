@@ -11,7 +11,7 @@ from django.utils import translation
 from model_bakery import baker
 
 from conversations.models import Direction, Instance, Message, MessageTemplate, Session
-from conversations.staff_actions import StaffActionRefused, session_send_template
+from support.staff_actions import StaffActionRefused, session_send_template
 
 pytestmark = pytest.mark.django_db
 

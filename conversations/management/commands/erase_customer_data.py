@@ -1,7 +1,8 @@
 """`python manage.py erase_customer_data (--phone DIGITS | --user-id BSUID) [--no-input]`:
 anonymise everything held about one customer (an LGPD erasure request), open conversations and
 the webhook bodies naming them included; aggregates stay. Logged with the operator (the OS
-user); from the admin, the staff member is recorded instead (conversations.customer_data)."""
+user); from the admin, the staff member is recorded instead
+(conversations.privacy.customer_data)."""
 
 import getpass
 from typing import Any
@@ -9,11 +10,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from conversations.customer_data import customer_data_erase, customer_sessions
 from conversations.management.customer_selector_arguments import (
     add_selector_arguments,
     selector_of,
 )
+from conversations.privacy.customer_data import customer_data_erase, customer_sessions
 
 
 class Command(BaseCommand):

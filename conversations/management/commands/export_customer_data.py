@@ -8,13 +8,13 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from conversations.customer_data import customer_data_export
 from conversations.management.customer_selector_arguments import (
     add_selector_arguments,
     selector_of,
 )
+from conversations.privacy.customer_data import customer_data_export
 
-logger = logging.getLogger("conversations.retention")
+logger = logging.getLogger("conversations.privacy.retention")
 
 
 class Command(BaseCommand):

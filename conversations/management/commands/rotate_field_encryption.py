@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from conversations.encryption import encrypted_fields_rotate
+from conversations.privacy.encryption import encrypted_fields_rotate
 
 
 class Command(BaseCommand):

@@ -8,6 +8,7 @@ from django.test import Client
 from pytest_django import Settings
 
 from conversations import publishers
+from conversations.inbound import tasks as inbound_tasks
 from conversations.inbound.tasks import apply_webhook_delivery
 from conversations.models import (
     DeliveryStatusEvent,
@@ -132,7 +133,7 @@ def test_concurrent_tasks_of_one_deferred_delivery_apply_it_once(
 ) -> None:
     # The webhook's task and a sweep's extra one (or a redelivery after a worker died) at once:
     # the delivery's row lock lets one apply it; the others find it applied.
-    monkeypatch.setattr(publishers, "enqueue_delivery", Recorder())
+    monkeypatch.setattr(inbound_tasks, "enqueue_delivery", Recorder())
     settings.WEBHOOK_INLINE_MAX_EVENTS = 1
     assert signed_post(Client(), fixture_bytes("batch")).status_code == 200
     delivery = WebhookDelivery.objects.get()

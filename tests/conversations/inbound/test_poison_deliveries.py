@@ -22,6 +22,7 @@ from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 from conversations import publishers
 from conversations.events import ACTION_UNSUPPORTED_MEDIA, EventCode
 from conversations.inbound import deliveries, one_statement
+from conversations.inbound import tasks as inbound_tasks
 from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.inbound.tasks import apply_webhook_delivery
 from conversations.labels import event_text
@@ -58,7 +59,7 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> dict[str, Recorder]:
     recorders = {"turns": Recorder(), "sends": Recorder(), "deliveries": Recorder()}
     monkeypatch.setattr(publishers, "enqueue_turn", recorders["turns"])
     monkeypatch.setattr(publishers, "enqueue_send", recorders["sends"])
-    monkeypatch.setattr(publishers, "enqueue_delivery", recorders["deliveries"])
+    monkeypatch.setattr(inbound_tasks, "enqueue_delivery", recorders["deliveries"])
     return recorders
 
 

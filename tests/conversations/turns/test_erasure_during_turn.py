@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from conversations.agent_sources import DatabaseCallRecorder
-from conversations.customer_data import CustomerSelector, customer_data_erase
 from conversations.handoff import handoff_summary_generate
 from conversations.models import LLMCall, Session
+from conversations.privacy.customer_data import CustomerSelector, customer_data_erase
 from tests.agents.support import NOW
 from tests.conversations.turns.support import (
     CUSTOMER_PHONE,

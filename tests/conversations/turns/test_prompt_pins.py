@@ -14,9 +14,9 @@ from django.utils import timezone
 from agents.states import AgentName, SessionState
 from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.models import Instance, LLMCall, Message, Session
-from conversations.simulator import simulated_message_send, simulated_text_delivery
 from conversations.turns.tasks import process_session
 from prompts_admin.models import PromptOverride
+from simulator.simulation import simulated_message_send, simulated_text_delivery
 from tests.conversations.turns.support import (
     DuringCall,
     Pipeline,

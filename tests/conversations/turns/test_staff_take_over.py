@@ -20,9 +20,9 @@ from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from agents.llm import OpenAIClient
 from conversations.models import SUPERSEDED, Direction, LLMCall, Message
-from conversations.staff_actions import session_take_over
 from conversations.turns.run import ProcessOutcome, ProcessReport, session_process
 from conversations.turns.tasks import build_pipeline_deps
+from support.staff_actions import session_take_over
 from tests.agents.support import FakeLLM
 from tests.conversations.support import ensure_staff_groups
 from tests.conversations.turns.support import Pipeline, inbound, make_instance, make_session

@@ -14,8 +14,8 @@ from model_bakery import baker
 from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from conversations import publishers
-from conversations.encryption import FieldDecryptionError
 from conversations.models import Direction, Instance, Message, Session
+from conversations.privacy.encryption import FieldDecryptionError
 from conversations.whatsapp.tasks import send_message
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,

@@ -12,11 +12,11 @@ from django.test import Client
 from pytest_django import Settings
 
 from conversations.sending import ReadReceipt
+from conversations.whatsapp import tasks as whatsapp_tasks
 from conversations.whatsapp.read_receipts import DROP_LOG_SECONDS, BackgroundReadReceipts
 from conversations.whatsapp.tasks import read_receipt_submit, read_receipts
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.support.metrics import TOKEN, increase, scrape
-from conversations.whatsapp import tasks as whatsapp_tasks
 
 PHONE_NUMBER_ID = "100000000000001"
 

@@ -1,6 +1,7 @@
 """Admin of the sessions: the list, its filters and search, and the change view with the chat."""
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -21,16 +22,15 @@ from conversations.admin.customer_data import CUSTOMER_DATA_URL_NAME, customer_d
 from conversations.admin.display import format_document
 from conversations.admin.failed_sends import SessionFailedSendsFilter
 from conversations.admin.masking import PersonalDataMaskingMixin
-from conversations.admin.queue import queue_urls
-from conversations.admin.simulator import simulator_urls
-from conversations.admin.staff_actions import staff_action_urls, staff_actions_panel
-from conversations.admin.transcript import session_transcript
-from conversations.customer_data import can_request_customer_data
 from conversations.labels import handoff_explanation, handoff_label, prompt_versions_lines
 from conversations.models import Message, Session
-from conversations.personal_data import masker_of
+from conversations.privacy.customer_data import can_request_customer_data
+from conversations.privacy.personal_data import masker_of
 from knowledge_base.models import Segment
 from prompts_admin.selectors import override_ids_of
+from support.admin.queue import queue_urls
+from support.admin.staff_actions import staff_action_urls, staff_actions_panel
+from support.admin.transcript import session_transcript
 
 # Shorter terms would match most messages and could not use the trigram index on PostgreSQL.
 MIN_MESSAGE_SEARCH_CHARS = 3
@@ -107,6 +107,26 @@ def breakable_code(code: str) -> SafeString:
 
 
 # --- Sessions: admin -----------------------------------------------------------------------
+
+
+class SessionAdminUrls:
+    """Pages of other apps hosted under the session admin's URLs (``/admin/conversations/
+    session/<page>/``, names ``admin:conversations_session_<page>``): an app above this one
+    registers its own from its ``AppConfig.ready`` (the simulator), so this module never
+    imports it."""
+
+    def __init__(self) -> None:
+        self._sources: list[Callable[[admin.ModelAdmin[Session]], list[URLPattern]]] = []
+
+    def register(self, urls: Callable[[admin.ModelAdmin[Session]], list[URLPattern]]) -> None:
+        if urls not in self._sources:
+            self._sources.append(urls)
+
+    def patterns(self, model_admin: admin.ModelAdmin[Session]) -> list[URLPattern]:
+        return [pattern for urls in self._sources for pattern in urls(model_admin)]
+
+
+session_admin_urls = SessionAdminUrls()
 
 
 @admin.register(Session)
@@ -258,7 +278,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
         return [
             *queue_urls(self),
             *customer_data_urls(self),
-            *simulator_urls(self),
+            *session_admin_urls.patterns(self),
             *staff_action_urls(self),
             *super().get_urls(),
         ]
@@ -313,7 +333,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
 
     def has_change_permission(self, request: HttpRequest, obj: Session | None = None) -> bool:
         # Fields are never edited here: staff act through the staff actions (use cases with
-        # their own permission, conversations.admin.staff_actions).
+        # their own permission, support.admin.staff_actions).
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Session | None = None) -> bool:

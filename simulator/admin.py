@@ -3,7 +3,7 @@ from the admin, never through WhatsApp.
 
 Prompt editors, Support and superusers (`can_simulate`) write as a simulated customer of a chosen
 instance (the demo's by default). Each message is a plain form POST that calls
-`conversations.simulator.simulated_turn_start` and redirects back (post/redirect/get): the
+`simulator.simulation.simulated_turn_start` and redirects back (post/redirect/get): the
 delivery is applied in the request, the turn runs in the ``conversations.simulated_turn`` task,
 never in the web worker. While it is in flight the page shows the customer's message with
 "waiting for the answer" and `simulator.js` polls `…/simulator/turn/<id>/` (same permission, own
@@ -33,11 +33,11 @@ from django.utils.translation import gettext as _
 
 from agents.labels import AGENT_LABELS
 from agents.states import PROMPT_AGENTS, AgentName
-from conversations.admin.queue import ATTEND_SESSION
 from conversations.inbound.session_rules import open_sessions
 from conversations.labels import handoff_label, state_label
 from conversations.models import HandoffSummary, Instance, Session, SimulatedTurn
-from conversations.simulator import (
+from prompts_admin.models import PromptOverride
+from simulator.simulation import (
     DEMO_PHONE_NUMBER_ID,
     SIMULATED_PHONE_PREFIX,
     TURN_LOST,
@@ -47,8 +47,8 @@ from conversations.simulator import (
     simulated_turn_start,
     simulated_turns_expire,
 )
-from conversations.simulator_tasks import simulated_turn
-from prompts_admin.models import PromptOverride
+from simulator.tasks import simulated_turn
+from support.admin.queue import ATTEND_SESSION
 
 SIMULATOR_URL_NAME = "conversations_session_simulator"
 SIMULATOR_TURN_URL_NAME = "conversations_session_simulator_turn"

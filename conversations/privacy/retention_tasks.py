@@ -1,9 +1,10 @@
-"""The daily LGPD task (beat: `apply-retention`); the work is in `conversations.retention`."""
+"""The daily LGPD task (beat: `apply-retention`); the work is in
+`conversations.privacy.retention`."""
 
 from celery import shared_task
 from django.utils import timezone
 
-from conversations.retention import closed_sessions_anonymise, webhook_bodies_delete
+from conversations.privacy.retention import closed_sessions_anonymise, webhook_bodies_delete
 
 
 @shared_task(name="conversations.apply_retention")

@@ -4,7 +4,7 @@
 customer message is a synthetic webhook body applied by `webhook_delivery_receive`, each turn
 runs `session_process` with the production collaborators (`build_pipeline_deps`), handoff
 summaries come from `handoff_summary_generate`, the staff takeover from
-`conversations.staff_actions` — with only two seams replaced:
+`support.staff_actions` — with only two seams replaced:
 
 - the model: `ScriptedLLM` answers each call with the next recorded answer of the conversation
   (a call beyond the script raises `DemoScriptError`, so a pipeline change that asks the model
@@ -64,10 +64,10 @@ from conversations.models import (
     WebhookDelivery,
 )
 from conversations.sending import outbound_message_send
-from conversations.staff_actions import session_reply, session_take_over
 from conversations.turns.deps import PipelineConfig, no_read_receipt
 from conversations.turns.run import session_process
 from conversations.turns.tasks import build_pipeline_deps
+from support.staff_actions import session_reply, session_take_over
 from whatsapp.client import SentMessage
 
 DEMO_PHONE_PREFIX = "55119000000"
@@ -90,7 +90,7 @@ class DemoWouldLeaveTheMachine(Exception):
     webhook): the demo is not loaded rather than reach them."""
 
 
-# Each would make the demo reach a real service after commit (conversations.leads, .alerts).
+# Each would make the demo reach a real service after commit (support.crm, .alerts).
 OUTSIDE_SETTINGS = ("CRM_WEBHOOK_URL", "HANDOFF_NOTIFY_EMAILS", "HANDOFF_WEBHOOK_URL")
 
 

@@ -1,5 +1,5 @@
 """Talk to the bot as a customer without WhatsApp: `python manage.py simulate` and the admin's
-simulator page, `conversations.admin.simulator` (docs/operations.md, Try it without WhatsApp).
+simulator page, `simulator.admin` (docs/operations.md, Try it without WhatsApp).
 
 Each customer message is a Cloud API delivery built by `simulated_text_delivery` and applied by
 the webhook's own use case for parsed payloads (`conversations.inbound.events.payload_apply`),

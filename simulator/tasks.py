@@ -1,5 +1,5 @@
 """The simulator page's Celery task: ``conversations.simulated_turn(turn_id)`` runs one simulated
-turn off the web request (`conversations.simulator.simulated_turn_run`), with the simulator's
+turn off the web request (`simulator.simulation.simulated_turn_run`), with the simulator's
 dry-run sender whatever the WhatsApp configuration. On the ``turns`` queue, with the turn task's
 time limits; eager Celery (the embedded default) runs it inside the page's POST."""
 
@@ -7,7 +7,7 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from conversations.simulator import simulated_turn_run
+from simulator.simulation import simulated_turn_run
 
 
 @shared_task(

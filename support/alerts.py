@@ -1,7 +1,7 @@
 """Alerts on handoff: the team hears that a customer waits for a human, by e-mail and webhook.
 
 `conversations.handoff.session_handoff` registers, after commit, `enqueue_handoff_alert`
-(`conversations.delivery_tasks`) for every handoff `alert_due` — every reason but a staff
+(`support.tasks`) for every handoff `alert_due` — every reason but a staff
 takeover, whose staff member is in the conversation already (the summary's rule too) — when an
 alert is configured (`alerts_configured`). The task then:
 
@@ -45,7 +45,7 @@ from agents.states import HandoffReason
 from conversations.events import EventCode
 from conversations.labels import handoff_label
 from conversations.models import Direction, HandoffSummary, Message, Session
-from conversations.signed_post import RetryableDeliveryError, host_of, signed_post
+from support.signed_post import RetryableDeliveryError, host_of, signed_post
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@
   not see them, and whose crafted POST is refused with 403): ``export_csv`` — UTF-8 with a BOM,
   ``;`` between fields, pt-BR headers, so it opens right in a pt-BR spreadsheet, every cell
   that a spreadsheet would run as a formula written as text (`spreadsheet_text`) — and
-  ``resend_to_crm`` (`conversations.leads.leads_resend`).
+  ``resend_to_crm`` (`support.crm.leads_resend`).
 
 Staff without `conversations.view_personal_data` read the list, the page and the export masked
 (names, e-mails, documents, phones: `conversations.admin.masking`); Support has both permissions,
@@ -39,12 +39,12 @@ from django.utils.translation import gettext_lazy, ngettext
 from agents.masking import Masker
 from agents.parameters import ParameterSchemaError, parse_parameter_schema
 from conversations.admin.logs import ReadOnlyAdmin
-from conversations.admin.transcript import REGISTRATION_LABELS
-from conversations.delivery_tasks import enqueue_lead_delivery
-from conversations.leads import leads_resend
 from conversations.models import Lead
-from conversations.personal_data import can_view_personal_data, masked_row
+from conversations.privacy.personal_data import can_view_personal_data, masked_row
 from knowledge_base.models import Intent, Segment, Service
+from support.admin.transcript import REGISTRATION_LABELS
+from support.crm import leads_resend
+from support.tasks import enqueue_lead_delivery
 
 EXPORT_LEAD = "conversations.export_lead"
 # Where a listed row keeps the catalog's names of its request (`LeadAdmin.get_changelist_instance`).

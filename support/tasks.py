@@ -1,12 +1,12 @@
 """Celery tasks that tell the outside about a conversation: the handoff alert and the CRM's lead.
 
-Thin: each calls a use case of `conversations.alerts` or `conversations.leads`; the retry policy
+Thin: each calls a use case of `support.alerts` or `support.crm`; the retry policy
 is here, in the decorators. A `RetryableDeliveryError` (timeout, connection error, 5xx) is
 retried with exponential backoff and jitter — 10 s, 20 s, 40 s ... capped at 10 min, at most
 `DELIVERY_MAX_RETRIES` times (so 1 + 5 POSTs over about five minutes); the last attempt records
 the failure instead of raising. A 4xx is never retried.
 
-Each POST is over within `SIGNED_POST_TIMEOUT_SECONDS` (`conversations.signed_post`); the POST
+Each POST is over within `SIGNED_POST_TIMEOUT_SECONDS` (`support.signed_post`); the POST
 tasks' soft time limit is that and `DELIVERY_TIME_MARGIN` more (the attempt's few queries, a
 pooled connection's wait), so the deadline, not the soft limit, ends a slow POST and the attempt
 is retried. Should the soft limit still fire during a POST (a resolver that hangs), the use case
@@ -15,18 +15,18 @@ takes it as a retryable failure too, so the last attempt still records the outco
 Run eagerly with propagation (no broker: the embedded default), Celery's retry cannot run (its
 `Retry` would raise out of the commit hook), so the POST is retried in-process
 `EAGER_BACKOFF` seconds apart, as `conversations.whatsapp.tasks.send_message` does; and the
-alert and the lead are handed to threads of the process (`conversations.delivery_threads`), so
+alert and the lead are handed to threads of the process (`support.delivery_threads`), so
 the request whose commit produced them does not wait on the receiver.
 
 - ``conversations.notify_handoff(session_id)``: enqueued after a handoff's commit
-  (`enqueue_handoff_alert`); waits for the summary (`conversations.alerts.SUMMARY_WAIT`), e-mails
+  (`enqueue_handoff_alert`); waits for the summary (`support.alerts.SUMMARY_WAIT`), e-mails
   the team and enqueues the webhook's POST.
 - ``conversations.post_handoff_alert(session_id)``: the signed POST to `HANDOFF_WEBHOOK_URL`.
 - ``conversations.deliver_lead(lead_id)``: the signed POST of a new lead to `CRM_WEBHOOK_URL`,
   enqueued after the commit of the turn that created it (`enqueue_lead_delivery`) or by the
   admin's "resend" action.
 - ``conversations.retry_stale_leads()``: every minute (Celery beat), one last attempt for each
-  lead ``pending`` with no delivery activity for `conversations.leads.LEAD_STALE_AFTER`, longer
+  lead ``pending`` with no delivery activity for `support.crm.LEAD_STALE_AFTER`, longer
   than the whole retry schedule (its chain was lost: a worker died, a publish failed).
 """
 
@@ -41,17 +41,21 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from conversations.alerts import (
+from conversations.announcements import HandoffCommitted
+from conversations.commit_hooks import on_commit_call
+from prompts_admin.selectors import DatabasePromptSource
+from support.alerts import (
     SUMMARY_POLL_SECONDS,
+    alert_due,
     alert_suppressed,
+    alerts_configured,
     handoff_alert_email_send,
     handoff_alert_webhook_post,
     summary_awaited,
 )
-from conversations.delivery_threads import delivery_threads
-from conversations.leads import lead_deliver, stale_leads_retry
-from conversations.signed_post import RetryableDeliveryError
-from prompts_admin.selectors import DatabasePromptSource
+from support.crm import lead_deliver, stale_leads_retry
+from support.delivery_threads import delivery_threads
+from support.signed_post import RetryableDeliveryError
 
 DELIVERY_MAX_RETRIES = 5
 # Beyond the POST's own deadline: the attempt's queries and a pooled connection's wait.
@@ -80,8 +84,19 @@ def _attempts_in_process(attempt: Callable[[int, bool], str]) -> str:
     return attempt(len(EAGER_BACKOFF) + 1, True)
 
 
+def handoff_alert_register(handoff: HandoffCommitted) -> None:
+    """Subscribed to `handoff_committed` (`support.apps`): a handoff whose reason alerts the
+    team, when an alert is configured, gets its alert after the commit."""
+    if alert_due(handoff.reason) and alerts_configured():
+        on_commit_call(enqueue_handoff_alert, handoff.session_id)
+
+
+def lead_delivery_register(lead_id: int) -> None:
+    """Subscribed to `lead_created` (`support.apps`): the lead's delivery after the commit."""
+    on_commit_call(enqueue_lead_delivery, lead_id)
+
+
 def enqueue_handoff_alert(session_id: int) -> None:
-    """After the commit of a handoff that alerts (`conversations.handoff`)."""
     _start(notify_handoff, session_id)
 
 
@@ -98,7 +113,7 @@ def enqueue_lead_last_attempt(lead_id: int) -> None:
 
 def _start(task: Task[[int], str], object_id: int) -> None:
     """``task.delay(object_id)``; without a broker, on a thread of this process
-    (`conversations.delivery_threads`), not in the request whose commit called it. Inline when
+    (`support.delivery_threads`), not in the request whose commit called it. Inline when
     the caller holds a transaction open, whose rows a thread could not read: after-commit hooks
     run outside any, so only a test wrapped in its transaction takes that path."""
     if task.app.conf.task_always_eager and not transaction.get_connection().in_atomic_block:
@@ -120,7 +135,7 @@ def notify_handoff(self: Task[[int], str], session_id: int) -> str:
     )
     if settings.HANDOFF_WEBHOOK_URL:
         if self.request.is_eager:
-            # Right here, as `conversations.delivery_threads` runs this task: an eager `delay`
+            # Right here, as `support.delivery_threads` runs this task: an eager `delay`
             # would set Celery's process-wide join flag from a thread other than the request's.
             post_handoff_alert.apply((session_id,))
         else:

@@ -5,13 +5,13 @@
 - `webhook_bodies_delete`: the raw webhook bodies (which repeat every message and name) are
   emptied after `WEBHOOK_BODY_RETENTION_DAYS`; the delivery's metadata and counts stay.
 - A customer's requests to see or erase their data (by phone or WhatsApp user id) are
-  `conversations.customer_data`'s; an erasure anonymises each session here.
+  `conversations.privacy.customer_data`'s; an erasure anonymises each session here.
 
 Anonymising replaces the customer's identity fields with nothing and masks names, phones,
 CPF/CNPJ and e-mails in every text and JSON column of the conversation — its messages, their
 delivery statuses, model calls (whose context snapshot, a copy of the session, is dropped),
 summaries, lead, admin log entries (named "Conversa #12" again) and the rows other apps keep
-about it (`conversations.data_holders`: the replay results) — with the same masker the admin
+about it (`conversations.privacy.data_holders`: the replay results) — with the same masker the admin
 uses for staff without the personal-data permission (`agents.masking`: the session's known
 values wherever written, and the patterns). What stays is what the aggregates need: states,
 codes, segment, service, handoff reasons, timestamps, token counts and costs.
@@ -29,7 +29,6 @@ from django.db.models import F, Q
 
 from agents.masking import Masker
 from agents.states import SessionState
-from conversations.data_holders import session_data_holders
 from conversations.models import (
     DeliveryStatusEvent,
     HandoffSummary,
@@ -39,9 +38,10 @@ from conversations.models import (
     Session,
     WebhookDelivery,
 )
-from conversations.personal_data import session_masker
+from conversations.privacy.data_holders import session_data_holders
+from conversations.privacy.personal_data import session_masker
 
-logger = logging.getLogger("conversations.retention")
+logger = logging.getLogger("conversations.privacy.retention")
 
 # The wamid of an anonymised session's delivery status: this and the status's id.
 ERASED_WAMID_PREFIX = "erased."

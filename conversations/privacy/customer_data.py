@@ -9,7 +9,7 @@ What is held about them, and what each request does with it:
 
 - each session and everything under it (messages, delivery statuses, model calls, summaries,
   lead, admin log entries, the replay results of the governance app): exported;
-  erasure anonymises it (`conversations.retention.session_anonymise`);
+  erasure anonymises it (`conversations.privacy.retention.session_anonymise`);
 - the raw webhook bodies that name them (kept up to `WEBHOOK_BODY_RETENTION_DAYS`): found by
   their phone or user id in the body; the export lists their items (contacts, messages,
   statuses, echoes) and erasure removes them — a body left with no one else's item is emptied,
@@ -36,7 +36,6 @@ from django.db.models import F, Lookup, Q, Value
 from django.utils.translation import gettext as _
 
 from agents.masking import KnownValues, Masker
-from conversations.data_holders import session_data_holders
 from conversations.events import EventCode
 from conversations.models import (
     Direction,
@@ -47,10 +46,11 @@ from conversations.models import (
     Session,
     WebhookDelivery,
 )
-from conversations.personal_data import session_known_values
-from conversations.retention import session_anonymise
+from conversations.privacy.data_holders import session_data_holders
+from conversations.privacy.personal_data import session_known_values
+from conversations.privacy.retention import session_anonymise
 
-logger = logging.getLogger("conversations.retention")
+logger = logging.getLogger("conversations.privacy.retention")
 
 ERASE_PERMISSION = "conversations.erase_customer_data"
 # The stored columns' limits (Session.customer_phone, .customer_user_id).

@@ -3,7 +3,7 @@ superuser.
 
 Runs only with DEBUG=True. Safe to run again: the catalog (with a first history version of each
 versioned row) is loaded only while no Instance exists, the demo conversations
-(`conversations.demo`) only while the demo instance exists and they do not, and the superuser is
+(`simulator.demo`) only while the demo instance exists and they do not, and the superuser is
 created only while none exists.
 """
 
@@ -16,12 +16,12 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from conversations.demo import (
+from conversations.models import Instance
+from simulator.demo import (
     DEMO_PHONE_NUMBER_ID,
     DemoWouldLeaveTheMachine,
     demo_conversations_load,
 )
-from conversations.models import Instance
 
 
 class Command(BaseCommand):

@@ -1,7 +1,7 @@
 """Personal data of a conversation kept by the apps above this one (the replay results of the
 governance app): they register a `SessionDataHolder` when ready, and anonymising a session
-(`conversations.retention.session_anonymise`) and a customer's export
-(`conversations.customer_data.customer_data_export`) reach their rows through it without
+(`conversations.privacy.retention.session_anonymise`) and a customer's export
+(`conversations.privacy.customer_data.customer_data_export`) reach their rows through it without
 importing them.
 """
 

@@ -1,7 +1,7 @@
 """What staff do on a conversation from the admin (docs/architecture.md, Actions on the conversation
 page): take over, assign, reply, send a template, give back, close, regenerate the summary.
 
-One use case per action, called by the admin views (`conversations.admin.staff_actions`) once
+One use case per action, called by the admin views (`support.admin.staff_actions`) once
 they have checked ``conversations.attend_session`` and parsed the form. Each use case:
 
 - runs in one transaction that first locks the session row (``SELECT ... FOR UPDATE``), so two

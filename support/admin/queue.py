@@ -1,7 +1,7 @@
 """The queue page (`…/conversations/session/queue/`) and the waiting count in the admin's header.
 
 Staff who may attend conversations (`conversations.attend_session`: Support, superusers) see the
-customers waiting for a human (`conversations.queue`), oldest first, 100 a page, all of them or
+customers waiting for a human (`support.queue`), oldest first, 100 a page, all of them or
 only those assigned to them (``?assigned=me``); anyone else gets 403 (the admin's own login check
 comes first). Customers are masked for staff without `conversations.view_personal_data`, as on
 every conversation page, and so is the summary's next action (it may quote the customer).
@@ -31,8 +31,12 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from conversations.models import Session
-from conversations.personal_data import can_view_personal_data, masked_session, session_masker
-from conversations.queue import QueueEntry, queue_entry, waiting_count, waiting_sessions
+from conversations.privacy.personal_data import (
+    can_view_personal_data,
+    masked_session,
+    session_masker,
+)
+from support.queue import QueueEntry, queue_entry, waiting_count, waiting_sessions
 
 ATTEND_SESSION = "conversations.attend_session"
 QUEUE_PER_PAGE = 100

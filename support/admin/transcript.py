@@ -39,7 +39,7 @@ from conversations.models import (
     Message,
     Session,
 )
-from conversations.personal_data import masked_copy
+from conversations.privacy.personal_data import masked_copy
 from knowledge_base.models import Service
 from whatsapp import CUSTOMER_SERVICE_WINDOW
 

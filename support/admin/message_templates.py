@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from conversations.models import MessageTemplate
-from conversations.staff_actions import template_placeholders
+from support.staff_actions import template_placeholders
 
 
 class MessageTemplateForm(forms.ModelForm[MessageTemplate]):

@@ -1,4 +1,4 @@
-"""The staff actions on the session page: thin POST views over `conversations.staff_actions`,
+"""The staff actions on the session page: thin POST views over `support.staff_actions`,
 their URLs, and the panel of buttons and forms the page shows.
 
 Every view is POST-only (a GET answers 405), CSRF-checked and behind the admin login
@@ -25,7 +25,7 @@ from django.views.decorators.http import require_POST
 
 from agents.states import BOT_STATES, SessionState
 from conversations.models import STATE_CHOICES, MessageTemplate, Session
-from conversations.staff_actions import (
+from support.staff_actions import (
     ActionOutcome,
     StaffActionRefused,
     attending_users,

@@ -1,4 +1,4 @@
-"""Load the demo conversations (conversations.demo): recorded conversations played through the
+"""Load the demo conversations (simulator.demo): recorded conversations played through the
 real webhook, pipeline and staff actions, with a scripted model and a sender that never leaves
 the machine. DEBUG=True only; does nothing while they exist, unless --reset."""
 
@@ -8,8 +8,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from conversations.demo import DemoWouldLeaveTheMachine, demo_conversations_load
 from conversations.models import Instance
+from simulator.demo import DemoWouldLeaveTheMachine, demo_conversations_load
 
 
 class Command(BaseCommand):

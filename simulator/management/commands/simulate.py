@@ -5,7 +5,7 @@
     python manage.py simulate --json --say "Oi"      # one JSON object per message, per line
     python manage.py simulate --phone 5500000000002 --instance 100000000000001
 
-Thin: the use cases are in `conversations.simulator` (the real webhook use case and pipeline, a
+Thin: the use cases are in `simulator.simulation` (the real webhook use case and pipeline, a
 sender that never calls the WhatsApp API, simulated sessions a real delivery never finds). The
 phone must be in the simulator's reserved range (digits starting with 5500). Needs a model:
 OPENAI_API_KEY, and OPENAI_BASE_URL for any Responses-compatible server. Log lines below WARNING
@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conversations.models import Instance
-from conversations.simulator import (
+from simulator.simulation import (
     SIMULATED_PHONE,
     SIMULATED_PHONE_PREFIX,
     SimulationError,
