@@ -143,3 +143,30 @@ def test_nginx_overwrites_the_forwarded_headers_and_buffers_bodies() -> None:
     assert "$proxy_add_x_forwarded_for" not in site.split("#")[0]
     assert "proxy_request_buffering on;" in site
     assert re.search(r"client_max_body_size 7m;", site) is not None
+
+
+def test_the_image_copies_every_package_the_project_installs() -> None:
+    # pip installs the packages pyproject.toml lists; the image must hold each of them, or an
+    # app in INSTALLED_APPS is missing at start.
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    include = re.search(r"^include = \[(.*)\]$", pyproject, re.MULTILINE)
+    assert include is not None
+    packages = sorted(name.strip('" *') for name in include.group(1).split(","))
+    dockerfile = (ROOT / "deploy/Dockerfile").read_text()
+    copied = sorted(re.findall(r"^COPY (\w+) \1$", dockerfile, re.MULTILINE))
+
+    assert packages == [
+        "agents",
+        "compat",
+        "config",
+        "conversations",
+        "governance",
+        "knowledge_base",
+        "prompts_admin",
+        "simulator",
+        "staff_auth",
+        "support",
+        "versioning",
+        "whatsapp",
+    ]
+    assert copied == sorted([*packages, "locale", "templates"])

@@ -188,3 +188,43 @@ def test_an_upward_import_breaks_a_contract_wherever_it_is_written(
 
     assert result.returncode == 1
     assert broken in result.stdout
+
+
+# Within the layers, no module imports itself back through another (grimp is import-linter's
+# graph: every import statement, in functions and under TYPE_CHECKING included).
+CYCLES_SCRIPT = """
+import grimp
+graph = grimp.build_graph(*{apps!r}, cache_dir=None)
+for module in sorted(graph.modules):
+    for imported in sorted(graph.find_modules_directly_imported_by(module)):
+        if graph.chain_exists(importer=imported, imported=module):
+            print(module, "<->", imported)
+"""
+
+
+def import_cycles(cwd: Path) -> list[str]:
+    result = subprocess.run(
+        [sys.executable, "-c", CYCLES_SCRIPT.format(apps=APPS)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return result.stdout.splitlines()
+
+
+def test_no_module_imports_itself_back_through_another() -> None:
+    assert import_cycles(ROOT) == []
+
+
+def test_a_function_level_import_back_is_a_cycle(tmp_path: Path) -> None:
+    apps = copy_of_the_apps(tmp_path)
+
+    with (apps / "conversations/publishers.py").open("a") as source:
+        source.write(FUNCTION_LEVEL.format(statement="import conversations.inbound.tasks"))
+
+    assert import_cycles(apps) == [
+        "conversations.inbound.tasks <-> conversations.publishers",
+        "conversations.publishers <-> conversations.inbound.tasks",
+    ]
