@@ -6,7 +6,7 @@ only those assigned to them (``?assigned=me``); anyone else gets 403 (the admin'
 comes first). Customers are masked for staff without `conversations.view_personal_data`, as on
 every conversation page, and so is the summary's next action (it may quote the customer).
 
-The page refreshes itself: `conversations/admin/queue.js` (a static file: the CSP allows no inline
+The page refreshes itself: `support/admin/queue.js` (a static file: the CSP allows no inline
 script) fetches the same URL, query string included, every `QUEUE_REFRESH_SECONDS` and swaps the
 table's body, the counts and the pagination, keeping the scroll position.
 

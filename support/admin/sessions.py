@@ -133,7 +133,7 @@ session_admin_urls = SessionAdminUrls()
 class SessionAdmin(PersonalDataMaskingMixin[Session]):
     session_relation = None
     # Fits a 1,366-pixel screen with the sidebar open: the instance by its name, times short,
-    # long catalog codes wrapped (conversations/admin/session_list.css).
+    # long catalog codes wrapped (support/admin/session_list.css).
     list_display = (
         "customer",
         "instance_name",
@@ -220,7 +220,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
     readonly_fields = ("document", "handoff", "handoff_explanation", "prompts")
 
     class Media:
-        css = {"all": ("conversations/admin/session_list.css",)}
+        css = {"all": ("support/admin/session_list.css",)}
 
     @admin.display(description=_("segment"), ordering="segment")
     def segment_code(self, obj: Session) -> SafeString:

@@ -174,7 +174,7 @@ def test_the_session_transcript_works_under_the_policy(
 ) -> None:
     page = check_page(admin_client, f"/admin/conversations/session/{session.pk}/change/")
 
-    assert "/static/conversations/admin/session.css" in page.stylesheets
+    assert "/static/support/admin/session.css" in page.stylesheets
     assert page.scripts  # Django's admin scripts, every one a same-origin file
 
 
@@ -193,8 +193,8 @@ def test_the_queue_and_its_refresh_script_work_under_the_policy(
 ) -> None:
     page = check_page(admin_client, "/admin/conversations/session/queue/")
 
-    assert "/static/conversations/admin/queue.css" in page.stylesheets
-    assert "/static/conversations/admin/queue.js" in page.scripts
+    assert "/static/support/admin/queue.css" in page.stylesheets
+    assert "/static/support/admin/queue.js" in page.scripts
 
 
 def test_the_prompt_preview_works_under_the_policy(

@@ -190,4 +190,4 @@ def test_the_list_columns_are_narrow_enough_for_1366_pixels(
     # Brasília time, short.
     assert '<td class="field-last_inbound">11/03/2026 12:04</td>' in page
     assert "Ana Lima (+55 11 91234-5678)" in page
-    assert "conversations/admin/session_list.css" in page
+    assert "support/admin/session_list.css" in page

@@ -219,7 +219,7 @@ def test_while_a_turn_is_in_flight_the_page_waits_and_polls_it(
         count=1,
     )
     assertContains(page, '<button type="submit" class="button default" name="send" disabled>')
-    assertContains(page, "conversations/admin/simulator.js")
+    assertContains(page, "simulator/admin/simulator.js")
 
 
 def test_a_message_posted_while_one_is_in_flight_gets_the_pt_br_refusal(
