@@ -8,7 +8,7 @@ gunicorn (``--web-workers`` sync workers) serves the webhook and one Celery work
 settings: docs/operations.md, Capacity) runs the turns, on PostgreSQL (DATABASE_URL, default
 ``postgres://postgres@127.0.0.1:5432/lab_attendance_latency``, created and migrated when
 missing, emptied of conversations first) and a throwaway redis-server of its own
-(tests/support/throwaway.py). The model and the Graph API are fake HTTP servers in this process:
+(tests/helpers/throwaway.py). The model and the Graph API are fake HTTP servers in this process:
 the model answers every request after the round's latency with a greeting (code 1, so each turn
 is one model call and one send); the Graph API accepts every send and read receipt.
 
@@ -68,8 +68,8 @@ from aiohttp import web  # noqa: E402
 
 from bench.support import ensure_database  # noqa: E402
 from tests.fakes.openai_server import responses_object  # noqa: E402
-from tests.support.throwaway import ThrowawayRedis, free_port  # noqa: E402
-from tests.support.webhooks import PHONE_NUMBER_ID, healthy, post_delivery, text_delivery  # noqa: E402
+from tests.helpers.throwaway import ThrowawayRedis, free_port  # noqa: E402
+from tests.helpers.webhooks import PHONE_NUMBER_ID, healthy, post_delivery, text_delivery  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/lab_attendance_latency"
 APP_SECRET = "latency-bench-app-secret"

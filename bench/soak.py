@@ -7,7 +7,7 @@ gunicorn (2 workers) and a real Celery worker (prefork, ``--worker-concurrency``
 default 4) serve the project on PostgreSQL (DATABASE_URL, default
 ``postgres://postgres@127.0.0.1:5432/lab_attendance_soak``, created and migrated when missing,
 emptied of conversations before the run) and a throwaway
-redis-server of its own (tests/support/throwaway.py). The model and the Graph API are fake HTTP
+redis-server of its own (tests/helpers/throwaway.py). The model and the Graph API are fake HTTP
 servers in this process (pytest-httpserver, as in tests/fakes/):
 
 - the model answers after a jittered latency (``--model-latency`` ms, uniform 0.5x-1.5x), or with
@@ -58,8 +58,8 @@ from werkzeug import Request, Response  # noqa: E402
 
 from bench.support import ensure_database  # noqa: E402
 from tests.fakes.openai_server import responses_object  # noqa: E402
-from tests.support.throwaway import ThrowawayRedis, free_port  # noqa: E402
-from tests.support.webhooks import healthy, post_delivery, text_delivery  # noqa: E402
+from tests.helpers.throwaway import ThrowawayRedis, free_port  # noqa: E402
+from tests.helpers.webhooks import healthy, post_delivery, text_delivery  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/lab_attendance_soak"
 APP_SECRET = "soak-app-secret"

@@ -8,7 +8,7 @@ The real stack, as production runs it: gunicorn (1 worker) serves the webhook an
 worker (``celery -A config worker --pool solo``: one process, so its CPU time is the whole
 worker's) consumes the tasks, on PostgreSQL (DATABASE_URL, created and migrated when missing,
 emptied of conversations first) and the Redis of ``CELERY_BROKER_URL`` (every key under a prefix
-of this run's own, deleted at the end: `tests.support.broker.IsolatedBroker`). The settings are
+of this run's own, deleted at the end: `tests.helpers.broker.IsolatedBroker`). The settings are
 production's defaults (``LOG_LEVEL=INFO``, persistent database connections); the model and the
 Graph API are this process's fake HTTP servers (tests/fakes/), the model answering at once with
 a one-part reply (code 1).
@@ -50,9 +50,9 @@ from bench.soak import APP_SECRET, env_for, prepare_database  # noqa: E402
 from bench.support import ensure_database  # noqa: E402
 from tests.fakes.graph_server import FakeGraphAPI  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
-from tests.support.broker import IsolatedBroker  # noqa: E402
-from tests.support.processes import free_port, start, stop, wait_for  # noqa: E402
-from tests.support.webhooks import healthy, post_delivery, text_delivery  # noqa: E402
+from tests.helpers.broker import IsolatedBroker  # noqa: E402
+from tests.helpers.processes import free_port, start, stop, wait_for  # noqa: E402
+from tests.helpers.webhooks import healthy, post_delivery, text_delivery  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/lab_attendance_bench"
 REPLY = '{"s":1}Olá! Sou a Lia, do laboratório. Qual análise você procura?'

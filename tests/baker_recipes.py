@@ -55,5 +55,5 @@ reply = Recipe(
     delivery_status=DeliveryStatus.PENDING,
 )
 
-# A member of the staff with no group and no permission: give them with `tests.support.staff`.
+# A member of the staff with no group and no permission: give them with `tests.helpers.staff`.
 staff_user = Recipe(User, username=seq("staff-"), is_staff=True)

@@ -10,11 +10,11 @@ from pytest_django import Settings
 from pytest_httpserver import HTTPServer
 
 from tests.fakes.graph_server import FakeGraphAPI
-from tests.support.broker import IsolatedBroker
-from tests.support.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
+from tests.helpers.broker import IsolatedBroker
+from tests.helpers.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
 
 # The fake OpenAI Responses server (fixtures `fake_openai`, `openai_settings`).
-pytest_plugins = ["tests.fakes.openai_server", "tests.support.browser"]
+pytest_plugins = ["tests.fakes.openai_server", "tests.helpers.browser"]
 
 
 def _is_postgres() -> bool:
@@ -74,7 +74,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def isolated_broker(request: pytest.FixtureRequest) -> Iterator[IsolatedBroker]:
-    """This run's Redis with keys of this test's own (tests.support.broker), deleted after."""
+    """This run's Redis with keys of this test's own (tests.helpers.broker), deleted after."""
     broker = IsolatedBroker.new(request.path.stem)
     yield broker
     broker.clean()

@@ -15,8 +15,8 @@ from django.conf import settings
 
 from config.celery import app
 from config.celery_settings import CELERY_SETTINGS, celery_key
-from tests.support.broker import IsolatedBroker
-from tests.support.processes import (
+from tests.helpers.broker import IsolatedBroker
+from tests.helpers.processes import (
     celery_worker_command,
     project_env,
     start,

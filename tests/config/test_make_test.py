@@ -1,6 +1,6 @@
 """What `make test` runs on: scripts/with_test_services.py picks PostgreSQL when it answers (and
 says so in one line), SQLite otherwise, and never overrides an explicit DATABASE_URL; the worker
-tests share one Redis without touching each other's keys (tests.support.broker)."""
+tests share one Redis without touching each other's keys (tests.helpers.broker)."""
 
 import hashlib
 import os
@@ -18,8 +18,8 @@ import pytest
 from django.conf import settings
 from kombu import Exchange, Queue
 
-from tests.support.broker import SETTINGS_MODULE, IsolatedBroker
-from tests.support.processes import free_port
+from tests.helpers.broker import SETTINGS_MODULE, IsolatedBroker
+from tests.helpers.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "with_test_services.py"

@@ -13,7 +13,7 @@ from django.test import Client
 from pytest_django import Settings
 
 from conversations import metrics
-from tests.support.metrics import TOKEN, parse
+from tests.helpers.metrics import TOKEN, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.django_db

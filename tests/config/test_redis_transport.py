@@ -1,6 +1,6 @@
 """config.redis_transport: kombu's Redis transport with one publishing client per channel,
 against the real Redis broker (CELERY_BROKER_URL; skipped without it), under keys of the test's
-own (tests.support.broker)."""
+own (tests.helpers.broker)."""
 
 import subprocess
 import sys
@@ -9,8 +9,8 @@ import pytest
 from kombu import Exchange, Producer, Queue
 
 from config.redis_transport import Channel, Transport
-from tests.support.broker import IsolatedBroker
-from tests.support.processes import BASE_DIR
+from tests.helpers.broker import IsolatedBroker
+from tests.helpers.processes import BASE_DIR
 
 
 @pytest.mark.redis

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import BASE_DIR, collected_static_root, production_env
+from tests.helpers.processes import BASE_DIR, collected_static_root, production_env
 
 pytestmark = pytest.mark.slow
 

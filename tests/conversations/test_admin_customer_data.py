@@ -13,7 +13,7 @@ from django.test import Client
 
 from conversations.models import Instance, Session
 from tests import baker_recipes as recipes
-from tests.support.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
+from tests.helpers.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from model_bakery import baker
 from conversations.models import Instance, ProviderCircuit, Session, WebhookDelivery
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
-from tests.support.staff import logged_in, staff_member
+from tests.helpers.staff import logged_in, staff_member
 from versioning.admin import VersionedAdmin
 
 pytestmark = pytest.mark.django_db

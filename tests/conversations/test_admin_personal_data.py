@@ -33,7 +33,7 @@ from conversations.models import (
 )
 from conversations.privacy.personal_data import MaskedCopyError, masked_session
 from tests import baker_recipes as recipes
-from tests.support.staff import logged_in, staff_member
+from tests.helpers.staff import logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
 

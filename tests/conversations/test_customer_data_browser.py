@@ -11,7 +11,7 @@ from pytest_django.live_server_helper import LiveServer
 
 from conversations.models import Instance, Session
 from tests import baker_recipes as recipes
-from tests.support.browser import PASSWORD, VIEWPORT, browser_staff
+from tests.helpers.browser import PASSWORD, VIEWPORT, browser_staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -37,7 +37,7 @@ from tests.conversations.whatsapp.conftest import signed_post
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.governance.support import draft
-from tests.support.staff import SUPPORT, logged_in, staff_member
+from tests.helpers.staff import SUPPORT, logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
 

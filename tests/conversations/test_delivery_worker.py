@@ -22,8 +22,8 @@ from tests.fakes.webhook_receiver import (  # noqa: F401
     receiver,
     slow_receiver,
 )
-from tests.support.broker import BrokerClient, IsolatedBroker
-from tests.support.processes import celery_worker_command, project_env, start, stop, wait_for
+from tests.helpers.broker import BrokerClient, IsolatedBroker
+from tests.helpers.processes import celery_worker_command, project_env, start, stop, wait_for
 
 pytestmark = [
     pytest.mark.postgres,

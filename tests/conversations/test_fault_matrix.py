@@ -12,7 +12,7 @@ and Redis, with one outside dependency failing at a time.
   "failed sends" filter.
 
 The Redis and PostgreSQL that are stopped here are throwaway servers of this module's own
-(tests/support/throwaway.py) on free ports — never the shared ones. Deliveries are posted one
+(tests/helpers/throwaway.py) on free ports — never the shared ones. Deliveries are posted one
 customer at a time and waited for, so the counts are exact.
 """
 
@@ -51,7 +51,7 @@ from prompts_admin.models import RuntimeConfig
 from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI, graph_error
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.processes import (
+from tests.helpers.processes import (
     BASE_DIR,
     celery_worker_command,
     free_port,
@@ -60,8 +60,8 @@ from tests.support.processes import (
     stop,
     wait_for,
 )
-from tests.support.throwaway import ThrowawayPostgres, ThrowawayRedis
-from tests.support.webhooks import PHONE_NUMBER_ID, healthy, post_delivery, text_delivery
+from tests.helpers.throwaway import ThrowawayPostgres, ThrowawayRedis
+from tests.helpers.webhooks import PHONE_NUMBER_ID, healthy, post_delivery, text_delivery
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 APP_SECRET = "fault-matrix-app-secret"

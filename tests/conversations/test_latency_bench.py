@@ -10,9 +10,9 @@ import pytest
 
 from bench.latency import APP_SECRET, fakes_running, libpq_dsn, run_round, topology
 from conversations.models import Direction, Instance, Message
-from tests.support.broker import IsolatedBroker
-from tests.support.processes import database_url, project_env
-from tests.support.webhooks import PHONE_NUMBER_ID
+from tests.helpers.broker import IsolatedBroker
+from tests.helpers.processes import database_url, project_env
+from tests.helpers.webhooks import PHONE_NUMBER_ID
 
 pytestmark = [
     pytest.mark.postgres,

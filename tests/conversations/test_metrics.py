@@ -18,7 +18,7 @@ from tests import baker_recipes as recipes
 from tests.conversations.support import inbound, reply
 from tests.conversations.whatsapp.conftest import fixture_bytes, signed_post
 from tests.fakes.graph_server import FakeGraphAPI
-from tests.support.metrics import TOKEN, increase, parse, scrape
+from tests.helpers.metrics import TOKEN, increase, parse, scrape
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from model_bakery import baker
 from pytest_django.live_server_helper import LiveServer
 
 from conversations.models import Direction, HandoffSummary, Instance, Message, Session
-from tests.support.browser import PASSWORD, VIEWPORT
+from tests.helpers.browser import PASSWORD, VIEWPORT
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

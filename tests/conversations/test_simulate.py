@@ -30,8 +30,8 @@ from tests import baker_recipes as recipes
 from tests.conversations.support import reply
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.metrics import TOKEN, increase, scrape
-from tests.support.webhooks import text_delivery
+from tests.helpers.metrics import TOKEN, increase, scrape
+from tests.helpers.webhooks import text_delivery
 from whatsapp.client import is_simulated_wamid
 from whatsapp.payload import InboundKind, parse_payload
 from whatsapp.signature import compute_signature

@@ -18,7 +18,7 @@ from simulator.simulation import simulated_turn_run, simulated_turn_start
 from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.browser import PASSWORD, VIEWPORT, browser_staff
+from tests.helpers.browser import PASSWORD, VIEWPORT, browser_staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -26,7 +26,7 @@ from simulator.admin import simulated_phone
 from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.staff import staff_member
+from tests.helpers.staff import staff_member
 
 URL = "/admin/conversations/session/simulator/"
 HANDOFF_TEXT = "Um atendente vai continuar a conversa."

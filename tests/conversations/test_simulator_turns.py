@@ -21,7 +21,7 @@ from simulator.simulation import SimulationLimited, simulated_turn_start
 from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import Recorder
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.staff import staff_member
+from tests.helpers.staff import staff_member
 
 pytestmark = pytest.mark.django_db
 

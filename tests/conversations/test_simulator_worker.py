@@ -6,7 +6,7 @@ poll endpoint says when the turn ended, and the page then shows the answer; the 
 gets no request.
 
 The servers are subprocesses of the real project (``config.settings``, ``DEBUG=False``) on this
-run's test database, with this test's own broker keys (tests.support.broker)."""
+run's test database, with this test's own broker keys (tests.helpers.broker)."""
 
 import re
 import time
@@ -22,9 +22,9 @@ from tests.conversations.support import ensure_staff_groups
 from tests.conversations.test_staff_reply_worker import Browser
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.broker import IsolatedBroker
-from tests.support.processes import project_env, wait_for, web_and_worker
-from tests.support.staff import PROMPT_EDITORS, staff_member
+from tests.helpers.broker import IsolatedBroker
+from tests.helpers.processes import project_env, wait_for, web_and_worker
+from tests.helpers.staff import PROMPT_EDITORS, staff_member
 from whatsapp.client import is_simulated_wamid
 
 pytestmark = [

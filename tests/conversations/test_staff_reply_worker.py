@@ -4,7 +4,7 @@ after-commit publish reaches Redis, the worker sends it to the fake Graph API, a
 "delivered" status webhook marks it.
 
 The servers are subprocesses of the real project (``config.settings``, ``DEBUG=False``) on this
-run's test database, with this test's own broker keys (tests.support.broker)."""
+run's test database, with this test's own broker keys (tests.helpers.broker)."""
 
 import http.client
 import json
@@ -27,9 +27,9 @@ from tests.baker_recipes import CUSTOMER_PHONE, PHONE_NUMBER_ID
 from tests.conversations.support import ensure_staff_groups
 from tests.conversations.whatsapp.conftest import load_fixture
 from tests.fakes.graph_server import FakeGraphAPI
-from tests.support.broker import IsolatedBroker
-from tests.support.processes import project_env, wait_for, web_and_worker
-from tests.support.staff import SUPPORT, staff_member
+from tests.helpers.broker import IsolatedBroker
+from tests.helpers.processes import project_env, wait_for, web_and_worker
+from tests.helpers.staff import SUPPORT, staff_member
 from whatsapp.signature import compute_signature
 
 pytestmark = [

@@ -94,7 +94,7 @@ def test_support_may_not_start_read_follow_or_cancel_a_replay(support_client: Cl
 
 
 def test_a_reader_without_add_or_change_may_read_but_not_start_or_cancel(db: None) -> None:
-    from tests.support.staff import logged_in, staff_member
+    from tests.helpers.staff import logged_in, staff_member
 
     reader = logged_in(staff_member(permissions=("governance.view_replayrun",)))
     override = draft()

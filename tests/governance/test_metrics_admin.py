@@ -14,7 +14,7 @@ from pytest_django import DjangoAssertNumQueries
 from prompts_admin.models import PromptOverride
 from tests.governance import metrics_data
 from tests.governance.test_metrics import metrics_queries
-from tests.support.staff import logged_in, staff_member
+from tests.helpers.staff import logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
 

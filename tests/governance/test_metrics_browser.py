@@ -1,6 +1,6 @@
 """The metrics page in a real browser: a prompt editor opens it from the prompt overrides' list,
 filters the period and reads the table and the chart. Playwright drives Debian's chromium
-(tests/support/browser.py); the screenshot goes to `BROWSER_SCREENSHOTS_DIR`."""
+(tests/helpers/browser.py); the screenshot goes to `BROWSER_SCREENSHOTS_DIR`."""
 
 from pathlib import Path
 from typing import Any
@@ -9,7 +9,7 @@ import pytest
 from pytest_django.live_server_helper import LiveServer
 
 from tests.governance import metrics_data
-from tests.support.browser import PASSWORD, VIEWPORT, browser_staff
+from tests.helpers.browser import PASSWORD, VIEWPORT, browser_staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -17,7 +17,7 @@ from conversations.models import Instance
 from governance.models import ReplayRun, ReplayStatus
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.governance.support import GREETING, conversation, draft, record_turn
-from tests.support.browser import PASSWORD, VIEWPORT, browser_staff
+from tests.helpers.browser import PASSWORD, VIEWPORT, browser_staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -36,8 +36,8 @@ from governance.replay import ReplayFilters, replay_run_start
 from tests import baker_recipes as recipes
 from tests.fakes.openai_server import FakeOpenAIServer, responses_object
 from tests.governance.support import DRAFT_TEXT, GREETING, conversation, draft, record_turn
-from tests.support.broker import BrokerClient, IsolatedBroker
-from tests.support.processes import (
+from tests.helpers.broker import BrokerClient, IsolatedBroker
+from tests.helpers.processes import (
     celery_worker_command,
     database_url,
     project_env,

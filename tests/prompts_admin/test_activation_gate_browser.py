@@ -2,7 +2,7 @@
 is refused with the message, the "Activate anyway" box and the reason field appear; ticked, with a
 reason, the save goes through and the history shows the reason.
 
-Playwright drives Debian's chromium (tests/support/browser.py). Screenshots of the refusal and
+Playwright drives Debian's chromium (tests/helpers/browser.py). Screenshots of the refusal and
 of the history at 1,366 px go to `BROWSER_SCREENSHOTS_DIR` (default: a new temporary
 directory); the path is printed.
 """
@@ -14,7 +14,7 @@ import pytest
 from pytest_django.live_server_helper import LiveServer
 
 from prompts_admin.models import PromptOverride
-from tests.support.browser import PASSWORD, VIEWPORT, browser_staff
+from tests.helpers.browser import PASSWORD, VIEWPORT, browser_staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -14,7 +14,7 @@ import pytest
 from pytest_django.live_server_helper import LiveServer
 
 from prompts_admin.models import PromptOverride
-from tests.support.browser import PASSWORD, VIEWPORT, browser_staff
+from tests.helpers.browser import PASSWORD, VIEWPORT, browser_staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

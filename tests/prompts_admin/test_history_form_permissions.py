@@ -15,7 +15,7 @@ from model_bakery import baker
 
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
-from tests.support.staff import logged_in, staff_member
+from tests.helpers.staff import logged_in, staff_member
 from versioning.admin import ModelT, VersionedAdmin, history_of
 
 pytestmark = pytest.mark.django_db

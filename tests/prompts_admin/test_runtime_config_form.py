@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from prompts_admin.models import DEFAULT_BUSINESS_HOURS, RuntimeConfig
-from tests.support.staff import PROMPT_EDITORS, logged_in, staff_member
+from tests.helpers.staff import PROMPT_EDITORS, logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
 URL = "/admin/prompts_admin/runtimeconfig/1/change/"

@@ -28,7 +28,7 @@ from tests.conversations.support import ensure_staff_groups
 from tests.conversations.turns.support import Pipeline, inbound, make_instance, make_session
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.processes import wait_for
+from tests.helpers.processes import wait_for
 
 pytestmark = pytest.mark.usefixtures("catalog")
 

@@ -2,7 +2,7 @@
 broker, the worker runs the pipeline against the fake OpenAI server and sends the answer to the
 fake Graph API — and, with a short soft time limit, a model that is too slow ends in a handoff.
 
-The worker gets broker keys of this test's own (tests.support.broker: no other test's or run's
+The worker gets broker keys of this test's own (tests.helpers.broker: no other test's or run's
 worker takes these tasks) and the test database of this run; both fakes are real HTTP servers on
 127.0.0.1.
 """
@@ -20,8 +20,8 @@ from conversations.models import Direction, HandoffSummary, Instance, LLMCall, M
 from prompts_admin.models import RuntimeConfig
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.broker import BrokerClient, IsolatedBroker
-from tests.support.processes import (
+from tests.helpers.broker import BrokerClient, IsolatedBroker
+from tests.helpers.processes import (
     celery_worker_command,
     project_env,
     start,

@@ -3,7 +3,7 @@ view (``process_session.delay``) -> a real Celery worker -> the fake OpenAI serv
 POSTed to the fake Graph API, with the exact body Meta would receive.
 
 Both servers are subprocesses of the real project (``config.settings``) on this run's test
-database; the broker keys are this test's own (tests.support.broker), so no other test's or
+database; the broker keys are this test's own (tests.helpers.broker), so no other test's or
 run's worker takes these tasks.
 """
 
@@ -24,8 +24,8 @@ from tests.conversations.whatsapp.conftest import (
 )
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.broker import IsolatedBroker
-from tests.support.processes import project_env, wait_for, web_and_worker
+from tests.helpers.broker import IsolatedBroker
+from tests.helpers.processes import project_env, wait_for, web_and_worker
 from whatsapp.signature import compute_signature
 
 pytestmark = [

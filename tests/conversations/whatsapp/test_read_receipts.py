@@ -16,7 +16,7 @@ from conversations.whatsapp import tasks as whatsapp_tasks
 from conversations.whatsapp.read_receipts import DROP_LOG_SECONDS, BackgroundReadReceipts
 from conversations.whatsapp.tasks import read_receipt_submit, read_receipts
 from tests.fakes.graph_server import FakeGraphAPI
-from tests.support.metrics import TOKEN, increase, scrape
+from tests.helpers.metrics import TOKEN, increase, scrape
 
 PHONE_NUMBER_ID = "100000000000001"
 

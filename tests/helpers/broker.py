@@ -8,7 +8,7 @@ one Redis: a fixed database per module, flushed before and after, let one run fl
 queue and one run's worker take another's tasks.
 
 Subprocesses (gunicorn, a Celery worker) get the prefix through `subprocess_env`: the project's
-own settings (``config.settings``) plus the prefix, in `tests.support.broker_settings`. The
+own settings (``config.settings``) plus the prefix, in `tests.helpers.broker_settings`. The
 fixture is ``isolated_broker`` (tests/conftest.py).
 """
 
@@ -22,7 +22,7 @@ from django.conf import settings
 from kombu import Connection, Exchange, Queue
 
 PREFIX_VARIABLE = "TEST_BROKER_KEY_PREFIX"
-SETTINGS_MODULE = "tests.support.broker_settings"
+SETTINGS_MODULE = "tests.helpers.broker_settings"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The project's settings (``config.settings``) for a test's subprocesses, with every broker key
-under the test's own prefix (`tests.support.broker.IsolatedBroker`), which the test passes in
+under the test's own prefix (`tests.helpers.broker.IsolatedBroker`), which the test passes in
 ``TEST_BROKER_KEY_PREFIX``. Nothing else differs from production."""
 
 import os

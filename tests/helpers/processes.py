@@ -1,5 +1,5 @@
 """Helpers for the tests that run the real thing in subprocesses (gunicorn, a Celery worker)
-against this run's PostgreSQL test database and a Redis broker (a test's own: tests.support.broker)."""
+against this run's PostgreSQL test database and a Redis broker (a test's own: tests.helpers.broker)."""
 
 import functools
 import http.client
@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import connection
 
-from tests.support.broker import IsolatedBroker
+from tests.helpers.broker import IsolatedBroker
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
