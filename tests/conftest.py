@@ -14,7 +14,11 @@ from tests.helpers.broker import IsolatedBroker
 from tests.helpers.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
 
 # The fake OpenAI Responses server (fixtures `fake_openai`, `openai_settings`).
-pytest_plugins = ["tests.fakes.openai_server", "tests.helpers.browser"]
+pytest_plugins = [
+    "tests.fakes.openai_server",
+    "tests.helpers.browser",
+    "tests.helpers.conversation_fixtures",
+]
 
 
 def _is_postgres() -> bool:

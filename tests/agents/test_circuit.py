@@ -27,7 +27,7 @@ from agents.llm import (
     LLMRateLimitError,
     LLMTimeoutError,
 )
-from tests.agents.support import FakeLLM
+from tests.helpers.fake_collaborators import FakeLLM
 
 T = TypeVar("T")
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

@@ -8,7 +8,7 @@ from agents.prompts.assembly import assemble_system_prompt
 from agents.prompts.metadata import HEADING as METADATA_HEADING
 from agents.sources import RuntimeSettings
 from agents.states import AgentName, SessionState
-from tests.agents.support import (
+from tests.helpers.fake_collaborators import (
     INSTANCE,
     WEEKLY,
     make_inputs,

@@ -21,7 +21,8 @@ from agents.llm import (
 from agents.prompts.metadata import HEADING as METADATA_HEADING
 from agents.sources import HistoryEntry, OverrideTemplate, StrategicCompanyInfo
 from agents.states import PROMPT_AGENTS, AgentName, SessionState
-from tests.agents.support import (
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers.fake_collaborators import (
     MODELS,
     NOW,
     RUNTIME,
@@ -33,7 +34,6 @@ from tests.agents.support import (
     make_invoker,
     make_session,
 )
-from tests.fakes.openai_server import FakeOpenAIServer
 
 TASK_HEADINGS = {
     AgentName.TRIAGEM: "## Seu objetivo nesta etapa: triagem",

@@ -21,8 +21,8 @@ from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.forms import override_problems
 from prompts_admin.models import PromptOverride, RuntimeConfig
 from tests import baker_recipes as recipes
-from tests.agents.support import TEMPLATE_ATTACKS, FakeLLM
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers.fake_collaborators import TEMPLATE_ATTACKS, FakeLLM
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from agents.context import CatalogSnapshot
 from agents.prompts.metadata import build_metadata
 from agents.sources import RuntimeSettings
 from agents.states import PROMPT_AGENTS, AgentName
-from tests.agents.support import PACKAGES, WEEKLY, make_inputs, make_session
+from tests.helpers.fake_collaborators import PACKAGES, WEEKLY, make_inputs, make_session
 
 
 @pytest.mark.parametrize("agent", PROMPT_AGENTS)

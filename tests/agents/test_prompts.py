@@ -28,7 +28,7 @@ from agents.templating import (
     render_prompt_template,
     validate_prompt_template,
 )
-from tests.agents.support import make_inputs
+from tests.helpers.fake_collaborators import make_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {

@@ -5,7 +5,7 @@ import pytest
 from agents.contract import ParsedLLMResponse
 from agents.llm import ChatMessage, LLMCallResult, LLMProviderError
 from agents.repair import INVALID_FORMAT, REPAIR_INSTRUCTIONS, RepairResult, repair_llm_response
-from tests.agents.support import FakeLLM
+from tests.helpers.fake_collaborators import FakeLLM
 
 
 def test_the_repair_asks_the_given_model_to_fix_only_the_format() -> None:

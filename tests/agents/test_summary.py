@@ -16,7 +16,7 @@ from agents.summary import (
     generate_operational_summary,
     parse_operational_summary,
 )
-from tests.agents.support import FakeLLM
+from tests.helpers.fake_collaborators import FakeLLM
 
 FULL = {
     "motivo_encerramento": "Cliente confirmou os dados",

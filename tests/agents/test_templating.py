@@ -27,7 +27,7 @@ from agents.templating import (
     render_prompt_template,
     validate_prompt_template,
 )
-from tests.agents.support import TEMPLATE_ATTACKS, make_inputs, make_session
+from tests.helpers.fake_collaborators import TEMPLATE_ATTACKS, make_inputs, make_session
 
 ALLOWED = {"agent_name", "company_name", "is_open", "customer_name"}
 SAMPLES = {"agent_name": "Lia", "company_name": "Lab", "is_open": True, "customer_name": "Ana"}

@@ -17,7 +17,7 @@ from conversations.db_connections import (
     worker_connection_pool_enable,
 )
 from conversations.models import Session
-from tests.agents.support import FakeLLM
+from tests.helpers.fake_collaborators import FakeLLM
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

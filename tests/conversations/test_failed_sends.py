@@ -15,8 +15,8 @@ from conversations.sweeps import SEND_RETRY_WINDOW, WINDOW_EXPIRED, unsent_messa
 from conversations.whatsapp.tasks import SEND_MAX_RETRIES, send_message
 from tests import baker_recipes as recipes
 from tests.baker_recipes import CUSTOMER_PHONE
-from tests.conversations.support import reply
 from tests.fakes.graph_server import FakeGraphAPI
+from tests.helpers.conversation_rows import reply
 
 ROW = r'<a href="/admin/conversations/{model}/(\d+)/change/'
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("eager_retries")]

@@ -15,9 +15,9 @@ from conversations.metrics import DatabaseCollector
 from conversations.models import ProviderCircuit, Session
 from conversations.whatsapp.tasks import send_message
 from tests import baker_recipes as recipes
-from tests.conversations.support import inbound, reply
 from tests.conversations.whatsapp.conftest import fixture_bytes, signed_post
 from tests.fakes.graph_server import FakeGraphAPI
+from tests.helpers.conversation_rows import inbound, reply
 from tests.helpers.metrics import TOKEN, increase, parse, scrape
 
 pytestmark = pytest.mark.django_db

@@ -24,9 +24,9 @@ from conversations.provider_circuit import PROVIDER, DatabaseCircuitStore
 from conversations.turns.tasks import process_session
 from prompts_admin.models import RuntimeConfig
 from tests import baker_recipes as recipes
-from tests.conversations.support import inbound
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers.conversation_rows import inbound
 
 pytestmark = pytest.mark.django_db
 COOLDOWN = 30

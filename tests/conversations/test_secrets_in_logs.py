@@ -25,9 +25,9 @@ from conversations.models import (
 )
 from conversations.turns.tasks import process_session
 from conversations.whatsapp.tasks import send_message
-from tests.conversations.support import inbound
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers.conversation_rows import inbound
 
 pytestmark = pytest.mark.django_db
 OPENAI_KEY = "sk-proj-SENTINELopenai0123456789abcdefXYZ"

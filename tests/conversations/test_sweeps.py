@@ -32,9 +32,9 @@ from conversations.turns.tasks import process_session, requeue_expired_leases
 from conversations.whatsapp.tasks import requeue_unsent_messages
 from prompts_admin.models import RuntimeConfig
 from tests import baker_recipes as recipes
-from tests.conversations.support import inbound, reply
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers.conversation_rows import inbound, reply
 from whatsapp.client import SentMessage
 
 pytestmark = pytest.mark.django_db
@@ -503,7 +503,7 @@ def test_the_sweeps_are_named_and_scheduled_every_minute() -> None:
             "task": "conversations.requeue_received_deliveries",
             "schedule": 60.0,
         },
-        # Leads whose delivery chain was lost (tests/conversations/test_crm_delivery.py).
+        # Leads whose delivery chain was lost (tests/support/test_crm_delivery.py).
         "retry-stale-leads": {"task": "conversations.retry_stale_leads", "schedule": 60.0},
         # Prompt replays whose worker died or that never started, and the queued ones a free
         # slot waits for (tests/governance/test_replay_queue.py).
@@ -511,7 +511,7 @@ def test_the_sweeps_are_named_and_scheduled_every_minute() -> None:
             "task": "governance.fail_abandoned_replays",
             "schedule": 60.0,
         },
-        # LGPD retention, daily (tests/conversations/test_retention.py).
+        # LGPD retention, daily (tests/conversations/privacy/test_retention.py).
         "apply-retention": {"task": "conversations.apply_retention", "schedule": 86400.0},
     }
 
@@ -595,8 +595,8 @@ def test_overlapping_sweeps_and_send_tasks_send_each_lost_part_once_in_order(
 def test_overlapping_stalled_session_sweeps_answer_a_lost_turn_once(
     instance: Instance, handoff_text: str
 ) -> None:
-    from tests.agents.support import FakeLLM
-    from tests.conversations.turns.support import Pipeline
+    from tests.helpers.fake_collaborators import FakeLLM
+    from tests.helpers.pipeline import Pipeline
 
     session = recipes.session.make(instance=instance, customer_phone=CUSTOMER_PHONE)
     inbound(session, "Oi, alguém aí?", age=timedelta(seconds=90))

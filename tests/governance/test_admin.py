@@ -15,7 +15,7 @@ from conversations.models import Instance, LLMCall, Session
 from governance.models import ContractOutcome, ReplayResult, ReplayRun, ReplayStatus
 from prompts_admin.models import PromptOverride
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.governance.support import DRAFT_TEXT, GREETING, conversation, draft, record_turn
+from tests.helpers.recorded_calls import DRAFT_TEXT, GREETING, conversation, draft, record_turn
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 from conversations.models import Instance
 from governance.models import ReplayRun
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.governance.support import GREETING, conversation, draft, record_turn
+from tests.helpers.recorded_calls import GREETING, conversation, draft, record_turn
 
 pytestmark = pytest.mark.django_db
 

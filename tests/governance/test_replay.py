@@ -13,7 +13,7 @@ from knowledge_base.models import KBPackage
 from prompts_admin.models import prompt_content_hash
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.governance.support import (
+from tests.helpers.recorded_calls import (
     DRAFT_TEXT,
     GREETING,
     conversation,

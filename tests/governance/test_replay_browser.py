@@ -16,8 +16,8 @@ from pytest_django.live_server_helper import LiveServer
 from conversations.models import Instance
 from governance.models import ReplayRun, ReplayStatus
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.governance.support import GREETING, conversation, draft, record_turn
 from tests.helpers.browser import PASSWORD, VIEWPORT, browser_staff
+from tests.helpers.recorded_calls import GREETING, conversation, draft, record_turn
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

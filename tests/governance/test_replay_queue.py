@@ -29,7 +29,7 @@ from governance.replay import (
 from governance.slots import slot_acquire
 from governance.tasks import fail_abandoned_replays, replay_run_enqueue
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.governance.support import GREETING, conversation, draft, record_turn
+from tests.helpers.recorded_calls import GREETING, conversation, draft, record_turn
 
 LEASE = timedelta(minutes=5)
 

@@ -23,7 +23,7 @@ from governance.replay import (
 )
 from governance.tasks import fail_abandoned_replays, replay_run
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.governance.support import GREETING, conversation, draft, record_turn
+from tests.helpers.recorded_calls import GREETING, conversation, draft, record_turn
 
 
 def record_three(instance: Instance, model: FakeOpenAIServer, capture: Any) -> None:

@@ -35,7 +35,6 @@ from governance.models import ReplayRun, ReplayStatus
 from governance.replay import ReplayFilters, replay_run_start
 from tests import baker_recipes as recipes
 from tests.fakes.openai_server import FakeOpenAIServer, responses_object
-from tests.governance.support import DRAFT_TEXT, GREETING, conversation, draft, record_turn
 from tests.helpers.broker import BrokerClient, IsolatedBroker
 from tests.helpers.processes import (
     celery_worker_command,
@@ -45,6 +44,7 @@ from tests.helpers.processes import (
     stop,
     wait_for,
 )
+from tests.helpers.recorded_calls import DRAFT_TEXT, GREETING, conversation, draft, record_turn
 
 pytestmark = [
     pytest.mark.postgres,

@@ -10,7 +10,7 @@ from model_bakery import baker
 
 from conversations.models import Instance, LLMCall, Session
 from governance.replay import ReplayFilters, replay_calls, replay_calls_count
-from tests.governance.support import conversation
+from tests.helpers.recorded_calls import conversation
 
 pytestmark = pytest.mark.django_db
 

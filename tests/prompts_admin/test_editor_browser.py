@@ -3,7 +3,7 @@ unsaved: the preview opens in a new tab with the text as it is in the form, and 
 the help lists the variables of the agent picked in the form only.
 
 Playwright drives Debian's chromium (`CHROMIUM`, launched by path, never downloaded), as in
-tests/conversations/test_queue_browser.py. Screenshots of the form and the preview at 1,366 px go
+tests/support/test_queue_browser.py. Screenshots of the form and the preview at 1,366 px go
 to `BROWSER_SCREENSHOTS_DIR` (default: a new temporary directory); the path is printed.
 """
 

@@ -12,7 +12,7 @@ from agents.states import AgentName
 from agents.templating import PROMPT_TEMPLATE_MAX_CHARS
 from prompts_admin.admin import PromptOverrideForm
 from prompts_admin.models import PromptOverride
-from tests.agents.support import TEMPLATE_ATTACKS
+from tests.helpers.fake_collaborators import TEMPLATE_ATTACKS
 
 pytestmark = pytest.mark.django_db
 ADD_URL = "/admin/prompts_admin/promptoverride/add/"

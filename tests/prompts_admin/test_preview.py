@@ -17,7 +17,7 @@ from agents.states import AgentName, SessionState
 from conversations.models import Direction, Instance, LLMCall, Message, Session
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.models import PromptOverride
-from tests.agents.support import TEMPLATE_ATTACKS
+from tests.helpers.fake_collaborators import TEMPLATE_ATTACKS
 from tests.helpers.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
 
 pytestmark = pytest.mark.django_db

@@ -18,7 +18,7 @@ from agents.states import AgentName, SessionState
 from conversations.prompt_preview import DatabasePreviewSessionSource
 from prompts_admin import preview
 from prompts_admin.preview import PreviewSession, prompt_preview, sample_session
-from tests.agents.support import (
+from tests.helpers.fake_collaborators import (
     INSTANCE,
     FakeHistorySource,
     FakePromptSource,

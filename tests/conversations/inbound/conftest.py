@@ -1,6 +1,5 @@
-"""Fixtures and helpers of the inbound tests. The webhook's instance and the fake Graph API come
-from tests/conversations/conftest.py, its known customer from tests/conversations/whatsapp/
-conftest.py, beside the payload fixtures they replay."""
+"""Fixtures and helpers of the inbound tests. The webhook's instance, its known customer and the
+fake Graph API are the suite's (tests/helpers/conversation_fixtures.py, tests/conftest.py)."""
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -12,12 +11,9 @@ from pytest_django import DjangoCaptureOnCommitCallbacks
 from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.models import Instance, Message, Session, WebhookDelivery
 from tests import baker_recipes as recipes
-from tests.conversations.whatsapp.conftest import (  # noqa: F401 (fixtures, by name)
-    CUSTOMER_PHONE,
-    CUSTOMER_USER_ID,
+from tests.conversations.whatsapp.conftest import (
     Recorder,
     fixture_bytes,
-    known_customer,
 )
 
 T = datetime.fromtimestamp(1764500000, tz=UTC)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pytest_django import DjangoCaptureOnCommitCallbacks
 
-from tests.conversations.turns.support import (
+from tests.helpers.pipeline import (
     CLOSED_TEXT,
     INVALID_FORMAT_TEXT,
     OPEN_TEXT,

@@ -8,8 +8,9 @@ from pytest_django import Settings
 
 from conversations.labels import event_text
 from conversations.models import CrmStatus, Direction, Instance, Lead, LLMCall
-from tests.agents.support import NOW
-from tests.conversations.turns.support import (
+from tests.fakes.webhook_receiver import WebhookReceiver, receiver  # noqa: F401 (fixture)
+from tests.helpers.fake_collaborators import NOW
+from tests.helpers.pipeline import (
     COLLECTING,
     CUSTOMER_PHONE,
     OPEN_TEXT,
@@ -25,7 +26,6 @@ from tests.conversations.turns.support import (
     outbound,
     pipeline,
 )
-from tests.fakes.webhook_receiver import WebhookReceiver, receiver  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("catalog")]
 

@@ -8,8 +8,8 @@ import pytest
 
 from conversations.models import SUPERSEDED, Instance, Lead, Message, Session
 from conversations.turns.run import ProcessOutcome, ProcessReport
-from tests.agents.support import NOW
-from tests.conversations.turns.support import (
+from tests.helpers.fake_collaborators import NOW
+from tests.helpers.pipeline import (
     OPEN_TEXT,
     DuringCall,
     Pipeline,

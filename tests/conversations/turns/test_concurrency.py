@@ -15,8 +15,8 @@ from django.utils import timezone
 from conversations.lease import STALLED_PENDING_GRACE, lease_claim, stalled_sessions_requeue
 from conversations.models import SUPERSEDED, Session
 from conversations.turns.run import ProcessOutcome, ProcessReport, session_process
-from tests.agents.support import FakeLLM
-from tests.conversations.turns.support import (
+from tests.helpers.fake_collaborators import FakeLLM
+from tests.helpers.pipeline import (
     Pipeline,
     inbound,
     make_instance,

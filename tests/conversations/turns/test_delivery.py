@@ -27,11 +27,11 @@ from conversations.models import Direction, Instance, Lead, Session
 from conversations.sweeps import UNSENT_GRACE, unsent_messages_requeue
 from conversations.turns.tasks import process_session
 from conversations.whatsapp.tasks import EAGER_SEND_BACKOFF, send_message
-from tests.conversations.support import inbound
 from tests.conversations.whatsapp.conftest import CUSTOMER_PHONE as WEBHOOK_CUSTOMER
 from tests.conversations.whatsapp.conftest import fixture_bytes, signed_post
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers.conversation_rows import inbound
 
 CUSTOMER_PHONE = "5511977776666"
 PHONE_NUMBER_ID = "100000000000001"

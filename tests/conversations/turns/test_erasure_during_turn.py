@@ -10,8 +10,8 @@ from conversations.agent_sources import DatabaseCallRecorder
 from conversations.handoff import handoff_summary_generate
 from conversations.models import LLMCall, Session
 from conversations.privacy.customer_data import CustomerSelector, customer_data_erase
-from tests.agents.support import NOW
-from tests.conversations.turns.support import (
+from tests.helpers.fake_collaborators import NOW
+from tests.helpers.pipeline import (
     CUSTOMER_PHONE,
     DuringCall,
     Pipeline,

@@ -17,15 +17,15 @@ from conversations.models import Instance, LLMCall, Message, Session
 from conversations.turns.tasks import process_session
 from prompts_admin.models import PromptOverride
 from simulator.simulation import simulated_message_send, simulated_text_delivery
-from tests.conversations.turns.support import (
+from tests.fakes.graph_server import FakeGraphAPI
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers.pipeline import (
     DuringCall,
     Pipeline,
     inbound,
     make_session,
     pipeline,
 )
-from tests.fakes.graph_server import FakeGraphAPI
-from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("catalog")]
 

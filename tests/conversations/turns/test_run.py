@@ -15,8 +15,8 @@ from agents.states import SessionState
 from conversations.models import DeliveryStatus, Instance, LLMCall, Session
 from conversations.turns.run import ProcessOutcome, ProcessReport, session_process
 from prompts_admin.models import PromptOverride
-from tests.agents.support import NOW
-from tests.conversations.turns.support import (
+from tests.helpers.fake_collaborators import NOW
+from tests.helpers.pipeline import (
     OPEN_TEXT,
     DuringCall,
     Pipeline,

@@ -23,11 +23,11 @@ from conversations.models import SUPERSEDED, Direction, LLMCall, Message
 from conversations.turns.run import ProcessOutcome, ProcessReport, session_process
 from conversations.turns.tasks import build_pipeline_deps
 from support.staff_actions import session_take_over
-from tests.agents.support import FakeLLM
-from tests.conversations.support import ensure_staff_groups
-from tests.conversations.turns.support import Pipeline, inbound, make_instance, make_session
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers.conversation_rows import ensure_staff_groups
+from tests.helpers.fake_collaborators import FakeLLM
+from tests.helpers.pipeline import Pipeline, inbound, make_instance, make_session
 from tests.helpers.processes import wait_for
 
 pytestmark = pytest.mark.usefixtures("catalog")

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from conversations.models import Instance, LLMCall
-from tests.conversations.turns.support import (
+from tests.helpers.pipeline import (
     COLLECTING,
     OPEN_TEXT,
     S,

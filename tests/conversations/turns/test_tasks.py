@@ -18,9 +18,9 @@ from conversations.turns.tasks import (
     process_session,
     requeue_expired_leases,
 )
-from tests.conversations.support import inbound
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers.conversation_rows import inbound
 
 pytestmark = pytest.mark.django_db
 CUSTOMER_PHONE = "5511977776666"

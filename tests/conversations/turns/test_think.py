@@ -10,8 +10,8 @@ import pytest
 from agents.llm import LLMError, LLMProviderError, LLMRateLimitError, LLMTimeoutError
 from conversations.labels import event_text
 from conversations.models import Direction, Instance, Lead, LLMCall
-from tests.agents.support import NOW
-from tests.conversations.turns.support import (
+from tests.helpers.fake_collaborators import NOW
+from tests.helpers.pipeline import (
     CLOSED_TEXT,
     INVALID_FORMAT_TEXT,
     OPEN_TEXT,

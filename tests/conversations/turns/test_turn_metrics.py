@@ -9,8 +9,8 @@ from django.test import Client
 from pytest_django import Settings
 
 from conversations.models import Instance
-from tests.conversations.turns.support import DuringCall, Pipeline, inbound, make_session, pipeline
 from tests.helpers.metrics import TOKEN, increase, scrape
+from tests.helpers.pipeline import DuringCall, Pipeline, inbound, make_session, pipeline
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("catalog")]
 MODEL_CALL = 'agent="triagem",model="gpt-4o-mini"'

@@ -8,8 +8,6 @@ import pytest
 from django.test import Client
 from hypothesis import strategies as st
 
-from conversations.models import Instance, Session
-from tests import baker_recipes as recipes
 from tests.baker_recipes import CUSTOMER_PHONE as CUSTOMER_PHONE
 from tests.baker_recipes import CUSTOMER_USER_ID as CUSTOMER_USER_ID
 from tests.baker_recipes import PHONE_NUMBER_ID as PHONE_NUMBER_ID
@@ -42,12 +40,6 @@ def signed_post(client: Client, body: bytes, **extra: str) -> Any:
     }
     headers.update(extra)
     return client.generic("POST", WEBHOOK_URL, body, content_type="application/json", **headers)
-
-
-@pytest.fixture
-def known_customer(instance: Instance) -> Session:
-    """The open session of the customer the fixtures' messages come from."""
-    return recipes.known_customer.make(instance=instance)
 
 
 def ttl_boundary_cases(ttl: timedelta) -> list[Any]:

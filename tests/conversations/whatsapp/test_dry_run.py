@@ -19,8 +19,8 @@ from conversations.sending import (
 )
 from conversations.whatsapp.tasks import graph_client, send_message
 from tests import baker_recipes as recipes
-from tests.conversations.support import reply
 from tests.fakes.graph_server import FakeGraphAPI
+from tests.helpers.conversation_rows import reply
 from whatsapp.client import GraphClient, is_simulated_wamid
 
 pytestmark = pytest.mark.django_db

@@ -31,9 +31,9 @@ from conversations.models import (
     Session,
 )
 from support.staff_actions import MAX_REPLY_CHARS
-from tests.conversations.support import inbound
 from tests.conversations.whatsapp.conftest import signed_post
 from tests.fakes.graph_server import FakeGraphAPI
+from tests.helpers.conversation_rows import inbound
 
 pytestmark = pytest.mark.django_db
 

@@ -1,7 +1,7 @@
 """The simulator page's turn off the request: `simulated_turn_start` (the limits, the publish),
 the page while a turn is in flight, and the poll endpoint's gates. The task is a collaborator
 here (a recorder, or one that fails as a broker down does); the worker runs it for real in
-tests/conversations/test_simulator_worker.py."""
+tests/simulator/test_simulator_worker.py."""
 
 import threading
 from collections.abc import Callable

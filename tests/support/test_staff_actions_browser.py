@@ -21,8 +21,8 @@ from django.utils import timezone
 from pytest_django import Settings
 
 from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
-from tests.conversations.support import ensure_staff_groups
 from tests.fakes.graph_server import FakeGraphAPI
+from tests.helpers.conversation_rows import ensure_staff_groups
 from whatsapp.signature import compute_signature
 
 PHONE_NUMBER_ID = "100000000000001"

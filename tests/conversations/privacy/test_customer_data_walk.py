@@ -36,7 +36,7 @@ from tests import baker_recipes as recipes
 from tests.conversations.whatsapp.conftest import signed_post
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.governance.support import draft
+from tests.helpers.recorded_calls import draft
 from tests.helpers.staff import SUPPORT, logged_in, staff_member
 
 pytestmark = pytest.mark.django_db

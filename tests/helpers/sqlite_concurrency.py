@@ -1,6 +1,6 @@
 """Staff actions two at a time on a file-based SQLite database, each in a thread of its own, as
-two staff clicks reach two server threads. Run by tests/conversations/test_sqlite_concurrency.py
-in a subprocess (``python -m tests.conversations.sqlite_concurrency``, ``DATABASE_URL`` pointing
+two staff clicks reach two server threads. Run by tests/support/test_sqlite_concurrency.py
+in a subprocess (``python -m tests.helpers.sqlite_concurrency``, ``DATABASE_URL`` pointing
 at a file): the suite's own SQLite database is in memory, where SQLite locks tables, not the file,
 and no busy timeout applies. Prints one JSON list: what each action answered, round by round."""
 

@@ -12,8 +12,8 @@ from conversations.turns.run import session_process
 from conversations.turns.tasks import build_pipeline_deps
 from prompts_admin.models import PromptOverride
 from tests import baker_recipes as recipes
-from tests.conversations import support
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers import conversation_rows
 
 GREETING = '{"s":1}Olá! Como posso ajudar?'
 DRAFT_TEXT = "Você é a triagem do laboratório (rascunho). Seja breve."
@@ -35,7 +35,7 @@ def record_turn(
 ) -> LLMCall:
     """The customer writes `text`, a real turn answers with the model's `answer`: its agent
     call."""
-    support.inbound(session, text)
+    conversation_rows.inbound(session, text)
     model.queue_text(answer, input_tokens=tokens[0], output_tokens=tokens[1])
     with capture(execute=True):
         session_process(session_id=session.pk, deps=build_pipeline_deps(), config=PipelineConfig())

@@ -27,9 +27,9 @@ from simulator.simulation import (
     simulated_text_delivery,
 )
 from tests import baker_recipes as recipes
-from tests.conversations.support import reply
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers.conversation_rows import reply
 from tests.helpers.metrics import TOKEN, increase, scrape
 from tests.helpers.webhooks import text_delivery
 from whatsapp.client import is_simulated_wamid

@@ -2,7 +2,7 @@
 the sessions and messages a turn starts from, the reads the assertions use.
 
 The real invoker, prompt assembly, history, recorder and catalog run; only the model is faked, by
-an in-process `FakeLLM` (tests/agents/support.py) whose calls are asserted exactly.
+an in-process `FakeLLM` (tests/helpers/fake_collaborators.py) whose calls are asserted exactly.
 """
 
 from dataclasses import dataclass, field, replace
@@ -15,8 +15,8 @@ from conversations.models import Direction, Instance, LLMCall, Message, Session
 from conversations.turns.deps import PipelineConfig, PipelineDeps
 from conversations.turns.run import ProcessReport, session_process
 from tests import baker_recipes as recipes
-from tests.agents.support import NOW, FakeLLM
-from tests.conversations import support
+from tests.helpers import conversation_rows
+from tests.helpers.fake_collaborators import NOW, FakeLLM
 
 S = SessionState
 CUSTOMER_PHONE = "5511988887777"
@@ -109,7 +109,7 @@ _seconds = iter(range(1, 10_000))
 def inbound(session: Session, text: str, *, at: int | None = None) -> Message:
     """A pending INBOUND text as the webhook stores it; `at` = seconds after NOW."""
     second = at if at is not None else next(_seconds)
-    return support.inbound(session, text, wa_timestamp=NOW + timedelta(seconds=second))
+    return conversation_rows.inbound(session, text, wa_timestamp=NOW + timedelta(seconds=second))
 
 
 def pipeline(*answers: str | LLMError, **config: Any) -> Pipeline:

@@ -18,13 +18,13 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
 from conversations.models import Direction, Message, SimulatedTurn
 from tests import baker_recipes as recipes
-from tests.conversations.support import ensure_staff_groups
-from tests.conversations.test_staff_reply_worker import Browser
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers.broker import IsolatedBroker
+from tests.helpers.conversation_rows import ensure_staff_groups
 from tests.helpers.processes import project_env, wait_for, web_and_worker
 from tests.helpers.staff import PROMPT_EDITORS, staff_member
+from tests.support.test_staff_reply_worker import Browser
 from whatsapp.client import is_simulated_wamid
 
 pytestmark = [

@@ -1,6 +1,7 @@
-"""Fixtures of the conversation tests: the instance of the webhook fixtures, a conversation on it,
-eager retries. The rows come from the recipes in tests/baker_recipes.py; the fake Graph API is
-the suite's (`fake_graph`, tests/conftest.py)."""
+"""Fixtures of the conversation store, for every test folder (a plugin of tests/conftest.py):
+the instance the webhook fixtures are addressed to, a conversation on it, the fixtures' known
+customer, and eager retries. The rows come from the recipes in tests/baker_recipes.py; the fake
+Graph API is the suite's (`fake_graph`, tests/conftest.py)."""
 
 import pytest
 
@@ -19,6 +20,12 @@ def instance(db: None) -> Instance:
 def session(instance: Instance) -> Session:
     """An open conversation in TRIAGE of the fixtures' customer (recipes.CUSTOMER_PHONE)."""
     return recipes.session.make(instance=instance, customer_phone=recipes.CUSTOMER_PHONE)
+
+
+@pytest.fixture
+def known_customer(instance: Instance) -> Session:
+    """The open session of the customer the fixtures' messages come from."""
+    return recipes.known_customer.make(instance=instance)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ def test_two_staff_actions_at_once_on_a_sqlite_file_both_answer(tmp_path: Path) 
     }
 
     result = subprocess.run(
-        [sys.executable, "-m", "tests.conversations.sqlite_concurrency"],
+        [sys.executable, "-m", "tests.helpers.sqlite_concurrency"],
         cwd=ROOT,
         env=env,
         capture_output=True,
