@@ -10,9 +10,9 @@ events are stored with their raw body or not at all, the body always, and the da
 commit per delivery, the floor of a durable webhook (DESIGN.md §11). `webhook_delivery_reprocess`
 and the ``reprocess_webhooks`` command apply a failed delivery again.
 
-Poison deliveries (docs/operations.md, Poison deliveries): the body's SHA-256 is stored with it and
-every delivery insert is an upsert on it, so an identical body is stored once and counted
-(``times_received``); a delivery over ``WEBHOOK_INLINE_MAX_EVENTS`` events or
+Poison deliveries (docs/operations.md, Poison deliveries): the body's SHA-256 is stored with it
+and is unique, so an identical body is stored once and counted (``times_received``,
+`delivery_store`); a delivery over ``WEBHOOK_INLINE_MAX_EVENTS`` events or
 ``WEBHOOK_INLINE_MAX_BYTES`` bytes is only stored (outcome ``received``) and applied by the
 ``apply_webhook_delivery`` task (`webhook_delivery_apply`, idempotent), the beat sweep enqueueing it
 again if that task is lost; whatever fails while applying — any exception, in either path — leaves
@@ -33,11 +33,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import OperationalError, transaction
+from django.db.models import F
 from django.utils import timezone
 
+from compat.django_private import insert_unless_conflict
 from conversations.inbound.events import ApplyResult, EnqueueFn, describe_error, payload_apply
-from conversations.inbound.hot_path import insert_row
-from conversations.inbound.one_statement import one_statement_receive, single_text_message
 from conversations.metrics import webhook_delivery_counted
 from conversations.models import WebhookDelivery, WebhookOutcome
 from conversations.whatsapp.payload import (
@@ -102,9 +102,7 @@ def webhook_delivery_receive(
         if enqueue_delivery is not None and _deferred(payload, raw_body):
             receipt = _store_for_task(stored, payload, enqueue_delivery)
         else:
-            receipt = _one_statement(payload, stored, enqueue_turn) or _apply_and_store(
-                payload, stored, enqueue_turn, enqueue_send
-            )
+            receipt = _apply_and_store(payload, stored, enqueue_turn, enqueue_send)
     logger.info("whatsapp_webhook_received", extra=_log_fields(receipt))
     webhook_delivery_counted(receipt.outcome)
     return receipt
@@ -119,14 +117,37 @@ class Stored:
     body_sha256: str
     received_at: datetime
 
-    def row(self, **fields: Any) -> dict[str, Any]:
-        return {
-            "raw_body": self.raw_body,
-            "headers": self.headers,
-            "body_sha256": self.body_sha256,
-            "received_at": self.received_at,
+    def row(self, **fields: Any) -> WebhookDelivery:
+        return WebhookDelivery(
+            raw_body=self.raw_body,
+            headers=self.headers,
+            body_sha256=self.body_sha256,
+            received_at=self.received_at,
             **fields,
-        }
+        )
+
+
+# What a replay of a failed body replaces: its events were applied this time, or failed again.
+_REPLAYED_FIELDS = ("outcome", "error", "messages_count", "statuses_count", "processed_at")
+
+
+def delivery_store(row: WebhookDelivery) -> int:
+    """Store a delivery once per body: its id. An identical body (``body_sha256``) is stored once
+    and counted (``times_received``), never copied (a replayed 5 MB body would be stored again);
+    the stored row keeps its outcome, unless it failed: then the replay's outcome, error, counts
+    and time replace them.
+
+    A new body is one INSERT; only a replay pays the UPDATEs. A concurrent delivery of the same
+    body waits on the INSERT for the first one's commit, then counts itself.
+    """
+    if insert_unless_conflict(row):
+        return int(row.pk)
+    replayed = WebhookDelivery.objects.filter(body_sha256=row.body_sha256)
+    replayed.update(times_received=F("times_received") + 1)
+    replayed.filter(outcome=WebhookOutcome.FAILED).update(
+        **{name: getattr(row, name) for name in _REPLAYED_FIELDS}
+    )
+    return int(replayed.values_list("pk", flat=True).get())
 
 
 def _deferred(payload: WebhookPayload, raw_body: bytes) -> bool:
@@ -146,11 +167,8 @@ def _store_for_task(
     that fails (broker down) or a worker that dies leaves it ``received``: the beat sweep
     (`received_deliveries_requeue`) enqueues it again, and the task applies it once."""
     try:
-        delivery_id = insert_row(
-            WebhookDelivery,
-            upsert_delivery=True,
-            **stored.row(outcome=WebhookOutcome.RECEIVED),
-        )
+        # Autocommit: a new body's INSERT is its own transaction, the one commit of the delivery.
+        delivery_id = delivery_store(stored.row(outcome=WebhookOutcome.RECEIVED))
     except Exception as exc:
         logger.exception("whatsapp_webhook_body_lost")
         raise DeliveryNotStored(str(exc)) from exc
@@ -190,7 +208,7 @@ def _apply_and_store(
                 now=stored.received_at,
             )
             fields = result.delivery_fields()
-            delivery_id = insert_row(WebhookDelivery, upsert_delivery=True, **stored.row(**fields))
+            delivery_id = delivery_store(stored.row(**fields))
     except OperationalError as exc:
         # A deadlock or a lock timeout: the rollback released our locks, so try once more.
         if attempts > 1:
@@ -208,39 +226,6 @@ def _apply_and_store(
         outcome=fields["outcome"],
         messages_count=fields["messages_count"],
         statuses_count=fields["statuses_count"],
-    )
-
-
-def _one_statement(
-    payload: WebhookPayload, stored: Stored, enqueue_turn: EnqueueFn
-) -> DeliveryReceipt | None:
-    """The commonest delivery in one statement (`one_statement`); None: take the general path."""
-    message = single_text_message(payload)
-    if message is None:
-        return None
-    result = one_statement_receive(
-        message,
-        raw_body=stored.raw_body,
-        headers=stored.headers,
-        now=stored.received_at,
-        body_sha256=stored.body_sha256,
-    )
-    if result is None:
-        return None
-    if result.message_id is None:
-        logger.info("whatsapp_message_duplicate", extra={"wamid": message.wamid})
-    if result.turn_queued:
-        # Whoever queues the turn enqueues it (a duplicate too: a harmless extra task) — else
-        # `turn_queued_at` would spare later messages a turn nobody enqueued.
-        session_id = result.session_id
-        # Committed already (autocommit), so this runs now; inside a caller's transaction,
-        # after it commits. `robust`: a broker outage is logged, the sweeps enqueue the turn.
-        transaction.on_commit(lambda: enqueue_turn(session_id), robust=True)
-    return DeliveryReceipt(
-        delivery_id=result.delivery_id,
-        outcome=WebhookOutcome.PROCESSED,
-        messages_count=0 if result.message_id is None else 1,
-        statuses_count=0,
     )
 
 
@@ -331,14 +316,12 @@ def _store_failed_body(stored: Stored, exc: BaseException) -> DeliveryReceipt:
     (whatever failed before, this fails only when the database does: then 503)."""
     try:
         with transaction.atomic():
-            delivery_id = insert_row(
-                WebhookDelivery,
-                upsert_delivery=True,
-                **stored.row(
+            delivery_id = delivery_store(
+                stored.row(
                     outcome=WebhookOutcome.FAILED,
                     error=describe_error(exc),
                     processed_at=timezone.now(),
-                ),
+                )
             )
     except Exception as second:
         logger.exception("whatsapp_webhook_body_lost")
