@@ -352,7 +352,7 @@ def _inbound_store(
         logger.info("whatsapp_message_duplicate", extra={"wamid": message.wamid})
         return None
     context.messages_count += 1
-    context.sessions.touch(session, message.timestamp, inbound=True)
+    context.sessions.touch(session, message.timestamp, inbound=True, now=context.now)
     if message.timestamp_replaced:
         _timestamp_replaced(context, session, message.wamid, message.timestamp_replaced)
     return session, stored
@@ -397,7 +397,7 @@ def _unsupported_media_answer(context: ApplyContext, session: Session) -> None:
         created_at=context.now,
     )
     context.outbox.sends.append(reply.pk)
-    context.sessions.touch(session, context.now, inbound=False)
+    context.sessions.touch(session, context.now, inbound=False, now=context.now)
 
 
 # --- echoes ----------------------------------------------------------------------------------
@@ -435,7 +435,7 @@ def echo_receive(context: ApplyContext, echo: Echo) -> None:
     if not insert_unless_conflict(stored):
         return
     context.messages_count += 1
-    context.sessions.touch(session, echo.timestamp, inbound=False)
+    context.sessions.touch(session, echo.timestamp, inbound=False, now=context.now)
     if echo.timestamp_replaced:
         _timestamp_replaced(context, session, echo.wamid, echo.timestamp_replaced)
     if session.state != SessionState.HUMAN:

@@ -1,4 +1,4 @@
-"""The webhook's session rules, each written once, with the ORM, and the delivery's sessions.
+"""The webhook's session rules, each written once, and the delivery's sessions.
 
 The rules:
 
@@ -26,6 +26,9 @@ Events are routed by ``metadata.phone_number_id`` to an active `Instance`; an un
 one is logged and ignored. `session_for` applies the rules to one customer of a delivery, and
 `DeliverySessions` remembers what the delivery met, so each session is looked up once and its
 times written once per delivery.
+
+Open session, idle and forward-only times are one hand-written statement, `SESSION_TOUCH_SQL`,
+which every message, echo and reply of a customer goes through; the others are the ORM's.
 """
 
 import logging
@@ -33,8 +36,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Case, F, Q, QuerySet, Value, When
+from django.db import IntegrityError, connections, transaction
+from django.db.models import Q, QuerySet
 
 from agents.states import BOT_STATES, SessionState
 from conversations.events import CLOSED_IDLE, EventCode
@@ -49,17 +52,6 @@ logger = logging.getLogger("conversations.inbound")
 # Tried in this order: the user id names the customer more precisely than a phone that may have
 # changed hands. Both are fields of Session.
 IDENTIFIERS = ("customer_user_id", "customer_phone")
-
-# What the channel reads of a session (the rest, JSON data included, is the pipeline's).
-_SESSION_FIELDS = (
-    "instance",
-    "state",
-    "customer_phone",
-    "customer_user_id",
-    "customer_name",
-    "created_at",
-    "last_message_at",
-)
 
 
 def customer_identifiers(customer: Customer) -> list[tuple[str, str]]:
@@ -82,7 +74,8 @@ def open_session_find(
     phone_number_id: str, customer: Customer, *, simulated: bool
 ) -> Session | None:
     """The customer's open session on that number, idle or not, real or simulated, preferring
-    the one its user id names."""
+    the one its user id names: the lookup of a ``system`` message (an identity change), which
+    neither moves the session's times nor closes it."""
     identified = customer_identifiers(customer)
     if not identified:
         return None
@@ -90,13 +83,87 @@ def open_session_find(
     for name, value in identified:
         match |= Q(**{name: value})
     # At most two rows (one open session per user id, one per phone).
-    candidates = list(
-        open_sessions(phone_number_id, simulated=simulated).filter(match).only(*_SESSION_FIELDS)
-    )
+    candidates = list(open_sessions(phone_number_id, simulated=simulated).filter(match))
     for session in candidates:
         if customer.user_id and session.customer_user_id == customer.user_id:
             return session
     return candidates[0] if candidates else None
+
+
+# Open session, idle and forward-only times in one statement (PostgreSQL and SQLite alike): the
+# customer's open session on the active instance of the number (by user id, else phone) — idle
+# when its last activity is older than %(idle_cutoff)s: then closed — else its times moved
+# forward to %(at)s (``last_inbound_at`` only when %(inbound)s). Every SET reads the row as it
+# was, so each CASE judges idleness on the same values. No row: a new customer or an unknown
+# number. A returned state CLOSED is the idle session it just closed.
+#
+# Hand-written because the ORM's spelling (a SELECT, then an UPDATE of Case expressions) left
+# the webhook at 0.33x the durable floor (bench/webhook.py, 2026-12-02): compiling the two
+# queries cost gunicorn more CPU than PostgreSQL spent running them, and the SELECT is a round
+# trip of its own. The outer ``state <> 'CLOSED'`` is re-checked by PostgreSQL on a row another
+# transaction updated meanwhile, so a session closed under us is not touched. (SQLite 3.40
+# returns the columns of an ``UPDATE ... FROM`` out of order: hence the repeated idle test.)
+SESSION_TOUCH_SQL = """UPDATE conversations_session SET
+    state = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
+        THEN 'CLOSED' ELSE state END,
+    closed_at = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
+        THEN %(now)s ELSE closed_at END,
+    last_message_at = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
+        OR last_message_at >= %(at)s THEN last_message_at ELSE %(at)s END,
+    last_inbound_at = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
+        OR NOT %(inbound)s OR last_inbound_at >= %(at)s THEN last_inbound_at ELSE %(at)s END
+WHERE state <> 'CLOSED' AND id = (
+    SELECT o.id FROM conversations_session o
+    JOIN conversations_instance i ON i.id = o.instance_id
+    WHERE i.phone_number_id = %(phone_number_id)s AND i.is_active
+      AND o.state <> 'CLOSED' AND o.is_simulated = %(simulated)s
+      AND ((%(user_id)s <> '' AND o.customer_user_id = %(user_id)s)
+        OR (%(phone)s <> '' AND o.customer_phone = %(phone)s))
+    ORDER BY o.customer_user_id = %(user_id)s DESC
+    LIMIT 1
+)
+RETURNING id, instance_id, customer_phone, customer_user_id, customer_name, state"""
+# In the model's field order: `Model.from_db` maps a partial row by that order.
+_TOUCH_RETURNS = [
+    "id",
+    "instance_id",
+    "state",
+    "customer_phone",
+    "customer_user_id",
+    "customer_name",
+]
+
+
+def session_touch(
+    phone_number_id: str,
+    customer: Customer,
+    *,
+    at: datetime,
+    idle_at: datetime,
+    inbound: bool,
+    simulated: bool,
+    now: datetime,
+) -> Session | None:
+    """`SESSION_TOUCH_SQL`: the customer's open session, idle at `idle_at` (then closed: its
+    state is CLOSED) or with its times moved forward to `at`; None when there is none."""
+    if not (customer.user_id or customer.phone):
+        return None
+    connection = connections[Session.objects.db]
+    adapt = connection.ops.adapt_datetimefield_value
+    params = {
+        "now": adapt(now),
+        "at": adapt(at),
+        "inbound": inbound,
+        "idle_cutoff": adapt(idle_cutoff(idle_at)),
+        "phone_number_id": phone_number_id,
+        "simulated": simulated,
+        "user_id": customer.user_id,
+        "phone": customer.phone,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(SESSION_TOUCH_SQL, params)
+        row = cursor.fetchone()
+    return None if row is None else Session.from_db(connection.alias, _TOUCH_RETURNS, row)
 
 
 def session_open(
@@ -127,7 +194,15 @@ def session_open(
     except IntegrityError:
         # Another delivery opened this customer's session first (one open session per phone and
         # per user id); ours waited for its commit, so it is visible now.
-        found = open_session_find(phone_number_id, customer, simulated=simulated)
+        found = session_touch(
+            phone_number_id,
+            customer,
+            at=at,
+            idle_at=at,
+            inbound=inbound,
+            simulated=simulated,
+            now=now,
+        )
         if found is None:
             raise
         session_identity_fill(found, customer)
@@ -142,29 +217,17 @@ def idle_cutoff(at: datetime) -> datetime:
     return at - timedelta(hours=settings.SESSION_IDLE_HOURS)
 
 
-def is_idle(session: Session, at: datetime) -> bool:
-    last: datetime = session.last_message_at or session.created_at
-    return last < idle_cutoff(at)
-
-
-def idle_close(session: Session, now: datetime) -> None:
-    """Close an idle session, with a SYSTEM event (unless another delivery closed it first)."""
-    closed = (
-        Session.objects.filter(pk=session.pk)
-        .exclude(state=SessionState.CLOSED)
-        .update(state=SessionState.CLOSED, closed_at=now)
+def idle_closed(session: Session, now: datetime) -> None:
+    """The SYSTEM event of a session `SESSION_TOUCH_SQL` closed for being idle."""
+    Message.objects.create(
+        session=session,
+        direction=Direction.SYSTEM,
+        message_type=EventCode.SESSION_CLOSED,
+        action=CLOSED_IDLE,
+        json_part={"idle_hours": settings.SESSION_IDLE_HOURS},
+        created_at=now,
     )
-    if closed:
-        Message.objects.create(
-            session=session,
-            direction=Direction.SYSTEM,
-            message_type=EventCode.SESSION_CLOSED,
-            action=CLOSED_IDLE,
-            json_part={"idle_hours": settings.SESSION_IDLE_HOURS},
-            created_at=now,
-        )
-        logger.info("whatsapp_session_closed_idle", extra={"session_id": session.pk})
-    session.state = SessionState.CLOSED
+    logger.info("whatsapp_session_closed_idle", extra={"session_id": session.pk})
 
 
 # --- identity fill-in --------------------------------------------------------------------------
@@ -212,14 +275,8 @@ def session_identity_update(session: Session, changes: dict[str, str]) -> None:
 
 # --- forward-only times ------------------------------------------------------------------------
 
-
-def forward_only(field: str, at: datetime) -> Case:
-    """`field` set to `at` when it is NULL or older, else left as it is (never moved back)."""
-    return Case(
-        When(Q(**{f"{field}__isnull": True}) | Q(**{f"{field}__lt": at}), then=Value(at)),
-        default=F(field),
-    )
-
+# `SESSION_TOUCH_SQL` (above) moves them; `DeliverySessions` remembers where, so a session is
+# touched again only for a later time.
 
 # --- pending text ------------------------------------------------------------------------------
 
@@ -280,6 +337,8 @@ class DeliverySessions:
     # The session times the database has now (last_message_at, last_inbound_at) per session.
     times: dict[int, datetime] = field(default_factory=dict)
     inbound_times: dict[int, datetime] = field(default_factory=dict)
+    # The number and customer each session was met for, to touch it again by them.
+    customers: dict[int, tuple[str, Customer]] = field(default_factory=dict)
     # Whether any event was for one of our instances (the delivery is then ``processed``).
     routed: bool = False
     # A simulated delivery (`conversations.simulator`) finds and opens simulated sessions only;
@@ -317,16 +376,25 @@ class DeliverySessions:
         for key in [key for key, cached in self.by_customer.items() if cached.pk == session.pk]:
             del self.by_customer[key]
 
-    def touch(self, session: Session, at: datetime, *, inbound: bool) -> None:
-        """Move the session's times forward to `at` (`forward_only`) unless the database has
-        them there already."""
-        changes = {}
-        if at > self.times.get(session.pk, _NEVER):
-            changes["last_message_at"] = forward_only("last_message_at", at)
-        if inbound and at > self.inbound_times.get(session.pk, _NEVER):
-            changes["last_inbound_at"] = forward_only("last_inbound_at", at)
-        if changes:
-            Session.objects.filter(pk=session.pk).update(**changes)
+    def touch(self, session: Session, at: datetime, *, inbound: bool, now: datetime) -> None:
+        """Move the session's times forward to `at` (`SESSION_TOUCH_SQL`, by the customer it was
+        met for) unless the database has them there already."""
+        moves = at > self.times.get(session.pk, _NEVER) or (
+            inbound and at > self.inbound_times.get(session.pk, _NEVER)
+        )
+        met_for = self.customers.get(session.pk)
+        if moves and met_for is not None:
+            phone_number_id, customer = met_for
+            # Just met, so not idle at `at`: the statement finds it and moves its times.
+            session_touch(
+                phone_number_id,
+                customer,
+                at=at,
+                idle_at=at,
+                inbound=inbound,
+                simulated=self.simulated,
+                now=now,
+            )
             self.stored(session, at, inbound=inbound)
 
     def stored(self, session: Session, at: datetime, *, inbound: bool) -> None:
@@ -334,8 +402,6 @@ class DeliverySessions:
         self.times[session.pk] = max(at, self.times.get(session.pk, at))
         if inbound:
             self.inbound_times[session.pk] = max(at, self.inbound_times.get(session.pk, at))
-        # Later events of this delivery judge idleness against the newest time.
-        session.last_message_at = self.times[session.pk]
 
 
 def session_for(
@@ -347,28 +413,37 @@ def session_for(
     inbound: bool,
     now: datetime,
 ) -> Session | None:
-    """The customer's open session on that number, the rules above applied: found (an idle one
-    closed and another opened, or opened for a new customer), its identity filled in, its times
-    moved forward (to the newest of the customer's messages in the delivery). None when the
+    """The customer's open session on that number, the rules above applied: found with its times
+    moved forward (to the newest of the customer's messages in the delivery) — or, idle, closed
+    and another opened; or opened for a new customer — and its identity filled in. None when the
     number is not an active instance."""
     key = customer_key(phone_number_id, customer)
     session = sessions.by_customer.get(key)
     if session is not None:
         return session
     moved_to = sessions.latest.get(key, at) if inbound else at
-    session = open_session_find(phone_number_id, customer, simulated=sessions.simulated)
+    session = session_touch(
+        phone_number_id,
+        customer,
+        at=moved_to,
+        idle_at=at,
+        inbound=inbound,
+        simulated=sessions.simulated,
+        now=now,
+    )
     if session is not None:
         sessions.known(phone_number_id, session)
-        session_identity_fill(session, customer)
-        if is_idle(session, at):
-            idle_close(session, now)
-            sessions.forget(session)
+        if session.state == SessionState.CLOSED:
+            idle_closed(session, now)
             session = None
+        else:
+            sessions.stored(session, moved_to, inbound=inbound)
+            session_identity_fill(session, customer)
     if session is None:
         instance_id = sessions.instance_id(phone_number_id)
         if instance_id is None:
             return None
-        session, opened = session_open(
+        session, _opened = session_open(
             instance_id,
             phone_number_id,
             customer,
@@ -377,8 +452,7 @@ def session_for(
             inbound=inbound,
             simulated=sessions.simulated,
         )
-        if opened:
-            sessions.stored(session, moved_to, inbound=inbound)
-    sessions.touch(session, moved_to, inbound=inbound)
+        sessions.stored(session, moved_to, inbound=inbound)
+    sessions.customers[session.pk] = (phone_number_id, customer)
     sessions.by_customer[key] = session
     return session

@@ -91,16 +91,17 @@ def kinds(trace: Trace) -> list[str]:
     return [sql.split()[0] for sql in trace.queries]
 
 
-def test_a_known_customer_s_message_is_one_commit_and_five_statements(
+def test_a_known_customer_s_message_is_one_commit_and_four_statements(
     known_customer: Session,
 ) -> None:
     with traced() as trace:
         receive(fixture_bytes("text"))
 
     assert (trace.commits, trace.rollbacks, trace.outside_the_transaction) == (1, 0, [])
-    # Find the open session; move its times forward; insert the message (ON CONFLICT DO
-    # NOTHING); queue its turn (UPDATE turn_queued_at); insert the delivery. No savepoint.
-    assert kinds(trace) == ["SELECT", "UPDATE", "INSERT", "UPDATE", "INSERT"]
+    # Find the open session and move its times (one UPDATE ... RETURNING); insert the message
+    # (ON CONFLICT DO NOTHING); queue its turn (UPDATE turn_queued_at); insert the delivery.
+    # No savepoint.
+    assert kinds(trace) == ["UPDATE", "INSERT", "UPDATE", "INSERT"]
     assert Message.objects.count() == 1
     assert WebhookDelivery.objects.get().messages_count == 1
 
@@ -112,10 +113,10 @@ def test_a_new_customer_s_first_message_is_one_commit_and_eight_statements(
         receive(fixture_bytes("text"))
 
     assert (trace.commits, trace.outside_the_transaction) == (1, [])
-    # The session lookup and the instance; the session insert (with its times) in its own
-    # savepoint (a concurrent first message may win it); the message; the turn; the delivery.
+    # The session touch finds none; the instance; the session insert (with its times) in its
+    # own savepoint (a concurrent first message may win it); the message; the turn; the delivery.
     assert kinds(trace) == [
-        "SELECT",
+        "UPDATE",
         "SELECT",
         "SAVEPOINT",
         "INSERT",
@@ -133,8 +134,8 @@ def test_each_further_message_of_a_batch_costs_one_insert(instance: Instance) ->
         receive(texts(6).replace(b"wamid.MANY", b"wamid.MORE"))
 
     assert (six.commits, six.outside_the_transaction) == (1, [])
-    # The session's lookup and times, six messages, queuing the turn (once), the delivery.
-    assert kinds(six) == ["SELECT", "UPDATE", *["INSERT"] * 6, "UPDATE", "INSERT"]
+    # The session's UPDATE ... RETURNING, six messages, queuing the turn (once), the delivery.
+    assert kinds(six) == ["UPDATE", *["INSERT"] * 6, "UPDATE", "INSERT"]
 
 
 def test_a_refused_payload_is_still_one_commit(instance: Instance) -> None:
@@ -159,10 +160,10 @@ def test_an_apply_failure_rolls_everything_back_and_commits_the_body_alone(
     with traced() as trace:
         receive(encode(document))
 
-    # The events' transaction (the session's lookup and times, the messages) is rolled back
+    # The events' transaction (the session's UPDATE ... RETURNING, the messages) is rolled back
     # whole; then the delivery, marked failed, is the one commit.
     assert (trace.commits, trace.rollbacks, trace.outside_the_transaction) == (1, 1, [])
-    assert kinds(trace) == ["SELECT", "UPDATE", "INSERT", "INSERT", "INSERT"]
+    assert kinds(trace) == ["UPDATE", "INSERT", "INSERT", "INSERT"]
     assert list(WebhookDelivery.objects.values_list("outcome", "error", "messages_count")) == [
         ("failed", "RuntimeError: boom", 0)
     ]
@@ -180,7 +181,7 @@ def test_a_customer_s_burst_moves_the_session_times_once_to_the_newest_message(
     with traced() as trace:
         receive(encode(document))
 
-    assert kinds(trace) == ["SELECT", "UPDATE", "INSERT", "INSERT", "INSERT", "UPDATE", "INSERT"]
+    assert kinds(trace) == ["UPDATE", "INSERT", "INSERT", "INSERT", "UPDATE", "INSERT"]
     newest = datetime.fromtimestamp(1764500120, tz=UTC)
     assert list(Session.objects.values_list("last_message_at", "last_inbound_at")) == [
         (newest, newest)
