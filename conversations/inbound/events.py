@@ -31,11 +31,14 @@ Statuses are applied by `conversations.inbound.statuses`.
 
 One handler per message kind, in a table (`MESSAGE_HANDLERS`), like the dispatcher's codes; the
 handlers share a small context (`ApplyContext`): the delivery's time, the sessions it met
-(`conversations.inbound.sessions.DeliverySessions`), the work to do after the commit (`Outbox`)
-and what was stored. The session rules they follow are `conversations.inbound.session_rules`'.
+(`conversations.inbound.session_rules.DeliverySessions`), the work to do after the commit
+(`Outbox`) and what was stored. The session rules they follow are
+`conversations.inbound.session_rules`'.
 
-Each message is one INSERT (``ON CONFLICT DO NOTHING``) that says whether it was new
-(`compat.django_private.insert_unless_conflict`): no read before it, no savepoint around it.
+Each message with a wamid is one INSERT (``ON CONFLICT DO NOTHING``) that says whether it was
+new (`compat.django_private.insert_unless_conflict`): no read before it, no savepoint around it.
+Written out by hand it measured no cheaper (1.4-2.0 against 1.6-2.0 ms of CPU per delivery,
+five runs of 1,000 known customers' texts, 2026-12-02), so the ORM's INSERT stays.
 """
 
 import logging
