@@ -1,6 +1,5 @@
-"""Django's (and, through its PostgreSQL backend, psycopg's) private APIs: the one place the
-project touches them. Checked against Django 5.2 and psycopg 3.3 (`CHECKED_VERSIONS`, pinned
-to pyproject.toml by tests/compat/test_django_private.py).
+"""Django's private APIs: the one place the project touches them. Checked against Django 5.2
+(`CHECKED_VERSIONS`, pinned to pyproject.toml by tests/compat/test_django_private.py).
 
 Private APIs touched, and why:
 
@@ -9,41 +8,30 @@ Private APIs touched, and why:
 - The ``model_admin`` attribute ``ModelAdmin.get_urls`` sets on each view it wraps
   (`model_admin_of`): which admin a resolved admin view belongs to (config.middleware's check
   of an action's selected ids).
-- ``Model._state.adding`` (`mark_saved`): a row inserted by a compiled statement is marked
-  saved, as ``Model.save`` does, so a later ``save()`` updates it.
-- ``django.db.models.sql.InsertQuery``, ``Query.insert_values``, ``Query.get_compiler``,
-  ``SQLInsertCompiler.returning_fields`` and ``.as_sql()`` (`compile_insert`): the INSERT the
-  ORM compiles for ``QuerySet._insert``, compiled once and reused on the webhook's hot path.
+- ``Model._state.adding`` (`mark_saved`): a row inserted outside ``Model.save`` is marked saved,
+  as ``Model.save`` does, so a later ``save()`` updates it.
+- ``QuerySet._insert`` with ``on_conflict`` and ``returning_fields`` (`insert_unless_conflict`):
+  the one INSERT ``bulk_create(ignore_conflicts=True)`` runs, asked for the primary key — the
+  public method never says whether the row was inserted, and a savepoint around ``save()``
+  costs two round trips on every row.
 - ``Field.get_col``, ``DatabaseOperations.get_db_converters`` and ``Col.get_db_converters``
   (`load_model`): the converters ``SQLCompiler.get_converters`` applies to a selected column,
   applied to the row of a hand-written SELECT before the documented ``Model.from_db``.
-- ``BaseDatabaseWrapper.connection`` (the driver connection), ``close_if_health_check_failed``,
-  ``ensure_connection``, ``wrap_database_errors``, ``make_cursor`` / ``make_debug_cursor``,
-  ``queries_logged`` (`prepared_cursor`, `logs_queries`): a Django cursor wrapper around a
-  psycopg cursor of our own class, so execute wrappers, query logging and error translation
-  still apply.
 - Undocumented names of Django's internal modules, re-exported (`__all__`): the template
   nodes ``VariableNode``, ``FilterExpression`` (``django.template.base``), ``IfNode``,
   ``TemplateLiteral``, ``CommentNode`` (``django.template.defaulttags``) that agents.templating
   walks to allow only its tags; ``DeferredAttribute`` (``django.db.models.query_utils``), the
   base of the decrypting field descriptor; ``LOOKUP_SEP``; the admin's ``unquote`` and
   ``flatten_fieldsets`` (``django.contrib.admin.utils``).
-- psycopg's ``Connection.prepare_threshold`` and ``Cursor.execute(prepare=True)`` are public
-  psycopg APIs, but what they are set against is Django's private choice: its PostgreSQL backend
-  sets ``prepare_threshold=None`` (for transaction-mode poolers), and psycopg then ignores
-  ``prepare=True``. Only server-binding cursors (``psycopg.Cursor``) consult the threshold —
-  Django's own bind on the client — so raising it prepares only the statements run here.
 """
 
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from django.contrib.admin.utils import flatten_fieldsets, unquote
-from django.db import models
+from django.db import models, router
 from django.db.models.constants import LOOKUP_SEP, OnConflict
 from django.db.models.query_utils import DeferredAttribute
-from django.db.models.sql import InsertQuery
 from django.http import QueryDict
 from django.template.base import FilterExpression, VariableNode
 from django.template.defaulttags import CommentNode, IfNode, TemplateLiteral
@@ -66,7 +54,7 @@ __all__ = [
 ]
 
 # Requirement specifiers this module was checked against, as declared in pyproject.toml.
-CHECKED_VERSIONS = {"Django": "~=5.2.0", "psycopg": "~=3.3"}
+CHECKED_VERSIONS = {"Django": "~=5.2.0"}
 
 
 def freeze(query: QueryDict) -> "_ImmutableQueryDict":
@@ -85,18 +73,33 @@ def mark_saved(row: models.Model) -> None:
     row._state.adding = False
 
 
-def compile_insert(
-    connection: Any, model: type[models.Model], fields: list[Any], *, ignore_conflicts: bool
-) -> str:
-    """The ``INSERT ... RETURNING pk`` of one row of `model` over `fields` that the ORM compiles
-    (``ON CONFLICT DO NOTHING`` when `ignore_conflicts`); its parameters are the fields' values
-    in order."""
-    query = InsertQuery(model, on_conflict=OnConflict.IGNORE if ignore_conflicts else None)
-    query.insert_values(fields, [model()])
-    compiler = query.get_compiler(connection=connection)
-    compiler.returning_fields = [model._meta.pk]
-    [(statement, _params)] = compiler.as_sql()
-    return str(statement)
+def insert_unless_conflict(row: models.Model) -> bool:
+    """Insert `row` (``INSERT ... ON CONFLICT DO NOTHING RETURNING`` its primary key; SQLite's
+    ``INSERT OR IGNORE``), no model signals, as ``bulk_create([row], ignore_conflicts=True)``
+    inserts it; True, and `row` has its primary key and is saved, when it was inserted; False
+    when a unique constraint kept it out. The database settles the race: a concurrent insert of
+    the same key waits for the first transaction, then does nothing."""
+    meta = row._meta
+    fields = [
+        field
+        for field in meta.local_concrete_fields
+        if not field.generated and (field is not meta.auto_field or row.pk is not None)
+    ]
+    using = router.db_for_write(type(row), instance=row)
+    [returned] = type(row)._base_manager._insert(  # type: ignore[attr-defined]
+        [row],
+        fields=fields,
+        returning_fields=meta.db_returning_fields,
+        using=using,
+        on_conflict=OnConflict.IGNORE,
+    )
+    if returned is None:
+        return False
+    for value, field in zip(returned, meta.db_returning_fields, strict=True):
+        setattr(row, field.attname, value)
+    row._state.db = using
+    mark_saved(row)
+    return True
 
 
 M = TypeVar("M", bound=models.Model)
@@ -156,55 +159,3 @@ def load_model(
             value = function(value, column, connection)
         row[index] = value
     return model.from_db(connection.alias, names, row)
-
-
-def _preparing_cursor_class() -> type:
-    try:
-        import psycopg
-    except ImportError:  # SQLite-only installs never reach `prepared_cursor`
-        return object
-
-    class PreparingCursor(psycopg.Cursor):  # server-side binding, like Django's own option
-        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-            return super().execute(query, params, prepare=True)
-
-        def close(self) -> None:
-            # Reused for as long as its connection lasts (`prepared_cursor`): the Django
-            # wrapper's ``with`` block ends here, and the next ``execute`` drops the results.
-            pass
-
-    return PreparingCursor
-
-
-_PreparingCursor = _preparing_cursor_class()
-# The attribute of a psycopg connection holding its `prepared_cursor` psycopg cursor.
-_CURSOR_ATTRIBUTE = "_project_prepared_cursor"
-
-
-def logs_queries(connection: Any) -> bool:
-    """Whether `connection` records its queries (DEBUG, ``CaptureQueriesContext``)."""
-    return bool(connection.queries_logged)
-
-
-def prepared_cursor(connection: Any) -> Any:
-    """A Django cursor (its wrapper: execute wrappers, query logging, error translation) over a
-    psycopg cursor that binds on the server and prepares each statement once per connection.
-    PostgreSQL connections only.
-
-    The psycopg cursor is made once per driver connection and kept on it (a pooled connection
-    keeps it across checkouts; one thread uses a driver connection at a time): creating one
-    copies the connection's adapters map, which cost the worker more than the statements it
-    runs (~15 a turn). It never closes (its ``close`` does nothing); it goes with its connection.
-    """
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    raw = connection.connection
-    if raw.prepare_threshold is None:
-        raw.prepare_threshold = sys.maxsize  # prepare when asked (prepare=True), never by count
-    cursor = getattr(raw, _CURSOR_ATTRIBUTE, None)
-    if cursor is None:
-        with connection.wrap_database_errors:
-            cursor = _PreparingCursor(raw)
-        setattr(raw, _CURSOR_ATTRIBUTE, cursor)
-    wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
-    return wrap(cursor)

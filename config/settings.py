@@ -183,9 +183,6 @@ DATABASE_WORKER_POOL: dict[str, Any] | None = (
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DB_POOL_MAX_SIZE > 0
     else None
 )
-# The webhook's hot statements are prepared once per connection (conversations/inbound/hot_path.py);
-# False behind a transaction-mode pooler that cannot keep them (PgBouncer older than 1.21).
-DB_PREPARE_HOT_STATEMENTS = env.bool("DB_PREPARE_HOT_STATEMENTS", default=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -51,7 +51,7 @@ class EventCode(StrEnum):
     HANDOFF_ALERT = "handoff_alert"
 
 
-# `Message.action` of a session closed by the idle rule (conversations.inbound.sessions).
+# `Message.action` of a session closed by the idle rule (conversations.inbound.session_rules).
 CLOSED_IDLE = "idle"
 # `Message.action` of the OUTBOUND text answering media the bot cannot read.
 ACTION_UNSUPPORTED_MEDIA = "unsupported_media"

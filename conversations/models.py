@@ -260,8 +260,7 @@ class MessageQuerySet(models.QuerySet["Message"]):
     """The message log's named filters: each rule written once, used by every caller.
 
     Each method only filters, so they chain with each other and with `.filter()`, and work
-    inside `Exists(...)`/`OuterRef` subqueries. The SQL of the webhook's hot path
-    (conversations.inbound.one_statement) spells the same conditions by hand.
+    inside `Exists(...)`/`OuterRef` subqueries.
     """
 
     def pending_inbound(self) -> "MessageQuerySet":

@@ -7,9 +7,7 @@ The use case of the WhatsApp webhook, by responsibility (callers import from the
   context (echoes and ``system`` messages included);
 - `statuses`: apply delivery statuses to the OUTBOUND messages they name;
 - `session_rules`: the session rules (open session, idle, identity fill-in, forward-only times,
-  pending text, queued turn), each in its Python form beside its SQL form;
-- `sessions`: find, open, touch and close a customer's session on the general path;
-- `one_statement`: the commonest delivery (a known customer's text) in one statement (PostgreSQL);
-- `hot_path`: the compiled and prepared statements of the common case;
+  pending text, queued turn), each written once, and the sessions one delivery meets;
+- `hot_path`: plain helpers the turn's modules still import (the webhook uses none);
 - `tasks`: the thin Celery tasks of deferred deliveries.
 """

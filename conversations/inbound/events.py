@@ -31,8 +31,14 @@ Statuses are applied by `conversations.inbound.statuses`.
 
 One handler per message kind, in a table (`MESSAGE_HANDLERS`), like the dispatcher's codes; the
 handlers share a small context (`ApplyContext`): the delivery's time, the sessions it met
-(`conversations.inbound.sessions.DeliverySessions`), the work to do after the commit (`Outbox`)
-and what was stored. The session rules they follow are `conversations.inbound.session_rules`'.
+(`conversations.inbound.session_rules.DeliverySessions`), the work to do after the commit
+(`Outbox`) and what was stored. The session rules they follow are
+`conversations.inbound.session_rules`'.
+
+Each message with a wamid is one INSERT (``ON CONFLICT DO NOTHING``) that says whether it was
+new (`compat.django_private.insert_unless_conflict`): no read before it, no savepoint around it.
+Written out by hand it measured no cheaper (1.4-2.0 against 1.6-2.0 ms of CPU per delivery,
+five runs of 1,000 known customers' texts, 2026-12-02), so the ORM's INSERT stays.
 """
 
 import logging
@@ -42,30 +48,26 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from agents.redaction import redact
 from agents.states import BOT_STATES, HandoffReason, SessionState
-from conversations.events import ACTION_UNSUPPORTED_MEDIA, CLOSED_IDLE, EventCode
+from compat.django_private import insert_unless_conflict
+from conversations.events import ACTION_UNSUPPORTED_MEDIA, EventCode
 from conversations.handoff import HandoffRequest, session_handoff
-from conversations.inbound.hot_path import insert_once
-from conversations.inbound.session_rules import is_idle, turn_queue, waits_for_turn
-from conversations.inbound.sessions import (
+from conversations.inbound.session_rules import (
     DeliverySessions,
     customer_key,
     open_session_find,
-    open_session_touch,
-    session_identity_fill,
+    session_for,
     session_identity_update,
-    session_open,
+    turn_queue,
+    waits_for_turn,
 )
 from conversations.inbound.statuses import statuses_apply
 from conversations.models import DeliveryStatus, Direction, Message, Session, WebhookOutcome
-from prompts_admin.models import RuntimeConfig
 from whatsapp.payload import (
-    Customer,
     Echo,
     InboundKind,
     InboundMessage,
@@ -73,6 +75,7 @@ from whatsapp.payload import (
     WebhookPayload,
     without_surrogates,
 )
+from prompts_admin.models import RuntimeConfig
 
 # The package's name, not the module's: every inbound module logs under one logger name.
 logger = logging.getLogger("conversations.inbound")
@@ -281,8 +284,7 @@ def _identity_change(context: ApplyContext, message: InboundMessage) -> None:
             extra={"wamid": message.wamid, "phone_number_id": message.phone_number_id},
         )
         return
-    stored = insert_once(
-        Message,
+    stored = Message(
         session=session,
         direction=Direction.SYSTEM,
         message_type=EventCode.IDENTITY_CHANGED,
@@ -293,7 +295,7 @@ def _identity_change(context: ApplyContext, message: InboundMessage) -> None:
         processed_at=context.now,
         created_at=context.now,
     )
-    if stored is None:
+    if not insert_unless_conflict(stored):
         return
     context.messages_count += 1
     changes = {}
@@ -328,13 +330,17 @@ def _inbound_store(
     `session_rules.waits_for_turn`), the session's times moved; None when the number is not ours
     or the wamid was received before."""
     session = session_for(
-        context, message.phone_number_id, message.customer, message.timestamp, inbound=True
+        context.sessions,
+        message.phone_number_id,
+        message.customer,
+        message.timestamp,
+        inbound=True,
+        now=context.now,
     )
     if session is None:
         return None  # not one of our numbers
     pending = waits_for_turn(message.kind, session.state)
-    stored = insert_once(
-        Message,
+    stored = Message(
         session=session,
         direction=Direction.INBOUND,
         message_type=message.message_type,
@@ -345,11 +351,11 @@ def _inbound_store(
         processed_at=None if pending else context.now,
         created_at=context.now,
     )
-    if stored is None:
+    if not insert_unless_conflict(stored):
         logger.info("whatsapp_message_duplicate", extra={"wamid": message.wamid})
         return None
     context.messages_count += 1
-    context.sessions.touch(session, message.timestamp, inbound=True)
+    context.sessions.touch(session, message.timestamp, inbound=True, now=context.now)
     if message.timestamp_replaced:
         _timestamp_replaced(context, session, message.wamid, message.timestamp_replaced)
     return session, stored
@@ -394,7 +400,7 @@ def _unsupported_media_answer(context: ApplyContext, session: Session) -> None:
         created_at=context.now,
     )
     context.outbox.sends.append(reply.pk)
-    context.sessions.touch(session, context.now, inbound=False)
+    context.sessions.touch(session, context.now, inbound=False, now=context.now)
 
 
 # --- echoes ----------------------------------------------------------------------------------
@@ -409,12 +415,16 @@ def echo_receive(context: ApplyContext, echo: Echo) -> None:
         logger.info("whatsapp_echo_ignored", extra={"wamid": echo.wamid})
         return
     session = session_for(
-        context, echo.phone_number_id, echo.customer, echo.timestamp, inbound=False
+        context.sessions,
+        echo.phone_number_id,
+        echo.customer,
+        echo.timestamp,
+        inbound=False,
+        now=context.now,
     )
     if session is None:
         return
-    stored = insert_once(
-        Message,
+    stored = Message(
         session=session,
         direction=Direction.OUTBOUND,
         message_type=echo.message_type,
@@ -425,10 +435,10 @@ def echo_receive(context: ApplyContext, echo: Echo) -> None:
         delivery_status_at=echo.timestamp,
         created_at=context.now,
     )
-    if stored is None:
+    if not insert_unless_conflict(stored):
         return
     context.messages_count += 1
-    context.sessions.touch(session, echo.timestamp, inbound=False)
+    context.sessions.touch(session, echo.timestamp, inbound=False, now=context.now)
     if echo.timestamp_replaced:
         _timestamp_replaced(context, session, echo.wamid, echo.timestamp_replaced)
     if session.state != SessionState.HUMAN:
@@ -437,8 +447,6 @@ def echo_receive(context: ApplyContext, echo: Echo) -> None:
 
 
 def _staff_takeover(context: ApplyContext, session: Session) -> None:
-    # Not on the one-statement path (a delivery with an echo never is): the action's UPDATE
-    # and INSERT cost what the two statements written here did.
     session_handoff(
         HandoffRequest(
             session_id=session.pk,
@@ -451,89 +459,6 @@ def _staff_takeover(context: ApplyContext, session: Session) -> None:
     Message.objects.pending_inbound().filter(session=session).update(processed_at=context.now)
     context.outbox.no_turn(session.pk)
     logger.info("whatsapp_staff_takeover", extra={"session_id": session.pk})
-
-
-# --- sessions --------------------------------------------------------------------------------
-
-
-def session_for(
-    context: ApplyContext,
-    phone_number_id: str,
-    customer: Customer,
-    at: datetime,
-    *,
-    inbound: bool,
-) -> Session | None:
-    """The customer's open session on that number (`conversations.inbound.session_rules`), its
-    times moved forward; an idle one closed and another opened. None when the number is not an
-    active instance."""
-    sessions = context.sessions
-    key = customer_key(phone_number_id, customer)
-    session = sessions.by_customer.get(key)
-    if session is not None:
-        return session
-    moved_to = sessions.latest.get(key, at) if inbound else at
-    session = open_session_touch(
-        phone_number_id,
-        customer,
-        idle_at=at,
-        moved_to=moved_to,
-        inbound=inbound,
-        simulated=sessions.simulated,
-    )
-    if session is not None:
-        # The common case, in one statement: found, not idle, times moved forward.
-        sessions.known(phone_number_id, session)
-        sessions.stored(session, moved_to, inbound=inbound)
-        session_identity_fill(session, customer)
-        sessions.by_customer[key] = session
-        return session
-    session = open_session_find(phone_number_id, customer, simulated=sessions.simulated)
-    if session is not None:
-        sessions.known(phone_number_id, session)
-        session_identity_fill(session, customer)
-        if is_idle(session, at):
-            _idle_close(context, session)
-            session = None
-    if session is None:
-        instance_id = sessions.instance_id(phone_number_id)
-        if instance_id is None:
-            return None
-        session, opened = session_open(
-            instance_id,
-            phone_number_id,
-            customer,
-            context.now,
-            moved_to,
-            inbound=inbound,
-            simulated=sessions.simulated,
-        )
-        if opened:
-            sessions.stored(session, moved_to, inbound=inbound)
-    sessions.touch(session, moved_to, inbound=inbound)
-    sessions.by_customer[key] = session
-    return session
-
-
-def _idle_close(context: ApplyContext, session: Session) -> None:
-    """Close an idle session (`session_rules.is_idle`), with a SYSTEM event."""
-    closed = (
-        Session.objects.filter(pk=session.pk)
-        .exclude(state=SessionState.CLOSED)
-        .update(state=SessionState.CLOSED, closed_at=context.now)
-    )
-    if closed:
-        Message.objects.create(
-            session=session,
-            direction=Direction.SYSTEM,
-            message_type=EventCode.SESSION_CLOSED,
-            action=CLOSED_IDLE,
-            json_part={"idle_hours": settings.SESSION_IDLE_HOURS},
-            created_at=context.now,
-        )
-        logger.info("whatsapp_session_closed_idle", extra={"session_id": session.pk})
-    session.state = SessionState.CLOSED
-    context.sessions.forget(session)
 
 
 # --- helpers ---------------------------------------------------------------------------------

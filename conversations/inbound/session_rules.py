@@ -1,14 +1,19 @@
-"""The webhook's session rules, each defined once: its Python (ORM) form beside its SQL form.
+"""The webhook's session rules, each written once, and the delivery's sessions.
 
 The rules:
 
 - **open session**: a customer's open session (state other than CLOSED) on the active instance
   of the number, looked up by business-scoped user id first, then by phone (`IDENTIFIERS`) — a
   real delivery's among the real sessions only, a simulated one's (`simulator.simulation`)
-  among the simulated ones (`Session.is_simulated`), so the two never share a session;
+  among the simulated ones (`Session.is_simulated`), so the two never share a session. The
+  database allows at most one open session per user id and one per phone on an instance, so two
+  deliveries that open the same customer's session at once end with the one that committed
+  first (the other's insert conflicts and it reads the winner: `session_open`). A CLOSED
+  session is never reopened;
 - **idle**: an open session whose last message (``last_message_at``, else ``created_at``) is
-  more than ``SESSION_IDLE_HOURS`` older than the event's WhatsApp timestamp is idle: the
-  general path closes it and opens another, whatever its state;
+  more than ``SESSION_IDLE_HOURS`` older than the event's WhatsApp timestamp is idle: it is
+  closed, with a SYSTEM event, and another opened, whatever its state (HUMAN included: after that
+  silence the customer starts a new conversation);
 - **identity fill-in**: a missing phone, user id or profile name is filled in from later events
   (unless another open session holds it: the database refuses, and the session keeps its gap);
 - **forward-only times**: ``last_message_at`` and ``last_inbound_at`` only move forward;
@@ -17,46 +22,40 @@ The rules:
 - **queued turn**: a delivery queues the session's turn (``turn_queued_at``, then the task)
   unless a turn queued less than ``TURN_QUEUED_TTL_SECONDS`` ago has not started yet.
 
-Each rule's Python form serves the general path (`conversations.inbound.events` and
-`conversations.inbound.sessions`, on every database); its SQL form, right below it, serves the
-two hand-written statements built at the end of this module from those fragments:
-`TOUCH_OPEN_SESSION_SQL` (the general path's session lookup, on every database) and
-`RECEIVE_TEXT_SESSION_SQL` (the session part of `conversations.inbound.one_statement`,
-PostgreSQL). Why hand-written SQL at all: on the webhook's hot path the ORM spends more CPU
-building a query than the database spends running it, and each statement is a round trip; the
-commonest delivery becomes one statement (bench/webhook.py measures the webhook against the
-durable floor, and bench/README.md records the figures). The tests under
-tests/conversations/inbound/ check on PostgreSQL that the two spellings of each rule store the
-same rows.
+Events are routed by ``metadata.phone_number_id`` to an active `Instance`; an unknown or inactive
+one is logged and ignored. `session_for` applies the rules to one customer of a delivery, and
+`DeliverySessions` remembers what the delivery met, so each session is looked up once and its
+times written once per delivery.
 
-The SQL is literal (table and column names as the migrations create them) with named parameters;
-the values of enums (states) come from the same Python definitions the ORM form uses.
+Open session, idle and forward-only times are one hand-written statement, `SESSION_TOUCH_SQL`,
+which every message, echo and reply of a customer goes through; the others are the ORM's.
 """
 
-from datetime import datetime, timedelta
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import connections
-from django.db.models import Case, F, Q, QuerySet, Value, When
+from django.db import IntegrityError, connections, transaction
+from django.db.models import Q, QuerySet
 
 from agents.states import BOT_STATES, SessionState
-from conversations.inbound.hot_path import hot_cursor
-from conversations.models import Session
+from conversations.events import CLOSED_IDLE, EventCode
+from conversations.models import Direction, Instance, Message, Session
 from whatsapp.payload import Customer, InboundKind
 
-# The states as SQL literals, from the enums (never typed twice).
-CLOSED_SQL = f"'{SessionState.CLOSED.value}'"
-BOT_STATES_SQL = ", ".join(f"'{state.value}'" for state in sorted(BOT_STATES))
+# The package's name, not the module's: every inbound module logs under one logger name.
+logger = logging.getLogger("conversations.inbound")
 
 # --- open session ------------------------------------------------------------------------------
 
 # Tried in this order: the user id names the customer more precisely than a phone that may have
-# changed hands. Both are columns of conversations_session.
+# changed hands. Both are fields of Session.
 IDENTIFIERS = ("customer_user_id", "customer_phone")
 
 
 def customer_identifiers(customer: Customer) -> list[tuple[str, str]]:
-    """(column, value) of each identifier the customer has, in lookup order."""
+    """(field, value) of each identifier the customer has, in lookup order."""
     values = {"customer_user_id": customer.user_id, "customer_phone": customer.phone}
     return [(name, values[name]) for name in IDENTIFIERS if values[name]]
 
@@ -71,15 +70,145 @@ def open_sessions(phone_number_id: str, *, simulated: bool) -> QuerySet[Session]
     ).exclude(state=SessionState.CLOSED)
 
 
-def _open_session_sql(identifier: str) -> str:
-    """The id of the customer's open, non-idle session (`o`), found by one identifier, among the
-    real sessions or the simulated ones (%(simulated)s)."""
-    return f"""SELECT o.id FROM conversations_session o
-        JOIN conversations_instance i ON i.id = o.instance_id
-        WHERE i.phone_number_id = %(phone_number_id)s AND i.is_active
-          AND o.{identifier} = %(identifier)s AND o.state <> {CLOSED_SQL}
-          AND o.is_simulated = %(simulated)s AND {NOT_IDLE_SQL}
-        LIMIT 1"""
+def open_session_find(
+    phone_number_id: str, customer: Customer, *, simulated: bool
+) -> Session | None:
+    """The customer's open session on that number, idle or not, real or simulated, preferring
+    the one its user id names: the lookup of a ``system`` message (an identity change), which
+    neither moves the session's times nor closes it."""
+    identified = customer_identifiers(customer)
+    if not identified:
+        return None
+    match = Q()
+    for name, value in identified:
+        match |= Q(**{name: value})
+    # At most two rows (one open session per user id, one per phone).
+    candidates = list(open_sessions(phone_number_id, simulated=simulated).filter(match))
+    for session in candidates:
+        if customer.user_id and session.customer_user_id == customer.user_id:
+            return session
+    return candidates[0] if candidates else None
+
+
+# Open session, idle and forward-only times in one statement (PostgreSQL and SQLite alike): the
+# customer's open session on the active instance of the number (by user id, else phone) — idle
+# when its last activity is older than %(idle_cutoff)s: then closed — else its times moved
+# forward to %(at)s (``last_inbound_at`` only when %(inbound)s). Every SET reads the row as it
+# was, so each CASE judges idleness on the same values. No row: a new customer or an unknown
+# number. A returned state CLOSED is the idle session it just closed.
+#
+# Hand-written because the ORM's spelling (a SELECT, then an UPDATE of Case expressions) left
+# the webhook at 0.33x the durable floor (bench/webhook.py, 2026-12-02): compiling the two
+# queries cost 2.2 ms of CPU per delivery (4.2 against 2.0 ms for the webhook's use case, the
+# least of five runs of 1,000 known customers' texts), more than PostgreSQL spent running them,
+# and the SELECT is a round trip of its own. The outer ``state <> 'CLOSED'`` is re-checked by
+# PostgreSQL on a row another transaction updated meanwhile, so a session closed under us is not
+# touched. (SQLite 3.40 returns the columns of an ``UPDATE ... FROM`` out of order: hence the
+# idle test repeated in each CASE rather than computed once in a FROM.)
+SESSION_TOUCH_SQL = """UPDATE conversations_session SET
+    state = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
+        THEN 'CLOSED' ELSE state END,
+    closed_at = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
+        THEN %(now)s ELSE closed_at END,
+    last_message_at = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
+        OR last_message_at >= %(at)s THEN last_message_at ELSE %(at)s END,
+    last_inbound_at = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
+        OR NOT %(inbound)s OR last_inbound_at >= %(at)s THEN last_inbound_at ELSE %(at)s END
+WHERE state <> 'CLOSED' AND id = (
+    SELECT o.id FROM conversations_session o
+    JOIN conversations_instance i ON i.id = o.instance_id
+    WHERE i.phone_number_id = %(phone_number_id)s AND i.is_active
+      AND o.state <> 'CLOSED' AND o.is_simulated = %(simulated)s
+      AND ((%(user_id)s <> '' AND o.customer_user_id = %(user_id)s)
+        OR (%(phone)s <> '' AND o.customer_phone = %(phone)s))
+    ORDER BY o.customer_user_id = %(user_id)s DESC
+    LIMIT 1
+)
+RETURNING id, instance_id, customer_phone, customer_user_id, customer_name, state"""
+# In the model's field order: `Model.from_db` maps a partial row by that order.
+_TOUCH_RETURNS = [
+    "id",
+    "instance_id",
+    "state",
+    "customer_phone",
+    "customer_user_id",
+    "customer_name",
+]
+
+
+def session_touch(
+    phone_number_id: str,
+    customer: Customer,
+    *,
+    at: datetime,
+    idle_at: datetime,
+    inbound: bool,
+    simulated: bool,
+    now: datetime,
+) -> Session | None:
+    """`SESSION_TOUCH_SQL`: the customer's open session, idle at `idle_at` (then closed: its
+    state is CLOSED) or with its times moved forward to `at`; None when there is none."""
+    if not (customer.user_id or customer.phone):
+        return None
+    connection = connections[Session.objects.db]
+    adapt = connection.ops.adapt_datetimefield_value
+    params = {
+        "now": adapt(now),
+        "at": adapt(at),
+        "inbound": inbound,
+        "idle_cutoff": adapt(idle_cutoff(idle_at)),
+        "phone_number_id": phone_number_id,
+        "simulated": simulated,
+        "user_id": customer.user_id,
+        "phone": customer.phone,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(SESSION_TOUCH_SQL, params)
+        row = cursor.fetchone()
+    return None if row is None else Session.from_db(connection.alias, _TOUCH_RETURNS, row)
+
+
+def session_open(
+    instance_id: int,
+    phone_number_id: str,
+    customer: Customer,
+    now: datetime,
+    at: datetime,
+    *,
+    inbound: bool,
+    simulated: bool,
+) -> tuple[Session, bool]:
+    """A new session with its times at `at`, and True; or, when another delivery opened the
+    customer's session first, that one and False."""
+    try:
+        with transaction.atomic():
+            session = Session.objects.create(
+                instance_id=instance_id,
+                customer_phone=customer.phone,
+                customer_user_id=customer.user_id,
+                customer_name=customer.name[:NAME_CHARS],
+                created_at=now,
+                last_message_at=at,
+                last_inbound_at=at if inbound else None,
+                is_simulated=simulated,
+            )
+            return session, True
+    except IntegrityError:
+        # Another delivery opened this customer's session first (one open session per phone and
+        # per user id); ours waited for its commit, so it is visible now.
+        found = session_touch(
+            phone_number_id,
+            customer,
+            at=at,
+            idle_at=at,
+            inbound=inbound,
+            simulated=simulated,
+            now=now,
+        )
+        if found is None:
+            raise
+        session_identity_fill(found, customer)
+        return found, False
 
 
 # --- idle ----------------------------------------------------------------------------------------
@@ -90,12 +219,18 @@ def idle_cutoff(at: datetime) -> datetime:
     return at - timedelta(hours=settings.SESSION_IDLE_HOURS)
 
 
-def is_idle(session: Session, at: datetime) -> bool:
-    last: datetime = session.last_message_at or session.created_at
-    return last < idle_cutoff(at)
+def idle_closed(session: Session, now: datetime) -> None:
+    """The SYSTEM event of a session `SESSION_TOUCH_SQL` closed for being idle."""
+    Message.objects.create(
+        session=session,
+        direction=Direction.SYSTEM,
+        message_type=EventCode.SESSION_CLOSED,
+        action=CLOSED_IDLE,
+        json_part={"idle_hours": settings.SESSION_IDLE_HOURS},
+        created_at=now,
+    )
+    logger.info("whatsapp_session_closed_idle", extra={"session_id": session.pk})
 
-
-NOT_IDLE_SQL = "COALESCE(o.last_message_at, o.created_at) >= %(idle_cutoff)s"
 
 # --- identity fill-in --------------------------------------------------------------------------
 
@@ -114,35 +249,36 @@ def identity_fill(session: Session, customer: Customer) -> dict[str, str]:
     return changes
 
 
-def identity_params(customer: Customer) -> dict[str, str]:
-    """`IDENTITY_FILL_SQL`'s parameters (an empty value fills nothing: '' stays '')."""
-    return {
-        "phone": customer.phone,
-        "user_id": customer.user_id,
-        "name": customer.name[:NAME_CHARS],
-    }
+def session_identity_fill(session: Session, customer: Customer) -> None:
+    """Fill in what the session lacks of the customer's identity (`identity_fill`)."""
+    session_identity_update(session, identity_fill(session, customer))
 
 
-IDENTITY_FILL_SQL = """customer_phone = CASE WHEN customer_phone = '' THEN %(phone)s
-            ELSE customer_phone END,
-        customer_user_id = CASE WHEN customer_user_id = '' THEN %(user_id)s
-            ELSE customer_user_id END,
-        customer_name = CASE WHEN customer_name = '' THEN %(name)s ELSE customer_name END"""
+def session_identity_update(session: Session, changes: dict[str, str]) -> None:
+    """Write `changes` to the session's identity, unless another open session holds one of them:
+    then the conflict is logged and the session left as it was."""
+    if not changes:
+        return
+    try:
+        # The rare case (a gap to fill, an identity change) pays the savepoint, so that a
+        # refused identity does not abort the delivery's transaction.
+        with transaction.atomic():
+            Session.objects.filter(pk=session.pk).update(**changes)
+    except IntegrityError:
+        # Another open session holds that phone or user id; leave both as they are.
+        logger.warning(
+            "whatsapp_identity_conflict",
+            extra={"session_id": session.pk, "fields": sorted(changes)},
+        )
+        return
+    for name, value in changes.items():
+        setattr(session, name, value)
+
 
 # --- forward-only times ------------------------------------------------------------------------
 
-
-def forward_only(field: str, at: datetime) -> Case:
-    """`field` set to `at` when it is NULL or older, else left as it is (never moved back)."""
-    return Case(
-        When(Q(**{f"{field}__isnull": True}) | Q(**{f"{field}__lt": at}), then=Value(at)),
-        default=F(field),
-    )
-
-
-def _forward_only_sql(column: str) -> str:
-    return f"CASE WHEN {column} IS NULL OR {column} < %(at)s THEN %(at)s ELSE {column} END"
-
+# `SESSION_TOUCH_SQL` (above) moves them; `DeliverySessions` remembers where, so a session is
+# touched again only for a later time.
 
 # --- pending text ------------------------------------------------------------------------------
 
@@ -152,9 +288,6 @@ def waits_for_turn(kind: InboundKind, state: str) -> bool:
     while a bot holds the session. In HUMAN staff read it in admin; media get a fixed answer."""
     return kind is InboundKind.TEXT and state in BOT_STATES
 
-
-# For the one-statement path's TEXT message, `s` being the session as the UPDATE left it.
-PROCESSED_AT_SQL = f"CASE WHEN s.state IN ({BOT_STATES_SQL}) THEN NULL ELSE %(now)s END"
 
 # --- queued turn -------------------------------------------------------------------------------
 
@@ -170,71 +303,176 @@ def turn_queued_before(now: datetime) -> datetime:
     return now - turn_queued_ttl()
 
 
+# The compare-and-set of a queued turn. Hand-written because the ORM's
+# ``filter(Q(turn_queued_at__isnull=True) | Q(turn_queued_at__lt=...), pk=...).update(...)``
+# cost 0.4 ms of CPU per delivery to compile (the webhook's use case 2.0-2.1 against 1.6-1.7 ms,
+# the least of five runs of 1,000 known customers' texts, 2026-12-02), more than PostgreSQL
+# spends running it.
+TURN_QUEUE_SQL = """UPDATE conversations_session SET turn_queued_at = %(now)s
+WHERE id = %(session_id)s AND (turn_queued_at IS NULL OR turn_queued_at < %(queued_before)s)"""
+
+
 def turn_queue(*, session_id: int, now: datetime) -> bool:
     """Mark the session's turn queued (`Session.turn_queued_at`) unless a turn enqueued less than
-    `turn_queued_ttl()` ago has not started yet; True when this call marked it, and the caller
-    must then enqueue the task. Called for sessions a bot holds (`waits_for_turn`); the lease
-    clears the mark when a worker claims or releases it (`conversations.lease`).
+    `turn_queued_ttl()` ago has not started yet (`TURN_QUEUE_SQL`); True when this call marked
+    it, and the caller must then enqueue the task. Called for sessions a bot holds
+    (`waits_for_turn`); the lease clears the mark when a worker claims or releases it
+    (`conversations.lease`).
     """
     connection = connections[Session.objects.db]
     adapt = connection.ops.adapt_datetimefield_value
-    with hot_cursor(connection) as cursor:
-        cursor.execute(
-            TURN_QUEUE_UPDATE_SQL, [adapt(now), session_id, adapt(turn_queued_before(now))]
-        )
+    params = {
+        "now": adapt(now),
+        "session_id": session_id,
+        "queued_before": adapt(turn_queued_before(now)),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(TURN_QUEUE_SQL, params)
         return bool(cursor.rowcount)
 
 
-# `turn_queue`'s statement: ``Session.objects.filter(pk=...).filter(Q(turn_queued_at__isnull=True)
-# | Q(turn_queued_at__lt=...)).update(turn_queued_at=...)``, hand-written (compiling the ORM's cost
-# the webhook more CPU than running it; tests/conversations/inbound/test_sessions_sql.py).
-TURN_QUEUE_UPDATE_SQL = """UPDATE conversations_session SET turn_queued_at = %s
-    WHERE id = %s AND (turn_queued_at IS NULL OR turn_queued_at < %s)"""
+# --- the delivery's sessions -------------------------------------------------------------------
+
+# (phone_number_id, user id, phone): a customer as one delivery names them.
+CustomerKey = tuple[str, str, str]
+_NEVER = datetime.min.replace(tzinfo=UTC)
 
 
-# The same, inside the one-statement path's UPDATE (which also checks the bot state itself).
-TURN_QUEUE_SQL = f"""CASE WHEN state IN ({BOT_STATES_SQL})
-            AND (turn_queued_at IS NULL OR turn_queued_at < %(queued_before)s)
-            THEN %(now)s ELSE turn_queued_at END"""
+def customer_key(phone_number_id: str, customer: Customer) -> CustomerKey:
+    return (phone_number_id, customer.user_id, customer.phone)
 
-# --- the statements ----------------------------------------------------------------------------
 
-# What `TOUCH_OPEN_SESSION_SQL` returns, in the model's field order: `Model.from_db` maps a
-# partial row by that order.
-TOUCH_RETURNS = (
-    "id",
-    "instance_id",
-    "customer_phone",
-    "customer_user_id",
-    "customer_name",
-    "state",
-)
+@dataclass(slots=True)
+class DeliverySessions:
+    """What one delivery knows of the instances and sessions it meets, so each is looked up once
+    and each session's times are written once per delivery."""
 
-# The general path's lookup, per identifier (every database): the open, non-idle session, its
-# times moved forward to %(at)s (``last_inbound_at`` only when %(inbound)s), in one
-# ``UPDATE ... RETURNING`` instead of the ORM's SELECT then UPDATE. No row: new customer, idle
-# session or unknown number, and the caller takes the ORM path.
-TOUCH_OPEN_SESSION_SQL = {
-    identifier: f"""UPDATE conversations_session SET
-        last_message_at = {_forward_only_sql("last_message_at")},
-        last_inbound_at = CASE WHEN %(inbound)s THEN {_forward_only_sql("last_inbound_at")}
-            ELSE last_inbound_at END
-    WHERE id = ({_open_session_sql(identifier)})
-    RETURNING {", ".join(TOUCH_RETURNS)}"""
-    for identifier in IDENTIFIERS
-}
+    # phone_number_id -> id of its active Instance (None: unknown), resolved when first needed:
+    # on the common path the session lookup joins the instance and no query is spent on it.
+    instance_ids: dict[str, int | None] = field(default_factory=dict)
+    by_customer: dict[CustomerKey, Session] = field(default_factory=dict)
+    # The newest WhatsApp time of each customer's messages in the delivery: a session's times
+    # are moved there when it is first met, so it is locked once, in customer order.
+    latest: dict[CustomerKey, datetime] = field(default_factory=dict)
+    # The session times the database has now (last_message_at, last_inbound_at) per session.
+    times: dict[int, datetime] = field(default_factory=dict)
+    inbound_times: dict[int, datetime] = field(default_factory=dict)
+    # The number and customer each session was met for, to touch it again by them.
+    customers: dict[int, tuple[str, Customer]] = field(default_factory=dict)
+    # Whether any event was for one of our instances (the delivery is then ``processed``).
+    routed: bool = False
+    # A simulated delivery (`simulator.simulation`) finds and opens simulated sessions only;
+    # a real one real sessions only.
+    simulated: bool = False
 
-# The one-statement path's session part, per identifier (PostgreSQL): for a customer's text, the
-# open, non-idle session's times moved forward to %(at)s, its identity filled in and its turn
-# queued, all in one UPDATE; `conversations.inbound.one_statement` inserts the message and the
-# delivery in the same statement.
-RECEIVE_TEXT_SESSION_SQL = {
-    identifier: f"""UPDATE conversations_session SET
-        last_message_at = {_forward_only_sql("last_message_at")},
-        last_inbound_at = {_forward_only_sql("last_inbound_at")},
-        {IDENTITY_FILL_SQL},
-        turn_queued_at = {TURN_QUEUE_SQL}
-    WHERE id = ({_open_session_sql(identifier)})
-    RETURNING id, state, turn_queued_at"""
-    for identifier in IDENTIFIERS
-}
+    def note_latest(self, key: CustomerKey, at: datetime) -> None:
+        self.latest[key] = max(at, self.latest.get(key, at))
+
+    def instance_id(self, phone_number_id: str) -> int | None:
+        """The active instance of a number; an unknown or inactive one is logged once."""
+        if phone_number_id not in self.instance_ids:
+            found = (
+                Instance.objects.filter(phone_number_id=phone_number_id, is_active=True)
+                .order_by("name")
+                .values_list("id", flat=True)
+                .first()
+            )
+            self.instance_ids[phone_number_id] = found
+            if found is None:
+                logger.warning(
+                    "whatsapp_unknown_phone_number_id", extra={"phone_number_id": phone_number_id}
+                )
+        instance_id = self.instance_ids[phone_number_id]
+        self.routed = self.routed or instance_id is not None
+        return instance_id
+
+    def known(self, phone_number_id: str, session: Session) -> None:
+        """A session was found on that number: its instance is active."""
+        self.instance_ids[phone_number_id] = session.instance_id
+        self.routed = True
+
+    def forget(self, session: Session) -> None:
+        """Drop the session from the cache (its identity changed, or it was closed)."""
+        for key in [key for key, cached in self.by_customer.items() if cached.pk == session.pk]:
+            del self.by_customer[key]
+
+    def touch(self, session: Session, at: datetime, *, inbound: bool, now: datetime) -> None:
+        """Move the session's times forward to `at` (`SESSION_TOUCH_SQL`, by the customer it was
+        met for) unless the database has them there already."""
+        moves = at > self.times.get(session.pk, _NEVER) or (
+            inbound and at > self.inbound_times.get(session.pk, _NEVER)
+        )
+        met_for = self.customers.get(session.pk)
+        if moves and met_for is not None:
+            phone_number_id, customer = met_for
+            # Just met, so not idle at `at`: the statement finds it and moves its times.
+            session_touch(
+                phone_number_id,
+                customer,
+                at=at,
+                idle_at=at,
+                inbound=inbound,
+                simulated=self.simulated,
+                now=now,
+            )
+            self.stored(session, at, inbound=inbound)
+
+    def stored(self, session: Session, at: datetime, *, inbound: bool) -> None:
+        """The database has the session's times at `at` at least."""
+        self.times[session.pk] = max(at, self.times.get(session.pk, at))
+        if inbound:
+            self.inbound_times[session.pk] = max(at, self.inbound_times.get(session.pk, at))
+
+
+def session_for(
+    sessions: DeliverySessions,
+    phone_number_id: str,
+    customer: Customer,
+    at: datetime,
+    *,
+    inbound: bool,
+    now: datetime,
+) -> Session | None:
+    """The customer's open session on that number, the rules above applied: found with its times
+    moved forward (to the newest of the customer's messages in the delivery) — or, idle, closed
+    and another opened; or opened for a new customer — and its identity filled in. None when the
+    number is not an active instance."""
+    key = customer_key(phone_number_id, customer)
+    session = sessions.by_customer.get(key)
+    if session is not None:
+        return session
+    moved_to = sessions.latest.get(key, at) if inbound else at
+    session = session_touch(
+        phone_number_id,
+        customer,
+        at=moved_to,
+        idle_at=at,
+        inbound=inbound,
+        simulated=sessions.simulated,
+        now=now,
+    )
+    if session is not None:
+        sessions.known(phone_number_id, session)
+        if session.state == SessionState.CLOSED:
+            idle_closed(session, now)
+            session = None
+        else:
+            sessions.stored(session, moved_to, inbound=inbound)
+            session_identity_fill(session, customer)
+    if session is None:
+        instance_id = sessions.instance_id(phone_number_id)
+        if instance_id is None:
+            return None
+        session, _opened = session_open(
+            instance_id,
+            phone_number_id,
+            customer,
+            now,
+            moved_to,
+            inbound=inbound,
+            simulated=sessions.simulated,
+        )
+        sessions.stored(session, moved_to, inbound=inbound)
+    sessions.customers[session.pk] = (phone_number_id, customer)
+    sessions.by_customer[key] = session
+    return session

@@ -10,7 +10,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from conversations.inbound.hot_path import insert_once
+from compat.django_private import insert_unless_conflict
 from conversations.models import DeliveryStatusEvent, Direction, Message
 from whatsapp.payload import StatusUpdate
 from whatsapp.statuses import (
@@ -58,8 +58,7 @@ def _status_apply(status: StatusUpdate, message_id: int | None, now: datetime) -
     error = status.errors[0] if status.errors else None
     code = error.code if error else None
     title = error.title[:_TITLE_CHARS] if error else ""
-    event = insert_once(
-        DeliveryStatusEvent,
+    event = DeliveryStatusEvent(
         wa_message_id=status.wamid,
         status=status.status,
         message_id=message_id,
@@ -69,7 +68,7 @@ def _status_apply(status: StatusUpdate, message_id: int | None, now: datetime) -
         error_details=error.details if error else "",
         created_at=now,
     )
-    if event is None:
+    if not insert_unless_conflict(event):
         return 0  # this (wamid, status) was applied already
     log = {"wamid": status.wamid, "status": status.status, "message_id": message_id}
     if message_id is None:

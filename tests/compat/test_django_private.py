@@ -1,50 +1,34 @@
-"""compat.django_private: Django's (and psycopg's, through Django's PostgreSQL backend) private
-APIs the project uses exist and behave as the adapter expects, on the versions pyproject.toml
-pins — an upgrade of Django or psycopg fails here first."""
-
-import sys
+"""compat.django_private: Django's private APIs the project uses exist and behave as the adapter
+expects, on the version pyproject.toml pins — an upgrade of Django fails here first."""
 
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.db import connection
-from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models.sql import InsertQuery
+from django.db.models import QuerySet
 from django.http import QueryDict
+from django.test.utils import CaptureQueriesContext
 from django.urls import resolve
 
 from compat import django_private
 from compat.django_private import (
     CHECKED_VERSIONS,
-    compile_insert,
     freeze,
-    logs_queries,
-    mark_saved,
+    insert_unless_conflict,
     model_admin_of,
-    prepared_cursor,
 )
 from tests.compat.pins import assert_pinned
 
 
 def test_the_checked_versions_are_pyprojects_and_the_installed_ones() -> None:
-    assert CHECKED_VERSIONS == {"Django": "~=5.2.0", "psycopg": "~=3.3"}
+    assert CHECKED_VERSIONS == {"Django": "~=5.2.0"}
     assert_pinned(CHECKED_VERSIONS)
 
 
 def test_the_private_apis_the_adapter_touches_exist() -> None:
     assert QueryDict()._mutable is False
     assert Group()._state.adding is True
-    assert hasattr(InsertQuery, "insert_values")
-    assert hasattr(InsertQuery, "get_compiler")
-    for name in (
-        "close_if_health_check_failed",
-        "ensure_connection",
-        "wrap_database_errors",
-        "make_cursor",
-        "make_debug_cursor",
-        "queries_logged",
-    ):
-        assert hasattr(BaseDatabaseWrapper, name), name
+    assert hasattr(QuerySet, "_insert")
 
 
 def test_an_admin_view_names_its_model_admin_and_another_view_none() -> None:
@@ -67,73 +51,22 @@ def test_freeze_makes_a_mutable_query_dict_immutable_and_keeps_its_values() -> N
 
 
 @pytest.mark.django_db
-def test_a_row_inserted_by_the_compiled_statement_and_marked_saved_updates_on_save() -> None:
-    fields = [Group._meta.get_field("name")]
-    statement = compile_insert(connection, Group, fields, ignore_conflicts=True)
-    with connection.cursor() as cursor:
-        cursor.execute(statement, ["lab"])
-        [(pk,)] = [cursor.fetchone()]
-        cursor.execute(statement, ["lab"])  # the unique name conflicts: nothing inserted
-        conflicted = cursor.fetchone()
-    row = Group(pk=pk, name="lab")
-    mark_saved(row)
+def test_insert_unless_conflict_inserts_once_and_the_row_then_updates_on_save() -> None:
+    row = Group(name="lab")
+    again = Group(name="lab")
+
+    with CaptureQueriesContext(connection) as queries:
+        inserted = insert_unless_conflict(row)
+        conflicted = insert_unless_conflict(again)  # the unique name conflicts: nothing inserted
     row.name = "lab ops"
     row.save()
 
-    assert conflicted is None
+    assert (inserted, conflicted, again.pk is None) == (True, False, True)
+    assert (row._state.adding, again._state.adding) == (False, True)
+    assert [query["sql"].split()[0] for query in queries.captured_queries] == ["INSERT", "INSERT"]
     assert list(Group.objects.filter(name__startswith="lab").values_list("pk", "name")) == [
-        (pk, "lab ops")
+        (row.pk, "lab ops")
     ]
-
-
-@pytest.mark.django_db
-def test_the_compiled_insert_without_ignore_conflicts_raises_on_a_conflict() -> None:
-    from django.db import IntegrityError, transaction
-
-    fields = [Group._meta.get_field("name")]
-    statement = compile_insert(connection, Group, fields, ignore_conflicts=False)
-    Group.objects.create(name="lab")
-
-    with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(statement, ["lab"])
-
-    assert list(Group.objects.filter(name__startswith="lab").values_list("name", flat=True)) == [
-        "lab"
-    ]
-
-
-@pytest.mark.django_db
-def test_logs_queries_follows_the_connections_query_log() -> None:
-    from django.test.utils import CaptureQueriesContext
-
-    before = logs_queries(connection)
-    with CaptureQueriesContext(connection):
-        during = logs_queries(connection)
-
-    assert (before, during) == (False, True)
-
-
-@pytest.mark.django_db
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="psycopg's prepared statements")
-def test_the_prepared_cursor_prepares_its_statement_once_on_the_server() -> None:
-    statement = "SELECT %s::int + 41 /* compat prepared cursor */"
-    with prepared_cursor(connection) as cursor:
-        results = []
-        for n in (1, 2):
-            cursor.execute(statement, [n])
-            results.append(cursor.fetchone())
-        wrapped = cursor.cursor
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
-            ["%compat prepared cursor%"],
-        )
-        [(prepared,)] = cursor.fetchall()
-
-    assert results == [(42,), (43,)]
-    assert isinstance(wrapped, django_private._PreparingCursor)
-    assert connection.connection.prepare_threshold == sys.maxsize
-    assert prepared == 1
 
 
 def test_the_reexported_internal_names_exist_and_behave_as_the_project_uses_them() -> None:
@@ -188,30 +121,6 @@ def test_the_conventions_used_in_place_hold_field_values_in_dict_and_backend_ops
     assert deferred.get_deferred_fields() == {"name"}
     assert hasattr(BaseDatabaseOperations, "adapt_datetimefield_value")
     assert hasattr(BaseDatabaseOperations, "quote_name")
-
-
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="psycopg's prepared statements")
-def test_the_prepared_cursor_is_reused_until_its_driver_connection_changes() -> None:
-    with prepared_cursor(connection) as cursor:
-        cursor.execute("SELECT %s::int", [1])
-        first = cursor.cursor
-    with prepared_cursor(connection) as cursor:
-        cursor.execute("SELECT %s::int + 1", [1])
-        again = cursor.cursor
-        second_row = cursor.fetchone()
-    connection.close()
-    with prepared_cursor(connection) as cursor:
-        cursor.execute("SELECT %s::int + 2", [1])
-        reconnected = cursor.cursor
-        third_row = cursor.fetchone()
-
-    assert again is first
-    assert second_row == (2,)
-    assert first.closed is False
-    assert reconnected is not first
-    assert reconnected.connection is connection.connection
-    assert third_row == (3,)
 
 
 @pytest.mark.django_db

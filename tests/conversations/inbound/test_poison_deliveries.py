@@ -21,13 +21,19 @@ from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from conversations import publishers
 from conversations.events import ACTION_UNSUPPORTED_MEDIA, EventCode
-from conversations.inbound import deliveries, one_statement
+from conversations.inbound import deliveries
 from conversations.inbound import tasks as inbound_tasks
 from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.inbound.tasks import apply_webhook_delivery
 from conversations.labels import event_text
 from conversations.models import Direction, Instance, Message, Session, WebhookDelivery
 from conversations.sweeps import RECEIVED_GRACE, received_deliveries_requeue
+from whatsapp.payload import (
+    InboundKind,
+    UnreadableItem,
+    decode_body,
+    parse_payload,
+)
 from prompts_admin.models import DEFAULT_UNSUPPORTED_MEDIA_MESSAGE
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,
@@ -37,12 +43,6 @@ from tests.conversations.whatsapp.conftest import (
     fixture_bytes,
     load_fixture,
     signed_post,
-)
-from whatsapp.payload import (
-    InboundKind,
-    UnreadableItem,
-    decode_body,
-    parse_payload,
 )
 
 pytestmark = pytest.mark.django_db
@@ -127,12 +127,10 @@ def test_a_lone_surrogate_is_replaced_and_the_delivery_stored_and_answered_200(
     assert enqueued["turns"].calls == [Session.objects.get().pk]
 
 
-@pytest.mark.postgres
 @pytest.mark.parametrize(("field", "column"), SURROGATE_CASES)
-def test_on_postgresql_a_known_customer_s_lone_surrogate_takes_the_one_statement_path(
+def test_a_known_customer_s_lone_surrogate_is_replaced_and_lands_in_their_session(
     post: Post, known_customer: Session, enqueued: dict[str, Recorder], field: str, column: str
 ) -> None:
-    # Before: 503 and nothing stored (the driver cannot encode a lone surrogate).
     known_customer.customer_name = ""
     known_customer.save(update_fields=["customer_name"])
     raw = _text_with(field, "\\udfffx".replace("udfff", "ud800"))
@@ -148,25 +146,6 @@ def test_a_surrogate_in_a_key_or_raw_surrogate_bytes_are_replaced_too() -> None:
     raw = b'{"\\udc00k": ["\\ud83d\\ude00", "\xed\xa0\x80y", {"d": [[["\\udbff"]]]}]}'
 
     assert decode_body(raw) == {"\ufffdk": ["\U0001f600", "\ufffdy", {"d": [[["\ufffd"]]]}]}
-
-
-@pytest.mark.postgres
-def test_whatever_fails_in_the_one_statement_path_the_general_path_stores_it(
-    post: Post,
-    known_customer: Session,
-    enqueued: dict[str, Recorder],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    def refuse(*args: Any, **kwargs: Any) -> NoReturn:
-        raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
-
-    monkeypatch.setattr(one_statement, "_run", refuse)
-
-    response = post(fixture_bytes("text"))
-
-    assert response.status_code == 200
-    assert WebhookDelivery.objects.get().outcome == "processed"
-    assert Message.objects.get().session_id == known_customer.pk
 
 
 def test_whatever_fails_while_applying_the_raw_bytes_are_stored_failed_and_200_answered(
@@ -423,8 +402,7 @@ def test_a_replay_of_a_failed_body_takes_the_outcome_of_its_successful_applicati
     assert delivery.times_received == 2
 
 
-@pytest.mark.postgres
-def test_on_postgresql_a_known_customer_s_replayed_text_is_counted_in_one_statement(
+def test_a_known_customer_s_replayed_text_is_stored_once_and_counted(
     post: Post, known_customer: Session, enqueued: dict[str, Recorder]
 ) -> None:
     raw = fixture_bytes("text")
@@ -439,6 +417,7 @@ def test_on_postgresql_a_known_customer_s_replayed_text_is_counted_in_one_statem
         "processed",
     )
     assert Message.objects.count() == 1
+    assert enqueued["turns"].calls == [known_customer.pk]
 
 
 # --- unreadable items ------------------------------------------------------------------------

@@ -1,19 +1,15 @@
 """A real delivery never finds a simulated session (`Session.is_simulated`): replayed through the
-webhook view, on PostgreSQL by the one-statement path and by the general path, on SQLite by the
-general path (the only one there)."""
+webhook view."""
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.test import Client
 from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from conversations import publishers
 from conversations.models import Direction, Instance, Message, Session, WebhookDelivery
 from tests.conversations.inbound.conftest import T, make_session
-from tests.conversations.inbound.one_statement_support import general_path, statements
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,
     CUSTOMER_USER_ID,
@@ -35,15 +31,6 @@ def turns(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     return recorder
 
 
-@pytest.fixture(params=["one statement", "general path"])
-def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    if request.param == "general path":
-        with general_path(monkeypatch):
-            yield request.param
-    else:
-        yield request.param
-
-
 def inbound_texts(session: Session) -> list[str]:
     return list(
         Message.objects.filter(session=session, direction=Direction.INBOUND).values_list(
@@ -56,7 +43,6 @@ def test_a_real_customer_s_message_opens_a_real_session_beside_the_simulated_one
     client: Client,
     instance: Instance,
     turns: Recorder,
-    path: str,
     django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     simulated = make_session(instance, is_simulated=True)
@@ -82,20 +68,15 @@ def test_with_both_open_the_message_lands_in_the_real_session(
     client: Client,
     instance: Instance,
     turns: Recorder,
-    path: str,
     django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
     simulated = make_session(instance, is_simulated=True)
     real = make_session(instance)
 
-    with django_capture_on_commit_callbacks(execute=True), statements() as kinds:
+    with django_capture_on_commit_callbacks(execute=True):
         response = signed_post(client, fixture_bytes("text"))
 
     assert response.status_code == 200
     assert (inbound_texts(real), inbound_texts(simulated)) == ([TEXT], [])
     assert Session.objects.count() == 2
     assert turns.calls == [real.pk]
-    if path == "one statement" and connection.vendor == "postgresql":
-        # The one-statement path found the real session by user id, in its first statement (the
-        # savepoint is the test's transaction's).
-        assert [kind for kind in kinds if kind not in ("SAVEPOINT", "RELEASE")] == ["WITH"]

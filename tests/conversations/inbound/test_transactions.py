@@ -91,57 +91,32 @@ def kinds(trace: Trace) -> list[str]:
     return [sql.split()[0] for sql in trace.queries]
 
 
-ON_POSTGRESQL = connection.vendor == "postgresql"
-
-
-@pytest.mark.skipif(not ON_POSTGRESQL, reason="the one-statement path is PostgreSQL's")
-def test_on_postgresql_a_known_customer_s_message_is_one_statement_in_autocommit(
+def test_a_known_customer_s_message_is_one_commit_and_four_statements(
     known_customer: Session,
 ) -> None:
-
     with traced() as trace:
         receive(fixture_bytes("text"))
 
-    # One data-modifying statement outside any atomic block: PostgreSQL runs it as its own
-    # transaction (autocommit), so there is no BEGIN/COMMIT round trip and no Django commit().
-    assert (trace.commits, trace.rollbacks) == (0, 0)
-    assert kinds(trace) == ["WITH"]
-    assert trace.outside_the_transaction == trace.queries
+    assert (trace.commits, trace.rollbacks, trace.outside_the_transaction) == (1, 0, [])
+    # Find the open session and move its times (one UPDATE ... RETURNING); insert the message
+    # (ON CONFLICT DO NOTHING); queue its turn (UPDATE turn_queued_at); insert the delivery.
+    # No savepoint.
+    assert kinds(trace) == ["UPDATE", "INSERT", "UPDATE", "INSERT"]
     assert Message.objects.count() == 1
     assert WebhookDelivery.objects.get().messages_count == 1
 
 
-@pytest.mark.skipif(ON_POSTGRESQL, reason="PostgreSQL takes the one-statement path")
-def test_on_sqlite_a_known_customer_s_message_is_one_commit_and_four_statements(
-    known_customer: Session,
-) -> None:
-
-    with traced() as trace:
-        receive(fixture_bytes("text"))
-
-    assert (trace.commits, trace.outside_the_transaction) == (1, [])
-    # Find the open session and move its times (one UPDATE ... RETURNING); insert the message
-    # (ON CONFLICT DO NOTHING); queue its turn (UPDATE turn_queued_at); insert the delivery.
-    assert kinds(trace) == ["UPDATE", "INSERT", "UPDATE", "INSERT"]
-
-
-def test_a_new_customer_s_first_message_is_one_commit_and_ten_statements(
+def test_a_new_customer_s_first_message_is_one_commit_and_eight_statements(
     instance: Instance,
 ) -> None:
     with traced() as trace:
         receive(fixture_bytes("text"))
 
-    # On PostgreSQL the one-statement path first misses by user id and by phone, writing nothing.
-    missed = ["WITH", "WITH"] if ON_POSTGRESQL else []
-    assert [sql.split()[0] for sql in trace.outside_the_transaction] == missed
-    assert trace.commits == 1
-    # The fast path misses by user id and by phone; the session lookup and the instance; the
-    # session insert (with its times) in its own savepoint; the message; the turn; the delivery.
+    assert (trace.commits, trace.outside_the_transaction) == (1, [])
+    # The session touch finds none; the instance; the session insert (with its times) in its
+    # own savepoint (a concurrent first message may win it); the message; the turn; the delivery.
     assert kinds(trace) == [
-        *missed,
         "UPDATE",
-        "UPDATE",
-        "SELECT",
         "SELECT",
         "SAVEPOINT",
         "INSERT",
@@ -175,7 +150,6 @@ def test_a_refused_payload_is_still_one_commit(instance: Instance) -> None:
 def test_an_apply_failure_rolls_everything_back_and_commits_the_body_alone(
     known_customer: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The general path: the one-statement path does not apply to a batch.
     document = json.loads(texts(2))
 
     def broken(self: events.Outbox) -> NoReturn:
