@@ -27,10 +27,9 @@ from agents.sources import (
     PromptSource,
 )
 from agents.states import AgentName
-from conversations.inbound.hot_path import fetch_models, insert_row
-from conversations.message_order import conversation_order, newest_in_conversation_order
+from conversations.message_order import newest_in_conversation_order
 from conversations.metrics import model_call_observed
-from conversations.models import SUPERSEDED, DeliveryStatus, Direction, LLMCall, Message
+from conversations.models import DeliveryStatus, Direction, LLMCall, Message
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.selectors import DatabasePromptSource
 
@@ -39,13 +38,6 @@ _MODEL_CHARS = LLMCall._meta.get_field("model").max_length or 64
 _VERSION_CHARS = LLMCall._meta.get_field("prompt_version").max_length or 32
 
 
-# Every agent call reads the history: hand-written for the live turn (no `before`), as compiling
-# the ORM's query cost the worker more CPU than running it (bench/worker_cpu.py).
-# tests/conversations/test_history_sql.py checks it against the ORM's, quoted here (then
-# `newest_in_conversation_order(rows, limit)`, which reads `limit` + 1 newest first):
-# Message.objects.conversational().filter(session_id=session_id)
-#     .exclude(delivery_status=DeliveryStatus.FAILED).exclude(content="")
-#     .only("id", "session_id", "direction", "content", "error", "wa_timestamp", "staff_user_id")
 _HISTORY_FIELDS = (
     "id",
     "session_id",
@@ -55,20 +47,6 @@ _HISTORY_FIELDS = (
     "wa_timestamp",
     "staff_user_id",
 )
-HISTORY_SQL = f"""SELECT {", ".join(_HISTORY_FIELDS)}
-    FROM {Message._meta.db_table}
-    WHERE session_id = %s
-        AND direction IN ('{Direction.INBOUND.value}', '{Direction.OUTBOUND.value}')
-        AND NOT (error = '{SUPERSEDED}')
-        AND NOT (delivery_status = '{DeliveryStatus.FAILED.value}')
-        AND NOT (content = '')
-    ORDER BY id DESC LIMIT %s"""
-
-
-def _live_history(session_id: int, limit: int) -> list[Message]:
-    """The newest `limit` conversational messages of the session, in conversation order."""
-    newest_first = fetch_models(Message, HISTORY_SQL, [session_id, limit], _HISTORY_FIELDS)
-    return conversation_order(reversed(newest_first))
 
 
 class DatabaseHistorySource:
@@ -81,19 +59,17 @@ class DatabaseHistorySource:
     def history(self, session_id: int, limit: int) -> list[HistoryEntry]:
         if limit <= 0:
             return []
-        if self._before is None:
-            messages = _live_history(session_id, limit)
-        else:
-            messages, _older = newest_in_conversation_order(
-                Message.objects.conversational()
-                .filter(session_id=session_id, created_at__lt=self._before)
-                # The customer never saw a reply WhatsApp refused (e.g. 131047 outside the
-                # 24-hour window): the model must not believe it was said.
-                .exclude(delivery_status=DeliveryStatus.FAILED)
-                .exclude(content="")
-                .only(*_HISTORY_FIELDS),
-                limit,
-            )
+        messages = Message.objects.conversational().filter(session_id=session_id)
+        if self._before is not None:
+            messages = messages.filter(created_at__lt=self._before)
+        newest, _older = newest_in_conversation_order(
+            # The customer never saw a reply WhatsApp refused (e.g. 131047 outside the 24-hour
+            # window): the model must not believe it was said.
+            messages.exclude(delivery_status=DeliveryStatus.FAILED)
+            .exclude(content="")
+            .only(*_HISTORY_FIELDS),
+            limit,
+        )
         return [
             HistoryEntry(
                 session_id=m.session_id,
@@ -104,7 +80,7 @@ class DatabaseHistorySource:
                 message_id=m.pk,
                 staff=m.direction == Direction.OUTBOUND and m.staff_user_id is not None,
             )
-            for m in messages
+            for m in newest
         ]
 
 
@@ -120,7 +96,7 @@ class DatabaseCallRecorder:
             usage = (0, 0, error.latency_ms)
             attempts, outcome, error_text = error.attempts, error.outcome, str(error)
         snapshot = call.context_snapshot
-        row = LLMCall(
+        row = LLMCall.objects.create(
             session_id=call.session_id,
             message_id=call.message_id,
             turn_id=call.turn_id,
@@ -137,9 +113,6 @@ class DatabaseCallRecorder:
             context_snapshot=dict(snapshot) if snapshot is not None else None,
             raw_response=call.raw_response,
         )
-        # The INSERT compiled once per process (`insert_row`), not per call: its compilation
-        # cost the worker more CPU than the insert itself (bench/worker_cpu.py).
-        row.pk = insert_row(LLMCall, row=row)
         model_call_observed(
             agent=row.agent,
             model=row.model,
