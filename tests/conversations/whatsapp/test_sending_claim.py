@@ -159,9 +159,9 @@ def test_a_send_and_a_read_receipt_cost_these_statements(
     received = make(session, direction=Direction.INBOUND, wa_message_id="wamid.IN")
     client = GraphClient(base_url=fake_graph.base_url)
 
-    # The chain: its origin and its parts (2); the claim: savepoint, locked read, update,
-    # release (4); the store: savepoint, the wamid, the status, early statuses, release (5).
-    with django_assert_num_queries(11):
+    # The turn's parts (1); the claim: savepoint, locked read, update, release (4); the store:
+    # savepoint, wamid and status, early statuses, release (4).
+    with django_assert_num_queries(9):
         assert outbound_message_send(message_id=reply.pk, client=client) == SendOutcome.SENT
     # A read receipt reads nothing: the turn has it all.
     receipt = read_receipt_for(session, received)
