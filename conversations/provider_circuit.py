@@ -31,6 +31,13 @@ T = TypeVar("T")
 PROVIDER = "openai"
 
 
+# Every model call reads the circuit first: literal SQL, not the ORM's ``filter(pk=name).first()``,
+# because with every worker statement the ORM's a turn cost 25.4-34.9 ms of worker CPU on the
+# bench machine, over the 25 ms floor (bench/worker_cpu.py).
+READ_SQL = """SELECT name, state, failures, first_failure_at, opened_at, probe_started_at
+    FROM conversations_providercircuit WHERE name = %s"""
+
+
 class DatabaseCircuitStore:
     """`CircuitStore` on one `ProviderCircuit` row, created on first use."""
 
@@ -38,8 +45,8 @@ class DatabaseCircuitStore:
         self.name = name
 
     def read(self) -> CircuitSnapshot:
-        row = ProviderCircuit.objects.filter(pk=self.name).first()
-        return _snapshot(row) if row is not None else CircuitSnapshot()
+        rows = list(ProviderCircuit.objects.raw(READ_SQL, [self.name]))
+        return _snapshot(rows[0]) if rows else CircuitSnapshot()
 
     def update(self, change: Callable[[CircuitSnapshot], tuple[CircuitSnapshot, T]]) -> T:
         with transaction.atomic():
