@@ -41,8 +41,8 @@ _VERSION_CHARS = LLMCall._meta.get_field("prompt_version").max_length or 32
 
 # Every agent call reads the history: literal SQL, not the ORM's `conversational()` queryset and
 # `newest_in_conversation_order`, because with every worker statement the ORM's a turn cost
-# 25.4-34.9 ms of worker CPU on the bench machine, over the 25 ms floor (bench/worker_cpu.py);
-# this read costs 0.3 ms a call there against the ORM's 1.5. The conditions are
+# 25.4-34.9 ms of worker CPU on the bench machine, over the 25 ms floor (bench/worker_cpu.py),
+# the ORM's history the costliest of its reads (1.1-1.7 ms a call there). The conditions are
 # `MessageQuerySet.conversational`'s (INBOUND or OUTBOUND, not superseded), without a reply
 # WhatsApp refused (e.g. 131047 outside the 24-hour window: the customer never saw it, so the
 # model must not believe it was said) or an empty text; newest first by id (`NEWEST_FIRST`),

@@ -54,7 +54,7 @@ def outbound_message_send(
 # Every send reads its turn's parts first: one literal statement, not the ORM's two queries
 # (the origin's session and turn, then its parts), because with every worker statement the ORM's
 # a turn cost 25.4-34.9 ms of worker CPU on the bench machine, over the 25 ms floor
-# (bench/worker_cpu.py); this one costs 0.14 ms a call there against the ORM's 0.9. A part is an
+# (bench/worker_cpu.py); this one costs 0.14 ms a call there, the ORM's two 0.9-1.1. A part is an
 # OUTBOUND message, not superseded (`MessageQuerySet.not_superseded`), of the origin's session
 # and turn; a message of no turn is its own only part.
 TURN_PARTS_SQL = """SELECT part.id FROM conversations_message origin

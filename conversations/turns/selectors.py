@@ -46,7 +46,7 @@ def session_context(session: Session) -> SessionContext:
 # The drain loop reads the pending messages twice a turn and checks for more twice: literal SQL,
 # not the ORM's `pending_inbound()` querysets, because with every worker statement the ORM's a
 # turn cost 25.4-34.9 ms of worker CPU on the bench machine, over the 25 ms floor
-# (bench/worker_cpu.py); these two cost 0.4 and 0.14 ms a call there against the ORM's 1.0.
+# (bench/worker_cpu.py); these cost 0.2-0.4 and 0.1 ms a call there, the ORM's 0.7-1.1.
 # The condition is `MessageQuerySet.pending_inbound`'s (INBOUND, processed_at NULL).
 PENDING_INBOUND_SQL = """SELECT id, content, wa_timestamp, wa_message_id
     FROM conversations_message
