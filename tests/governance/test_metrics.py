@@ -261,8 +261,8 @@ def _versions(count: int) -> None:
 
 
 def metrics_queries() -> int:
-    """8 for triage, and `SET LOCAL jit = off` on PostgreSQL (governance.metrics.without_jit)."""
-    return 9 if connection.vendor == "postgresql" else 8
+    """7, and `SET LOCAL jit = off` on PostgreSQL (governance.metrics.without_jit)."""
+    return 8 if connection.vendor == "postgresql" else 7
 
 
 @pytest.mark.parametrize("count", [1, 10])
