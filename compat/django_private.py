@@ -14,9 +14,6 @@ Private APIs touched, and why:
   the one INSERT ``bulk_create(ignore_conflicts=True)`` runs, asked for the primary key — the
   public method never says whether the row was inserted, and a savepoint around ``save()``
   costs two round trips on every row.
-- ``Field.get_col``, ``DatabaseOperations.get_db_converters`` and ``Col.get_db_converters``
-  (`load_model`): the converters ``SQLCompiler.get_converters`` applies to a selected column,
-  applied to the row of a hand-written SELECT before the documented ``Model.from_db``.
 - Undocumented names of Django's internal modules, re-exported (`__all__`): the template
   nodes ``VariableNode``, ``FilterExpression`` (``django.template.base``), ``IfNode``,
   ``TemplateLiteral``, ``CommentNode`` (``django.template.defaulttags``) that agents.templating
@@ -25,8 +22,7 @@ Private APIs touched, and why:
   ``flatten_fieldsets`` (``django.contrib.admin.utils``).
 """
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib.admin.utils import flatten_fieldsets, unquote
 from django.db import models, router
@@ -100,62 +96,3 @@ def insert_unless_conflict(row: models.Model) -> bool:
     row._state.db = using
     mark_saved(row)
     return True
-
-
-M = TypeVar("M", bound=models.Model)
-
-# (database alias, model, the attnames loaded or None for all) -> (those attnames in the model's
-# field order, the row's index of each, (index, converters, column) of each field that has
-# converters).
-_LoaderKey = tuple[str, type[models.Model], tuple[str, ...] | None]
-_Loader = tuple[list[str], list[int], list[tuple[int, list[Any], Any]]]
-_LOADERS: dict[_LoaderKey, _Loader] = {}
-
-
-def select_columns(model: type[models.Model], alias: str) -> str:
-    """The columns of `model`'s concrete fields, in `load_model`'s order, qualified by `alias`."""
-    return ", ".join(f"{alias}.{field.column}" for field in model._meta.concrete_fields)
-
-
-def load_model(
-    connection: Any,
-    model: type[M],
-    values: Sequence[Any],
-    only: tuple[str, ...] | None = None,
-) -> M:
-    """A `model` instance from the values of its concrete fields (`select_columns`) as one row of
-    a hand-written SELECT returned them, built as the ORM builds a fetched row: the backend's and
-    the field's converters (``SQLCompiler.get_converters``, e.g. SQLite's datetimes and UUIDs,
-    JSON, the encrypted fields' decryption), then ``Model.from_db``. With `only` (attnames, the
-    primary key's included), the row holds those fields in that order and the others are
-    deferred, as ``.only()`` loads them."""
-    key = (connection.alias, model, only)
-    loader = _LOADERS.get(key)
-    if loader is None:
-        fields = [
-            field for field in model._meta.concrete_fields if only is None or field.attname in only
-        ]
-        if only is not None and len(fields) != len(only):
-            unknown = set(only) - {field.attname for field in fields}
-            raise ValueError(f"{model.__name__} has no concrete fields {sorted(unknown)}")
-        # `from_db` takes a partial row in the model's field order.
-        positions = (
-            list(range(len(fields)))
-            if only is None
-            else [only.index(field.attname) for field in fields]
-        )
-        converters = []
-        for index, field in enumerate(fields):
-            column = field.get_col(model._meta.db_table)
-            found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
-            if found:
-                converters.append((index, found, column))
-        loader = _LOADERS[key] = ([field.attname for field in fields], positions, converters)
-    names, positions, converters = loader
-    row = list(values) if only is None else [values[position] for position in positions]
-    for index, functions, column in converters:
-        value = row[index]
-        for function in functions:
-            value = function(value, column, connection)
-        row[index] = value
-    return model.from_db(connection.alias, names, row)

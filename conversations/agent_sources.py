@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import cast
 
 from django.conf import settings
+from django.db import connections
 
 from agents.invoker import AgentInvoker, InvokerConfig
 from agents.llm import LLMClient, OpenAIClient
@@ -27,10 +28,9 @@ from agents.sources import (
     PromptSource,
 )
 from agents.states import AgentName
-from conversations.inbound.hot_path import fetch_models, insert_row
-from conversations.message_order import conversation_order, newest_in_conversation_order
+from conversations.message_order import conversation_order
 from conversations.metrics import model_call_observed
-from conversations.models import SUPERSEDED, DeliveryStatus, Direction, LLMCall, Message
+from conversations.models import Direction, LLMCall, Message
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.selectors import DatabasePromptSource
 
@@ -39,36 +39,20 @@ _MODEL_CHARS = LLMCall._meta.get_field("model").max_length or 64
 _VERSION_CHARS = LLMCall._meta.get_field("prompt_version").max_length or 32
 
 
-# Every agent call reads the history: hand-written for the live turn (no `before`), as compiling
-# the ORM's query cost the worker more CPU than running it (bench/worker_cpu.py).
-# tests/conversations/test_history_sql.py checks it against the ORM's, quoted here (then
-# `newest_in_conversation_order(rows, limit)`, which reads `limit` + 1 newest first):
-# Message.objects.conversational().filter(session_id=session_id)
-#     .exclude(delivery_status=DeliveryStatus.FAILED).exclude(content="")
-#     .only("id", "session_id", "direction", "content", "error", "wa_timestamp", "staff_user_id")
-_HISTORY_FIELDS = (
-    "id",
-    "session_id",
-    "direction",
-    "content",
-    "error",
-    "wa_timestamp",
-    "staff_user_id",
-)
-HISTORY_SQL = f"""SELECT {", ".join(_HISTORY_FIELDS)}
-    FROM {Message._meta.db_table}
-    WHERE session_id = %s
-        AND direction IN ('{Direction.INBOUND.value}', '{Direction.OUTBOUND.value}')
-        AND NOT (error = '{SUPERSEDED}')
-        AND NOT (delivery_status = '{DeliveryStatus.FAILED.value}')
-        AND NOT (content = '')
+# Every agent call reads the history: literal SQL, not the ORM's `conversational()` queryset and
+# `newest_in_conversation_order`, because with every worker statement the ORM's a turn cost
+# 25.4-34.9 ms of worker CPU on the bench machine, over the 25 ms floor (bench/worker_cpu.py),
+# the ORM's history the costliest of its reads (1.1-1.7 ms a call there). The conditions are
+# `MessageQuerySet.conversational`'s (INBOUND or OUTBOUND, not superseded), without a reply
+# WhatsApp refused (e.g. 131047 outside the 24-hour window: the customer never saw it, so the
+# model must not believe it was said) or an empty text; newest first by id (`NEWEST_FIRST`),
+# limited, then put in conversation order.
+HISTORY_SQL = """SELECT id, session_id, direction, content, error, wa_timestamp, staff_user_id
+    FROM conversations_message
+    WHERE session_id = %s AND direction IN ('INBOUND', 'OUTBOUND') AND error <> 'superseded'
+        AND delivery_status <> 'failed' AND content <> ''{before}
     ORDER BY id DESC LIMIT %s"""
-
-
-def _live_history(session_id: int, limit: int) -> list[Message]:
-    """The newest `limit` conversational messages of the session, in conversation order."""
-    newest_first = fetch_models(Message, HISTORY_SQL, [session_id, limit], _HISTORY_FIELDS)
-    return conversation_order(reversed(newest_first))
+_CREATED_AT = Message._meta.get_field("created_at")
 
 
 class DatabaseHistorySource:
@@ -81,19 +65,15 @@ class DatabaseHistorySource:
     def history(self, session_id: int, limit: int) -> list[HistoryEntry]:
         if limit <= 0:
             return []
-        if self._before is None:
-            messages = _live_history(session_id, limit)
-        else:
-            messages, _older = newest_in_conversation_order(
-                Message.objects.conversational()
-                .filter(session_id=session_id, created_at__lt=self._before)
-                # The customer never saw a reply WhatsApp refused (e.g. 131047 outside the
-                # 24-hour window): the model must not believe it was said.
-                .exclude(delivery_status=DeliveryStatus.FAILED)
-                .exclude(content="")
-                .only(*_HISTORY_FIELDS),
-                limit,
+        params: list[object] = [session_id]
+        before = ""
+        if self._before is not None:
+            before = " AND created_at < %s"
+            params.append(
+                _CREATED_AT.get_db_prep_value(self._before, connections[Message.objects.db])
             )
+        newest_first = Message.objects.raw(HISTORY_SQL.format(before=before), [*params, limit])
+        messages = conversation_order(reversed(list(newest_first)))
         return [
             HistoryEntry(
                 session_id=m.session_id,
@@ -120,7 +100,7 @@ class DatabaseCallRecorder:
             usage = (0, 0, error.latency_ms)
             attempts, outcome, error_text = error.attempts, error.outcome, str(error)
         snapshot = call.context_snapshot
-        row = LLMCall(
+        row = LLMCall.objects.create(
             session_id=call.session_id,
             message_id=call.message_id,
             turn_id=call.turn_id,
@@ -137,9 +117,6 @@ class DatabaseCallRecorder:
             context_snapshot=dict(snapshot) if snapshot is not None else None,
             raw_response=call.raw_response,
         )
-        # The INSERT compiled once per process (`insert_row`), not per call: its compilation
-        # cost the worker more CPU than the insert itself (bench/worker_cpu.py).
-        row.pk = insert_row(LLMCall, row=row)
         model_call_observed(
             agent=row.agent,
             model=row.model,

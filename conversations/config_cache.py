@@ -9,8 +9,8 @@ prompt versions that were active before it, as one that started a moment earlier
 would have.
 
 Switched on when a worker starts (`config/celery.py`), like the connection pool. The web
-process, eager tasks (the embedded default), the simulator and the tests read on every turn, as
-before, so an edit is seen at once there. The values are immutable snapshots (frozen dataclasses,
+process, eager tasks (the embedded default), the simulator and the tests read on every turn, so
+an edit is seen at once there. The values are immutable snapshots (frozen dataclasses,
 mappings nobody writes to) shared by the worker's threads; two threads that find a value expired
 at the same moment may both read it, which is harmless.
 """

@@ -18,11 +18,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from uuid import UUID, uuid4
 
-from django.db import connections
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 
 from agents.states import BOT_STATES
-from conversations.inbound.hot_path import hot_cursor
 from conversations.models import Message, Session
 
 logger = logging.getLogger(__name__)
@@ -33,42 +31,17 @@ logger = logging.getLogger(__name__)
 STALLED_PENDING_GRACE = timedelta(seconds=60)
 
 
-# The two statements every turn runs, hand-written: compiling the ORM's ``filter().update()``
-# costs the worker more CPU than running it (about 0.6 ms each on the 2-core bench machine;
-# bench/worker_cpu.py). The ORM equivalents, which tests/conversations/test_lease_sql.py checks
-# them against, are in the comments.
-_SESSION = Session._meta.db_table
-# Session.objects.filter(pk=session_id)
-#   .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now))
-#   .update(lease_token=token, lease_expires_at=now + ttl, turn_queued_at=None)
-LEASE_CLAIM_SQL = f"""UPDATE {_SESSION}
-    SET lease_token = %s, lease_expires_at = %s, turn_queued_at = NULL
-    WHERE id = %s AND (lease_token IS NULL OR lease_expires_at <= %s)"""
-# Session.objects.filter(pk=session_id, lease_token=token)
-#   .update(lease_token=None, lease_expires_at=None, turn_queued_at=None)
-LEASE_RELEASE_SQL = f"""UPDATE {_SESSION}
-    SET lease_token = NULL, lease_expires_at = NULL, turn_queued_at = NULL
-    WHERE id = %s AND lease_token = %s"""
-_TOKEN = Session._meta.get_field("lease_token")
-_EXPIRES = Session._meta.get_field("lease_expires_at")
-
-
 def lease_claim(*, session_id: int, now: datetime, ttl: timedelta) -> UUID | None:
     """Take the session's lease if it is free or expired; the new token, or None if held.
 
     Taking it also ends the queued turn (``turn_queued_at``): a message from now on must enqueue
     another."""
     token = uuid4()
-    connection = connections[Session.objects.db]
-    params = [
-        _TOKEN.get_db_prep_value(token, connection),
-        _EXPIRES.get_db_prep_value(now + ttl, connection),
-        session_id,
-        _EXPIRES.get_db_prep_value(now, connection),
-    ]
-    with hot_cursor(connection) as cursor:
-        cursor.execute(LEASE_CLAIM_SQL, params)
-        claimed = cursor.rowcount
+    claimed = (
+        Session.objects.filter(pk=session_id)
+        .filter(Q(lease_token__isnull=True) | Q(lease_expires_at__lte=now))
+        .update(lease_token=token, lease_expires_at=now + ttl, turn_queued_at=None)
+    )
     return token if claimed else None
 
 
@@ -77,10 +50,10 @@ def lease_release(*, session_id: int, token: UUID) -> bool:
 
     A task enqueued during the turn found the lease taken and left; the holder drained its
     messages. From now on a message must enqueue a new turn (``turn_queued_at`` goes too)."""
-    connection = connections[Session.objects.db]
-    with hot_cursor(connection) as cursor:
-        cursor.execute(LEASE_RELEASE_SQL, [session_id, _TOKEN.get_db_prep_value(token, connection)])
-        return bool(cursor.rowcount)
+    released = Session.objects.filter(pk=session_id, lease_token=token).update(
+        lease_token=None, lease_expires_at=None, turn_queued_at=None
+    )
+    return bool(released)
 
 
 def stalled_sessions(*, now: datetime, grace: timedelta, limit: int = 500) -> list[int]:

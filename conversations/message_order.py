@@ -1,5 +1,7 @@
-"""The one order of a session's messages: the model's history, the admin transcript and the
-operational summary's input all read the conversation through `newest_in_conversation_order`.
+"""The one order of a session's messages: the admin transcript and the operational summary's
+input read the conversation through `newest_in_conversation_order`; the model's history reads the
+same newest rows with a literal statement (`conversations.agent_sources`) and puts them in
+`conversation_order`.
 
 The rule: messages follow the order in which they reached us or were written by us — their
 primary key, which the database assigns at insert — except that the customer's messages of one

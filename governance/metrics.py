@@ -12,8 +12,9 @@ definitions are in docs/architecture.md, "Outcome metrics per prompt version".
 Query count: `prompt_metrics` runs 7 queries (6 when no override version is in the period,
 where the override labels need none; one more on PostgreSQL, `without_jit`), whatever the
 number of versions, conversations and calls (tests/governance/test_metrics.py asserts it).
-Percentiles are computed by PostgreSQL; on SQLite (the suite without PostgreSQL) the same
-queries return the values and Python interpolates them the same way.
+Latency percentiles are computed by PostgreSQL; on SQLite (the suite without PostgreSQL) the
+same query returns the values and Python interpolates them the same way. The medians of turns to
+a milestone are Python's on every database, over one row per (version, conversation).
 """
 
 import math
@@ -32,7 +33,7 @@ from django.utils import timezone
 from agents.sources import BUILTIN_PROMPT_VERSION
 from agents.states import AgentName, HandoffReason
 from conversations.model_prices import call_cost_usd
-from conversations.models import Lead, LLMCall, LLMCallPurpose, Session
+from conversations.models import Lead, LLMCall, LLMCallPurpose
 from prompts_admin.models import PromptOverride
 
 OVERRIDE_PREFIX = "override:"
@@ -366,91 +367,67 @@ def _grouped(rows: Iterable[tuple[str, float]]) -> dict[str, list[float]]:
     return grouped
 
 
-# Turns to a milestone, per (milestone, version, conversation). Hand-written: the count per
-# conversation is aggregated again per version (a median), which the ORM cannot express as one
-# query; the conditions are the ORM's ones (`_calls`) spelled out.
-# - scope: the (version, conversation) pairs of the period (the attribution);
-# - reached: when each conversation reached the milestone: its Lead's creation ("confirmation")
-#   and, for triage versions, its first `qualificacao` agent call ("qualification");
-# - counted: the conversation's distinct turns of agent calls (any agent) up to that moment, a
-#   subquery per conversation on the index (session, created_at): a join of the calls with the
-#   reached conversations made PostgreSQL read the whole call table (2.4 s instead of about
-#   0.2 s at 200,000 calls, bench/prompt_metrics.py).
-TURNS_SCOPE_SQL = """
-WITH scope AS (
-    SELECT DISTINCT c.prompt_version, c.session_id
-    FROM {llmcall} c JOIN {session} s ON s.id = c.session_id
-    WHERE c.agent = %s AND c.purpose = 'agent' AND c.created_at >= %s AND c.created_at < %s
-      {real_only}
-),
-reached AS (
-    SELECT 'confirmation' AS milestone, l.session_id, l.created_at AS reached_at
-    FROM {lead} l WHERE l.session_id IN (SELECT session_id FROM scope)
-    {qualification}
-),
-counted AS (
-    SELECT r.milestone, scope.prompt_version, (
-        SELECT COUNT(DISTINCT t.turn_id) FROM {llmcall} t
-        WHERE t.session_id = scope.session_id AND t.purpose = 'agent'
-          AND t.created_at <= r.reached_at
-    ) AS turns
-    FROM scope JOIN reached r ON r.session_id = scope.session_id
-)
-"""
-REAL_ONLY_SQL = "AND s.is_simulated = %s"
-QUALIFICATION_SQL = """
-    UNION ALL
-    SELECT 'qualification', q.session_id, MIN(q.created_at)
-    FROM {llmcall} q
-    WHERE q.agent = 'qualificacao' AND q.purpose = 'agent'
-      AND q.session_id IN (SELECT session_id FROM scope)
-    GROUP BY q.session_id
-"""
-TURNS_MEDIAN_SQL = """
-SELECT milestone, prompt_version, percentile_cont(0.5) WITHIN GROUP (ORDER BY turns)
-FROM counted GROUP BY milestone, prompt_version
-"""
-TURNS_VALUES_SQL = "SELECT milestone, prompt_version, turns FROM counted"
+def _turns_until(reached_at: Any) -> Subquery:
+    """The conversation's distinct turns of agent calls (any agent) up to `reached_at`: a
+    subquery per conversation on the index (session, created_at) — a join of the calls with the
+    reached conversations made PostgreSQL read the whole call table (2.4 s instead of about
+    0.2 s at 200,000 calls, bench/prompt_metrics.py)."""
+    return Subquery(
+        LLMCall.objects.filter(
+            session_id=OuterRef("session_id"),
+            purpose=LLMCallPurpose.AGENT,
+            created_at__lte=reached_at,
+        )
+        .order_by()
+        .values("session_id")
+        .annotate(turns=Count("turn_id", distinct=True))
+        .values("turns")
+    )
 
 
-def turns_sql(filters: MetricsFilters, *, median: bool) -> tuple[str, list[Any]]:
-    tables = {
-        "llmcall": connection.ops.quote_name(LLMCall._meta.db_table),
-        "session": connection.ops.quote_name(Session._meta.db_table),
-        "lead": connection.ops.quote_name(Lead._meta.db_table),
+def turns_to_milestones(filters: MetricsFilters) -> dict[tuple[str, str], float]:
+    """(milestone, version) -> median turns of the version's conversations to the milestone:
+    its Lead's creation ("confirmation") and, for triage versions, its first `qualificacao`
+    agent call ("qualification"). One query, a row per (version, conversation) of the period
+    (the attribution) with its turns to each milestone; the medians in Python, on every
+    database."""
+    reached: dict[str, QuerySet[Any, Any]] = {
+        "confirmation": Lead.objects.filter(session_id=OuterRef("session_id")).values("created_at")
     }
-    qualification = QUALIFICATION_SQL.format(**tables) if filters.agent is AgentName.TRIAGEM else ""
-    real_only = "" if filters.include_simulated else REAL_ONLY_SQL
-    sql = TURNS_SCOPE_SQL.format(qualification=qualification, real_only=real_only, **tables)
-    sql += TURNS_MEDIAN_SQL if median else TURNS_VALUES_SQL
-    start, end = period_bounds(filters)
-    adapt = connection.ops.adapt_datetimefield_value
-    params: list[Any] = [filters.agent.value, adapt(start), adapt(end)]
-    if not filters.include_simulated:
-        params.append(False)
-    return sql, params
-
-
-def turns_to_milestones(filters: MetricsFilters, *, median: bool) -> dict[tuple[str, str], float]:
-    """(milestone, version) -> median turns; `median=False` computes it in Python from the
-    per-conversation counts (SQLite; on PostgreSQL the tests compare both)."""
-    sql, params = turns_sql(filters, median=median)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows: list[tuple[str, str, float]] = cursor.fetchall()
-    if median:
-        return {(milestone, version): float(value) for milestone, version, value in rows}
-    values: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for milestone, version, turns in rows:
-        values[(milestone, version)].append(turns)
-    medians = {key: percentile_cont(counts, 0.5) for key, counts in values.items()}
+    if filters.agent is AgentName.TRIAGEM:
+        reached["qualification"] = (
+            LLMCall.objects.filter(
+                session_id=OuterRef("session_id"),
+                agent=AgentName.QUALIFICACAO.value,
+                purpose=LLMCallPurpose.AGENT,
+            )
+            .order_by()
+            .values("session_id")
+            .annotate(first=Min("created_at"))
+            .values("first")
+        )
+    rows = (
+        _calls(filters, LLMCallPurpose.AGENT)
+        .values("prompt_version", "session_id")
+        # Grouped, not DISTINCT: PostgreSQL then runs the subqueries once per conversation,
+        # not once per call before removing duplicates (2.5x the time on bench/prompt_metrics.py).
+        .annotate(calls=Count("id"))
+        .annotate(**{f"{name}_at": Subquery(query) for name, query in reached.items()})
+        .annotate(**{name: _turns_until(OuterRef(f"{name}_at")) for name in reached})
+        .values_list("prompt_version", *reached)
+    )
+    counts: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for version, *turns in rows:
+        for milestone, value in zip(reached, turns, strict=True):
+            if value is not None:  # not reached (the count of no calls is no row: NULL)
+                counts[(milestone, version)].append(value)
+    medians = {key: percentile_cont(values, 0.5) for key, values in counts.items()}
     return {key: value for key, value in medians.items() if value is not None}
 
 
 def _add_turns_to_milestones(versions: dict[str, VersionMetrics], filters: MetricsFilters) -> None:
     """Query 5."""
-    medians = turns_to_milestones(filters, median=uses_percentile_cont())
-    for (milestone, version), value in medians.items():
+    for (milestone, version), value in turns_to_milestones(filters).items():
         metrics = versions.get(version)
         if metrics is None:
             continue

@@ -4,7 +4,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator
-from django.db import IntegrityError, connections, models, router, transaction
+from django.db import models
 from django.utils.translation import gettext_lazy as _
 from simple_history.models import HistoricalRecords
 from validate_docbr import CNPJ
@@ -13,7 +13,6 @@ from agents.labels import AGENT_LABELS, choices
 from agents.phones import phone_digits
 from agents.states import PROMPT_AGENTS
 from agents.templating import PROMPT_TEMPLATE_MAX_CHARS
-from compat.django_private import load_model, select_columns
 
 # The prompt agents' labels: the one label table (agents.labels), translated when shown.
 AGENT_CHOICES = choices(AGENT_LABELS, translate=_, members=PROMPT_AGENTS)
@@ -191,34 +190,9 @@ class RuntimeConfig(models.Model):
 
     @classmethod
     def load(cls) -> "RuntimeConfig":
-        """The configuration row, created with the defaults on first use.
-
-        Every turn reads it: the read is hand-written, as compiling the ORM's query cost the
-        worker more CPU than running it (bench/worker_cpu.py); the rest is the ORM's
-        ``get_or_create(pk=SINGLETON_PK)``, which tests/prompts_admin/test_runtime_sql.py checks
-        it against: the same statements, the create in a savepoint, a concurrent create's row
-        read back."""
-        # get_or_create reads the database it writes to.
-        connection = connections[router.db_for_write(cls)]
-        with connection.cursor() as cursor:
-            cursor.execute(_runtime_config_sql(), [cls.SINGLETON_PK])
-            row = cursor.fetchone()
-        if row is not None:
-            return load_model(connection, cls, row)
-        try:
-            with transaction.atomic(using=connection.alias):
-                return cls.objects.using(connection.alias).create(pk=cls.SINGLETON_PK)
-        except IntegrityError:
-            try:
-                return cls.objects.using(connection.alias).get(pk=cls.SINGLETON_PK)
-            except cls.DoesNotExist:
-                pass
-            raise
-
-
-def _runtime_config_sql() -> str:
-    table = RuntimeConfig._meta.db_table
-    return f"SELECT {select_columns(RuntimeConfig, table)} FROM {table} WHERE id = %s"
+        """The configuration row, created with the defaults on first use."""
+        config, _created = cls.objects.get_or_create(pk=cls.SINGLETON_PK)
+        return config
 
 
 def validate_cnpj(value: str) -> None:

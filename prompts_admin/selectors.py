@@ -13,7 +13,6 @@ from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.db import connections
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from agents.phones import phone_digits as phone_digits_of
@@ -92,60 +91,18 @@ def _historical_override() -> Any:
     return PromptOverride.history.model
 
 
-@cache
-def _active_override_sql() -> str:
-    """The agent's active override with its latest history id, hand-written: every agent call
-    reads it, and compiling the ORM's query (with its subquery) cost the worker more CPU than
-    running it (bench/worker_cpu.py). The ORM's, which tests/prompts_admin/test_runtime_sql.py
-    checks it against: `_override_template(PromptOverride.objects.filter(agent=agent,
-    is_active=True))`. Built on first use: the historical model is simple-history's."""
-    history = _historical_override()._meta.db_table
-    return f"""SELECT o.id, o.content,
-            (SELECT h.history_id FROM {history} h WHERE h.id = o.id
-                ORDER BY h.history_id DESC LIMIT 1)
-        FROM {PromptOverride._meta.db_table} o
-        WHERE o.agent = %s AND o.is_active
-        ORDER BY o.id LIMIT 1"""
-
-
-def _active_overrides_sql() -> str:
-    """Every prompt agent's active override with its latest history id, hand-written like
-    `_active_override_sql` (every turn's agent call reads them). The ORM's, which
-    tests/prompts_admin/test_runtime_sql.py checks it against:
-    `PromptOverride.objects.filter(is_active=True, agent__in=[...PROMPT_AGENTS])
-    .annotate(version=_latest_history_id()).values_list("agent", "pk", "content", "version")`."""
-    history = _historical_override()._meta.db_table
-    agents = ", ".join(["%s"] * len(PROMPT_AGENTS))
-    return f"""SELECT o.agent, o.id, o.content,
-            (SELECT h.history_id FROM {history} h WHERE h.id = o.id
-                ORDER BY h.history_id DESC LIMIT 1)
-        FROM {PromptOverride._meta.db_table} o
-        WHERE o.is_active AND o.agent IN ({agents})"""
-
-
-# Every turn reads them: hand-written, as compiling the ORM's query cost the worker more CPU than
-# running it (bench/worker_cpu.py). The ORM's, which tests/prompts_admin/test_runtime_sql.py
-# checks it against:
-# StrategicCompany.objects.filter(is_active=True).order_by("name")
-#     .values_list("name", "cnpj", "phone_numbers")
-STRATEGIC_COMPANIES_SQL = f"""SELECT name, cnpj, phone_numbers
-    FROM {StrategicCompany._meta.db_table} WHERE is_active ORDER BY name"""
-
-
 class DatabasePromptSource:
     def active_override(self, agent: AgentName) -> OverrideTemplate | None:
-        with connections[PromptOverride.objects.db].cursor() as cursor:
-            cursor.execute(_active_override_sql(), [agent.value])
-            row = cursor.fetchone()
-        if row is None:
-            return None
-        pk, content, history_id = row
-        return OverrideTemplate(content=content, version=override_version(history_id, pk))
+        return _override_template(PromptOverride.objects.filter(agent=agent.value, is_active=True))
 
     def active_overrides(self) -> dict[AgentName, OverrideTemplate | None]:
-        with connections[PromptOverride.objects.db].cursor() as cursor:
-            cursor.execute(_active_overrides_sql(), [agent.value for agent in PROMPT_AGENTS])
-            rows = cursor.fetchall()
+        rows = (
+            PromptOverride.objects.filter(
+                is_active=True, agent__in=[agent.value for agent in PROMPT_AGENTS]
+            )
+            .annotate(version=_latest_history_id())
+            .values_list("agent", "pk", "content", "version")
+        )
         found = {
             agent: OverrideTemplate(content=content, version=override_version(history_id, pk))
             for agent, pk, content, history_id in rows
@@ -170,12 +127,12 @@ class DatabasePromptSource:
 
     def runtime(self) -> RuntimeSettings:
         config = RuntimeConfig.load()
-        with connections[StrategicCompany.objects.db].cursor() as cursor:
-            cursor.execute(STRATEGIC_COMPANIES_SQL)
-            companies = tuple(
-                StrategicCompanyInfo(name=name, cnpj=cnpj, phones=phone_digits(phones))
-                for name, cnpj, phones in cursor.fetchall()
-            )
+        companies = tuple(
+            StrategicCompanyInfo(name=name, cnpj=cnpj, phones=phone_digits(phones))
+            for name, cnpj, phones in StrategicCompany.objects.filter(is_active=True)
+            .order_by("name")
+            .values_list("name", "cnpj", "phone_numbers")
+        )
         return RuntimeSettings(
             agent_name=config.agent_name or settings.AGENT_NAME,
             company_name=config.company_name,

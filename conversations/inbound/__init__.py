@@ -8,6 +8,5 @@ The use case of the WhatsApp webhook, by responsibility (callers import from the
 - `statuses`: apply delivery statuses to the OUTBOUND messages they name;
 - `session_rules`: the session rules (open session, idle, identity fill-in, forward-only times,
   pending text, queued turn), each written once, and the sessions one delivery meets;
-- `hot_path`: plain helpers the turn's modules still import (the webhook uses none);
 - `tasks`: the thin Celery tasks of deferred deliveries.
 """

@@ -67,6 +67,7 @@ from conversations.inbound.session_rules import (
 )
 from conversations.inbound.statuses import statuses_apply
 from conversations.models import DeliveryStatus, Direction, Message, Session, WebhookOutcome
+from prompts_admin.models import RuntimeConfig
 from whatsapp.payload import (
     Echo,
     InboundKind,
@@ -75,7 +76,6 @@ from whatsapp.payload import (
     WebhookPayload,
     without_surrogates,
 )
-from prompts_admin.models import RuntimeConfig
 
 # The package's name, not the module's: every inbound module logs under one logger name.
 logger = logging.getLogger("conversations.inbound")

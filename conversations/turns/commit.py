@@ -14,6 +14,7 @@ finds the session in HUMAN); only a draft the model wrote for the customer is su
 sweep, `conversations.sweeps`) exactly as a failed turn's commit does.
 """
 
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -24,10 +25,8 @@ from django.db import connection, transaction
 
 from agents.sources import RuntimeSettings
 from agents.states import HandoffReason, SessionState
-from compat.django_private import mark_saved
 from conversations.commit_hooks import on_commit_call
 from conversations.handoff import HandoffEffects, HandoffRequest, session_handoff
-from conversations.inbound.hot_path import hot_cursor, insert_row, update_row
 from conversations.leads import lead_create
 from conversations.models import SUPERSEDED, Direction, Message, Session
 from conversations.turns.deps import PipelineDeps
@@ -100,67 +99,56 @@ def turn_skip(*, turn: Turn, now: datetime) -> None:
     Message.objects.pending_inbound().filter(pk__in=turn.inbound_ids).update(processed_at=now)
 
 
-# The session's state, lease and pins under its row lock, hand-written: the turn's commit runs
-# it every time, and the ORM's compilation costs more CPU than running it (bench/worker_cpu.py).
-# tests/conversations/test_lease_sql.py checks it against the ORM's, quoted here:
-# Session.objects.select_for_update(no_key=_no_key_lock())
-#     .only("id", "state", "lease_token", "prompt_versions").get(pk=session_id)
+# The commit's locked read and its last write run every turn: literal SQL, not the ORM's
+# `select_for_update().only(...)` and `pending_inbound().update(...)`, because with every worker
+# statement the ORM's a turn cost 25.4-34.9 ms of worker CPU on the bench machine, over the
+# 25 ms floor (bench/worker_cpu.py). FOR NO KEY UPDATE does not block the webhook inserting
+# messages of this session (their foreign key takes FOR KEY SHARE on the row); only PostgreSQL
+# has it, and SQLite has no row locks at all.
 LOCKED_SESSION_SQL = (
-    f"SELECT state, lease_token, prompt_versions FROM {Session._meta.db_table} WHERE id = %s"
+    "SELECT state, lease_token, prompt_versions FROM conversations_session WHERE id = %s"
 )
+MARK_PROCESSED_SQL = """UPDATE conversations_message SET processed_at = %s, turn_id = %s
+    WHERE direction = 'INBOUND' AND processed_at IS NULL AND id IN ({ids})"""
 
 
 def _locked_session(session_id: int) -> tuple[str, UUID | None, bool]:
     """The session's state, lease token and whether its prompt versions are pinned, its row
-    locked until the transaction ends (FOR NO KEY UPDATE on PostgreSQL; no lock clause where the
-    database has none: SQLite)."""
+    locked until the transaction ends."""
     features = connection.features
     lock = (
         " FOR NO KEY UPDATE"
-        if _no_key_lock()
+        if features.has_select_for_no_key_update
         else " FOR UPDATE"
         if features.has_select_for_update
         else ""
     )
-    with hot_cursor(connection) as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(LOCKED_SESSION_SQL + lock, [session_id])
         row = cursor.fetchone()
     if row is None:
         raise Session.DoesNotExist(f"Session {session_id} does not exist")
-    state, token, prompt_versions = row
-    pins = _PROMPT_VERSIONS.from_db_value(prompt_versions, _PROMPT_VERSIONS.cached_col, connection)
-    return state, _LEASE_TOKEN.to_python(token), bool(pins)
+    state, token, pins = row
+    # jsonb arrives as text from Django's PostgreSQL backend, and SQLite stores text.
+    pinned = bool(json.loads(pins) if isinstance(pins, str) else pins)
+    return state, _LEASE_TOKEN.to_python(token), pinned
 
 
 _LEASE_TOKEN = Session._meta.get_field("lease_token")
-_PROMPT_VERSIONS = Session._meta.get_field("prompt_versions")
-
-
-def _no_key_lock() -> bool:
-    # FOR NO KEY UPDATE does not block the webhook inserting messages of this session (their
-    # foreign key takes FOR KEY SHARE on the row); only PostgreSQL has it.
-    return bool(connection.features.has_select_for_no_key_update)
-
-
-# Hand-written for the same reason as `LOCKED_SESSION_SQL`; the ORM's, which
-# tests/conversations/test_lease_sql.py checks it against:
-# Message.objects.pending_inbound().filter(pk__in=inbound_ids)
-#     .update(processed_at=now, turn_id=turn_id)
-MARK_PROCESSED_SQL = f"""UPDATE {Message._meta.db_table} SET processed_at = %s, turn_id = %s
-    WHERE direction = '{Direction.INBOUND.value}' AND processed_at IS NULL AND id IN ({{ids}})"""
 
 
 def _mark_processed(turn: Turn, now: datetime) -> None:
     if not turn.inbound_ids:
         return
-    statement = MARK_PROCESSED_SQL.format(ids=", ".join(["%s"] * len(turn.inbound_ids)))
     params = [
         _PROCESSED_AT.get_db_prep_value(now, connection),
         _TURN_ID.get_db_prep_value(turn.turn_id, connection),
         *turn.inbound_ids,
     ]
-    with hot_cursor(connection) as cursor:
-        cursor.execute(statement, params)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            MARK_PROCESSED_SQL.format(ids=", ".join(["%s"] * len(turn.inbound_ids))), params
+        )
 
 
 _PROCESSED_AT = Message._meta.get_field("processed_at")
@@ -260,19 +248,8 @@ def _write_turn(
         part_ids = list(written.part_ids)
     else:
         assert result.reply is not None, "a turn without a reply is a handoff"
-        # Session.objects.filter(pk=turn.session_id).update(**fields), compiled once per set of
-        # fields (`update_row`).
-        update_row(Session, turn.session_id, **fields)
-        created = [*events, *replies]
-        if len(created) == 1:
-            # The common turn (one reply): its INSERT compiled once per process (`insert_row`);
-            # compiling bulk_create's costs the worker more CPU than the insert itself
-            # (bench/worker_cpu.py). Several rows share one bulk INSERT.
-            [row] = created
-            row.pk = insert_row(Message, row=row)
-            mark_saved(row)
-        else:
-            created = Message.objects.bulk_create(created)
+        Session.objects.filter(pk=turn.session_id).update(**fields)
+        created = Message.objects.bulk_create([*events, *replies])
         part_ids = [m.pk for m in created if m.direction == Direction.OUTBOUND]
         # One hook each, every one attempted whatever the others do (conversations.commit_hooks).
         for part_id in part_ids:

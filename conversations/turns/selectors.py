@@ -2,7 +2,7 @@
 
 `session_context` is also the prompt preview's reading of a real session
 (`conversations.prompt_preview`); this module imports only the models and the pure core, so the
-preview does not load the rest of the turn with it (and the hot-statement cursor).
+preview does not load the rest of the turn with it.
 """
 
 from collections.abc import Sequence
@@ -11,9 +11,7 @@ from django.db import connections
 
 from agents.context import InstanceInfo, SessionContext
 from agents.states import SessionState
-from compat.django_private import load_model, select_columns
-from conversations.inbound.hot_path import fetch_models, hot_cursor
-from conversations.models import Direction, Instance, Message, Session
+from conversations.models import Message, Session
 
 
 def session_context(session: Session) -> SessionContext:
@@ -45,28 +43,24 @@ def session_context(session: Session) -> SessionContext:
     )
 
 
-# The drain loop's two reads, hand-written: it runs them around every turn, and the ORM's
-# compilation costs more CPU than running them (bench/worker_cpu.py).
-# tests/conversations/test_lease_sql.py checks them against the ORM's, quoted here:
-# Message.objects.pending_inbound().filter(session_id=session_id)
-#     .order_by(F("wa_timestamp").asc(nulls_last=True), "id")
-#     .only("id", "content", "wa_timestamp", "wa_message_id")
-_PENDING = f"""FROM {Message._meta.db_table}
-    WHERE session_id = %s AND direction = '{Direction.INBOUND.value}' AND processed_at IS NULL"""
-_PENDING_FIELDS = ("id", "content", "wa_timestamp", "wa_message_id")
-PENDING_INBOUND_SQL = f"""SELECT {", ".join(_PENDING_FIELDS)} {_PENDING}
+# The drain loop reads the pending messages twice a turn and checks for more twice: literal SQL,
+# not the ORM's `pending_inbound()` querysets, because with every worker statement the ORM's a
+# turn cost 25.4-34.9 ms of worker CPU on the bench machine, over the 25 ms floor
+# (bench/worker_cpu.py); these cost 0.2-0.4 and 0.1 ms a call there, the ORM's 0.7-1.1.
+# The condition is `MessageQuerySet.pending_inbound`'s (INBOUND, processed_at NULL).
+PENDING_INBOUND_SQL = """SELECT id, content, wa_timestamp, wa_message_id
+    FROM conversations_message
+    WHERE session_id = %s AND direction = 'INBOUND' AND processed_at IS NULL
     ORDER BY wa_timestamp ASC NULLS LAST, id"""
+HAS_PENDING_SQL = """SELECT 1 FROM conversations_message
+    WHERE session_id = %s AND direction = 'INBOUND' AND processed_at IS NULL{excluding}
+    LIMIT 1"""
 
 
 def session_pending_inbound(*, session_id: int) -> list[Message]:
     """The session's pending inbound messages, one turn, in WhatsApp's order (then arrival);
     only their id, content, WhatsApp timestamp and wamid are loaded."""
-    return fetch_models(Message, PENDING_INBOUND_SQL, [session_id], _PENDING_FIELDS)
-
-
-# Message.objects.pending_inbound().filter(session_id=session_id)
-#     .exclude(pk__in=excluding).exists()
-HAS_PENDING_SQL = f"SELECT 1 {_PENDING}{{excluding}} LIMIT 1"
+    return list(Message.objects.raw(PENDING_INBOUND_SQL, [session_id]))
 
 
 def session_has_pending(*, session_id: int, excluding: Sequence[int] = ()) -> bool:
@@ -75,31 +69,11 @@ def session_has_pending(*, session_id: int, excluding: Sequence[int] = ()) -> bo
     statement = HAS_PENDING_SQL.format(
         excluding=f" AND id NOT IN ({', '.join(['%s'] * len(excluding))})" if excluding else ""
     )
-    with hot_cursor(connections[Message.objects.db]) as cursor:
+    with connections[Message.objects.db].cursor() as cursor:
         cursor.execute(statement, [session_id, *excluding])
         return cursor.fetchone() is not None
 
 
-# The turn's read of its session, hand-written: the ORM's compilation of the join costs more CPU
-# than running it (bench/worker_cpu.py). tests/conversations/test_lease_sql.py checks it against
-# the ORM's, quoted here: Session.objects.select_related("instance").get(pk=session_id)
-SESSION_WITH_INSTANCE_SQL = f"""SELECT {select_columns(Session, "s")},
-        {select_columns(Instance, "i")}
-    FROM {Session._meta.db_table} s
-    INNER JOIN {Instance._meta.db_table} i ON i.id = s.instance_id
-    WHERE s.id = %s"""
-_SESSION_FIELDS = len(Session._meta.concrete_fields)
-_INSTANCE = Session._meta.get_field("instance")
-
-
 def session_with_instance(*, session_id: int) -> Session:
-    """The session with its instance loaded; `Session.DoesNotExist` as ``.get()`` raises it."""
-    connection = connections[Session.objects.db]
-    with hot_cursor(connection) as cursor:
-        cursor.execute(SESSION_WITH_INSTANCE_SQL, [session_id])
-        row = cursor.fetchone()
-    if row is None:
-        raise Session.DoesNotExist(f"{Session._meta.object_name} matching query does not exist.")
-    session = load_model(connection, Session, row[:_SESSION_FIELDS])
-    _INSTANCE.set_cached_value(session, load_model(connection, Instance, row[_SESSION_FIELDS:]))
-    return session
+    """The session with its instance loaded; `Session.DoesNotExist` when there is none."""
+    return Session.objects.select_related("instance").get(pk=session_id)

@@ -1,5 +1,6 @@
 """The Django implementations of the invoker's sources: KB, prompts/runtime, history, recorder."""
 
+import logging
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -94,13 +95,21 @@ def test_catalog_is_one_query_per_table(django_assert_num_queries: DjangoAssertN
         DatabaseKBSource().catalog()
 
 
-def test_a_service_with_a_broken_stored_schema_is_offered_without_parameters() -> None:
+def test_a_service_with_a_broken_stored_schema_is_offered_without_parameters_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     segment = Segment.objects.create(code="AMBIENTAL", label="Ambiental")
     service = Service.objects.create(code="AGUA", label="Água", segment=segment)
     # Bypass validation, as a bad migration or a manual UPDATE would.
     Service.objects.filter(pk=service.pk).update(parameter_schema=[{"name": "Bad Name"}])
 
-    assert DatabaseKBSource().catalog().services["AGUA"].parameters == ()
+    with caplog.at_level(logging.ERROR, logger="knowledge_base"):
+        catalog = DatabaseKBSource().catalog()
+
+    assert catalog.services["AGUA"].parameters == ()
+    assert [(r.message, r.service) for r in caplog.records] == [  # type: ignore[attr-defined]
+        ("service_schema_invalid", "AGUA")
+    ]
 
 
 def test_load_packages_returns_active_ones_with_content_and_latest_history_id(

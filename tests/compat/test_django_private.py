@@ -10,7 +10,6 @@ from django.http import QueryDict
 from django.test.utils import CaptureQueriesContext
 from django.urls import resolve
 
-from compat import django_private
 from compat.django_private import (
     CHECKED_VERSIONS,
     freeze,
@@ -121,18 +120,3 @@ def test_the_conventions_used_in_place_hold_field_values_in_dict_and_backend_ops
     assert deferred.get_deferred_fields() == {"name"}
     assert hasattr(BaseDatabaseOperations, "adapt_datetimefield_value")
     assert hasattr(BaseDatabaseOperations, "quote_name")
-
-
-@pytest.mark.django_db
-def test_load_model_with_only_takes_any_column_order_and_defers_the_rest() -> None:
-    group = Group.objects.create(name="Suporte")
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT name, id FROM auth_group WHERE id = %s", [group.pk])
-        row = cursor.fetchone()
-
-    loaded = django_private.load_model(connection, Group, row, ("name", "id"))
-
-    assert (loaded.pk, loaded.name, loaded._state.adding) == (group.pk, "Suporte", False)
-    assert loaded.get_deferred_fields() == set()
-    with pytest.raises(ValueError, match=r"Group has no concrete fields \['nome'\]"):
-        django_private.load_model(connection, Group, row, ("nome", "id"))

@@ -19,7 +19,6 @@ from governance.metrics import (
     default_filters,
     percentile_cont,
     prompt_metrics,
-    turns_to_milestones,
 )
 from prompts_admin.models import PromptOverride
 from tests.governance import metrics_data
@@ -276,32 +275,3 @@ def test_the_query_count_does_not_grow_with_the_versions(
         metrics = prompt_metrics(filters=FILTERS)
 
     assert len(metrics.versions) == count + 2
-
-
-@pytest.mark.postgres
-def test_postgresql_medians_equal_the_python_fallback() -> None:
-    """The medians `percentile_cont` computes on PostgreSQL are the ones SQLite gets from
-    Python over the same rows."""
-    data = metrics_data.build()
-    session = conversation(data.instance)
-    at = metrics_data.BUILTIN_DAY
-    for n in range(4):
-        call(session, turn=uuid.uuid4(), at=at + timedelta(minutes=n), version="builtin")
-    call(
-        session,
-        turn=uuid.uuid4(),
-        at=at + timedelta(minutes=5),
-        version="builtin",
-        agent="qualificacao",
-    )
-    assert connection.vendor == "postgresql"
-
-    in_sql = turns_to_milestones(FILTERS, median=True)
-
-    assert in_sql == turns_to_milestones(FILTERS, median=False)
-    assert in_sql == {
-        ("qualification", "builtin"): 3.5,
-        ("confirmation", "builtin"): 3.0,
-        ("qualification", data.override_version): 2.0,
-        ("confirmation", data.override_version): 4.0,
-    }

@@ -28,12 +28,6 @@ from conversations.inbound.tasks import apply_webhook_delivery
 from conversations.labels import event_text
 from conversations.models import Direction, Instance, Message, Session, WebhookDelivery
 from conversations.sweeps import RECEIVED_GRACE, received_deliveries_requeue
-from whatsapp.payload import (
-    InboundKind,
-    UnreadableItem,
-    decode_body,
-    parse_payload,
-)
 from prompts_admin.models import DEFAULT_UNSUPPORTED_MEDIA_MESSAGE
 from tests.conversations.whatsapp.conftest import (
     CUSTOMER_PHONE,
@@ -43,6 +37,12 @@ from tests.conversations.whatsapp.conftest import (
     fixture_bytes,
     load_fixture,
     signed_post,
+)
+from whatsapp.payload import (
+    InboundKind,
+    UnreadableItem,
+    decode_body,
+    parse_payload,
 )
 
 pytestmark = pytest.mark.django_db

@@ -1,5 +1,5 @@
-"""The send's hand-written statements (conversations/sending.py) against the ORM queries they
-replace, quoted in their comments: same rows, same outcome, on every case the send meets."""
+"""The send's steps (conversations/sending/): the parts sent together, the claim, storing the
+wamid forward only, the early statuses folded in, the read receipt, and their statements."""
 
 import uuid
 from datetime import timedelta
@@ -22,41 +22,16 @@ from conversations.models import (
 from conversations.sending import (
     ReadReceipt,
     SendOutcome,
-    _claim,
-    _store_success,
-    _turn_chain,
     outbound_message_send,
     read_receipt_for,
     read_receipt_send,
 )
+from conversations.sending.claim import message_claim, message_store_sent
+from conversations.sending.turn_parts import turn_parts
 from tests.fakes.graph_server import FakeGraphAPI
 from whatsapp.client import GraphClient
-from whatsapp.statuses import statuses_before
 
 pytestmark = pytest.mark.django_db
-
-
-def orm_turn_chain(message_id: int) -> list[int]:
-    origin = (
-        Message.objects.filter(pk=message_id, direction=Direction.OUTBOUND)
-        .not_superseded()
-        .values("session_id", "turn_id")
-        .first()
-    )
-    if origin is None:
-        return []
-    if origin["turn_id"] is None:
-        return [message_id]
-    return list(
-        Message.objects.filter(
-            session_id=origin["session_id"],
-            turn_id=origin["turn_id"],
-            direction=Direction.OUTBOUND,
-        )
-        .not_superseded()
-        .order_by("part_index", "id")
-        .values_list("id", flat=True)
-    )
 
 
 def make(session: Session, **fields: Any) -> Message:
@@ -65,7 +40,7 @@ def make(session: Session, **fields: Any) -> Message:
     return message
 
 
-def test_the_turn_chain_is_the_orm_s_in_every_case() -> None:
+def test_the_parts_sent_together_are_the_turn_s_outbound_unsuperseded_ones_in_order() -> None:
     session, other = baker.make(Session, _quantity=2)
     turn, lone_turn = uuid.uuid4(), uuid.uuid4()
     # Parts stored out of order, one superseded, an inbound message and another session's
@@ -80,26 +55,15 @@ def test_the_turn_chain_is_the_orm_s_in_every_case() -> None:
     without_turn = make(session)
     alone = make(session, turn_id=lone_turn)
     superseded_alone = make(session, error=SUPERSEDED)
-    cases = [first, second, third, tie, superseded, inbound, elsewhere, without_turn, alone]
-
-    for message in [*cases, superseded_alone]:
-        assert _turn_chain(message.pk) == orm_turn_chain(message.pk), message
-    assert _turn_chain(second.pk) == [first.pk, second.pk, tie.pk, third.pk]
-    assert _turn_chain(without_turn.pk) == [without_turn.pk]
-    assert _turn_chain(inbound.pk) == _turn_chain(superseded.pk) == []
-    assert _turn_chain(10**9) == []
-
-
-def orm_store_success(message: Message, wamid: str, now: Any) -> None:
-    Message.objects.filter(pk=message.pk).update(wa_message_id=wamid)
-    Message.objects.filter(
-        pk=message.pk, delivery_status__in=statuses_before(DeliveryStatus.SENT)
-    ).update(
-        delivery_status=DeliveryStatus.SENT,
-        delivery_status_at=now,
-        delivery_error_code=None,
-        delivery_error_title="",
-    )
+    turn_parts_in_order = [first.pk, second.pk, tie.pk, third.pk]
+    for part in (first, second, third, tie):
+        assert turn_parts(part.pk) == turn_parts_in_order
+    assert turn_parts(elsewhere.pk) == [elsewhere.pk]
+    assert turn_parts(without_turn.pk) == [without_turn.pk]
+    assert turn_parts(alone.pk) == [alone.pk]
+    assert turn_parts(inbound.pk) == turn_parts(superseded.pk) == []
+    assert turn_parts(superseded_alone.pk) == []
+    assert turn_parts(10**9) == []
 
 
 STORED = (
@@ -116,29 +80,25 @@ def stored(rows: "QuerySet[Message]") -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.parametrize("status", ["", *DeliveryStatus.values])
-def test_storing_the_wamid_moves_the_status_forward_only_as_the_orm_did(status: str) -> None:
+def test_storing_the_wamid_moves_the_status_to_sent_forward_only(status: str) -> None:
     before = timezone.now() - timedelta(minutes=5)
-    fields = {
-        "delivery_status": status,
-        "delivery_status_at": before,
-        "delivery_error_code": 131_047,
-        "delivery_error_title": "Erro anterior",
-    }
-    session = baker.make(Session)
-    ours, orm = make(session, **fields), make(session, **fields)
+    message = make(
+        baker.make(Session),
+        delivery_status=status,
+        delivery_status_at=before,
+        delivery_error_code=131_047,
+        delivery_error_title="Erro anterior",
+    )
 
-    _store_success(ours, "wamid.OURS")
-    orm_store_success(orm, "wamid.ORM", now=timezone.now())
+    message_store_sent(message, "wamid.OURS")
 
-    [mine, theirs] = stored(Message.objects.filter(pk__in=[ours.pk, orm.pk]))
-    assert (mine[0], theirs[0]) == ("wamid.OURS", "wamid.ORM")
-    assert (mine[1], *mine[3:]) == (theirs[1], *theirs[3:])
-    assert (mine[2] == before) is (theirs[2] == before)
-    if status in statuses_before(DeliveryStatus.SENT):
-        assert mine[1:] == ("sent", mine[2], None, "")
-        assert mine[2] > before
+    [row] = stored(Message.objects.filter(pk=message.pk))
+    if status in ("", "pending"):
+        assert row[:2] == ("wamid.OURS", "sent")
+        assert row[2] > before
+        assert row[3:] == (None, "")
     else:
-        assert mine[1:] == (status, before, 131_047, "Erro anterior")
+        assert row == ("wamid.OURS", status, before, 131_047, "Erro anterior")
 
 
 def test_a_status_that_arrived_before_the_wamid_is_still_folded_in() -> None:
@@ -146,7 +106,7 @@ def test_a_status_that_arrived_before_the_wamid_is_still_folded_in() -> None:
     baker.make(DeliveryStatusEvent, wa_message_id="wamid.EARLY", status="delivered", message=None)
     baker.make(DeliveryStatusEvent, wa_message_id="wamid.OTHER", status="read", message=None)
 
-    _store_success(message, "wamid.EARLY")
+    message_store_sent(message, "wamid.EARLY")
 
     message.refresh_from_db()
     assert (message.wa_message_id, message.delivery_status) == ("wamid.EARLY", "delivered")
@@ -199,7 +159,7 @@ def test_a_send_and_a_read_receipt_cost_these_statements(
     received = make(session, direction=Direction.INBOUND, wa_message_id="wamid.IN")
     client = GraphClient(base_url=fake_graph.base_url)
 
-    # The chain (1); the claim: savepoint, locked read, update, release (4); the store:
+    # The turn's parts (1); the claim: savepoint, locked read, update, release (4); the store:
     # savepoint, wamid and status, early statuses, release (4).
     with django_assert_num_queries(9):
         assert outbound_message_send(message_id=reply.pk, client=client) == SendOutcome.SENT
@@ -214,43 +174,33 @@ def test_a_send_and_a_read_receipt_cost_these_statements(
     ]
 
 
-def field_values(row: Any) -> dict[str, Any]:
-    return {f.attname: getattr(row, f.attname) for f in type(row)._meta.concrete_fields}
-
-
-def test_the_claim_reads_and_stores_what_the_orm_did() -> None:
+def test_the_claim_writes_its_four_fields_and_holds_the_message_for_this_worker() -> None:
     instance = baker.make(Instance, phone_number_id="100000000000001", access_token="tok-1")
-    session = baker.make(
-        Session, instance=instance, customer_phone="5511988887777", technical_data={"q": 1}
-    )
+    session = baker.make(Session, instance=instance, customer_phone="5511988887777")
+    an_hour_ago = timezone.now() - timedelta(hours=1)
     reply = make(
         session,
         turn_id=uuid.uuid4(),
         content="Olá!",
-        json_part={"s": 1},
         delivery_status=DeliveryStatus.PENDING,
+        delivery_error_code=131_000,
         send_attempts=2,
-        delivery_status_at=timezone.now() - timedelta(hours=1),
+        delivery_status_at=an_hour_ago,
     )
-    orm = Message.objects.select_related("session__instance").get(pk=reply.pk)
 
-    claimed = _claim(reply.pk)
+    claimed = message_claim(reply.pk)
 
     assert isinstance(claimed, Message)
-    assert field_values(claimed.session) == field_values(orm.session)
-    assert field_values(claimed.session.instance) == field_values(orm.session.instance)
-    assert claimed.session.instance.access_token == "tok-1"
-    read = field_values(claimed)
-    changed = {"delivery_status_at", "last_send_attempt_at", "send_attempts"}
-    assert {k: v for k, v in read.items() if k not in changed} == {
-        k: v for k, v in field_values(orm).items() if k not in changed
-    }
-    assert claimed.send_attempts == 3
-    assert claimed.delivery_status_at is not None
-    assert claimed.last_send_attempt_at == claimed.delivery_status_at
-    # What the ORM's save(update_fields=CLAIM_FIELDS) stored, and nothing else.
-    stored = Message.objects.get(pk=reply.pk)
-    assert field_values(stored) == read
-    assert _claim(reply.pk) == SendOutcome.IN_FLIGHT
+    assert (claimed.session.customer_phone, claimed.session.instance.access_token) == (
+        "5511988887777",
+        "tok-1",
+    )
+    stored_row = Message.objects.get(pk=reply.pk)
+    assert (stored_row.delivery_status, stored_row.send_attempts) == ("pending", 3)
+    assert stored_row.delivery_status_at == stored_row.last_send_attempt_at
+    assert stored_row.delivery_status_at is not None
+    assert stored_row.delivery_status_at > an_hour_ago
+    assert (stored_row.content, stored_row.delivery_error_code) == ("Olá!", 131_000)
+    assert message_claim(reply.pk) == SendOutcome.IN_FLIGHT
     with pytest.raises(Message.DoesNotExist):
-        _claim(reply.pk + 1000)
+        message_claim(reply.pk + 1000)
