@@ -242,7 +242,10 @@ def test_a_long_gap_is_answered_in_pages() -> None:
 
     assert (len(first["messages"]), first["more"]) == (MAX_LIVE_MESSAGES, True)
     assert first["messages"][0]["text"] == "m0"
-    assert ([m["text"] for m in rest["messages"]], rest["more"]) == (["m100", "m101", "m102"], False)
+    assert ([m["text"] for m in rest["messages"]], rest["more"]) == (
+        ["m100", "m101", "m102"],
+        False,
+    )
 
 
 # --- Who else is here -------------------------------------------------------------------------
@@ -291,9 +294,9 @@ def test_a_viewer_who_stopped_polling_is_gone_after_30_seconds() -> None:
 
     session_viewers_touch(session_id=session.pk, user=bruno, now=AT)
 
-    assert [
-        v.user for v in session_viewers_touch(session_id=session.pk, user=ana, now=AT)
-    ] == [bruno]
+    assert [v.user for v in session_viewers_touch(session_id=session.pk, user=ana, now=AT)] == [
+        bruno
+    ]
     later = AT + timedelta(seconds=30)
     assert [v.user for v in session_viewers_touch(session_id=session.pk, user=ana, now=later)] == [
         bruno
