@@ -21,6 +21,7 @@ from agents.parameters import ParameterSchemaError, parse_parameter_schema
 from conversations.admin.display import format_data_value, whatsapp_html
 from conversations.labels import (
     agent_label,
+    delivery_error_text,
     delivery_label,
     event_text,
     handoff_explanation,
@@ -211,9 +212,9 @@ def message_delivery(
             )
         delivery.append(status)
         if message.delivery_error_code or message.delivery_error_title:
-            code = message.delivery_error_code or ""
-            error = str(_("error"))
-            delivery.append(f"{error} {code} {mask(message.delivery_error_title)}".strip())
+            delivery.append(
+                delivery_error_text(message.delivery_error_code, mask(message.delivery_error_title))
+            )
         failed = message.delivery_status == DeliveryStatus.FAILED
     if message.error:
         delivery.append(mask(message.error))

@@ -171,7 +171,8 @@ def test_the_delivery_of_the_bubbles_shown_is_in_the_answer() -> None:
     assert data["statuses"] == [
         {
             "id": answer.pk,
-            "delivery": "falhou 10:00:05 · erro 131047 Re-engagement message",
+            "delivery": "falhou 10:00:05 · erro 131047: mais de 24 horas desde a última mensagem do cliente: só"
+            " um modelo de mensagem do WhatsApp pode ser enviado",
             "delivery_failed": True,
         }
     ]
