@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.http import HttpResponse
 from django.http.response import HttpResponseBase
 from django.test import Client
-from django.utils import timezone
 from pytest_django import DjangoAssertNumQueries
 
 from conversations.models import DeliveryStatus, Direction, Message, Session, SessionViewer
@@ -34,6 +34,7 @@ def live_url(session_id: int, after: str = "0") -> str:
 
 def body(response: HttpResponseBase) -> Any:
     assert response["Content-Type"] == "application/json"
+    assert isinstance(response, HttpResponse)
     return json.loads(response.content)
 
 
@@ -159,7 +160,7 @@ def test_a_superuser_reads_it_unmasked() -> None:
 
 
 def test_the_delivery_of_the_bubbles_shown_is_in_the_answer() -> None:
-    session, question, answer = conversation()
+    session, _question, answer = conversation()
     answer.delivery_status = DeliveryStatus.FAILED
     answer.delivery_error_code = 131047
     answer.delivery_error_title = "Re-engagement message"
@@ -176,7 +177,6 @@ def test_the_delivery_of_the_bubbles_shown_is_in_the_answer() -> None:
             "delivery_failed": True,
         }
     ]
-    assert question.pk < answer.pk
 
 
 # --- Bad input --------------------------------------------------------------------------------
@@ -365,4 +365,3 @@ def test_the_query_count_does_not_grow_with_the_conversation(
         client.get(live_url(session.pk, after=str(half)))
 
     assert len(body(response)["messages"]) == messages - messages // 2 - 1
-    assert timezone.now() > AT
