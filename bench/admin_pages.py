@@ -1,7 +1,7 @@
 """Benchmark of the staff's admin pages on a realistic PostgreSQL database.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/lab_attendance_bench \\
-        .venv/bin/python bench/admin_pages.py [--runs 20] [--reseed] [--explain]
+        .venv/bin/python bench/admin_pages.py [--runs 20] [--reseed] [--explain] [--only live]
 
 Creates the database when it is missing, migrates it, seeds 10,000 sessions and 200,000 messages
 (plus model calls and handoff summaries) with COPY once, then requests each page through Django's
@@ -117,10 +117,12 @@ def seed(rng: random.Random, *, user_id: int) -> int:
             " last_message_at, handed_off_at, last_staff_reply_at, assigned_to_id,"
             " handoff_detail, customer_user_id, intent, service, technical_data,"
             " technical_extras, registration_data, registration_extras, loaded_packages,"
-            " state_before_handoff, updated_at) FROM STDIN"
+            " state_before_handoff, updated_at, is_simulated, prompt_versions) FROM STDIN"
         ) as copy:
             for row in session_rows:
-                copy.write_row((*row, "", "", "", "{}", "{}", "{}", "{}", "[]", "", now))
+                copy.write_row(
+                    (*row, "", "", "", "{}", "{}", "{}", "{}", "[]", "", now, False, "{}")
+                )
         session_ids = list(Session.objects.order_by("id").values_list("id", flat=True))
 
         transcript_session = session_ids[0]
@@ -224,6 +226,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="measured requests per page")
     parser.add_argument("--reseed", action="store_true", help="flush the data and seed again")
     parser.add_argument("--explain", action="store_true", help="print the search query plan")
+    parser.add_argument("--only", default="", help="measure only the pages whose name has this")
     args = parser.parse_args()
 
     url = os.environ.get("DATABASE_URL", "")
@@ -232,16 +235,25 @@ def main() -> None:
     import django
 
     django.setup()
+    from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection, transaction
-    from django.test import Client
+    from django.test import Client, override_settings
     from django.test.utils import CaptureQueriesContext
     from django.urls import reverse
 
     from conversations.models import Message, Session
     from support.admin.sessions import sessions_search
     from support.queue import waiting_count, waiting_sessions
+
+    # The page's static URLs without `collectstatic`'s manifest (DEBUG is off here).
+    override_settings(
+        STORAGES={
+            **settings.STORAGES,
+            "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+        }
+    ).enable()
 
     def bench_user() -> Any:
         user_model = get_user_model()
@@ -276,6 +288,12 @@ def main() -> None:
     client.force_login(admin_user)
 
     base = reverse("admin:conversations_session_changelist")  # follows ADMIN_URL
+    transcript_ids = list(
+        Message.objects.filter(session_id=transcript_session)
+        .order_by("-id")
+        .values_list("id", flat=True)[:11]
+    )
+    last_id, tenth_last_id = transcript_ids[0], transcript_ids[10]
     pages = [
         ("sessions list", base),
         ("filtered list (state+segment)", base + "?state__exact=HUMAN&segment=AMBIENTAL"),
@@ -287,6 +305,10 @@ def main() -> None:
         ("queue, mine", base + "queue/?assigned=me"),
         ("queue, page 5", base + "queue/?page=5"),
         ("admin index (header count)", reverse("admin:index")),
+        # The page's poll (support.live): the newest message shown, nothing new; then the
+        # last ten messages new, as after a burst.
+        ("live, nothing new", f"{base}{transcript_session}/live/?after={last_id}"),
+        ("live, 10 new messages", f"{base}{transcript_session}/live/?after={tenth_last_id}"),
     ]
     if args.explain:
         query = sessions_search(queryset=Session.objects.all(), term=RARE_TERM)[:50]
@@ -295,6 +317,8 @@ def main() -> None:
 
     print(f"\n{'page':34} {'median ms':>10} {'p90 ms':>8} {'queries':>8}")
     for name, path in pages:
+        if args.only not in name:
+            continue
         for _ in range(2):  # warm-up: template and content-type caches, connection
             response = client.get(path, secure=True)
             assert response.status_code == 200, (path, response.status_code)

@@ -386,3 +386,38 @@ def delivery_label(message: Message, *, simulated_session: bool) -> str:
             return gettext("simulated (simulator conversation)")
         return gettext("simulated (no WhatsApp token)")
     return str(DELIVERY_LABELS.get(message.delivery_status) or gettext("not sent yet"))
+
+
+# A failed delivery's reason by Meta's error code (the status webhook's ``errors[0].code``), as
+# staff read it; Meta's title is English and may quote the customer's number.
+DELIVERY_ERROR_REASONS: Mapping[int, Any] = {
+    130429: gettext_lazy("the WhatsApp number's sending limit was reached; try again later"),
+    130472: gettext_lazy("the customer's number is in a Meta experiment and gets no messages"),
+    131000: gettext_lazy("WhatsApp failed to send it; try again"),
+    131021: gettext_lazy("the customer's number is the sending number itself"),
+    131026: gettext_lazy(
+        "WhatsApp could not deliver it: the number may have no WhatsApp, or an old version"
+    ),
+    131031: gettext_lazy("the WhatsApp Business account is locked"),
+    131042: gettext_lazy("the WhatsApp Business account has a payment problem"),
+    131047: gettext_lazy(
+        "more than 24 hours since the customer's last message: only a WhatsApp message "
+        "template can be sent"
+    ),
+    131048: gettext_lazy("blocked for spam: too many messages were blocked or reported"),
+    131049: gettext_lazy("Meta held it back to limit the messages this customer receives"),
+    131051: gettext_lazy("WhatsApp does not support this type of message"),
+    131053: gettext_lazy("the attachment could not be uploaded"),
+    131056: gettext_lazy("too many messages to this customer in a short time; try again later"),
+    132000: gettext_lazy("the template's parameters do not match the approved template"),
+    132001: gettext_lazy("the template does not exist in this language, or is not approved"),
+}
+
+
+def delivery_error_text(code: int | None, title: str) -> str:
+    """ "erro 131047: mais de 24 horas …" for a known code; else the code and Meta's `title`."""
+    error = gettext("error")
+    reason = DELIVERY_ERROR_REASONS.get(code) if code is not None else None
+    if reason is not None:
+        return f"{error} {code}: {reason}"
+    return " ".join(part for part in (error, str(code or ""), title) if part)

@@ -400,6 +400,32 @@ class DeliveryStatusEvent(models.Model):
         return f"{self.wa_message_id} {self.status}"
 
 
+class SessionViewer(models.Model):
+    """Who has a conversation page open: one row per staff member and session, its `seen_at`
+    moved forward by the page's live poll (`support.live`), never a row per poll."""
+
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="viewers", verbose_name=_("conversation")
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="+",
+        verbose_name=_("staff member"),
+    )
+    seen_at = models.DateTimeField(_("seen at"))
+
+    class Meta:
+        verbose_name = _("conversation viewer")
+        verbose_name_plural = _("conversation viewers")
+        constraints = [
+            models.UniqueConstraint(fields=["session", "user"], name="session_viewer_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} @ {self.session_id}"
+
+
 class WebhookOutcome(models.TextChoices):
     RECEIVED = "received", _("received")
     PROCESSED = "processed", _("processed")

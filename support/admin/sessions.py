@@ -28,6 +28,7 @@ from conversations.privacy.customer_data import can_request_customer_data
 from conversations.privacy.personal_data import masker_of
 from knowledge_base.models import Segment
 from prompts_admin.selectors import override_ids_of
+from support.admin.live import LIVE_URL_NAME, live_urls
 from support.admin.queue import queue_urls
 from support.admin.staff_actions import staff_action_urls, staff_actions_panel
 from support.admin.transcript import session_transcript
@@ -280,6 +281,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
             *customer_data_urls(self),
             *session_admin_urls.patterns(self),
             *staff_action_urls(self),
+            *live_urls(self),
             *super().get_urls(),
         ]
 
@@ -353,6 +355,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
             now = timezone.now()
             context["transcript"] = session_transcript(session=obj, now=now, masker=masker_of(obj))
             context["staff_actions"] = staff_actions_panel(session=obj, user=request.user, now=now)
+            context["live_url"] = reverse(f"admin:{LIVE_URL_NAME}", args=[obj.pk])
             context["message_log_url"] = (
                 reverse("admin:conversations_message_changelist") + f"?session__id__exact={obj.pk}"
             )

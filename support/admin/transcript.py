@@ -21,6 +21,7 @@ from agents.parameters import ParameterSchemaError, parse_parameter_schema
 from conversations.admin.display import format_data_value, whatsapp_html
 from conversations.labels import (
     agent_label,
+    delivery_error_text,
     delivery_label,
     event_text,
     handoff_explanation,
@@ -193,7 +194,35 @@ def _side(message: Message) -> str:
     return "staff" if message.staff_user_id else "bot"
 
 
-def _entry(
+def message_delivery(
+    message: Message, *, session: Session, masker: Masker | None
+) -> tuple[str, bool]:
+    """An outbound message's delivery line (status, its time, any error) and whether it
+    failed; ("", False) for other messages and discarded drafts."""
+    if message.error == SUPERSEDED:
+        return "", False
+    mask = masker.text if masker is not None else str
+    delivery: list[str] = []
+    failed = False
+    if message.direction == Direction.OUTBOUND:
+        status = delivery_label(message, simulated_session=session.is_simulated)
+        if message.delivery_status_at:
+            status += " " + dateformat.format(
+                timezone.localtime(message.delivery_status_at), "H:i:s"
+            )
+        delivery.append(status)
+        if message.delivery_error_code or message.delivery_error_title:
+            delivery.append(
+                delivery_error_text(message.delivery_error_code, mask(message.delivery_error_title))
+            )
+        failed = message.delivery_status == DeliveryStatus.FAILED
+    if message.error:
+        delivery.append(mask(message.error))
+        failed = True
+    return " · ".join(delivery), failed
+
+
+def transcript_entry(
     message: Message, *, session: Session, turn_cost: LLMCost | None, masker: Masker | None
 ) -> TranscriptEntry:
     side = _side(message)
@@ -231,23 +260,7 @@ def _entry(
     origin = message_origin(message.code, message.action)
     if origin:
         meta.append(origin)
-    delivery: list[str] = []
-    failed = False
-    if message.direction == Direction.OUTBOUND and not superseded:
-        status = delivery_label(message, simulated_session=session.is_simulated)
-        if message.delivery_status_at:
-            status += " " + dateformat.format(
-                timezone.localtime(message.delivery_status_at), "H:i:s"
-            )
-        delivery.append(status)
-        if message.delivery_error_code or message.delivery_error_title:
-            code = message.delivery_error_code or ""
-            error = str(_("error"))
-            delivery.append(f"{error} {code} {mask(message.delivery_error_title)}".strip())
-        failed = message.delivery_status == DeliveryStatus.FAILED
-    if message.error and not superseded:
-        delivery.append(mask(message.error))
-        failed = True
+    delivery, failed = message_delivery(message, session=session, masker=masker)
     text = mask(message.content)
     return TranscriptEntry(
         message=message,
@@ -258,7 +271,7 @@ def _entry(
         turn_cost=turn_cost.turn_text() if turn_cost else "",
         who=who,
         meta=" · ".join(meta),
-        delivery=" · ".join(delivery),
+        delivery=delivery,
         delivery_failed=failed,
     )
 
@@ -291,7 +304,7 @@ def session_transcript(
 
     last_of_turn = {m.turn_id: m.pk for m in messages if m.turn_id is not None}
     entries = [
-        _entry(
+        transcript_entry(
             m,
             session=session,
             turn_cost=(

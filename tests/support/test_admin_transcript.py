@@ -225,7 +225,10 @@ def test_outbound_bubbles_show_delivery_status_and_error(
 ) -> None:
     page = text_of(admin_client.get(change_url(conversation["session"])).content.decode())
     assert "código 1 · lida" in page
-    assert "falhou · erro 131047 Re-engagement message" in page
+    assert (
+        "falhou · erro 131047: mais de 24 horas desde a última mensagem do cliente: só um modelo"
+        " de mensagem do WhatsApp pode ser enviado"
+    ) in page
     assert "entregue" in page
 
 

@@ -215,7 +215,8 @@ MASKED_PAGES: dict[str, Callable[[dict[str, Any]], tuple[str, list[str]]]] = {
             '<div class="who">M*** S***</div>',
             f'<div class="text">{INBOUND_MASKED}</div>',
             f'<div class="text">{OUTBOUND_MASKED}</div>',
-            "erro 131026 Recipient ************* is not a WhatsApp user",
+            "erro 131026: o WhatsApp não conseguiu entregar: o número pode não ter WhatsApp, ou"
+            " ter uma versão antiga",
             '<tr data-key="nome"><th scope="row">Nome</th><td>M*** S***</td></tr>',
             '<tr data-key="email"><th scope="row">E-mail</th><td>***@***</td></tr>',
             '<tr data-key="telefone"><th scope="row">Telefone alternativo</th>'

@@ -1,0 +1,248 @@
+"""The conversation page's live updates: what changed since the page's last message, and who
+else has the page open (docs/architecture.md, Support workflow: live updates).
+
+`session_live` is what `GET …/session/<id>/live/?after=<message id>` answers
+(`support.admin.live`), in a fixed number of queries whatever the session's length: the
+session, the messages after `after` (at most `MAX_LIVE_MESSAGES`, oldest first), the delivery
+status of the latest outbound messages already shown, and the viewers; the reader's heartbeat
+row is written at most every `HEARTBEAT_WRITE_SECONDS` (one more query then). Given a masker,
+every text is masked as on the page.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
+from agents.masking import Masker
+from conversations.labels import state_label
+from conversations.models import Direction, Session, SessionViewer
+from support.admin.transcript import TranscriptEntry, message_delivery, transcript_entry
+from whatsapp import CUSTOMER_SERVICE_WINDOW
+
+# A page that asked for more than this (a long-hidden tab) gets the oldest ones and `more`.
+MAX_LIVE_MESSAGES = 100
+# Outbound bubbles whose delivery status the answer carries: the ones staff are looking at.
+STATUS_MESSAGES = 30
+# A viewer whose last poll is older than this has left. Hidden pages poll every 10 s.
+VIEWER_TTL = timedelta(seconds=30)
+# A viewer's row is moved forward at most this often: a write every poll (2 s) would be
+# five times the writes for the same answer.
+HEARTBEAT_WRITE_SECONDS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class LiveMessage:
+    id: int
+    direction: str
+    side: str  # "customer", "bot", "staff" or "system", as the page's bubbles
+    kind: str  # the WhatsApp message type ("text", "image", …); "event" for a system line
+    text: str
+    html: str  # `text` escaped, WhatsApp's *bold* in bold
+    author: str
+    meta: str
+    delivery: str
+    delivery_failed: bool
+    superseded: bool
+    created_at: str  # ISO 8601
+
+
+@dataclass(frozen=True, slots=True)
+class LiveStatus:
+    """An outbound bubble's delivery, for bubbles already on the page."""
+
+    id: int
+    delivery: str
+    delivery_failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LiveWindow:
+    is_open: bool
+    closes_at: str  # ISO 8601; "" when the customer never wrote
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLive:
+    messages: list[LiveMessage]
+    more: bool  # more messages after the last one returned
+    statuses: list[LiveStatus]
+    state: str
+    state_label: str
+    assigned_to: str
+    status_text: str  # "Com um humano · atribuída a Bruno"
+    window: LiveWindow
+    viewers: list[str]
+    presence: str  # "Ana também está nesta conversa"; "" when nobody else is here
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "messages": [_message_json(m) for m in self.messages],
+            "more": self.more,
+            "statuses": [
+                {"id": s.id, "delivery": s.delivery, "delivery_failed": s.delivery_failed}
+                for s in self.statuses
+            ],
+            "state": self.state,
+            "state_label": self.state_label,
+            "assigned_to": self.assigned_to,
+            "status_text": self.status_text,
+            "window": {"is_open": self.window.is_open, "closes_at": self.window.closes_at},
+            "viewers": self.viewers,
+            "presence": self.presence,
+        }
+
+
+def _message_json(message: LiveMessage) -> dict[str, Any]:
+    return {
+        "id": message.id,
+        "direction": message.direction,
+        "side": message.side,
+        "kind": message.kind,
+        "text": message.text,
+        "html": message.html,
+        "author": message.author,
+        "meta": message.meta,
+        "delivery": message.delivery,
+        "delivery_failed": message.delivery_failed,
+        "superseded": message.superseded,
+        "created_at": message.created_at,
+    }
+
+
+def _live_message(entry: TranscriptEntry) -> LiveMessage:
+    message = entry.message
+    return LiveMessage(
+        id=message.pk,
+        direction=message.direction,
+        side=entry.side,
+        kind="event" if entry.side == "system" else message.message_type,
+        text=entry.text,
+        html=str(entry.html),
+        author=entry.who,
+        meta=entry.meta,
+        delivery=entry.delivery,
+        delivery_failed=entry.delivery_failed,
+        superseded=entry.superseded,
+        created_at=message.created_at.isoformat(),
+    )
+
+
+def staff_name(user: Any) -> str:
+    """How a colleague is named to another: their full name, else their username."""
+    return str(user.get_full_name() or user.get_username())
+
+
+def presence_text(names: list[str]) -> str:
+    """ "Ana também está nesta conversa", "Ana e Bruno também estão …", "" for nobody."""
+    if not names:
+        return ""
+    if len(names) == 1:
+        listed = names[0]
+    else:
+        listed = _("%(names)s and %(last)s") % {"names": ", ".join(names[:-1]), "last": names[-1]}
+    return ngettext(
+        "%(names)s is also in this conversation",
+        "%(names)s are also in this conversation",
+        len(names),
+    ) % {"names": listed}
+
+
+def session_viewers_touch(
+    *, session_id: int, user: AbstractBaseUser, now: datetime
+) -> list[SessionViewer]:
+    """The session's viewers seen within `VIEWER_TTL` other than `user`, oldest arrival
+    first; `user`'s heartbeat row is upserted when missing or older than
+    `HEARTBEAT_WRITE_SECONDS`."""
+    recent = list(
+        SessionViewer.objects.filter(session_id=session_id, seen_at__gte=now - VIEWER_TTL)
+        .select_related("user")
+        .order_by("seen_at", "id")
+    )
+    own = next((v for v in recent if v.user_id == user.pk), None)
+    if own is None or now - own.seen_at >= timedelta(seconds=HEARTBEAT_WRITE_SECONDS):
+        # One statement whether the row exists or not (INSERT … ON CONFLICT DO UPDATE).
+        SessionViewer.objects.bulk_create(
+            [SessionViewer(session_id=session_id, user_id=user.pk, seen_at=now)],
+            update_conflicts=True,
+            unique_fields=["session", "user"],
+            update_fields=["seen_at"],
+        )
+    return [v for v in recent if v.user_id != user.pk and v.user.is_active]
+
+
+def session_live(
+    *,
+    session: Session,
+    after: int,
+    user: AbstractBaseUser,
+    now: datetime,
+    masker: Masker | None = None,
+) -> SessionLive:
+    """What the page at message `after` has not shown yet, and records `user` as viewing.
+
+    `session` is loaded with its `instance` and `assigned_to` (`select_related`): reading them
+    costs no query here."""
+    rows = list(
+        session.messages.filter(pk__gt=after)
+        .select_related("staff_user")
+        .defer("raw_response")
+        .order_by("pk")[: MAX_LIVE_MESSAGES + 1]
+    )
+    more = len(rows) > MAX_LIVE_MESSAGES
+    rows = rows[:MAX_LIVE_MESSAGES]
+    shown = list(
+        session.messages.filter(pk__lte=after, direction=Direction.OUTBOUND)
+        .only(
+            "id",
+            "session_id",
+            "direction",
+            "error",
+            "wa_message_id",
+            "delivery_status",
+            "delivery_status_at",
+            "delivery_error_code",
+            "delivery_error_title",
+        )
+        .order_by("-pk")[:STATUS_MESSAGES]
+    )
+    viewers = session_viewers_touch(session_id=session.pk, user=user, now=now)
+    names = [staff_name(v.user) for v in viewers]
+
+    messages = [
+        _live_message(transcript_entry(m, session=session, turn_cost=None, masker=masker))
+        for m in rows
+    ]
+    statuses = [
+        LiveStatus(m.pk, *message_delivery(m, session=session, masker=masker))
+        for m in reversed(shown)
+    ]
+    closes_at = (
+        session.last_inbound_at + CUSTOMER_SERVICE_WINDOW if session.last_inbound_at else None
+    )
+    assigned = session.assigned_to
+    state = state_label(session.state)
+    assignee = staff_name(assigned) if assigned is not None else ""
+    return SessionLive(
+        messages=messages,
+        more=more,
+        statuses=statuses,
+        state=session.state,
+        state_label=state,
+        assigned_to=assignee,
+        status_text=(
+            _("%(state)s · assigned to %(user)s") % {"state": state, "user": assignee}
+            if assignee
+            else state
+        ),
+        window=LiveWindow(
+            is_open=closes_at is not None and now < closes_at,
+            closes_at=timezone.localtime(closes_at).isoformat() if closes_at else "",
+        ),
+        viewers=names,
+        presence=presence_text(names),
+    )

@@ -1,0 +1,206 @@
+/*
+ * The conversation page updates itself (templates/admin/conversations/session/change_form.html):
+ * it polls the live endpoint (#transcript's data-live-url, support/admin/live.py) every 2 s while
+ * the tab is visible and every 10 s while hidden, with the ETag of the last answer (a 304 when
+ * nothing changed). New messages are appended to #transcript as the page renders them, the
+ * delivery of the bubbles shown is updated, and #live-state and #session-presence say the state,
+ * the assignment and who else has the page open. Nothing else on the page is touched: the
+ * composer keeps its text and the window its scroll position (a reader at the bottom of the
+ * conversation stays at the bottom). A failed poll, or an answer that is not JSON (the login page
+ * after the staff session expired), leaves the page as it is.
+ */
+(function () {
+  "use strict";
+
+  var VISIBLE_MS = 2000;
+  var HIDDEN_MS = 10000;
+  var list;
+  var url;
+  var after = 0;
+  var etag = "";
+  var timer = null;
+  var running = null;
+
+  function shownMaxId() {
+    var max = 0;
+    list.querySelectorAll("[data-message-id]").forEach(function (item) {
+      var id = parseInt(item.getAttribute("data-message-id"), 10);
+      if (id > max) {
+        max = id;
+      }
+    });
+    return max;
+  }
+
+  function div(className, text) {
+    var element = document.createElement("div");
+    element.className = className;
+    if (text) {
+      element.textContent = text;
+    }
+    return element;
+  }
+
+  function deliverySpan(delivery, failed) {
+    var span = document.createElement("span");
+    span.className = failed ? "delivery delivery-failed" : "delivery";
+    span.textContent = delivery;
+    return span;
+  }
+
+  // The same markup as change_form.html's bubbles.
+  function item(message) {
+    var li = document.createElement("li");
+    li.setAttribute("data-message-id", String(message.id));
+    if (message.side === "system") {
+      li.className = "event";
+      li.textContent = message.meta + (message.text ? ": " + message.text : "");
+      return li;
+    }
+    li.className = "bubble " + message.side + (message.superseded ? " superseded" : "");
+    li.appendChild(div("who", message.author));
+    if (message.superseded) {
+      li.appendChild(div("mark", list.getAttribute("data-superseded-mark")));
+    }
+    var text = div("text");
+    // Escaped by the server (whatsapp_html): only its <strong> and <em> are markup.
+    text.innerHTML = message.html;
+    li.appendChild(text);
+    var meta = div("meta", message.meta);
+    if (message.delivery) {
+      meta.appendChild(document.createTextNode(" · "));
+      meta.appendChild(deliverySpan(message.delivery, message.delivery_failed));
+    }
+    li.appendChild(meta);
+    return li;
+  }
+
+  function updateDelivery(status) {
+    var bubble = list.querySelector('[data-message-id="' + status.id + '"]');
+    if (!bubble || !status.delivery) {
+      return;
+    }
+    var current = bubble.querySelector(".delivery");
+    if (current) {
+      if (current.textContent !== status.delivery) {
+        current.replaceWith(deliverySpan(status.delivery, status.delivery_failed));
+      }
+      return;
+    }
+    var meta = bubble.querySelector(".meta");
+    if (meta) {
+      meta.appendChild(document.createTextNode(" · "));
+      meta.appendChild(deliverySpan(status.delivery, status.delivery_failed));
+    }
+  }
+
+  function atBottom() {
+    var root = document.scrollingElement || document.documentElement;
+    return root.scrollHeight - (window.scrollY + window.innerHeight) < 40;
+  }
+
+  function apply(data) {
+    var x = window.scrollX;
+    var y = window.scrollY;
+    var stick = atBottom();
+    var added = 0;
+    data.messages.forEach(function (message) {
+      if (message.id > after) {
+        after = message.id;
+      }
+      if (list.querySelector('[data-message-id="' + message.id + '"]')) {
+        return;
+      }
+      var empty = list.querySelector("li.event:not([data-message-id])");
+      if (empty) {
+        empty.remove();
+      }
+      list.appendChild(item(message));
+      added += 1;
+    });
+    data.statuses.forEach(updateDelivery);
+    var state = document.getElementById("live-state");
+    if (state) {
+      state.textContent = data.status_text;
+    }
+    var presence = document.getElementById("session-presence");
+    if (presence) {
+      presence.textContent = data.presence;
+      presence.hidden = !data.presence;
+    }
+    if (added && stick && y > 0) {
+      window.scrollTo(x, (document.scrollingElement || document.documentElement).scrollHeight);
+    } else {
+      window.scrollTo(x, y);
+    }
+    document.dispatchEvent(new CustomEvent("session:live", { detail: { added: added } }));
+    return data.more;
+  }
+
+  function poll() {
+    if (running) {
+      return running;
+    }
+    var headers = { Accept: "application/json" };
+    if (etag) {
+      headers["If-None-Match"] = etag;
+    }
+    running = fetch(url + "?after=" + after, {
+      credentials: "same-origin",
+      headers: headers,
+      cache: "no-store",
+    })
+      .then(function (response) {
+        if (response.status === 304) {
+          return "unchanged";
+        }
+        var type = response.headers.get("Content-Type") || "";
+        if (!response.ok || response.redirected || type.indexOf("application/json") !== 0) {
+          return false;
+        }
+        etag = response.headers.get("ETag") || "";
+        return response.json().then(function (data) {
+          return apply(data) ? "more" : true;
+        });
+      })
+      .catch(function () {
+        return false;
+      })
+      .then(function (outcome) {
+        running = null;
+        schedule(outcome === "more" ? 0 : null);
+        return outcome === "more" ? true : outcome;
+      });
+    return running;
+  }
+
+  function schedule(delay) {
+    window.clearTimeout(timer);
+    timer = window.setTimeout(poll, delay === null ? (document.hidden ? HIDDEN_MS : VISIBLE_MS) : delay);
+  }
+
+  function start() {
+    list = document.getElementById("transcript");
+    url = list && list.getAttribute("data-live-url");
+    if (!url) {
+      return;
+    }
+    after = shownMaxId();
+    document.addEventListener("visibilitychange", function () {
+      if (!document.hidden) {
+        poll();
+      } else {
+        schedule(null);
+      }
+    });
+    // For the browser test and the console: poll now (true: applied, "unchanged": a 304).
+    window.sessionLivePoll = poll;
+    poll();
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();
