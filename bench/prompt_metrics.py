@@ -199,7 +199,7 @@ def main() -> None:
 
     from agents.states import AgentName
     from conversations.models import LLMCall
-    from governance.metrics import MetricsFilters, default_filters, prompt_metrics
+    from governance.outcomes import MetricsFilters, default_filters, prompt_metrics
 
     # The page's static URLs without `collectstatic`'s manifest (DEBUG is off here).
     override_settings(

@@ -2,7 +2,7 @@
 `bench.worker_cpu_settings`): the CPU time each task's body takes (``task_prerun`` to
 ``task_postrun``, `time.thread_time`: the solo pool runs tasks in the main thread), summed per
 task name, the CPU time of each background read receipt (on its own thread,
-`conversations.whatsapp.read_receipts`) under the name `READ_RECEIPTS`, and optionally a
+`conversations.sending.background_receipts`) under the name `READ_RECEIPTS`, and optionally a
 cProfile of the main thread.
 
 On SIGUSR2 the probe writes its totals so far to the stats file (JSON, written whole then
@@ -34,7 +34,7 @@ _totals_lock = threading.Lock()
 
 
 def _time_read_receipts() -> None:
-    from conversations.whatsapp.read_receipts import BackgroundReadReceipts
+    from conversations.sending.background_receipts import BackgroundReadReceipts
 
     run = BackgroundReadReceipts._run
 

@@ -1,4 +1,4 @@
-"""``/metrics``: the Prometheus text of `conversations.metrics`, for a scraper holding
+"""``/metrics``: the Prometheus text of `conversations.prometheus`, for a scraper holding
 ``METRICS_TOKEN`` (docs/operations.md, Production, Metrics).
 
 No token configured: 404, the endpoint does not exist. No ``Authorization: Bearer`` header: 401;
@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from conversations.metrics import DatabaseCollector
+from conversations.prometheus import DatabaseCollector
 
 _BEARER = "Bearer "
 

@@ -29,8 +29,8 @@ from agents.sources import (
 )
 from agents.states import AgentName
 from conversations.message_order import conversation_order
-from conversations.metrics import model_call_observed
 from conversations.models import Direction, LLMCall, Message
+from conversations.prometheus import model_call_observed
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.selectors import DatabasePromptSource
 

@@ -23,7 +23,7 @@ from agents.actions import Action
 from agents.codes import Code
 from agents.context import SessionContext
 from agents.states import AgentName, HandoffMotive, HandoffReason, SessionState
-from conversations.events import EventCode
+from conversations.event_codes import EventCode
 
 
 class Next(StrEnum):

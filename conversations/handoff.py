@@ -52,9 +52,8 @@ from agents.summary import (
 from conversations.announcements import HandoffCommitted, handoff_committed
 from conversations.commit_hooks import on_commit_call
 from conversations.dispatcher import Handoff, handoff_event
-from conversations.events import EventCode
+from conversations.event_codes import EventCode
 from conversations.message_order import newest_in_conversation_order
-from conversations.metrics import handoff_counted
 from conversations.models import (
     DeliveryStatus,
     Direction,
@@ -62,6 +61,7 @@ from conversations.models import (
     Message,
     Session,
 )
+from conversations.prometheus import handoff_counted
 from whatsapp.formatting import format_ai_message_for_whatsapp, split_for_whatsapp
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 SYSTEM events' sentences.
 
 Rows store codes and parameters (a state, a handoff reason and its machine detail, an
-`conversations.events.EventCode` with its ``json_part``); this module turns them into pt-BR
+`conversations.event_codes.EventCode` with its ``json_part``); this module turns them into pt-BR
 sentences through gettext when a page is rendered, from the one label table
 (`agents.labels`). A SYSTEM row written before its event carried its parameters keeps the pt-BR
 text it stored in ``content``: that text is shown as it is.
@@ -17,7 +17,7 @@ from django.utils.translation import gettext, gettext_lazy
 from agents.labels import AGENT_LABELS, STATE_LABELS, handoff_label_msgid
 from agents.sources import BUILTIN_PROMPT_VERSION
 from agents.states import PROMPT_AGENTS, AgentName, HandoffMotive, HandoffReason, SessionState
-from conversations.events import ACTION_UNSUPPORTED_MEDIA, CLOSED_IDLE, EventCode
+from conversations.event_codes import ACTION_UNSUPPORTED_MEDIA, CLOSED_IDLE, EventCode
 from conversations.models import DeliveryStatus, Message
 from prompts_admin.selectors import unversioned_override_id, version_history_id
 from whatsapp.client import is_simulated_wamid

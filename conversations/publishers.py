@@ -11,7 +11,7 @@ from typing import Any
 
 from celery import Task
 
-from conversations.whatsapp.tasks import send_message
+from conversations.sending.worker import send_message
 
 
 def enqueue_turn(session_id: int) -> None:

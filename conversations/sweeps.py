@@ -35,7 +35,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from agents.redaction import redact
 from agents.sources import RuntimeSettings
 from agents.states import BOT_STATES, HandoffReason, SessionState
-from conversations.events import EventCode
+from conversations.event_codes import EventCode
 from conversations.lease import lease_claim, lease_release
 from conversations.models import (
     DeliveryStatus,

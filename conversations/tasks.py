@@ -3,4 +3,4 @@
 import conversations.inbound.tasks
 import conversations.privacy.retention_tasks
 import conversations.turns.tasks  # noqa: F401
-from conversations.whatsapp.tasks import send_message  # noqa: F401
+from conversations.sending.worker import send_message  # noqa: F401

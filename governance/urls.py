@@ -6,7 +6,7 @@ includes them before `admin.site.urls`, whose catch-all would answer 404 first).
 from django.contrib import admin
 from django.urls import URLPattern, path
 
-from governance.metrics_admin import METRICS_URL_NAME, prompt_metrics_view
+from governance.outcomes_admin import METRICS_URL_NAME, prompt_metrics_view
 
 urlpatterns: list[URLPattern] = [
     path("metrics/", admin.site.admin_view(prompt_metrics_view), name=METRICS_URL_NAME),

@@ -5,7 +5,7 @@ Each customer message is a Cloud API delivery built by `simulated_text_delivery`
 the webhook's own use case for parsed payloads (`conversations.inbound.events.payload_apply`),
 with ``simulated=True``: it finds and opens simulated sessions only (`Session.is_simulated`), as
 a real delivery finds real ones only, so the two never share a session. No `WebhookDelivery`
-row is written (nothing came from Meta) and nothing is counted (`conversations.metrics`).
+row is written (nothing came from Meta) and nothing is counted (`conversations.prometheus`).
 Simulated phones come from a reserved range (`SIMULATED_PHONE_PREFIX`: 55 00 is no Brazilian
 area code); a phone of that range that a real conversation ever used is refused too.
 
@@ -46,7 +46,6 @@ from conversations.agent_sources import DatabaseCallRecorder
 from conversations.handoff import handoff_summary_generate
 from conversations.inbound.events import payload_apply
 from conversations.inbound.session_rules import open_sessions
-from conversations.metrics import uncounted
 from conversations.model_prices import MODEL_PRICES_USD
 from conversations.models import (
     SUPERSEDED,
@@ -58,6 +57,7 @@ from conversations.models import (
     Session,
     SimulatedTurn,
 )
+from conversations.prometheus import uncounted
 from conversations.provider_circuit import task_llm_client
 from conversations.sending import DRY_RUN_SENDER, outbound_message_send
 from conversations.turns.deps import PipelineConfig, no_read_receipt

@@ -42,7 +42,7 @@ from django.utils.translation import gettext as _
 from agents.business_hours import business_hours_status
 from agents.sources import RuntimeSettings
 from agents.states import HandoffReason
-from conversations.events import EventCode
+from conversations.event_codes import EventCode
 from conversations.labels import handoff_label
 from conversations.models import Direction, HandoffSummary, Message, Session
 from support.signed_post import RetryableDeliveryError, host_of, signed_post

@@ -50,7 +50,7 @@ from django.utils.translation import gettext as _
 from agents.sources import prompt_versions_of
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.commit_hooks import on_commit_call
-from conversations.events import EventCode
+from conversations.event_codes import EventCode
 from conversations.handoff import HandoffRequest, session_handoff
 from conversations.models import (
     DeliveryStatus,
@@ -66,8 +66,8 @@ from conversations.sending import (
     TemplatePayload,
     dry_run_reason,
 )
+from conversations.sending.worker import send_message
 from conversations.turns.tasks import generate_handoff_summary
-from conversations.whatsapp.tasks import send_message
 from prompts_admin.selectors import DatabasePromptSource, override_ids_of
 from whatsapp import CUSTOMER_SERVICE_WINDOW
 

@@ -14,7 +14,7 @@ takes it as a retryable failure too, so the last attempt still records the outco
 
 Run eagerly with propagation (no broker: the embedded default), Celery's retry cannot run (its
 `Retry` would raise out of the commit hook), so the POST is retried in-process
-`EAGER_BACKOFF` seconds apart, as `conversations.whatsapp.tasks.send_message` does; and the
+`EAGER_BACKOFF` seconds apart, as `conversations.sending.worker.send_message` does; and the
 alert and the lead are handed to threads of the process (`support.delivery_threads`), so
 the request whose commit produced them does not wait on the receiver.
 

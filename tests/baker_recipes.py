@@ -18,7 +18,7 @@ from model_bakery.utils import seq
 
 from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
 
-# The number and the customer of tests/conversations/whatsapp/fixtures/*.json.
+# The number and the customer of tests/helpers/meta_payloads/*.json.
 PHONE_NUMBER_ID = "100000000000001"
 CUSTOMER_PHONE = "5511987654321"
 CUSTOMER_USER_ID = "BR.1234567890123456"

@@ -221,7 +221,7 @@ class GraphClient:
         """Send a text; to the phone when known, else to the business-scoped user id.
 
         `callback_data` goes out as ``biz_opaque_callback_data``: Meta echoes it in the
-        message's status callbacks (see `whatsapp.statuses`)."""
+        message's status callbacks (see `whatsapp.status_order`)."""
         return self._send(
             phone_number_id,
             access_token,

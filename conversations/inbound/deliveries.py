@@ -36,8 +36,8 @@ from django.db import OperationalError, connections, transaction
 from django.utils import timezone
 
 from conversations.inbound.events import ApplyResult, EnqueueFn, describe_error, payload_apply
-from conversations.metrics import webhook_delivery_counted
 from conversations.models import WebhookDelivery, WebhookOutcome
+from conversations.prometheus import webhook_delivery_counted
 from whatsapp.payload import (
     PayloadError,
     WebhookPayload,

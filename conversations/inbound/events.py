@@ -27,7 +27,7 @@ Messages, by kind (`InboundKind`):
   no text, no summary): a human's reply silences the bot, so pending INBOUND messages are marked
   processed too.
 
-Statuses are applied by `conversations.inbound.statuses`.
+Statuses are applied by `conversations.inbound.delivery_statuses`.
 
 One handler per message kind, in a table (`MESSAGE_HANDLERS`), like the dispatcher's codes; the
 handlers share a small context (`ApplyContext`): the delivery's time, the sessions it met
@@ -54,8 +54,9 @@ from django.utils import timezone
 from agents.redaction import redact
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from compat.django_private import insert_unless_conflict
-from conversations.events import ACTION_UNSUPPORTED_MEDIA, EventCode
+from conversations.event_codes import ACTION_UNSUPPORTED_MEDIA, EventCode
 from conversations.handoff import HandoffRequest, session_handoff
+from conversations.inbound.delivery_statuses import statuses_apply
 from conversations.inbound.session_rules import (
     DeliverySessions,
     customer_key,
@@ -65,7 +66,6 @@ from conversations.inbound.session_rules import (
     turn_queue,
     waits_for_turn,
 )
-from conversations.inbound.statuses import statuses_apply
 from conversations.models import DeliveryStatus, Direction, Message, Session, WebhookOutcome
 from prompts_admin.models import RuntimeConfig
 from whatsapp.payload import (

@@ -40,7 +40,7 @@ from django.db import IntegrityError, connections, transaction
 from django.db.models import Q, QuerySet
 
 from agents.states import BOT_STATES, SessionState
-from conversations.events import CLOSED_IDLE, EventCode
+from conversations.event_codes import CLOSED_IDLE, EventCode
 from conversations.models import Direction, Instance, Message, Session
 from whatsapp.payload import Customer, InboundKind
 

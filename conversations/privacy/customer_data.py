@@ -36,7 +36,7 @@ from django.db.models import F, Lookup, Q, Value
 from django.utils.translation import gettext as _
 
 from agents.masking import KnownValues, Masker
-from conversations.events import EventCode
+from conversations.event_codes import EventCode
 from conversations.models import (
     Direction,
     HandoffSummary,

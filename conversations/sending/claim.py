@@ -15,7 +15,7 @@ from django.utils import timezone
 from conversations.models import DeliveryStatus, Message
 from conversations.sending.early_statuses import early_statuses_fold
 from conversations.sending.outcomes import SendOutcome
-from whatsapp.statuses import statuses_before
+from whatsapp.status_order import statuses_before
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ webhook), applied once the send stores it."""
 from django.utils import timezone
 
 from conversations.models import DeliveryStatus, DeliveryStatusEvent, Message
-from whatsapp.statuses import STATUS_ORDER, statuses_before
+from whatsapp.status_order import STATUS_ORDER, statuses_before
 
 
 def early_statuses_fold(message_id: int, wamid: str) -> None:

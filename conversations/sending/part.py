@@ -6,8 +6,8 @@ import logging
 from django.conf import settings
 from django.utils import timezone
 
-from conversations.metrics import send_counted
 from conversations.models import Instance, Message, Session
+from conversations.prometheus import send_counted
 from conversations.sending.claim import (
     claim_release,
     message_claim,
@@ -19,7 +19,7 @@ from conversations.sending.senders import dry_run_reason_of, sender_for
 from conversations.sending.template_payload import TEMPLATE_MESSAGE_TYPE, template_of
 from whatsapp import CUSTOMER_SERVICE_WINDOW
 from whatsapp.client import DryRunSender, GraphAPIError, SentMessage, WhatsAppSender
-from whatsapp.statuses import send_callback_data
+from whatsapp.status_order import send_callback_data
 
 logger = logging.getLogger(__name__)
 

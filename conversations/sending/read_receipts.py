@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from conversations.metrics import read_receipt_counted
 from conversations.models import Message, Session
+from conversations.prometheus import read_receipt_counted
 from conversations.sending.senders import sender_of
 from whatsapp.client import GraphAPIError, WhatsAppSender
 

@@ -22,9 +22,9 @@ from uuid import UUID, uuid4
 from agents.sources import prompt_versions_of
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.lease import lease_claim, lease_release
-from conversations.metrics import turn_counted
 from conversations.models import Message
 from conversations.privacy.retention import late_calls_scrub
+from conversations.prometheus import turn_counted
 from conversations.sending import read_receipt_for
 from conversations.turns.commit import CommitOutcome, turn_commit, turn_skip
 from conversations.turns.deps import PipelineConfig, PipelineDeps

@@ -31,10 +31,10 @@ from conversations.config_cache import CachedKBSource, CachedPromptSource, worke
 from conversations.handoff import handoff_summary_generate
 from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions_requeue
 from conversations.provider_circuit import task_llm_client
+from conversations.sending.worker import read_receipt_submit, reply_send, send_message
 from conversations.sweeps import turn_failure_handle
 from conversations.turns.deps import PipelineConfig, PipelineDeps
 from conversations.turns.run import session_process
-from conversations.whatsapp.tasks import read_receipt_submit, reply_send, send_message
 from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.selectors import DatabasePromptSource
 

@@ -1,2 +1,2 @@
-"""The channel's worker side: the Celery tasks that send and the background read receipts. The
-channel itself (payload, signature, Graph client, formatting) is the `whatsapp` package."""
+"""The formatter's stable import path (`formatting`, docs/DESIGN.md §14). The channel itself is
+the `whatsapp` package; the store's send side is `conversations.sending`."""

@@ -10,7 +10,7 @@ from django.db import connection
 
 from config.celery import app
 from config.celery_fixup import Fixup, WorkerFixup
-from conversations.whatsapp.tasks import send_message
+from conversations.sending.worker import send_message
 
 # Autocommit, as in a worker: inside a test's transaction any connection counts as unusable.
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 from pytest_django import Settings
 
-from conversations import metrics
+from conversations import prometheus as metrics
 from tests.helpers.metrics import TOKEN, parse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +63,7 @@ def test_metrics_are_exempt_from_the_https_redirect(client: Client, settings: Se
 
 
 COUNT_IN_A_PROCESS = (
-    "import django; django.setup(); from conversations import metrics; "
+    "import django; django.setup(); from conversations import prometheus as metrics; "
     "metrics.turn_counted('committed'); metrics.send_counted('failed', 131047); "
     "metrics.model_call_observed(agent='triagem', model='gpt-4o-mini', latency_ms=1500, "
     "tokens_input=100, tokens_output=10)"

@@ -13,8 +13,8 @@ from pytest_django import Settings
 
 from conversations import provider_circuit
 from conversations.provider_circuit import task_llm_client
-from conversations.whatsapp import tasks as tasks_module
-from conversations.whatsapp.tasks import graph_client
+from conversations.sending import worker as tasks_module
+from conversations.sending.worker import graph_client
 
 
 def test_the_graph_client_is_shared_by_the_tasks_of_a_process(settings: Settings) -> None:

@@ -18,7 +18,7 @@ from conversations.dispatcher import (
     dispatch,
     handoff_event,
 )
-from conversations.events import EventCode
+from conversations.event_codes import EventCode
 
 S = SessionState
 CONTEXT = SessionContext(

@@ -11,8 +11,8 @@ from django.test import Client
 from django.utils import timezone
 
 from conversations.models import DeliveryStatus, Message, Session
+from conversations.sending.worker import SEND_MAX_RETRIES, send_message
 from conversations.sweeps import SEND_RETRY_WINDOW, WINDOW_EXPIRED, unsent_messages_requeue
-from conversations.whatsapp.tasks import SEND_MAX_RETRIES, send_message
 from tests import baker_recipes as recipes
 from tests.baker_recipes import CUSTOMER_PHONE
 from tests.fakes.graph_server import FakeGraphAPI

@@ -1,4 +1,4 @@
-"""The domain's Prometheus metrics (conversations.metrics) after real actions, read through
+"""The domain's Prometheus metrics (conversations.prometheus) after real actions, read through
 ``/metrics``: a webhook delivery, sends to the fake Graph API, and the gauges computed from the
 database at scrape time. The turns' and handoffs' are in tests/conversations/turns/."""
 
@@ -11,13 +11,13 @@ from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from pytest_django import DjangoAssertNumQueries, Settings
 
-from conversations.metrics import DatabaseCollector
 from conversations.models import ProviderCircuit, Session
-from conversations.whatsapp.tasks import send_message
+from conversations.prometheus import DatabaseCollector
+from conversations.sending.worker import send_message
 from tests import baker_recipes as recipes
-from tests.conversations.whatsapp.conftest import fixture_bytes, signed_post
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.helpers.conversation_rows import inbound, reply
+from tests.helpers.meta_payloads import fixture_bytes, signed_post
 from tests.helpers.metrics import TOKEN, increase, parse, scrape
 
 pytestmark = pytest.mark.django_db

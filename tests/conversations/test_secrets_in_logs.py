@@ -23,8 +23,8 @@ from conversations.models import (
     Message,
     Session,
 )
+from conversations.sending.worker import send_message
 from conversations.turns.tasks import process_session
-from conversations.whatsapp.tasks import send_message
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers.conversation_rows import inbound

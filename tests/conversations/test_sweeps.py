@@ -15,11 +15,12 @@ from django.db import connection
 from django.utils import timezone
 from pytest_django import DjangoCaptureOnCommitCallbacks
 
-from conversations.events import EventCode
+from conversations.event_codes import EventCode
 from conversations.labels import event_text
 from conversations.lease import STALLED_PENDING_GRACE, stalled_sessions, stalled_sessions_requeue
 from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
 from conversations.sending import outbound_message_send
+from conversations.sending.worker import requeue_unsent_messages
 from conversations.sweeps import (
     MAX_TURN_FAILURES,
     WINDOW_EXPIRED,
@@ -29,7 +30,6 @@ from conversations.sweeps import (
 from conversations.turns import think
 from conversations.turns.run import session_process
 from conversations.turns.tasks import process_session, requeue_expired_leases
-from conversations.whatsapp.tasks import requeue_unsent_messages
 from prompts_admin.models import RuntimeConfig
 from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI

@@ -12,7 +12,7 @@ from pytest_django import DjangoAssertNumQueries
 
 from agents.states import AgentName
 from conversations.models import Lead
-from governance.metrics import (
+from governance.outcomes import (
     ChartPoint,
     MetricsFilters,
     chart_buckets,
@@ -261,7 +261,7 @@ def _versions(count: int) -> None:
 
 
 def metrics_queries() -> int:
-    """7, and `SET LOCAL jit = off` on PostgreSQL (governance.metrics.without_jit)."""
+    """7, and `SET LOCAL jit = off` on PostgreSQL (governance.outcomes.without_jit)."""
     return 8 if connection.vendor == "postgresql" else 7
 
 

@@ -6,7 +6,7 @@ Graph API is the suite's (`fake_graph`, tests/conftest.py)."""
 import pytest
 
 from conversations.models import Instance, Session
-from conversations.whatsapp.tasks import send_message
+from conversations.sending.worker import send_message
 from tests import baker_recipes as recipes
 
 

@@ -19,8 +19,8 @@ from conversations.models import Direction, Instance, Message, Session, Simulate
 from simulator.admin import simulated_phone
 from simulator.simulation import SimulationLimited, simulated_turn_start
 from tests import baker_recipes as recipes
-from tests.conversations.whatsapp.conftest import Recorder
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers.meta_payloads import Recorder
 from tests.helpers.staff import staff_member
 
 pytestmark = pytest.mark.django_db

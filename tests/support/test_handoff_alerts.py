@@ -37,8 +37,6 @@ from support.tasks import (
     retry_stale_leads,
 )
 from tests import baker_recipes as recipes
-from tests.conversations.whatsapp.conftest import fixture_bytes
-from tests.conversations.whatsapp.conftest import signed_post as meta_post
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.webhook_receiver import (  # noqa: F401
@@ -48,6 +46,8 @@ from tests.fakes.webhook_receiver import (  # noqa: F401
     receiver,
     slow_receiver,
 )
+from tests.helpers.meta_payloads import fixture_bytes
+from tests.helpers.meta_payloads import signed_post as meta_post
 
 pytestmark = pytest.mark.django_db
 

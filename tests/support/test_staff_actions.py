@@ -20,7 +20,7 @@ from model_bakery import baker
 from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from agents.states import SessionState
-from conversations.events import EventCode
+from conversations.event_codes import EventCode
 from conversations.models import (
     DeliveryStatus,
     Direction,
@@ -31,9 +31,9 @@ from conversations.models import (
     Session,
 )
 from support.staff_actions import MAX_REPLY_CHARS
-from tests.conversations.whatsapp.conftest import signed_post
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.helpers.conversation_rows import inbound
+from tests.helpers.meta_payloads import signed_post
 
 pytestmark = pytest.mark.django_db
 
@@ -895,7 +895,7 @@ def test_close_and_the_next_customer_message_opens_a_new_session(
     }
     assert log_entries(session) == [("ana", CHANGE, "Encerrou a conversa.")]
 
-    from tests.conversations.whatsapp.conftest import fixture_bytes
+    from tests.helpers.meta_payloads import fixture_bytes
 
     assert signed_post(Client(), fixture_bytes("text")).status_code == 200
 

@@ -13,7 +13,7 @@ from django.test import Client
 from model_bakery import baker
 
 from agents.states import SessionState
-from conversations.events import EventCode
+from conversations.event_codes import EventCode
 from conversations.models import Direction, Message, Session
 from prompts_admin.models import PromptOverride
 from tests import baker_recipes as recipes

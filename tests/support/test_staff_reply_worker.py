@@ -24,10 +24,10 @@ from django.utils import timezone
 from conversations.models import DeliveryStatus, Direction, Message
 from tests import baker_recipes as recipes
 from tests.baker_recipes import CUSTOMER_PHONE, PHONE_NUMBER_ID
-from tests.conversations.whatsapp.conftest import load_fixture
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.helpers.broker import IsolatedBroker
 from tests.helpers.conversation_rows import ensure_staff_groups
+from tests.helpers.meta_payloads import load_fixture
 from tests.helpers.processes import project_env, wait_for, web_and_worker
 from tests.helpers.staff import SUPPORT, staff_member
 from whatsapp.signature import compute_signature

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tests.conversations.whatsapp.conftest import (
+from tests.helpers.meta_payloads import (
     JSON,
     MUTATED_BATCHES,
     fixture_bytes,

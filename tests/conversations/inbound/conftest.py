@@ -1,57 +1,11 @@
-"""Fixtures and helpers of the inbound tests. The webhook's instance, its known customer and the
-fake Graph API are the suite's (tests/helpers/conversation_fixtures.py, tests/conftest.py)."""
-
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
-from typing import Any
+"""Fixtures of the inbound tests (their helpers are tests/helpers/inbound.py)."""
 
 import pytest
 from pytest_django import DjangoCaptureOnCommitCallbacks
 
-from conversations.inbound.deliveries import webhook_delivery_receive
-from conversations.models import Instance, Message, Session, WebhookDelivery
-from tests import baker_recipes as recipes
-from tests.conversations.whatsapp.conftest import (
-    Recorder,
-    fixture_bytes,
-)
-
-T = datetime.fromtimestamp(1764500000, tz=UTC)
-HEADERS = {"Content-Type": "application/json"}
-
-
-class Receiver:
-    """Calls the use case like the view does and runs the after-commit callbacks."""
-
-    def __init__(self, capture: DjangoCaptureOnCommitCallbacks) -> None:
-        self.capture = capture
-        self.turns = Recorder()
-        self.sends = Recorder()
-        self.callbacks: list[Callable[[], Any]] = []
-
-    def __call__(self, body: bytes | str) -> WebhookDelivery:
-        raw = fixture_bytes(body) if isinstance(body, str) else body
-        with self.capture(execute=True) as callbacks:
-            receipt = webhook_delivery_receive(
-                raw_body=raw, headers=HEADERS, enqueue_turn=self.turns, enqueue_send=self.sends
-            )
-        self.callbacks += callbacks
-        return WebhookDelivery.objects.get(pk=receipt.delivery_id)
+from tests.helpers.inbound import Receiver
 
 
 @pytest.fixture
 def receive(django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks) -> Receiver:
     return Receiver(django_capture_on_commit_callbacks)
-
-
-def make_session(on: Instance, **fields: Any) -> Session:
-    """The fixtures' customer's conversation, with no name yet and a message five minutes before
-    T; `fields` override any of it."""
-    defaults: dict[str, Any] = {"customer_name": "", "last_message_at": T - timedelta(minutes=5)}
-    # `**` of a dict[str, Any] could be `_quantity`: mypy cannot pick the overload that returns one.
-    session: Session = recipes.known_customer.make(instance=on, **(defaults | fields))
-    return session
-
-
-def messages(session: Session, direction: str) -> list[Message]:
-    return list(session.messages.filter(direction=direction).order_by("id"))

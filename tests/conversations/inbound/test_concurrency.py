@@ -18,7 +18,7 @@ from conversations.models import (
     Session,
     WebhookDelivery,
 )
-from tests.conversations.whatsapp.conftest import (
+from tests.helpers.meta_payloads import (
     Recorder,
     encode,
     fixture_bytes,

@@ -17,8 +17,8 @@ from conversations.models import (
     WebhookDelivery,
     WebhookOutcome,
 )
-from tests.conversations.inbound.conftest import Receiver
-from tests.conversations.whatsapp.conftest import (
+from tests.helpers.inbound import Receiver
+from tests.helpers.meta_payloads import (
     Recorder,
     encode,
     fixture_bytes,

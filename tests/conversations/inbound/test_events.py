@@ -5,7 +5,7 @@ import pytest
 from model_bakery import baker
 
 from agents.states import HandoffReason, SessionState
-from conversations.events import ACTION_UNSUPPORTED_MEDIA
+from conversations.event_codes import ACTION_UNSUPPORTED_MEDIA
 from conversations.inbound import events
 from conversations.labels import event_text
 from conversations.models import (
@@ -17,8 +17,8 @@ from conversations.models import (
 )
 from prompts_admin.models import DEFAULT_UNSUPPORTED_MEDIA_MESSAGE, RuntimeConfig
 from tests import baker_recipes as recipes
-from tests.conversations.inbound.conftest import HEADERS, Receiver, T, make_session, messages
-from tests.conversations.whatsapp.conftest import (
+from tests.helpers.inbound import HEADERS, Receiver, T, make_session, messages
+from tests.helpers.meta_payloads import (
     CUSTOMER_PHONE,
     CUSTOMER_USER_ID,
     encode,

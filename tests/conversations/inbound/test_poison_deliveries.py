@@ -20,7 +20,7 @@ from model_bakery import baker
 from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from conversations import publishers
-from conversations.events import ACTION_UNSUPPORTED_MEDIA, EventCode
+from conversations.event_codes import ACTION_UNSUPPORTED_MEDIA, EventCode
 from conversations.inbound import deliveries
 from conversations.inbound import tasks as inbound_tasks
 from conversations.inbound.deliveries import webhook_delivery_receive
@@ -29,7 +29,7 @@ from conversations.labels import event_text
 from conversations.models import Direction, Instance, Message, Session, WebhookDelivery
 from conversations.sweeps import RECEIVED_GRACE, received_deliveries_requeue
 from prompts_admin.models import DEFAULT_UNSUPPORTED_MEDIA_MESSAGE
-from tests.conversations.whatsapp.conftest import (
+from tests.helpers.meta_payloads import (
     CUSTOMER_PHONE,
     CUSTOMER_USER_ID,
     Recorder,

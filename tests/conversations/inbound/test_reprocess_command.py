@@ -7,7 +7,7 @@ from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from conversations import publishers
 from conversations.models import Instance, Message, WebhookDelivery
-from tests.conversations.whatsapp.conftest import Recorder, fixture_bytes
+from tests.helpers.meta_payloads import Recorder, fixture_bytes
 
 pytestmark = pytest.mark.django_db
 

@@ -1,6 +1,6 @@
 """A send the Graph API accepted but whose wamid we never stored (the worker died in between) is
 found through the ``biz_opaque_callback_data`` Meta echoes in its status callbacks, so the retry
-does not send it twice (whatsapp.statuses)."""
+does not send it twice (whatsapp.status_order)."""
 
 from typing import Any
 
@@ -9,16 +9,16 @@ from django.test import Client
 from model_bakery import baker
 
 from conversations.models import DeliveryStatusEvent, Direction, Message, Session
-from conversations.whatsapp.tasks import send_message
+from conversations.sending.worker import send_message
 from tests import baker_recipes as recipes
-from tests.conversations.whatsapp.conftest import (
+from tests.fakes.graph_server import FakeGraphAPI
+from tests.helpers.meta_payloads import (
     encode,
     load_fixture,
     signed_post,
 )
-from tests.fakes.graph_server import FakeGraphAPI
 from whatsapp.payload import parse_webhook_body
-from whatsapp.statuses import message_id_from_callback, send_callback_data
+from whatsapp.status_order import message_id_from_callback, send_callback_data
 
 pytestmark = pytest.mark.django_db
 

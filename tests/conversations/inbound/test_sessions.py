@@ -15,8 +15,8 @@ from conversations.models import (
     Session,
 )
 from tests import baker_recipes as recipes
-from tests.conversations.inbound.conftest import Receiver, T, make_session
-from tests.conversations.whatsapp.conftest import (
+from tests.helpers.inbound import Receiver, T, make_session
+from tests.helpers.meta_payloads import (
     CUSTOMER_PHONE,
     CUSTOMER_USER_ID,
 )

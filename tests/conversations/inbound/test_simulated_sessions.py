@@ -9,8 +9,8 @@ from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from conversations import publishers
 from conversations.models import Direction, Instance, Message, Session, WebhookDelivery
-from tests.conversations.inbound.conftest import T, make_session
-from tests.conversations.whatsapp.conftest import (
+from tests.helpers.inbound import T, make_session
+from tests.helpers.meta_payloads import (
     CUSTOMER_PHONE,
     CUSTOMER_USER_ID,
     Recorder,

@@ -1,4 +1,4 @@
-"""Delivery statuses (conversations.inbound.statuses): forward only, failures with Meta's code,
+"""Delivery statuses (conversations.inbound.delivery_statuses): forward only, failures with Meta's code,
 repeats stored once, unknown wamids kept unlinked."""
 
 from datetime import timedelta
@@ -11,7 +11,7 @@ from conversations.models import (
     Message,
 )
 from tests import baker_recipes as recipes
-from tests.conversations.inbound.conftest import Receiver, T, make_session
+from tests.helpers.inbound import Receiver, T, make_session
 
 pytestmark = pytest.mark.django_db
 

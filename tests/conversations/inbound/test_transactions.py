@@ -13,7 +13,7 @@ from django.db import connection
 from conversations.inbound import events
 from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.models import Instance, Message, Session, WebhookDelivery
-from tests.conversations.whatsapp.conftest import (
+from tests.helpers.meta_payloads import (
     Recorder,
     encode,
     fixture_bytes,

@@ -18,7 +18,7 @@ from conversations.inbound.session_rules import turn_queue, turn_queued_ttl
 from conversations.lease import lease_claim, lease_release
 from conversations.models import Instance, Message, Session, WebhookDelivery
 from tests import baker_recipes as recipes
-from tests.conversations.whatsapp.conftest import (
+from tests.helpers.meta_payloads import (
     Recorder,
     encode,
     load_fixture,

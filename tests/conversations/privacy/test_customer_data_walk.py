@@ -33,9 +33,9 @@ from governance.models import ReplayResult
 from governance.replay import ReplayFilters, replay_run_start
 from governance.tasks import replay_run
 from tests import baker_recipes as recipes
-from tests.conversations.whatsapp.conftest import signed_post
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers.meta_payloads import signed_post
 from tests.helpers.recorded_calls import draft
 from tests.helpers.staff import SUPPORT, logged_in, staff_member
 

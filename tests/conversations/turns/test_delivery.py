@@ -24,14 +24,14 @@ from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from config.celery import app as celery_app
 from conversations.models import Direction, Instance, Lead, Session
+from conversations.sending.worker import EAGER_SEND_BACKOFF, send_message
 from conversations.sweeps import UNSENT_GRACE, unsent_messages_requeue
 from conversations.turns.tasks import process_session
-from conversations.whatsapp.tasks import EAGER_SEND_BACKOFF, send_message
-from tests.conversations.whatsapp.conftest import CUSTOMER_PHONE as WEBHOOK_CUSTOMER
-from tests.conversations.whatsapp.conftest import fixture_bytes, signed_post
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers.conversation_rows import inbound
+from tests.helpers.meta_payloads import CUSTOMER_PHONE as WEBHOOK_CUSTOMER
+from tests.helpers.meta_payloads import fixture_bytes, signed_post
 
 CUSTOMER_PHONE = "5511977776666"
 PHONE_NUMBER_ID = "100000000000001"

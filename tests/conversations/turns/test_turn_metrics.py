@@ -1,4 +1,4 @@
-"""A turn's metrics (conversations.metrics), read through ``/metrics`` after a real turn with the
+"""A turn's metrics (conversations.prometheus), read through ``/metrics`` after a real turn with the
 fake model: the turn by outcome, its model call (latency, tokens, cost at the list prices), and a
 handoff by reason."""
 

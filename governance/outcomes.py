@@ -1,6 +1,6 @@
 """Outcome metrics per prompt version (docs/architecture.md, Outcome metrics per prompt version):
 what each version of an agent's prompt did to the conversations it spoke in. Pure numbers; the admin
-page (`governance.metrics_admin`) labels, formats and charts them.
+page (`governance.outcomes_admin`) labels, formats and charts them.
 
 Attribution: a conversation counts for (agent, version) when it has an agent call of that agent
 recorded with that `LLMCall.prompt_version` in the period; one that met two versions (an override

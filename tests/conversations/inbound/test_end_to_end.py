@@ -16,15 +16,15 @@ from pytest_httpserver import HTTPServer
 
 from conversations.models import Direction, Message, Session
 from tests import baker_recipes as recipes
-from tests.conversations.whatsapp.conftest import (
+from tests.fakes.graph_server import FakeGraphAPI
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers.broker import IsolatedBroker
+from tests.helpers.meta_payloads import (
     CUSTOMER_PHONE,
     PHONE_NUMBER_ID,
     WEBHOOK_URL,
     fixture_bytes,
 )
-from tests.fakes.graph_server import FakeGraphAPI
-from tests.fakes.openai_server import FakeOpenAIServer
-from tests.helpers.broker import IsolatedBroker
 from tests.helpers.processes import project_env, wait_for, web_and_worker
 from whatsapp.signature import compute_signature
 

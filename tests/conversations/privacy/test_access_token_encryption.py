@@ -16,8 +16,9 @@ from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 from conversations import publishers
 from conversations.models import Direction, Instance, Message, Session
 from conversations.privacy.encryption import FieldDecryptionError
-from conversations.whatsapp.tasks import send_message
-from tests.conversations.whatsapp.conftest import (
+from conversations.sending.worker import send_message
+from tests.fakes.graph_server import FakeGraphAPI
+from tests.helpers.meta_payloads import (
     CUSTOMER_PHONE,
     CUSTOMER_USER_ID,
     PHONE_NUMBER_ID,
@@ -25,7 +26,6 @@ from tests.conversations.whatsapp.conftest import (
     fixture_bytes,
     signed_post,
 )
-from tests.fakes.graph_server import FakeGraphAPI
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ the version before, the handoff rate by reason, and a chart of the handoff rate 
 Staff who may read prompt overrides (`prompts_admin.view_promptoverride`: prompt editors,
 superusers) see it; other staff get 403, the admin's login check comes first (the URL is wrapped
 in `admin.site.admin_view`, governance/urls.py). The numbers come from
-`governance.metrics.prompt_metrics`; this module only labels and formats them.
+`governance.outcomes.prompt_metrics`; this module only labels and formats them.
 """
 
 from dataclasses import dataclass
@@ -27,7 +27,7 @@ from agents.labels import HANDOFF_REASON_LABELS
 from agents.sources import BUILTIN_PROMPT_VERSION
 from agents.states import AgentName, HandoffReason
 from governance.charts import Point, Series, line_chart
-from governance.metrics import (
+from governance.outcomes import (
     HANDOFF_REASONS,
     OVERRIDE_PREFIX,
     MetricsFilters,

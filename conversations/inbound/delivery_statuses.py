@@ -13,7 +13,7 @@ from typing import Any
 from compat.django_private import insert_unless_conflict
 from conversations.models import DeliveryStatusEvent, Direction, Message
 from whatsapp.payload import StatusUpdate
-from whatsapp.statuses import (
+from whatsapp.status_order import (
     FAILED,
     KNOWN_STATUSES,
     message_id_from_callback,

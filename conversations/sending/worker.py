@@ -1,7 +1,7 @@
 """Celery tasks of the WhatsApp channel: thin; the logic lives in `conversations.sending`.
 Beside them, the process's Graph API client (`graph_client`) and its background read receipts
 (`read_receipts`), which are not tasks: a receipt is one best-effort request, sent from the
-worker process itself (`conversations.whatsapp.read_receipts`).
+worker process itself (`conversations.sending.background_receipts`).
 
 The retry policy is here, in the decorator: a `RetryableSendError` (timeout, 5xx, 130429,
 131056) is retried with exponential backoff and jitter — 5 s, 10 s, 20 s ... capped at 5 min, at
@@ -48,8 +48,8 @@ from conversations.sending import (
     outbound_message_send,
     read_receipt_send,
 )
+from conversations.sending.background_receipts import BackgroundReadReceipts
 from conversations.sweeps import unsent_messages_requeue
-from conversations.whatsapp.read_receipts import BackgroundReadReceipts
 from whatsapp.client import GraphClient, WhatsAppSender
 
 logger = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ _read_receipts_lock = threading.Lock()
 
 
 def read_receipts() -> BackgroundReadReceipts:
-    """This process's background read receipts (`conversations.whatsapp.read_receipts`), built
+    """This process's background read receipts (`conversations.sending.background_receipts`), built
     on first use, and again in a forked child (its parent's threads did not survive the fork)."""
     global _read_receipts
     with _read_receipts_lock:

@@ -12,7 +12,7 @@ from pytest_django import Settings
 
 from conversations import publishers
 from conversations.models import Instance, Message, Session, WebhookDelivery
-from tests.conversations.whatsapp.conftest import (
+from tests.helpers.meta_payloads import (
     JSON,
     MUTATED_BATCHES,
     WEBHOOK_URL,

@@ -17,7 +17,7 @@ from conversations.sending import (
     read_receipt_for,
     read_receipt_send,
 )
-from conversations.whatsapp.tasks import graph_client, send_message
+from conversations.sending.worker import graph_client, send_message
 from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.helpers.conversation_rows import reply

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from conversations.metrics import read_receipt_counted
+from conversations.prometheus import read_receipt_counted
 from conversations.sending import ReadReceipt
 
 logger = logging.getLogger(__name__)

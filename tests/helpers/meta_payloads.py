@@ -1,3 +1,7 @@
+"""Meta's webhook payloads for the tests (the JSON files in tests/helpers/meta_payloads/) and how
+a test posts them: signed as Meta signs them, to the webhook. Also the enqueue `Recorder`, the
+TTL's boundary cases and hypothesis strategies that mutate a payload."""
+
 import copy
 import json
 from datetime import timedelta
@@ -15,7 +19,7 @@ from whatsapp.signature import compute_signature
 
 # The fixtures' number and customer (PHONE_NUMBER_ID, CUSTOMER_PHONE, CUSTOMER_USER_ID, imported
 # above) are the recipes' defaults.
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parent / "meta_payloads"
 APP_SECRET = "test-app-secret"
 WEBHOOK_URL = "/webhooks/whatsapp/"
 

@@ -12,9 +12,9 @@ from django.utils import timezone
 from model_bakery import baker
 
 from conversations.models import Direction, Message, Session
-from conversations.whatsapp.tasks import reply_send
-from tests.conversations.whatsapp.conftest import CUSTOMER_PHONE
+from conversations.sending.worker import reply_send
 from tests.fakes.graph_server import FakeGraphAPI
+from tests.helpers.meta_payloads import CUSTOMER_PHONE
 from whatsapp.client import GraphClient
 
 pytestmark = pytest.mark.django_db
@@ -122,7 +122,7 @@ def test_an_unexpected_error_is_logged_and_the_reply_handed_to_the_task(
     message = reply(known_customer)
     client = crashing_client(fake_graph.base_url)
 
-    with caplog.at_level(logging.ERROR, logger="conversations.whatsapp.tasks"):
+    with caplog.at_level(logging.ERROR, logger="conversations.sending.worker"):
         reply_send(message.pk, client=client, send_later=handed_to_task.append)
 
     assert handed_to_task == [message.pk]

@@ -25,10 +25,10 @@ from conversations.sending import (
     read_receipt_for,
     read_receipt_send,
 )
-from conversations.whatsapp.tasks import graph_client, send_message
+from conversations.sending.worker import graph_client, send_message
 from tests import baker_recipes as recipes
-from tests.conversations.whatsapp.conftest import CUSTOMER_PHONE, CUSTOMER_USER_ID
 from tests.fakes.graph_server import FakeGraphAPI, GraphRequest
+from tests.helpers.meta_payloads import CUSTOMER_PHONE, CUSTOMER_USER_ID
 from whatsapp.client import GraphClient
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("eager_retries")]

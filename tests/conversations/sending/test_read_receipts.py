@@ -1,4 +1,4 @@
-"""Read receipts in the background of the worker process (conversations/whatsapp/read_receipts.py):
+"""Read receipts in the background of the worker process (conversations/sending/background_receipts.py):
 the turn hands a receipt over and goes on; a few threads send it through the real Graph client
 to the fake Graph API; a backlog is bounded, counted and logged without flooding; a failure is
 logged and costs nothing else; a stopping worker drops what it has not started."""
@@ -12,9 +12,9 @@ from django.test import Client
 from pytest_django import Settings
 
 from conversations.sending import ReadReceipt
-from conversations.whatsapp import tasks as whatsapp_tasks
-from conversations.whatsapp.read_receipts import DROP_LOG_SECONDS, BackgroundReadReceipts
-from conversations.whatsapp.tasks import read_receipt_submit, read_receipts
+from conversations.sending import worker as whatsapp_tasks
+from conversations.sending.background_receipts import DROP_LOG_SECONDS, BackgroundReadReceipts
+from conversations.sending.worker import read_receipt_submit, read_receipts
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.helpers.metrics import TOKEN, increase, scrape
 
@@ -155,7 +155,7 @@ def test_a_send_that_raises_is_logged_and_the_next_receipt_still_goes(
 
     receipts = BackgroundReadReceipts(send=send, max_workers=1, max_pending=10)
 
-    with caplog.at_level(logging.ERROR, logger="conversations.whatsapp.read_receipts"):
+    with caplog.at_level(logging.ERROR, logger="conversations.sending.background_receipts"):
         assert [receipts.submit(receipt(n)) for n in (1, 2)] == [True, True]
         assert receipts.wait_idle(timeout=10) is True
 
