@@ -33,7 +33,7 @@ from django.utils.translation import gettext as _
 
 from agents.labels import AGENT_LABELS
 from agents.states import PROMPT_AGENTS, AgentName
-from conversations.inbound.session_rules import open_sessions
+from conversations.inbound.session_rules import open_session_find
 from conversations.labels import handoff_label, state_label
 from conversations.models import HandoffSummary, Instance, Session, SimulatedTurn
 from prompts_admin.models import PromptOverride
@@ -49,6 +49,7 @@ from simulator.simulation import (
 )
 from simulator.tasks import simulated_turn
 from support.admin.queue import ATTEND_SESSION
+from whatsapp.payload import Customer
 
 SIMULATOR_URL_NAME = "conversations_session_simulator"
 SIMULATOR_TURN_URL_NAME = "conversations_session_simulator_turn"
@@ -128,8 +129,8 @@ def _page_url(instance: Instance | None) -> str:
 
 
 def _open_session(instance: Instance, phone: str) -> Session | None:
-    return (
-        open_sessions(instance.phone_number_id, simulated=True).filter(customer_phone=phone).first()
+    return open_session_find(
+        instance.phone_number_id, Customer(phone=phone, user_id=""), simulated=True
     )
 
 

@@ -45,7 +45,7 @@ from agents.states import AgentName, SessionState
 from conversations.agent_sources import DatabaseCallRecorder
 from conversations.handoff import handoff_summary_generate
 from conversations.inbound.events import payload_apply
-from conversations.inbound.session_rules import open_sessions
+from conversations.inbound.session_rules import open_session_find
 from conversations.model_prices import MODEL_PRICES_USD
 from conversations.models import (
     SUPERSEDED,
@@ -64,7 +64,7 @@ from conversations.turns.deps import PipelineConfig, no_read_receipt
 from conversations.turns.run import session_process
 from conversations.turns.tasks import build_pipeline_deps
 from prompts_admin.selectors import ChosenOverridesPromptSource
-from whatsapp.payload import parse_payload
+from whatsapp.payload import Customer, parse_payload
 
 logger = logging.getLogger(__name__)
 
@@ -382,8 +382,8 @@ def _turn_end(
 
 def simulated_session_reset(*, instance: Instance, phone: str) -> int | None:
     """Close the phone's open simulated session (the next message opens a new one); its id."""
-    session = (
-        open_sessions(instance.phone_number_id, simulated=True).filter(customer_phone=phone).first()
+    session = open_session_find(
+        instance.phone_number_id, Customer(phone=phone, user_id=""), simulated=True
     )
     if session is None:
         return None

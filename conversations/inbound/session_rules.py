@@ -27,8 +27,9 @@ one is logged and ignored. `session_for` applies the rules to one customer of a 
 `DeliverySessions` remembers what the delivery met, so each session is looked up once and its
 times written once per delivery.
 
-Open session, idle and forward-only times are one hand-written statement, `SESSION_TOUCH_SQL`,
-which every message, echo and reply of a customer goes through; the others are the ORM's.
+Open session is one literal query, `OPEN_SESSION_SQL`; open session, idle and forward-only times
+are one hand-written statement built on it, `SESSION_TOUCH_SQL`, which every message, echo and
+reply of a customer goes through; the others are the ORM's.
 """
 
 import logging
@@ -37,7 +38,6 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Q, QuerySet
 
 from agents.states import BOT_STATES, SessionState
 from conversations.event_codes import CLOSED_IDLE, EventCode
@@ -60,34 +60,45 @@ def customer_identifiers(customer: Customer) -> list[tuple[str, str]]:
     return [(name, values[name]) for name in IDENTIFIERS if values[name]]
 
 
-def open_sessions(phone_number_id: str, *, simulated: bool) -> QuerySet[Session]:
-    """The open sessions on the active instance of that number, the real ones or the simulated
-    ones."""
-    return Session.objects.filter(
-        instance__phone_number_id=phone_number_id,
-        instance__is_active=True,
-        is_simulated=simulated,
-    ).exclude(state=SessionState.CLOSED)
+# The open session rule, spelled once: the customer's open session on the active instance of the
+# number, by user id first, else phone, real or simulated. SESSION_TOUCH_SQL finds the session it
+# touches with it, and `open_session_find` (an identity change, the simulator) reads it.
+OPEN_SESSION_SQL = """SELECT o.id FROM conversations_session o
+    JOIN conversations_instance i ON i.id = o.instance_id
+    WHERE i.phone_number_id = %(phone_number_id)s AND i.is_active
+      AND o.state <> 'CLOSED' AND o.is_simulated = %(simulated)s
+      AND ((%(user_id)s <> '' AND o.customer_user_id = %(user_id)s)
+        OR (%(phone)s <> '' AND o.customer_phone = %(phone)s))
+    ORDER BY o.customer_user_id = %(user_id)s DESC
+    LIMIT 1"""
+
+
+def _open_session_params(
+    phone_number_id: str, customer: Customer, *, simulated: bool
+) -> dict[str, str | bool]:
+    return {
+        "phone_number_id": phone_number_id,
+        "simulated": simulated,
+        "user_id": customer.user_id,
+        "phone": customer.phone,
+    }
 
 
 def open_session_find(
     phone_number_id: str, customer: Customer, *, simulated: bool
 ) -> Session | None:
-    """The customer's open session on that number, idle or not, real or simulated, preferring
-    the one its user id names: the lookup of a ``system`` message (an identity change), which
-    neither moves the session's times nor closes it."""
-    identified = customer_identifiers(customer)
-    if not identified:
+    """The customer's open session on that number (`OPEN_SESSION_SQL`), idle or not, real or
+    simulated: the lookup of a ``system`` message (an identity change), which neither moves the
+    session's times nor closes it, and of the simulator."""
+    if not (customer.user_id or customer.phone):
         return None
-    match = Q()
-    for name, value in identified:
-        match |= Q(**{name: value})
-    # At most two rows (one open session per user id, one per phone).
-    candidates = list(open_sessions(phone_number_id, simulated=simulated).filter(match))
-    for session in candidates:
-        if customer.user_id and session.customer_user_id == customer.user_id:
-            return session
-    return candidates[0] if candidates else None
+    connection = connections[Session.objects.db]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            OPEN_SESSION_SQL, _open_session_params(phone_number_id, customer, simulated=simulated)
+        )
+        row = cursor.fetchone()
+    return None if row is None else Session.objects.filter(pk=row[0]).first()
 
 
 # Open session, idle and forward-only times in one statement (PostgreSQL and SQLite alike): the
@@ -105,7 +116,8 @@ def open_session_find(
 # PostgreSQL on a row another transaction updated meanwhile, so a session closed under us is not
 # touched. (SQLite 3.40 returns the columns of an ``UPDATE ... FROM`` out of order: hence the
 # idle test repeated in each CASE rather than computed once in a FROM.)
-SESSION_TOUCH_SQL = """UPDATE conversations_session SET
+SESSION_TOUCH_SQL = (
+    """UPDATE conversations_session SET
     state = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
         THEN 'CLOSED' ELSE state END,
     closed_at = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
@@ -115,16 +127,12 @@ SESSION_TOUCH_SQL = """UPDATE conversations_session SET
     last_inbound_at = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
         OR NOT %(inbound)s OR last_inbound_at >= %(at)s THEN last_inbound_at ELSE %(at)s END
 WHERE state <> 'CLOSED' AND id = (
-    SELECT o.id FROM conversations_session o
-    JOIN conversations_instance i ON i.id = o.instance_id
-    WHERE i.phone_number_id = %(phone_number_id)s AND i.is_active
-      AND o.state <> 'CLOSED' AND o.is_simulated = %(simulated)s
-      AND ((%(user_id)s <> '' AND o.customer_user_id = %(user_id)s)
-        OR (%(phone)s <> '' AND o.customer_phone = %(phone)s))
-    ORDER BY o.customer_user_id = %(user_id)s DESC
-    LIMIT 1
+"""
+    + OPEN_SESSION_SQL
+    + """
 )
 RETURNING id, instance_id, customer_phone, customer_user_id, customer_name, state"""
+)
 # In the model's field order: `Model.from_db` maps a partial row by that order.
 _TOUCH_RETURNS = [
     "id",
@@ -157,10 +165,7 @@ def session_touch(
         "at": adapt(at),
         "inbound": inbound,
         "idle_cutoff": adapt(idle_cutoff(idle_at)),
-        "phone_number_id": phone_number_id,
-        "simulated": simulated,
-        "user_id": customer.user_id,
-        "phone": customer.phone,
+        **_open_session_params(phone_number_id, customer, simulated=simulated),
     }
     with connection.cursor() as cursor:
         cursor.execute(SESSION_TOUCH_SQL, params)
