@@ -134,23 +134,22 @@ class Outbox:
     enqueue_turn: EnqueueFn
     enqueue_send: EnqueueFn
     now: datetime
-    turns: list[int] = field(default_factory=list)  # sessions whose turn to queue, in order
+    # Sessions whose turn to queue, in order, as this transaction read and locked them.
+    turns: dict[int, Session] = field(default_factory=dict)
     sends: list[int] = field(default_factory=list)  # OUTBOUND messages to send
     answered_media: set[int] = field(default_factory=set)  # sessions given the media text
 
-    def turn(self, session_id: int) -> None:
-        if session_id not in self.turns:
-            self.turns.append(session_id)
+    def turn(self, session: Session) -> None:
+        self.turns.setdefault(session.pk, session)
 
     def no_turn(self, session_id: int) -> None:
-        if session_id in self.turns:
-            self.turns.remove(session_id)
+        self.turns.pop(session_id, None)
 
     def enqueue_after_commit(self) -> None:
         # Registered inside the transaction: discarded if it rolls back. `robust`: a broker outage
         # is logged and never undoes or fails the stored delivery.
-        for session_id in self.turns:
-            if not turn_queue(session_id=session_id, now=self.now):
+        for session_id, session in self.turns.items():
+            if not turn_queue(session, now=self.now):
                 continue  # its turn is queued already and will take this message too
             transaction.on_commit(partial(self.enqueue_turn, session_id), robust=True)
         for message_id in self.sends:
@@ -245,7 +244,7 @@ def _text_receive(context: ApplyContext, message: InboundMessage) -> None:
         return
     session, stored = received
     if stored.processed_at is None:
-        context.outbox.turn(session.pk)
+        context.outbox.turn(session)
     _log_received(message, session, stored)
 
 

@@ -35,9 +35,12 @@ reply of a customer goes through; the others are the ORM's.
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import DateTimeField, Value
 
 from agents.states import BOT_STATES, SessionState
 from conversations.event_codes import CLOSED_IDLE, EventCode
@@ -131,7 +134,7 @@ WHERE state <> 'CLOSED' AND id = (
     + OPEN_SESSION_SQL
     + """
 )
-RETURNING id, instance_id, customer_phone, customer_user_id, customer_name, state"""
+RETURNING id, instance_id, customer_phone, customer_user_id, customer_name, state, turn_queued_at"""
 )
 # In the model's field order: `Model.from_db` maps a partial row by that order.
 _TOUCH_RETURNS = [
@@ -141,6 +144,7 @@ _TOUCH_RETURNS = [
     "customer_phone",
     "customer_user_id",
     "customer_name",
+    "turn_queued_at",
 ]
 
 
@@ -170,7 +174,23 @@ def session_touch(
     with connection.cursor() as cursor:
         cursor.execute(SESSION_TOUCH_SQL, params)
         row = cursor.fetchone()
-    return None if row is None else Session.from_db(connection.alias, _TOUCH_RETURNS, row)
+    if row is None:
+        return None
+    *identity, queued_at = row
+    return Session.from_db(
+        connection.alias, _TOUCH_RETURNS, (*identity, _datetime_from_db(connection, queued_at))
+    )
+
+
+# A datetime column's expression, for the database's converters.
+_DATETIME = Value(None, output_field=DateTimeField())
+
+
+def _datetime_from_db(connection: BaseDatabaseWrapper, value: Any) -> datetime | None:
+    """A datetime a raw cursor read, as the ORM would give it (SQLite's driver answers text)."""
+    for convert in connection.ops.get_db_converters(_DATETIME):
+        value = convert(value, _DATETIME, connection)
+    return cast(datetime | None, value)
 
 
 def session_open(
@@ -308,32 +328,26 @@ def turn_queued_before(now: datetime) -> datetime:
     return now - turn_queued_ttl()
 
 
-# The compare-and-set of a queued turn. Hand-written because the ORM's
-# ``filter(Q(turn_queued_at__isnull=True) | Q(turn_queued_at__lt=...), pk=...).update(...)``
-# cost 0.4 ms of CPU per delivery to compile (the webhook's use case 2.0-2.1 against 1.6-1.7 ms,
-# the least of five runs of 1,000 known customers' texts, 2026-12-02), more than PostgreSQL
-# spends running it.
-TURN_QUEUE_SQL = """UPDATE conversations_session SET turn_queued_at = %(now)s
-WHERE id = %(session_id)s AND (turn_queued_at IS NULL OR turn_queued_at < %(queued_before)s)"""
+def turn_queued_recently(queued_at: datetime | None, now: datetime) -> bool:
+    """Whether a turn queued at `queued_at` (None: none queued) spares another publish at `now`:
+    it was queued at most `turn_queued_ttl()` ago and a worker has not started it yet (the lease
+    clears the mark when a worker claims or releases it: `conversations.lease`)."""
+    return queued_at is not None and queued_at >= turn_queued_before(now)
 
 
-def turn_queue(*, session_id: int, now: datetime) -> bool:
-    """Mark the session's turn queued (`Session.turn_queued_at`) unless a turn enqueued less than
-    `turn_queued_ttl()` ago has not started yet (`TURN_QUEUE_SQL`); True when this call marked
-    it, and the caller must then enqueue the task. Called for sessions a bot holds
-    (`waits_for_turn`); the lease clears the mark when a worker claims or releases it
-    (`conversations.lease`).
+def turn_queue(session: Session, *, now: datetime) -> bool:
+    """Mark the session's turn queued (`Session.turn_queued_at`) unless `turn_queued_recently`;
+    True when this call marked it, and the caller must then enqueue the task. Called for a
+    session a bot holds (`waits_for_turn`) whose row this transaction has locked and read (the
+    session touch or its insert), so no worker moves the mark between the read and the write —
+    and a turn queued moments ago, the common case in a burst, costs no statement at all.
     """
-    connection = connections[Session.objects.db]
-    adapt = connection.ops.adapt_datetimefield_value
-    params = {
-        "now": adapt(now),
-        "session_id": session_id,
-        "queued_before": adapt(turn_queued_before(now)),
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(TURN_QUEUE_SQL, params)
-        return bool(cursor.rowcount)
+    if turn_queued_recently(session.turn_queued_at, now):
+        return False
+    if not Session.objects.filter(pk=session.pk).update(turn_queued_at=now):
+        return False
+    session.turn_queued_at = now
+    return True
 
 
 # --- the delivery's sessions -------------------------------------------------------------------

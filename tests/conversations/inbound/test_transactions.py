@@ -4,11 +4,13 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 import pytest
 from django.db import connection
+from django.utils import timezone
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from conversations.inbound import events
 from conversations.inbound.deliveries import webhook_delivery_receive
@@ -106,6 +108,29 @@ def test_a_known_customer_s_message_is_one_commit_and_four_statements(
     assert WebhookDelivery.objects.get().messages_count == 1
 
 
+def test_a_known_customer_whose_turn_is_queued_costs_three_statements(
+    known_customer: Session, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
+) -> None:
+    # A burst: the previous message queued the turn a second ago and no worker has started it.
+    Session.objects.filter(pk=known_customer.pk).update(
+        turn_queued_at=timezone.now() - timedelta(seconds=1)
+    )
+
+    turns = Recorder()
+
+    with traced() as trace, django_capture_on_commit_callbacks(execute=True):
+        webhook_delivery_receive(
+            raw_body=fixture_bytes("text"), headers={}, enqueue_turn=turns, enqueue_send=Recorder()
+        )
+
+    assert (trace.commits, trace.rollbacks, trace.outside_the_transaction) == (1, 0, [])
+    # The touch returns the queued turn's mark with the row it locked: no statement to queue it,
+    # and no second task.
+    assert kinds(trace) == ["UPDATE", "INSERT", "INSERT"]
+    assert turns.calls == []
+    assert Message.objects.filter(processed_at=None).count() == 1
+
+
 def test_a_new_customer_s_first_message_is_one_commit_and_eight_statements(
     instance: Instance,
 ) -> None:
@@ -134,8 +159,9 @@ def test_each_further_message_of_a_batch_costs_one_insert(instance: Instance) ->
         receive(texts(6).replace(b"wamid.MANY", b"wamid.MORE"))
 
     assert (six.commits, six.outside_the_transaction) == (1, [])
-    # The session's UPDATE ... RETURNING, six messages, queuing the turn (once), the delivery.
-    assert kinds(six) == ["UPDATE", *["INSERT"] * 6, "UPDATE", "INSERT"]
+    # The session's UPDATE ... RETURNING, six messages, the delivery: the first delivery's turn
+    # is still queued (no worker ran), so none is queued again.
+    assert kinds(six) == ["UPDATE", *["INSERT"] * 6, "INSERT"]
 
 
 def test_a_refused_payload_is_still_one_commit(instance: Instance) -> None:
@@ -181,7 +207,7 @@ def test_a_customer_s_burst_moves_the_session_times_once_to_the_newest_message(
     with traced() as trace:
         receive(encode(document))
 
-    assert kinds(trace) == ["UPDATE", "INSERT", "INSERT", "INSERT", "UPDATE", "INSERT"]
+    assert kinds(trace) == ["UPDATE", "INSERT", "INSERT", "INSERT", "INSERT"]
     newest = datetime.fromtimestamp(1764500120, tz=UTC)
     assert list(Session.objects.values_list("last_message_at", "last_inbound_at")) == [
         (newest, newest)

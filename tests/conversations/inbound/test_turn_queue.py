@@ -1,8 +1,8 @@
 """A session's queued turn (`Session.turn_queued_at`): enqueued once until a worker starts it.
 
 `conversations.inbound.session_rules.turn_queue` marks the turn queued unless one was queued
-less than `turn_queued_ttl()` ago; the lease clears the mark when a worker claims or releases
-it. The webhook's general path enqueues a turn only when it marked it.
+less than `turn_queued_ttl()` ago (judged on the session as read, without a statement); the lease
+clears the mark when a worker claims or releases it. The webhook's general path enqueues a turn only when it marked it.
 """
 
 from datetime import UTC, datetime, timedelta
@@ -45,7 +45,7 @@ def test_a_session_without_a_queued_turn_gets_it_marked_and_the_caller_must_enqu
 ) -> None:
     session = recipes.known_customer.make(instance=instance)
 
-    assert turn_queue(session_id=session.pk, now=NOW) is True
+    assert turn_queue(session, now=NOW) is True
     assert queue_state(session) == (None, None, NOW)
 
 
@@ -59,7 +59,7 @@ def test_a_queued_turn_spares_another_until_it_is_older_than_the_ttl(
     before = NOW - queued_ago
     session = recipes.known_customer.make(instance=instance, turn_queued_at=before)
 
-    assert turn_queue(session_id=session.pk, now=NOW) is marked
+    assert turn_queue(session, now=NOW) is marked
     assert queue_state(session) == (None, None, NOW if marked else before)
 
 
@@ -83,11 +83,11 @@ def test_the_queued_turn_s_ttl_is_the_setting_in_seconds(
     settings.TURN_QUEUED_TTL_SECONDS = ttl_seconds
     session = recipes.known_customer.make(instance=instance, turn_queued_at=NOW - queued_ago)
 
-    assert turn_queue(session_id=session.pk, now=NOW) is marked
+    assert turn_queue(session, now=NOW) is marked
 
 
 def test_queuing_the_turn_of_a_session_that_does_not_exist_marks_nothing() -> None:
-    assert turn_queue(session_id=999_999, now=NOW) is False
+    assert turn_queue(Session(pk=999_999), now=NOW) is False
 
 
 # --- the lease clears it ---------------------------------------------------------------------
@@ -122,7 +122,7 @@ def test_a_lease_held_by_another_worker_leaves_the_queued_turn(instance: Instanc
     session = recipes.known_customer.make(instance=instance)
     holder = lease_claim(session_id=session.pk, now=NOW, ttl=LEASE_TTL)
     # A message arrived during the holder's turn and queued another.
-    assert turn_queue(session_id=session.pk, now=NOW + timedelta(seconds=1)) is True
+    assert turn_queue(session, now=NOW + timedelta(seconds=1)) is True
 
     assert lease_claim(session_id=session.pk, now=NOW + timedelta(seconds=2), ttl=LEASE_TTL) is None
     assert queue_state(session) == (holder, NOW + LEASE_TTL, NOW + timedelta(seconds=1))
@@ -132,7 +132,7 @@ def test_releasing_the_lease_clears_the_queued_turn(instance: Instance) -> None:
     session = recipes.known_customer.make(instance=instance)
     token = lease_claim(session_id=session.pk, now=NOW, ttl=LEASE_TTL)
     assert token is not None
-    assert turn_queue(session_id=session.pk, now=NOW + timedelta(seconds=1)) is True
+    assert turn_queue(session, now=NOW + timedelta(seconds=1)) is True
 
     assert lease_release(session_id=session.pk, token=token) is True
     assert queue_state(session) == (None, None, None)
@@ -141,7 +141,7 @@ def test_releasing_the_lease_clears_the_queued_turn(instance: Instance) -> None:
 def test_releasing_a_lease_this_worker_lost_leaves_the_queued_turn(instance: Instance) -> None:
     session = recipes.known_customer.make(instance=instance)
     token = lease_claim(session_id=session.pk, now=NOW, ttl=LEASE_TTL)
-    assert turn_queue(session_id=session.pk, now=NOW + timedelta(seconds=1)) is True
+    assert turn_queue(session, now=NOW + timedelta(seconds=1)) is True
 
     assert lease_release(session_id=session.pk, token=uuid4()) is False
     assert queue_state(session) == (token, NOW + LEASE_TTL, NOW + timedelta(seconds=1))
