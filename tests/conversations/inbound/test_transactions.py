@@ -212,3 +212,58 @@ def test_a_customer_s_burst_moves_the_session_times_once_to_the_newest_message(
     assert list(Session.objects.values_list("last_message_at", "last_inbound_at")) == [
         (newest, newest)
     ]
+
+
+# Message's columns, in the model's order: the literal insert writes each one.
+MESSAGE_COLUMNS = [
+    "session_id",
+    "direction",
+    "message_type",
+    "agent",
+    "content",
+    "raw_response",
+    "json_part",
+    "code",
+    "action",
+    "error",
+    "turn_id",
+    "part_index",
+    "wa_message_id",
+    "wa_timestamp",
+    "processed_at",
+    "delivery_status",
+    "delivery_status_at",
+    "delivery_error_code",
+    "delivery_error_title",
+    "send_attempts",
+    "last_send_attempt_at",
+    "staff_user_id",
+    "created_at",
+]
+
+
+def test_the_message_insert_writes_every_column_of_the_message_model() -> None:
+    # A column added to Message fails here until MESSAGE_STORE_SQL writes it.
+    columns, values = events.MESSAGE_STORE_SQL.split(") VALUES (", 1)
+    listed = [name.strip() for name in columns.split("(", 1)[1].split(",")]
+    placeholders = [value.strip() for value in values.split(")\nON CONFLICT", 1)[0].split(",")]
+
+    assert [f.column for f in Message._meta.concrete_fields if not f.primary_key] == MESSAGE_COLUMNS
+    assert listed == MESSAGE_COLUMNS
+    assert placeholders == [f"%({name})s" for name in MESSAGE_COLUMNS]
+
+
+def test_a_stored_message_is_saved_with_its_id_and_a_repeated_wamid_is_not_stored(
+    known_customer: Session,
+) -> None:
+    first = Message(
+        session=known_customer, direction="INBOUND", content="oi", wa_message_id="wamid.ONCE"
+    )
+    again = Message(
+        session=known_customer, direction="INBOUND", content="de novo", wa_message_id="wamid.ONCE"
+    )
+
+    assert events.message_store_once(first) is True
+    assert (first._state.adding, first.pk) == (False, Message.objects.get().pk)
+    assert events.message_store_once(again) is False
+    assert (again.pk, list(Message.objects.values_list("content", flat=True))) == (None, ["oi"])
