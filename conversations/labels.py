@@ -9,8 +9,10 @@ text it stored in ``content``: that text is shown as it is.
 """
 
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any
 
+from django.utils.formats import number_format
 from django.utils.text import capfirst
 from django.utils.translation import gettext, gettext_lazy
 
@@ -61,6 +63,12 @@ _IDENTITY_CHANGES: Mapping[str, Any] = {
     "user_changed_number": gettext_lazy("The customer changed their WhatsApp number"),
     "user_changed_user_id": gettext_lazy("The customer's WhatsApp user id changed"),
 }
+
+
+def usd_text(value: Decimal | float, places: int = 6) -> str:
+    """A cost in US dollars as staff read it: ``US$ 0,000153`` (the active language's decimal
+    separator, `places` digits, rounded)."""
+    return "US$ " + number_format(round(Decimal(value), places), places)
 
 
 def state_label(value: str) -> str:

@@ -364,7 +364,11 @@ class Message(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.direction} #{self.pk} ({self.session_id})"
+        # The admin's titles and "Ações recentes" show it: no text, which may be personal data.
+        return gettext("Message #%(id)s (%(direction)s)") % {
+            "id": self.pk,
+            "direction": self.get_direction_display(),
+        }
 
 
 class DeliveryStatusEvent(models.Model):
@@ -466,7 +470,10 @@ class WebhookDelivery(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"#{self.pk} {self.outcome}"
+        return gettext("Delivery #%(id)s (%(outcome)s)") % {
+            "id": self.pk,
+            "outcome": self.get_outcome_display(),
+        }
 
 
 class LLMCallPurpose(models.TextChoices):
@@ -525,7 +532,10 @@ class LLMCall(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.purpose}/{self.agent} {self.model} {self.outcome}"
+        return gettext("Model call #%(id)s (%(purpose)s)") % {
+            "id": self.pk,
+            "purpose": self.get_purpose_display(),
+        }
 
 
 class HandoffSummary(models.Model):
@@ -554,7 +564,7 @@ class HandoffSummary(models.Model):
         indexes = [models.Index(fields=["session", "-created_at"], name="summary_session")]
 
     def __str__(self) -> str:
-        return f"{self.session_id}: {self.closing_reason}"
+        return gettext("Summary of conversation #%(id)s") % {"id": self.session_id}
 
 
 class SimulatedTurn(models.Model):

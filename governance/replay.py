@@ -55,6 +55,7 @@ from agents.sources import (
 from agents.states import AGENT_FOR_STATE, AgentName
 from conversations.agent_sources import OK_OUTCOME, build_agent_invoker
 from conversations.db_connections import pooled_connections_release
+from conversations.labels import usd_text
 from conversations.model_prices import call_cost_usd
 from conversations.models import LLMCall, LLMCallPurpose
 from conversations.provider_circuit import process_llm_client
@@ -546,8 +547,8 @@ def _stop_reason(
         return ReplayStatus.CANCELLED, ""
     if totals.cost_usd >= deps.max_cost_usd:
         return ReplayStatus.CAPPED, gettext(
-            "Stopped at REPLAY_MAX_COST_USD: the calls cost US$ %(cost)s (limit US$ %(max)s)."
-        ) % {"cost": f"{totals.cost_usd:.6f}", "max": str(deps.max_cost_usd)}
+            "Stopped at REPLAY_MAX_COST_USD: the calls cost %(cost)s (limit %(max)s)."
+        ) % {"cost": usd_text(totals.cost_usd), "max": usd_text(deps.max_cost_usd, 4)}
     return None
 
 

@@ -283,8 +283,8 @@ def test_the_cost_cap_stops_the_run_once_the_cost_reaches_it(
         Decimal("0.000210"),
     )
     assert run.detail == (
-        "Parou no limite REPLAY_MAX_COST_USD: as chamadas custaram US$ 0.000210 "
-        "(limite US$ 0.0002)."
+        "Parou no limite REPLAY_MAX_COST_USD: as chamadas custaram US$ 0,000210 "
+        "(limite US$ 0,0002)."
     )
 
 

@@ -111,8 +111,8 @@ def test_say_prints_the_replies_and_sends_nothing_to_whatsapp(
     assert output == (
         "você> Oi\n"
         "bot> Olá! Sou a *Lia*. Como posso ajudar?\n"
-        f"     (conversation #{session.pk} · state TRIAGE · code 1 · agents triagem · "
-        "tokens 1000 in / 5 out · US$ 0.000153)\n"
+        f"     (conversa #{session.pk} · estado Triagem · código 1 · agentes triagem · "
+        "tokens 1000 de entrada / 5 de saída · US$ 0,000153)\n"
     )
     assert fake_graph.requests == []
     assert (session.customer_phone, session.is_simulated) == ("5500000000001", True)
@@ -245,13 +245,13 @@ def test_interactive_mode_prompts_and_prints_the_replies(
 
     session = Session.objects.get()
     assert output == (
-        "Simulated customer 5500000000001 on Laboratório Demo (100000000000001) "
-        "(never sent to WhatsApp). /reset starts a new conversation, /quit leaves.\n"
+        "Cliente simulado 5500000000001 em Laboratório Demo (100000000000001) "
+        "(nada é enviado ao WhatsApp). /reset começa uma nova conversa, /quit sai.\n"
         "você> bot> Olá!\n"
-        f"     (conversation #{session.pk} · state TRIAGE · code 1 · agents triagem · "
-        "tokens 10 in / 5 out · US$ 0.000005)\n"
-        f"você> (conversation #{session.pk} closed)\n"
-        "você> (no open conversation)\n"
+        f"     (conversa #{session.pk} · estado Triagem · código 1 · agentes triagem · "
+        "tokens 10 de entrada / 5 de saída · US$ 0,000005)\n"
+        f"você> (conversa #{session.pk} encerrada)\n"
+        "você> (nenhuma conversa aberta)\n"
         "você> "
     )
 

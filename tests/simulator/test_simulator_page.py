@@ -123,7 +123,7 @@ def test_a_message_shows_the_reply_agent_code_tokens_and_cost_and_sends_nothing(
         meta(page, "packages"),
         meta(page, "tokens"),
         meta(page, "cost"),
-    ) == (["triagem"], ["1"], ["Triagem"], ["—"], ["1000 / 5"], ["US$ 0.000153"])
+    ) == (["triagem"], ["1"], ["Triagem"], ["—"], ["1000 / 5"], ["US$ 0,000153"])
     assert re.fullmatch(r"\d+ ms", meta(page, "latency")[0])
     assertContains(response, f"Conversa #{session.pk}")
     assert (session.customer_phone, session.is_simulated) == (

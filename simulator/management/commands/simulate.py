@@ -17,7 +17,9 @@ import sys
 from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.translation import gettext
 
+from conversations.labels import state_label, usd_text
 from conversations.models import Instance
 from simulator.simulation import (
     SIMULATED_PHONE,
@@ -99,8 +101,11 @@ class Command(BaseCommand):
     def _interactive(self, instance: Instance, phone: str, stdin: TextIO, *, as_json: bool) -> None:
         if not as_json:
             self.stdout.write(
-                f"Simulated customer {phone} on {instance} (never sent to WhatsApp). "
-                "/reset starts a new conversation, /quit leaves."
+                gettext(
+                    "Simulated customer %(phone)s on %(instance)s (never sent to WhatsApp). "
+                    "/reset starts a new conversation, /quit leaves."
+                )
+                % {"phone": phone, "instance": instance}
             )
         while True:
             if not as_json:
@@ -118,7 +123,9 @@ class Command(BaseCommand):
                 closed = simulated_session_reset(instance=instance, phone=phone)
                 if not as_json:
                     self.stdout.write(
-                        f"(conversation #{closed} closed)" if closed else "(no open conversation)"
+                        gettext("(conversation #%(id)s closed)") % {"id": closed}
+                        if closed
+                        else gettext("(no open conversation)")
                     )
                 continue
             self._say(instance, phone, text, as_json=as_json, echo=False)
@@ -140,18 +147,21 @@ def human_text(report: TurnReport) -> str:
     """The bot's replies, then one line of what the turn did."""
     lines = [f"bot> {reply}" for reply in report.replies]
     meta = [
-        f"conversation #{report.session_id}",
-        f"state {report.state}",
-        f"code {report.code if report.code is not None else '-'}",
+        gettext("conversation #%(id)s") % {"id": report.session_id},
+        gettext("state %(state)s") % {"state": state_label(report.state)},
+        gettext("code %(code)s") % {"code": report.code if report.code is not None else "-"},
     ]
     if report.handoff_reason:
-        meta.append(f"handoff {report.handoff_reason}")
+        meta.append(gettext("handoff %(reason)s") % {"reason": report.handoff_reason})
     if report.agents:
-        meta.append("agents " + ", ".join(report.agents))
+        meta.append(gettext("agents %(agents)s") % {"agents": ", ".join(report.agents)})
     if report.packages:
-        meta.append("packages " + ", ".join(report.packages))
-    meta.append(f"tokens {report.tokens['input']} in / {report.tokens['output']} out")
+        meta.append(gettext("packages %(packages)s") % {"packages": ", ".join(report.packages)})
+    meta.append(
+        gettext("tokens %(input)s in / %(output)s out")
+        % {"input": report.tokens["input"], "output": report.tokens["output"]}
+    )
     if report.cost_usd is not None:
-        meta.append(f"US$ {report.cost_usd:.6f}")
+        meta.append(usd_text(report.cost_usd))
     lines.append("     (" + " · ".join(meta) + ")")
     return "\n".join(lines)

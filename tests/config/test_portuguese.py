@@ -1,0 +1,66 @@
+"""What staff read is pt-BR, whichever library wrote it: Django's months, django-axes' models,
+the admin's bulk delete, the rows' names in titles and recent actions, and costs in reais'
+notation (decimal comma)."""
+
+from datetime import datetime
+from decimal import Decimal
+
+import pytest
+from django.test import Client
+from django.utils import translation
+from django.utils.formats import date_format
+
+from conversations.labels import usd_text
+from conversations.models import HandoffSummary, Instance, LLMCall, Message, WebhookDelivery
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def portuguese() -> None:
+    translation.activate("pt-br")
+
+
+def test_months_are_lowercase_as_pt_br_writes_them() -> None:
+    assert date_format(datetime(2026, 12, 1), "DATE_FORMAT") == "1 de dezembro de 2026"
+    assert date_format(datetime(2026, 3, 11), "MONTH_DAY_FORMAT") == "11 de março"
+
+
+def test_the_admin_index_names_the_sign_in_records_in_portuguese(admin_client: Client) -> None:
+    page = admin_client.get("/admin/").content.decode()
+
+    assert "Tentativas de acesso" in page
+    assert "Registros de acesso" in page
+    assert "Access attempts" not in page
+
+
+def test_the_bulk_delete_agrees_with_any_model_name(admin_client: Client) -> None:
+    Instance.objects.create(phone_number_id="100000000000001", name="Laboratório Demo")
+
+    page = admin_client.get("/admin/conversations/instance/").content.decode()
+
+    assert "Remover os itens selecionados (instâncias)" in page
+    assert "instâncias selecionados" not in page
+
+
+def test_rows_are_named_in_portuguese_without_their_text() -> None:
+    assert str(WebhookDelivery(pk=18, outcome="processed")) == "Entrega #18 (processada)"
+    assert str(Message(pk=7, direction="INBOUND", content="meu CPF")) == "Mensagem #7 (recebida)"
+    assert str(LLMCall(pk=3, purpose="summary")) == "Chamada ao modelo #3 (resumo operacional)"
+    assert str(HandoffSummary(session_id=12)) == "Resumo da conversa #12"
+
+
+@pytest.mark.parametrize(
+    ("value", "places", "text"),
+    [
+        (Decimal("0.000153"), 6, "US$ 0,000153"),
+        (Decimal("0.0000006"), 6, "US$ 0,000001"),  # rounded, not cut
+        (Decimal("0.0000004"), 6, "US$ 0,000000"),
+        (0.0002, 4, "US$ 0,0002"),
+        (Decimal("1234.5"), 2, "US$ 1234,50"),
+    ],
+)
+def test_a_cost_is_written_with_a_decimal_comma(
+    value: Decimal | float, places: int, text: str
+) -> None:
+    assert usd_text(value, places) == text
