@@ -219,7 +219,10 @@ def test_a_post_without_the_csrf_token_is_refused() -> None:
     [
         ("", "Escreva a nota antes de salvá-la."),
         (" \n\t ", "Escreva a nota antes de salvá-la."),
-        ("x" * (MAX_NOTE_CHARS + 1), "A nota tem 4097 caracteres; uma nota comporta no máximo 4096."),
+        (
+            "x" * (MAX_NOTE_CHARS + 1),
+            "A nota tem 4097 caracteres; uma nota comporta no máximo 4096.",
+        ),
         (
             "Oi\x00",
             "O texto tem um caractere inválido (NUL). Apague-o e envie de novo.",
@@ -255,7 +258,10 @@ def test_an_unknown_conversation_is_a_404_or_the_list_with_a_message() -> None:
     as_json = client.post(note_url(987654), {"text": "Oi"}, **JSON)
     as_form = client.post(note_url(987654), {"text": "Oi"}, follow=True)
 
-    assert (as_json.status_code, body(as_json)) == (404, {"error": "A conversa #987654 não existe."})
+    assert (as_json.status_code, body(as_json)) == (
+        404,
+        {"error": "A conversa #987654 não existe."},
+    )
     assert as_form.redirect_chain == [("/admin/conversations/session/", 303)]
     assert "A conversa #987654 não existe." in as_form.content.decode()
 
@@ -335,9 +341,7 @@ def test_a_turn_after_a_note_neither_reads_nor_sends_it(
     [request] = openai_settings.requests
     assert "Oi, quero um orçamento" in json.dumps(request, ensure_ascii=False)
     assert "ligou" not in json.dumps(request, ensure_ascii=False)
-    assert [r.json["text"]["body"] for r in fake_graph.sends] == [
-        "Olá! Qual análise você procura?"
-    ]
+    assert [r.json["text"]["body"] for r in fake_graph.sends] == ["Olá! Qual análise você procura?"]
 
 
 # --- In the transcript ------------------------------------------------------------------------
@@ -462,7 +466,9 @@ def test_a_prompt_editor_polls_the_notes_masked() -> None:
     session, _q, _a = conversation()
     note_at(session, None, NOTE, 1)
 
-    data = body(logged_in(staff_member(PROMPT_EDITORS)).get(live_url(session.pk, "after=0&after_note=0")))
+    data = body(
+        logged_in(staff_member(PROMPT_EDITORS)).get(live_url(session.pk, "after=0&after_note=0"))
+    )
 
     assert [(n["author"], n["text"]) for n in data["notes"]] == [("Nota interna", MASKED_NOTE)]
 
@@ -547,9 +553,7 @@ def test_only_active_colleagues_who_attend_are_mentioned_the_author_left_out() -
     editor = staff_member(PROMPT_EDITORS)
     root = User.objects.create_superuser("root", "root@example.com", "x")
 
-    found = mentioned_users(
-        f"@root @carla @{editor.username} @ana @nobody @bruno.", author=ana
-    )
+    found = mentioned_users(f"@root @carla @{editor.username} @ana @nobody @bruno.", author=ana)
 
     assert found == [root, bruno]
 
