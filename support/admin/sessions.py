@@ -359,7 +359,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
             context["transcript"] = session_transcript(session=obj, now=now, masker=masker_of(obj))
             context["staff_actions"] = staff_actions_panel(session=obj, user=request.user, now=now)
             context["live_url"] = reverse(f"admin:{LIVE_URL_NAME}", args=[obj.pk])
-            if can_attend(request.user):
+            if can_attend(request.user) and request.user.pk is not None:
                 context["note_url"] = reverse(f"admin:{NOTE_URL_NAME}", args=[obj.pk])
                 # Opening the conversation is reading its notes: its mentions of the reader
                 # are no longer pending.

@@ -49,7 +49,7 @@ AT = datetime(2026, 11, 20, 13, 0, tzinfo=UTC)  # 10:00 in São Paulo
 PHONE = "5511912345678"
 NOTE = "Maria Souza ligou: CPF 529.982.247-25, quer o *orçamento* hoje"
 MASKED_NOTE = "M*** S*** ligou: CPF ***.***.***-**, quer o *orçamento* hoje"
-JSON = {"HTTP_ACCEPT": "application/json"}
+JSON = {"Accept": "application/json"}
 NOTE_LI = re.compile(r'<li class="([^"]+)"(?: id="note-\d+")? data-(message|note)-id="(\d+)"')
 
 
@@ -135,7 +135,7 @@ def test_staff_who_do_not_attend_conversations_get_403(who: str, accept: dict[st
         PROMPT_EDITORS: lambda: staff_member(PROMPT_EDITORS),
     }[who]()
 
-    response = logged_in(user).post(note_url(session.pk), {"text": "Oi"}, **accept)
+    response = logged_in(user).post(note_url(session.pk), {"text": "Oi"}, headers=accept)
 
     assert response.status_code == 403
     if accept:
@@ -164,7 +164,7 @@ def test_a_superuser_posting_json_gets_the_note() -> None:
     session, _q, _a = conversation()
     root = User.objects.create_superuser("root", "root@example.com", "x")
 
-    response = logged_in(root).post(note_url(session.pk), {"text": NOTE}, **JSON)
+    response = logged_in(root).post(note_url(session.pk), {"text": NOTE}, headers=JSON)
 
     [note] = InternalNote.objects.all()
     assert response.status_code == 200
@@ -187,7 +187,7 @@ def test_staff_who_attend_without_personal_data_get_the_note_masked() -> None:
     session, _q, _a = conversation()
     user = staff_member(permissions=("conversations.view_session", "conversations.attend_session"))
 
-    data = body(logged_in(user).post(note_url(session.pk), {"text": NOTE}, **JSON))
+    data = body(logged_in(user).post(note_url(session.pk), {"text": NOTE}, headers=JSON))
 
     assert (data["note"]["text"], InternalNote.objects.get().text) == (MASKED_NOTE, NOTE)
 
@@ -233,7 +233,7 @@ def test_a_bad_text_is_a_400_with_a_sentence(text: str, error: str) -> None:
     session, _q, _a = conversation()
     client = logged_in(support("ana"))
 
-    as_json = client.post(note_url(session.pk), {"text": text}, **JSON)
+    as_json = client.post(note_url(session.pk), {"text": text}, headers=JSON)
     as_form = client.post(note_url(session.pk), {"text": text}, follow=True)
 
     assert (as_json.status_code, body(as_json)) == (400, {"error": error})
@@ -246,7 +246,9 @@ def test_a_bad_text_is_a_400_with_a_sentence(text: str, error: str) -> None:
 def test_a_note_of_up_to_4096_characters_is_saved(length: int) -> None:
     session, _q, _a = conversation()
 
-    response = logged_in(support("ana")).post(note_url(session.pk), {"text": "x" * length}, **JSON)
+    response = logged_in(support("ana")).post(
+        note_url(session.pk), {"text": "x" * length}, headers=JSON
+    )
 
     assert response.status_code == 200
     assert len(InternalNote.objects.get(session=session).text) == length
@@ -255,7 +257,7 @@ def test_a_note_of_up_to_4096_characters_is_saved(length: int) -> None:
 def test_an_unknown_conversation_is_a_404_or_the_list_with_a_message() -> None:
     client = logged_in(support("ana"))
 
-    as_json = client.post(note_url(987654), {"text": "Oi"}, **JSON)
+    as_json = client.post(note_url(987654), {"text": "Oi"}, headers=JSON)
     as_form = client.post(note_url(987654), {"text": "Oi"}, follow=True)
 
     assert (as_json.status_code, body(as_json)) == (
@@ -270,7 +272,7 @@ def test_a_closed_conversation_takes_notes() -> None:
     session, _q, _a = conversation(state="CLOSED")
 
     response = logged_in(support("ana")).post(
-        note_url(session.pk), {"text": "Cliente ligou depois do encerramento."}, **JSON
+        note_url(session.pk), {"text": "Cliente ligou depois do encerramento."}, headers=JSON
     )
 
     assert response.status_code == 200
@@ -281,7 +283,7 @@ def test_an_erased_conversation_takes_no_notes() -> None:
     session, _q, _a = conversation()
     customer_data_erase(CustomerSelector(phone=PHONE), now=AT, operator="ops")
 
-    response = logged_in(support("ana")).post(note_url(session.pk), {"text": NOTE}, **JSON)
+    response = logged_in(support("ana")).post(note_url(session.pk), {"text": NOTE}, headers=JSON)
 
     assert (response.status_code, body(response)) == (
         400,
@@ -300,7 +302,9 @@ def test_a_note_is_never_sent_to_whatsapp(
     messages_before = Message.objects.count()
 
     with django_capture_on_commit_callbacks(execute=True) as hooks:
-        response = logged_in(support("ana")).post(note_url(session.pk), {"text": NOTE}, **JSON)
+        response = logged_in(support("ana")).post(
+            note_url(session.pk), {"text": NOTE}, headers=JSON
+        )
 
     assert response.status_code == 200
     assert fake_graph.requests == []
@@ -638,7 +642,7 @@ def test_a_mail_server_that_refuses_is_logged_and_the_mention_stays_unsent(
 
 def test_a_mention_is_pending_until_the_colleague_opens_the_conversation() -> None:
     session, _q, _a = conversation()
-    other, _q2, _a2 = conversation_of_someone_else()
+    other, _q2, _a2 = conversation_of_someone_else(session)
     bruno = User.objects.get(username="bruno")
     ana = support("ana")
     session_note_add(session_id=session.pk, user=ana, text="@bruno veja", now=AT)
@@ -663,8 +667,9 @@ def test_a_mention_the_live_poll_brings_is_seen() -> None:
     assert (pending, len(data["notes"]), note_mentions_pending(bruno.pk)) == (1, 1, 0)
 
 
-def conversation_of_someone_else() -> tuple[Session, Message, Message]:
-    session = recipes.session.make(customer_name="João", state="HUMAN")
+def conversation_of_someone_else(beside: Session) -> tuple[Session, Message, Message]:
+    """João's conversation on the same number as `beside`."""
+    session = recipes.session.make(instance=beside.instance, customer_name="João", state="HUMAN")
     question = Message.objects.create(session=session, direction=Direction.INBOUND, content="Oi")
     return session, question, question
 
@@ -690,7 +695,7 @@ def test_the_export_lists_the_notes_apart_from_the_messages() -> None:
 def test_erasure_masks_the_notes_as_it_masks_the_messages() -> None:
     session, _q, answer = conversation()
     first = note_at(session, None, NOTE, 1)
-    other, _q2, _a2 = conversation_of_someone_else()
+    other, _q2, _a2 = conversation_of_someone_else(session)
     untouched = note_at(other, None, NOTE, 1)
 
     report = customer_data_erase(CustomerSelector(phone=PHONE), now=AT, operator="ops")
