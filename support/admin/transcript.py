@@ -201,7 +201,8 @@ class DataRow:
 
 @dataclass(frozen=True, slots=True)
 class SessionTranscript:
-    entries: list[TranscriptEntry | NoteEntry]  # messages and internal notes, by time
+    entries: list[TranscriptEntry]  # the messages shown, in conversation order
+    thread: list[TranscriptEntry | NoteEntry]  # `entries` with the internal notes, by time
     omitted: bool  # older messages exist beyond MAX_TRANSCRIPT_MESSAGES
     total_cost: LLMCost
     window: ServiceWindow
@@ -397,7 +398,8 @@ def session_transcript(
         if summary is not None:
             summary = masked_copy(summary, masker)
     return SessionTranscript(
-        entries=with_notes(entries, notes),
+        entries=entries,
+        thread=with_notes(entries, notes),
         omitted=omitted,
         total_cost=total_cost,
         window=window,

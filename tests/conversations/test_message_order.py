@@ -20,7 +20,7 @@ from conversations.handoff import summary_facts
 from conversations.message_order import conversation_order
 from conversations.models import Direction, Message, Session
 from conversations.turns.tasks import process_session
-from support.admin.transcript import TranscriptEntry, session_transcript
+from support.admin.transcript import session_transcript
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -36,8 +36,7 @@ def read_history(session: Session) -> list[str]:
 
 def read_transcript(session: Session) -> list[str]:
     transcript = session_transcript(session=session, now=timezone.now())
-    # The messages' entries (internal notes, which the transcript also places, are none here).
-    return [e.message.content for e in transcript.entries if isinstance(e, TranscriptEntry)]
+    return [entry.message.content for entry in transcript.entries]
 
 
 def read_summary_input(session: Session) -> list[str]:

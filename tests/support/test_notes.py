@@ -27,7 +27,12 @@ from conversations.privacy.customer_data import (
     customer_data_export,
 )
 from conversations.turns.tasks import process_session
-from support.admin.transcript import NoteEntry, note_entry, with_notes
+from support.admin.transcript import (
+    MAX_TRANSCRIPT_MESSAGES,
+    NoteEntry,
+    note_entry,
+    with_notes,
+)
 from support.live import MAX_LIVE_NOTES
 from support.models import InternalNote, NoteMention
 from support.notes import (
@@ -414,6 +419,21 @@ def test_with_notes_keeps_the_messages_order_and_places_each_note_by_time() -> N
     assert merged == [notes[0], m1, m2, m3, notes[1]]
     assert with_notes([], notes) == notes
     assert with_notes([m1], []) == [m1]
+
+
+def test_the_omitted_messages_line_counts_the_messages_not_the_notes() -> None:
+    session = recipes.session.make()
+    Message.objects.bulk_create(
+        Message(session=session, direction=Direction.INBOUND, content=f"m{i}", created_at=AT)
+        for i in range(MAX_TRANSCRIPT_MESSAGES + 1)
+    )
+    for i in range(3):
+        note_at(session, None, f"nota {i}", i)
+
+    page = logged_in(support("ana")).get(change_url(session.pk)).content.decode()
+
+    assert f"Exibindo as {MAX_TRANSCRIPT_MESSAGES} mensagens mais recentes" in page
+    assert page.count('class="bubble note"') == 3
 
 
 @pytest.mark.parametrize("n_notes", [2, 40])
