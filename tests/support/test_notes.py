@@ -188,6 +188,21 @@ def test_a_superuser_posting_json_gets_the_note() -> None:
     }
 
 
+def test_a_note_s_html_is_escaped() -> None:
+    session, _q, _a = conversation()
+
+    data = body(
+        logged_in(support("ana")).post(
+            note_url(session.pk), {"text": "<script>alert(1)</script> *ok*"}, headers=JSON
+        )
+    )
+    page = logged_in(support("carla")).get(change_url(session.pk)).content.decode()
+
+    assert data["note"]["html"] == "&lt;script&gt;alert(1)&lt;/script&gt; <strong>ok</strong>"
+    assert "<script>alert(1)" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; <strong>ok</strong>" in page
+
+
 def test_staff_who_attend_without_personal_data_get_the_note_masked() -> None:
     session, _q, _a = conversation()
     user = staff_member(permissions=("conversations.view_session", "conversations.attend_session"))
