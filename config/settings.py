@@ -473,6 +473,21 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 LOG_FORMAT = env.str("LOG_FORMAT", default="text")
 if LOG_FORMAT not in ("text", "json"):
     raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: use 'text' or 'json'.")
+# The project's own top-level packages, apps and libraries alike.
+PROJECT_PACKAGES = (
+    "agents",
+    "compat",
+    "config",
+    "conversations",
+    "governance",
+    "knowledge_base",
+    "prompts_admin",
+    "simulator",
+    "staff_auth",
+    "support",
+    "versioning",
+    "whatsapp",
+)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -487,11 +502,11 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
         "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
-        "agents": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
-        "conversations": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
-        "prompts_admin": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
-        "knowledge_base": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
-        "staff_auth": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        # The project's packages, each at LOG_LEVEL (a package left out logs only WARNING).
+        **{
+            package: {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False}
+            for package in PROJECT_PACKAGES
+        },
         "axes": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "celery": {"handlers": ["console"], "level": "INFO", "propagate": False},
         # A line as each task is received and another as it succeeds: four per answered

@@ -25,6 +25,14 @@ Each channel's outcome is recorded where staff and operators look: a SYSTEM ``ha
 event in the conversation's transcript (sent, or not sent and why) and a log line
 (``handoff_alert_email_sent`` / ``_failed``, ``handoff_alert_webhook_sent`` / ``_retry`` /
 ``_failed``) with the session id; neither carries the receiver's URL or secret.
+
+A mention in an internal note (`support.notes`) takes the same path: after the note's commit the
+``conversations.notify_note_mentions`` task e-mails each colleague named
+(`note_mentions_email_send`), once, to their own address. The e-mail says who wrote, in which
+conversation, and the note's text masked as staff without the personal-data permission read it
+(the session's known values and the patterns: no name, phone, document or e-mail of the
+customer), with the link; the log lines (``note_mention_email_sent`` / ``_skipped`` /
+``_failed``) carry ids, never the address or the text.
 """
 
 import logging
@@ -45,6 +53,8 @@ from agents.states import HandoffReason
 from conversations.event_codes import EventCode
 from conversations.labels import handoff_label
 from conversations.models import Direction, HandoffSummary, Message, Session
+from conversations.privacy.personal_data import session_masker
+from support.models import InternalNote, NoteMention
 from support.signed_post import RetryableDeliveryError, host_of, signed_post
 
 logger = logging.getLogger(__name__)
@@ -52,6 +62,8 @@ logger = logging.getLogger(__name__)
 # How long the alert waits for the operational summary, and how often it looks.
 SUMMARY_WAIT = timedelta(seconds=30)
 SUMMARY_POLL_SECONDS = 5
+# A mention's e-mail quotes the note up to this many characters; the page has the rest.
+MENTION_EMAIL_QUOTE_CHARS = 1000
 
 
 def alert_due(reason: HandoffReason) -> bool:
@@ -284,3 +296,83 @@ def handoff_alert_webhook_post(
         attempts=attempt,
     )
     return "failed"
+
+
+# --- Mentions in internal notes --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MentionAlert:
+    """What the e-mail to a colleague named in a note says."""
+
+    session_id: int
+    url: str
+    author: str  # "" when the author's account is gone
+    quote: str  # the note's text, masked, at most MENTION_EMAIL_QUOTE_CHARS
+
+    def email(self) -> tuple[str, str]:
+        """The e-mail's subject and body, in pt-BR."""
+        with translation.override(settings.LANGUAGE_CODE):
+            author = self.author or _("A colleague")
+            subject = _("%(author)s mentioned you in a note: conversation #%(id)s") % {
+                "author": author,
+                "id": self.session_id,
+            }
+            lines = [
+                _("%(author)s mentioned you in an internal note of conversation #%(id)s:")
+                % {"author": author, "id": self.session_id},
+                "",
+                self.quote,
+                "",
+                _("Open: %(url)s") % {"url": self.url},
+            ]
+        return subject, "\n".join(lines) + "\n"
+
+
+def mention_alert_build(note: InternalNote) -> MentionAlert:
+    """`note` loaded with its session and author."""
+    quote = session_masker(note.session).text(note.text)
+    if len(quote) > MENTION_EMAIL_QUOTE_CHARS:
+        quote = quote[: MENTION_EMAIL_QUOTE_CHARS - 1] + "…"
+    author = note.author
+    return MentionAlert(
+        session_id=note.session_id,
+        url=session_admin_url(note.session_id),
+        author=(author.get_full_name() or author.get_username()) if author else "",
+        quote=quote,
+    )
+
+
+def note_mentions_email_send(*, note_id: int, now: datetime) -> int:
+    """E-mail each colleague the note mentions who was not e-mailed yet; how many were.
+
+    Not retried, as the handoff's e-mail: a colleague without an address or one who left the
+    team is skipped, a mail server that refuses is logged with its class."""
+    note = (
+        InternalNote.objects.select_related("session", "session__instance", "author")
+        .filter(pk=note_id)
+        .first()
+    )
+    if note is None:
+        return 0
+    mentions = list(note.mentions.filter(emailed_at__isnull=True).select_related("user"))
+    if not mentions:
+        return 0
+    alert = mention_alert_build(note)
+    subject, body = alert.email()
+    sent = 0
+    for mention in mentions:
+        log = {"session_id": note.session_id, "note_id": note.pk, "user_id": mention.user_id}
+        address = mention.user.email
+        if not address or not mention.user.is_active:
+            logger.info("note_mention_email_skipped", extra=log)
+            continue
+        try:
+            send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [address])
+        except (SMTPException, OSError) as exc:
+            logger.error("note_mention_email_failed", extra={**log, "error": type(exc).__name__})
+            continue
+        NoteMention.objects.filter(pk=mention.pk).update(emailed_at=now)
+        logger.info("note_mention_email_sent", extra=log)
+        sent += 1
+    return sent

@@ -4,8 +4,9 @@ from django.utils.translation import gettext_lazy as _
 
 class SupportConfig(AppConfig):
     """What a support person touches: the queue, the conversation page and its staff actions,
-    the handoff alerts, the CRM's leads and the message templates. The models stay in the
-    `conversations` store (their app label and permissions are the store's)."""
+    the internal notes, the handoff alerts, the CRM's leads and the message templates. The
+    store's models stay in `conversations` (their app label and permissions are the store's);
+    what only the team writes (the internal notes) is this app's (`support.models`)."""
 
     name = "support"
     verbose_name = _("Support")
@@ -18,3 +19,16 @@ class SupportConfig(AppConfig):
 
         handoff_committed.subscribe(handoff_alert_register)
         lead_created.subscribe(lead_delivery_register)
+
+        # Erasing a customer and their export reach the notes through this registry
+        # (conversations may not import this app).
+        from conversations.privacy.data_holders import session_data_holder_register
+        from support.personal_data import InternalNotesHolder
+
+        session_data_holder_register(InternalNotesHolder())
+
+        # The note's endpoint lives under the session admin's URLs, beside the staff actions.
+        from support.admin.notes import note_urls
+        from support.admin.sessions import session_admin_urls
+
+        session_admin_urls.register(note_urls)

@@ -5,8 +5,10 @@ else has the page open (docs/architecture.md, Support workflow: live updates).
 (`support.admin.live`), in a fixed number of queries whatever the session's length: the
 session, the messages after `after` (at most `MAX_LIVE_MESSAGES`, oldest first), the delivery
 status of the latest outbound messages already shown, and the viewers; the reader's heartbeat
-row is written at most every `HEARTBEAT_WRITE_SECONDS` (one more query then). Given a masker,
-every text is masked as on the page.
+row is written at most every `HEARTBEAT_WRITE_SECONDS` (one more query then). With
+``after_note`` (the newest internal note shown), the notes after it too (one query, at most
+`MAX_LIVE_NOTES`), and when there are any, the reader's mentions in this conversation are seen
+(one UPDATE). Given a masker, every text is masked as on the page.
 """
 
 from dataclasses import dataclass
@@ -21,11 +23,21 @@ from django.utils.translation import ngettext
 from agents.masking import Masker
 from conversations.labels import state_label
 from conversations.models import Direction, Session, SessionViewer
-from support.admin.transcript import TranscriptEntry, message_delivery, transcript_entry
+from support.admin.notes import note_json
+from support.admin.transcript import (
+    TranscriptEntry,
+    message_delivery,
+    note_entry,
+    transcript_entry,
+)
+from support.models import InternalNote
+from support.notes import note_mentions_seen
 from whatsapp import CUSTOMER_SERVICE_WINDOW
 
 # A page that asked for more than this (a long-hidden tab) gets the oldest ones and `more`.
 MAX_LIVE_MESSAGES = 100
+# The same for notes (`notes_more`).
+MAX_LIVE_NOTES = 50
 # Outbound bubbles whose delivery status the answer carries: the ones staff are looking at.
 STATUS_MESSAGES = 30
 # A viewer whose last poll is older than this has left. Hidden pages poll every 10 s.
@@ -78,6 +90,8 @@ class SessionLive:
     window: LiveWindow
     viewers: list[str]
     presence: str  # "Ana também está nesta conversa"; "" when nobody else is here
+    notes: list[dict[str, Any]]  # {id, author, text, html, meta, created_at}, oldest first
+    notes_more: bool  # more notes after the last one returned
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -94,6 +108,8 @@ class SessionLive:
             "window": {"is_open": self.window.is_open, "closes_at": self.window.closes_at},
             "viewers": self.viewers,
             "presence": self.presence,
+            "notes": self.notes,
+            "notes_more": self.notes_more,
         }
 
 
@@ -182,8 +198,10 @@ def session_live(
     user: AbstractBaseUser,
     now: datetime,
     masker: Masker | None = None,
+    after_note: int | None = None,
 ) -> SessionLive:
-    """What the page at message `after` has not shown yet, and records `user` as viewing.
+    """What the page at message `after` (and note `after_note`, when given) has not shown yet,
+    and records `user` as viewing.
 
     `session` is loaded with its `instance` and `assigned_to` (`select_related`): reading them
     costs no query here."""
@@ -211,6 +229,17 @@ def session_live(
         .order_by("-pk")[:STATUS_MESSAGES]
     )
     viewers = session_viewers_touch(session_id=session.pk, user=user, now=now)
+    note_rows: list[InternalNote] = []
+    if after_note is not None:
+        note_rows = list(
+            InternalNote.objects.filter(session=session, pk__gt=after_note)
+            .select_related("author")
+            .order_by("pk")[: MAX_LIVE_NOTES + 1]
+        )
+        if note_rows:
+            note_mentions_seen(session_id=session.pk, user_id=user.pk, now=now)
+    notes_more = len(note_rows) > MAX_LIVE_NOTES
+    note_rows = note_rows[:MAX_LIVE_NOTES]
     names = [staff_name(v.user) for v in viewers]
 
     messages = [
@@ -245,4 +274,6 @@ def session_live(
         ),
         viewers=names,
         presence=presence_text(names),
+        notes=[note_json(note_entry(n, masker=masker)) for n in note_rows],
+        notes_more=notes_more,
     )

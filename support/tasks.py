@@ -25,6 +25,9 @@ the request whose commit produced them does not wait on the receiver.
 - ``conversations.deliver_lead(lead_id)``: the signed POST of a new lead to `CRM_WEBHOOK_URL`,
   enqueued after the commit of the turn that created it (`enqueue_lead_delivery`) or by the
   admin's "resend" action.
+- ``conversations.notify_note_mentions(note_id)``: enqueued after the commit of an internal
+  note that mentions colleagues (`enqueue_note_mentions`, `support.notes`); e-mails each of
+  them once (`support.alerts.note_mentions_email_send`), not retried.
 - ``conversations.retry_stale_leads()``: every minute (Celery beat), one last attempt for each
   lead ``pending`` with no delivery activity for `support.crm.LEAD_STALE_AFTER`, longer
   than the whole retry schedule (its chain was lost: a worker died, a publish failed).
@@ -51,6 +54,7 @@ from support.alerts import (
     alerts_configured,
     handoff_alert_email_send,
     handoff_alert_webhook_post,
+    note_mentions_email_send,
     summary_awaited,
 )
 from support.crm import lead_deliver, stale_leads_retry
@@ -104,6 +108,10 @@ def enqueue_lead_delivery(lead_id: int) -> None:
     _start(deliver_lead, lead_id)
 
 
+def enqueue_note_mentions(note_id: int) -> None:
+    _start(notify_note_mentions, note_id)
+
+
 def enqueue_lead_last_attempt(lead_id: int) -> None:
     """The stale-leads sweep's: one attempt, the chain's last (it records the failure)."""
     # `retries` is the message's retry count, as Celery's own retries set it (`Task.retry`);
@@ -111,7 +119,7 @@ def enqueue_lead_last_attempt(lead_id: int) -> None:
     deliver_lead.apply_async((lead_id,), retries=DELIVERY_MAX_RETRIES)  # type: ignore[call-arg]
 
 
-def _start(task: Task[[int], str], object_id: int) -> None:
+def _start(task: Task[[int], Any], object_id: int) -> None:
     """``task.delay(object_id)``; without a broker, on a thread of this process
     (`support.delivery_threads`), not in the request whose commit called it. Inline when
     the caller holds a transaction open, whose rows a thread could not read: after-commit hooks
@@ -192,6 +200,12 @@ def deliver_lead(self: Task[[int], str], lead_id: int) -> str:
     if _eager_in_process(self):
         return _attempts_in_process(attempt)
     return attempt(self.request.retries + 1, self.request.retries >= DELIVERY_MAX_RETRIES)
+
+
+@shared_task(name="conversations.notify_note_mentions")
+def notify_note_mentions(note_id: int) -> int:
+    """E-mail the colleagues an internal note mentions; how many were e-mailed."""
+    return note_mentions_email_send(note_id=note_id, now=timezone.now())
 
 
 @shared_task(name="conversations.retry_stale_leads")

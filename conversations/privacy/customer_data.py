@@ -8,7 +8,8 @@ customer): `customer_sessions`.
 What is held about them, and what each request does with it:
 
 - each session and everything under it (messages, delivery statuses, model calls, summaries,
-  lead, admin log entries, the replay results of the governance app): exported;
+  lead, admin log entries, and the rows of the apps above: the replay results, the support
+  team's internal notes, each under its own key, apart from the messages): exported;
   erasure anonymises it (`conversations.privacy.retention.session_anonymise`);
 - the raw webhook bodies that name them (kept up to `WEBHOOK_BODY_RETENTION_DAYS`): found by
   their phone or user id in the body; the export lists their items (contacts, messages,

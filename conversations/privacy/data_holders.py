@@ -1,8 +1,8 @@
 """Personal data of a conversation kept by the apps above this one (the replay results of the
-governance app): they register a `SessionDataHolder` when ready, and anonymising a session
-(`conversations.privacy.retention.session_anonymise`) and a customer's export
-(`conversations.privacy.customer_data.customer_data_export`) reach their rows through it without
-importing them.
+governance app, the internal notes of the support app): they register a `SessionDataHolder`
+when ready, and anonymising a session (`conversations.privacy.retention.session_anonymise`) and
+a customer's export (`conversations.privacy.customer_data.customer_data_export`) reach their
+rows through it without importing them.
 """
 
 from typing import Any, Protocol

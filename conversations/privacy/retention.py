@@ -11,10 +11,11 @@ Anonymising replaces the customer's identity fields with nothing and masks names
 CPF/CNPJ and e-mails in every text and JSON column of the conversation — its messages, their
 delivery statuses, model calls (whose context snapshot, a copy of the session, is dropped),
 summaries, lead, admin log entries (named "Conversa #12" again) and the rows other apps keep
-about it (`conversations.privacy.data_holders`: the replay results) — with the same masker the admin
-uses for staff without the personal-data permission (`agents.masking`: the session's known
-values wherever written, and the patterns). What stays is what the aggregates need: states,
-codes, segment, service, handoff reasons, timestamps, token counts and costs.
+about it (`conversations.privacy.data_holders`: the replay results, the internal notes) — with
+the same masker the admin uses for staff without the personal-data permission
+(`agents.masking`: the session's known values wherever written, and the patterns). What stays
+is what the aggregates need: states, codes, segment, service, handoff reasons, timestamps, token
+counts and costs.
 """
 
 import logging

@@ -1,6 +1,8 @@
 """The conversation page's live endpoint: ``GET …/conversations/session/<id>/live/?after=<id>``.
 
-A thin view over `support.live.session_live`. The same permission as the page (the admin's view
+A thin view over `support.live.session_live`; ``&after_note=<note id>`` (the newest internal note
+the page shows, 0 for none) adds the notes after it under ``notes``, and without it ``notes``
+is empty and no note is read. The same permission as the page (the admin's view
 permission on sessions: Support, prompt editors, superusers; anyone else gets 403 after the
 admin's own login check) and the same masking (staff without
 `conversations.view_personal_data` read every text masked). Bad input is answered with a 400
@@ -57,6 +59,13 @@ def session_live_view(
             400,
             _("after: the id of the last message shown, a whole number (0 for none)."),
         )
+    raw_note = request.GET.get("after_note")
+    after_note = parse_after(raw_note) if raw_note is not None else None
+    if raw_note is not None and after_note is None:
+        return _error(
+            400,
+            _("after_note: the id of the last note shown, a whole number (0 for none)."),
+        )
     session = (
         model_admin.get_queryset(request)
         .select_related("instance", "assigned_to")
@@ -68,7 +77,14 @@ def session_live_view(
     user = request.user
     assert isinstance(user, User)  # the admin lets only logged-in staff through
     masker = None if can_view_personal_data(user) else session_masker(session)
-    live = session_live(session=session, after=after, user=user, now=timezone.now(), masker=masker)
+    live = session_live(
+        session=session,
+        after=after,
+        user=user,
+        now=timezone.now(),
+        masker=masker,
+        after_note=after_note,
+    )
     body = json.dumps(live.as_json(), cls=DjangoJSONEncoder).encode()
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
     if request.headers.get("If-None-Match") == etag:

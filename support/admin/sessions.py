@@ -29,9 +29,12 @@ from conversations.privacy.personal_data import masker_of
 from knowledge_base.models import Segment
 from prompts_admin.selectors import override_ids_of
 from support.admin.live import LIVE_URL_NAME, live_urls
+from support.admin.notes import NOTE_URL_NAME
 from support.admin.queue import queue_urls
 from support.admin.staff_actions import staff_action_urls, staff_actions_panel
 from support.admin.transcript import session_transcript
+from support.notes import note_mentions_seen
+from support.staff_actions import can_attend
 
 # Shorter terms would match most messages and could not use the trigram index on PostgreSQL.
 MIN_MESSAGE_SEARCH_CHARS = 3
@@ -221,7 +224,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
     readonly_fields = ("document", "handoff", "handoff_explanation", "prompts")
 
     class Media:
-        css = {"all": ("support/admin/session_list.css",)}
+        css = {"all": ("support/admin/session_list.css", "support/admin/notes.css")}
 
     @admin.display(description=_("segment"), ordering="segment")
     def segment_code(self, obj: Session) -> SafeString:
@@ -356,6 +359,11 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
             context["transcript"] = session_transcript(session=obj, now=now, masker=masker_of(obj))
             context["staff_actions"] = staff_actions_panel(session=obj, user=request.user, now=now)
             context["live_url"] = reverse(f"admin:{LIVE_URL_NAME}", args=[obj.pk])
+            if can_attend(request.user) and request.user.pk is not None:
+                context["note_url"] = reverse(f"admin:{NOTE_URL_NAME}", args=[obj.pk])
+                # Opening the conversation is reading its notes: its mentions of the reader
+                # are no longer pending.
+                note_mentions_seen(session_id=obj.pk, user_id=request.user.pk, now=now)
             context["message_log_url"] = (
                 reverse("admin:conversations_message_changelist") + f"?session__id__exact={obj.pk}"
             )

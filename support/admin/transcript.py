@@ -1,7 +1,9 @@
 """The session page read as a chat: the transcript and the data panels beside it.
 
 Presentation logic of the session change view (`SessionAdmin.render_change_form`); it reads the
-session's messages, model calls and latest summary in a fixed number of queries. Given a masker
+session's messages, internal notes, model calls and latest summary in a fixed number of queries.
+The notes (`support.models.InternalNote`) are placed among the messages by time: each before the
+first message written after it, the messages keeping their conversation order. Given a masker
 (staff without `conversations.view_personal_data`), every text it returns is masked.
 """
 
@@ -42,10 +44,13 @@ from conversations.models import (
 )
 from conversations.privacy.personal_data import masked_copy
 from knowledge_base.models import Service
+from support.models import InternalNote
 from whatsapp import CUSTOMER_SERVICE_WINDOW
 
 # The transcript shows the newest messages of a session; older ones are in the message log.
 MAX_TRANSCRIPT_MESSAGES = 500
+# And the newest notes: a conversation has a few; this bounds the page all the same.
+MAX_TRANSCRIPT_NOTES = 200
 # A plain dict: Model.get_FOO_display() rebuilds its lookup on every call, 300 times a page.
 
 _DATA_FIELDS = ("technical_data", "technical_extras", "registration_data", "registration_extras")
@@ -118,6 +123,56 @@ class TranscriptEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class NoteEntry:
+    """An internal note in the chat: staff only, in its own colour (``bubble note``)."""
+
+    note: InternalNote
+    text: str  # masked for staff who may not read personal data
+    html: SafeString  # `text` escaped, *bold* in bold
+    who: str  # "Nota interna · bruno"
+    meta: str  # its time, as the messages' ("20/11 10:00:01")
+    side: str = "note"
+    turn_cost: str = ""  # the template reads every entry's
+
+
+def note_author(note: InternalNote) -> str:
+    """ "Nota interna · bruno"; "Nota interna" once the author's account is gone. `note` is
+    loaded with its author."""
+    label = str(_("Internal note"))
+    return f"{label} · {note.author.get_username()}" if note.author is not None else label
+
+
+def note_entry(note: InternalNote, *, masker: Masker | None) -> NoteEntry:
+    text = masker.text(note.text) if masker is not None else note.text
+    return NoteEntry(
+        note=note,
+        text=text,
+        html=whatsapp_html(text),
+        who=note_author(note),
+        meta=dateformat.format(timezone.localtime(note.created_at), "d/m H:i:s"),
+    )
+
+
+def with_notes(
+    entries: list[TranscriptEntry], notes: list[NoteEntry]
+) -> list[TranscriptEntry | NoteEntry]:
+    """`entries` in their order, each note (oldest first) before the first message created
+    after it; notes newer than every message last."""
+    merged: list[TranscriptEntry | NoteEntry] = []
+    pending = iter(notes)
+    note = next(pending, None)
+    for entry in entries:
+        while note is not None and note.note.created_at < entry.message.created_at:
+            merged.append(note)
+            note = next(pending, None)
+        merged.append(entry)
+    while note is not None:
+        merged.append(note)
+        note = next(pending, None)
+    return merged
+
+
+@dataclass(frozen=True, slots=True)
 class ServiceWindow:
     """WhatsApp's customer-service window: 24 h after the customer's last message."""
 
@@ -146,7 +201,8 @@ class DataRow:
 
 @dataclass(frozen=True, slots=True)
 class SessionTranscript:
-    entries: list[TranscriptEntry]
+    entries: list[TranscriptEntry]  # the messages shown, in conversation order
+    thread: list[TranscriptEntry | NoteEntry]  # `entries` with the internal notes, by time
     omitted: bool  # older messages exist beyond MAX_TRANSCRIPT_MESSAGES
     total_cost: LLMCost
     window: ServiceWindow
@@ -316,6 +372,12 @@ def session_transcript(
         )
         for m in messages
     ]
+    newest_notes = list(
+        InternalNote.objects.filter(session=session)
+        .select_related("author")
+        .order_by("-created_at", "-id")[:MAX_TRANSCRIPT_NOTES]
+    )
+    notes = [note_entry(n, masker=masker) for n in reversed(newest_notes)]
 
     inbound_times = [
         m.wa_timestamp or m.created_at for m in messages if m.direction == Direction.INBOUND
@@ -337,6 +399,7 @@ def session_transcript(
             summary = masked_copy(summary, masker)
     return SessionTranscript(
         entries=entries,
+        thread=with_notes(entries, notes),
         omitted=omitted,
         total_cost=total_cost,
         window=window,

@@ -17,6 +17,7 @@ QUEUE_OF = {
     "conversations.apply_retention": "sweeps",
     "conversations.notify_handoff": "celery",
     "conversations.post_handoff_alert": "celery",
+    "conversations.notify_note_mentions": "celery",
     "conversations.deliver_lead": "celery",
     "conversations.simulated_turn": "turns",
     "governance.replay_run": "replays",

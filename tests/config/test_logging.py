@@ -1,6 +1,10 @@
 import json
 import logging
 import sys
+from pathlib import Path
+from typing import cast
+
+from django.conf import settings as django_settings
 
 from agents.redaction import redact
 from config.logging import REDACTED, EventFormatter, JsonEventFormatter
@@ -151,3 +155,32 @@ def test_a_json_line_holds_the_redacted_traceback_on_one_line() -> None:
     assert document["exception"].splitlines()[-1] == (
         f"ValueError: falhou para {redact('ana@x.com.br')}"
     )
+
+
+def test_every_package_of_the_project_logs_at_log_level() -> None:
+    # A package without its logger logs WARNING and above only: its INFO events would be lost.
+    root = Path(__file__).resolve().parents[2]
+    packages = sorted(
+        path.parent.name
+        for path in root.glob("*/__init__.py")
+        if path.parent.name not in {"tests", "bench", "typings"}
+    )
+
+    assert packages == [
+        "agents",
+        "compat",
+        "config",
+        "conversations",
+        "governance",
+        "knowledge_base",
+        "prompts_admin",
+        "simulator",
+        "staff_auth",
+        "support",
+        "versioning",
+        "whatsapp",
+    ]
+    loggers = cast(dict[str, dict[str, str]], django_settings.LOGGING["loggers"])
+    assert {name: loggers[name]["level"] for name in packages} == {
+        name: "INFO" for name in packages
+    }

@@ -12,7 +12,7 @@ from django.utils import translation
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCALE = ROOT / "locale" / "pt_BR" / "LC_MESSAGES"
-OUR_APPS = ("conversations", "prompts_admin", "knowledge_base", "agents")
+OUR_APPS = ("conversations", "support", "prompts_admin", "knowledge_base", "agents")
 
 
 def compiled_catalog(mo_path: Path) -> dict[str | tuple[str, int], str]:

@@ -128,6 +128,9 @@ def test_support_reads_the_messages_after_the_one_shown() -> None:
         "window": {"is_open": False, "closes_at": "2026-11-21T10:00:00-03:00"},
         "viewers": [],
         "presence": "",
+        # No `after_note` asked: no note is read (tests/support/test_notes.py).
+        "notes": [],
+        "notes_more": False,
     }
 
 

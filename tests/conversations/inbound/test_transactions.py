@@ -266,4 +266,7 @@ def test_a_stored_message_is_saved_with_its_id_and_a_repeated_wamid_is_not_store
     assert events.message_store_once(first) is True
     assert (first._state.adding, first.pk) == (False, Message.objects.get().pk)
     assert events.message_store_once(again) is False
-    assert (again.pk, list(Message.objects.values_list("content", flat=True))) == (None, ["oi"])
+    assert (again._state.adding, list(Message.objects.values_list("content", flat=True))) == (
+        True,
+        ["oi"],
+    )

@@ -494,9 +494,9 @@ def test_a_prompt_editor_cannot_sort_by_customer_name_even_from_the_url(
 # segments; the page's count and its rows. A refused search runs neither of the last two.
 # (The superuser's pages skip the permissions but ask RuntimeConfig's "can add".)
 EDITOR_LIST_QUERIES = {"": 8, "?q=orçamento": 8, "?q=5511": 6}
-# Login session and user; the session; the permissions; messages, LLM costs grouped by turn,
-# the latest summary and the service's schema.
-EDITOR_TRANSCRIPT_QUERIES = 9
+# Login session and user; the session; the permissions; messages, internal notes, LLM costs
+# grouped by turn, the latest summary and the service's schema.
+EDITOR_TRANSCRIPT_QUERIES = 10
 
 
 @pytest.mark.parametrize("n_sessions", [10, 60])

@@ -5,8 +5,9 @@ WhatsApp user id.
 
 The customer's data is written where the real flows write it: a signed webhook delivery through
 the test client, a turn answered by the fake OpenAI server and sent to the fake Graph API, the
-delivery status of that reply, a staff take-over and a summary requested from the admin, a lead,
-a replay of the recorded call, and an admin log entry written before sessions were named by id.
+delivery status of that reply, a staff take-over, an internal note and a summary requested from
+the admin, a lead, a replay of the recorded call, and an admin log entry written before sessions
+were named by id.
 """
 
 import base64
@@ -210,6 +211,9 @@ def test_after_the_erasure_no_column_of_any_table_holds_the_customer(
     support = logged_in(staff_member(SUPPORT))
     base = f"/admin/conversations/session/{session.pk}"
     assert support.post(f"{base}/take-over/").status_code == 302
+    # An internal note that quotes them.
+    note = f"{NAME} ligou do (11) 98765-0123: CPF 529.982.247-25, e-mail {EMAIL}"
+    assert support.post(f"{base}/note/", {"text": note}).status_code == 303
     openai_settings.queue_text(SUMMARY)
     page = support.get(f"{base}/change/").content.decode()
     token = page.split('name="form_token" value="', 1)[1].split('"', 1)[0]
@@ -244,6 +248,7 @@ def test_after_the_erasure_no_column_of_any_table_holds_the_customer(
         "conversations.Lead",
         "conversations.WebhookDelivery",
         "governance.ReplayResult",
+        "support.InternalNote",
     }
     assert ("conversations.Message", "wa_message_id", PHONE) in before
 
