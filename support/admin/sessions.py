@@ -31,6 +31,7 @@ from prompts_admin.selectors import override_ids_of
 from support.admin.live import LIVE_URL_NAME, live_urls
 from support.admin.queue import queue_urls
 from support.admin.staff_actions import staff_action_urls, staff_actions_panel
+from support.admin.template_picker import template_picker_for
 from support.admin.transcript import session_transcript
 
 # Shorter terms would match most messages and could not use the trigram index on PostgreSQL.
@@ -355,6 +356,9 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
             now = timezone.now()
             context["transcript"] = session_transcript(session=obj, now=now, masker=masker_of(obj))
             context["staff_actions"] = staff_actions_panel(session=obj, user=request.user, now=now)
+            context["template_picker"] = template_picker_for(
+                session=obj, user=request.user, now=now
+            )
             context["live_url"] = reverse(f"admin:{LIVE_URL_NAME}", args=[obj.pk])
             context["message_log_url"] = (
                 reverse("admin:conversations_message_changelist") + f"?session__id__exact={obj.pk}"
