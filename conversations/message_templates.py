@@ -133,14 +133,17 @@ class SyncReport:
         return messages
 
     def _totals(self) -> str:
-        created = ngettext("%(n)d new", "%(n)d new", self.created) % {"n": self.created}
-        updated = ngettext("%(n)d updated", "%(n)d updated", self.updated) % {"n": self.updated}
-        deactivated = ngettext(
-            "%(n)d deactivated", "%(n)d deactivated", self.deactivated
-        ) % {"n": self.deactivated}
+        created = _count("%(n)d new", "%(n)d new", self.created)
+        updated = _count("%(n)d updated", "%(n)d updated", self.updated)
+        deactivated = _count("%(n)d deactivated", "%(n)d deactivated", self.deactivated)
         return _(
             "WhatsApp message templates synced: %(created)s, %(updated)s, %(deactivated)s."
         ) % {"created": created, "updated": updated, "deactivated": deactivated}
+
+
+def _count(singular: str, plural: str, n: int) -> str:
+    # pt_BR's gettext rule (n > 1) takes 0 as singular; "0 novos" is what staff read.
+    return ngettext(singular, plural, 1 if n == 1 else 2) % {"n": n}
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,6 @@
         return match;
       });
       line.appendChild(document.createTextNode(part.slice(last)));
-      line.style.whiteSpace = "pre-wrap";
       previewText.appendChild(line);
     });
   }
