@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -229,8 +229,14 @@ def _account_sync(
             account.unsupported += 1
         else:
             approved[template.key] = template
-    with transaction.atomic():
-        _store(account, approved, now=now)
+    try:
+        with transaction.atomic():
+            _store(account, approved, now=now)
+    except IntegrityError:
+        # Another sync (the daily task, a colleague's click) created the same row first.
+        account.created = account.updated = account.deactivated = 0
+        account.error = _("another sync of this account ran at the same time; try again")
+        return account
     logger.info(
         "message_templates_synced",
         extra={
@@ -244,7 +250,9 @@ def _account_sync(
     return account
 
 
-def _store(account: AccountSync, approved: Mapping[tuple[str, str], _Approved], *, now: datetime) -> None:
+def _store(
+    account: AccountSync, approved: Mapping[tuple[str, str], _Approved], *, now: datetime
+) -> None:
     rows = {
         (row.name, row.language): row
         for row in MessageTemplate.objects.select_for_update().filter(waba_id=account.waba_id)

@@ -335,7 +335,9 @@ class GraphClient:
             data = answer.get("data")
             if not isinstance(data, list):
                 raise GraphAPIError(
-                    code=None, title="Resposta da Graph API sem a lista de modelos de mensagem", retryable=False
+                    code=None,
+                    title="Resposta da Graph API sem a lista de modelos de mensagem",
+                    retryable=False,
                 )
             templates.extend(item for item in data if isinstance(item, dict))
             paging = answer.get("paging")
@@ -350,7 +352,9 @@ class GraphClient:
                 )
             params = {**params, "after": after}
         raise GraphAPIError(
-            code=None, title="A Graph API não terminou a lista de modelos de mensagem", retryable=False
+            code=None,
+            title="A Graph API não terminou a lista de modelos de mensagem",
+            retryable=False,
         )
 
     def _post(

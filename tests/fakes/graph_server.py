@@ -22,13 +22,13 @@ for that account, `page_size` at a time, paged as Meta pages (``paging.cursors.a
 import itertools
 import json
 import re
-from urllib.parse import urlencode
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
@@ -151,7 +151,6 @@ class FakeGraphAPI:
             "contacts": [{"input": recipient, key: recipient}],
             "messages": [{"id": wamid}],
         }
-
 
     def _list(self, request: Request) -> Response:
         query = request.query_string.decode()

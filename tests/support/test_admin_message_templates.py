@@ -70,8 +70,7 @@ def test_a_superuser_syncs_and_reads_the_outcome(admin_user: User, account: Fake
     assert flash(response) == [
         (
             "success",
-            "Modelos de mensagem do WhatsApp sincronizados: 1 novo, 0 atualizados, "
-            "0 desativados.",
+            "Modelos de mensagem do WhatsApp sincronizados: 1 novo, 0 atualizados, 0 desativados.",
         ),
         (
             "warning",
@@ -106,9 +105,7 @@ def test_an_error_from_meta_is_shown_and_nothing_changes(
 
 
 @pytest.mark.parametrize("who", ["support", "editor"])
-def test_staff_without_the_permission_are_refused_with_403(
-    who: str, account: FakeGraphAPI
-) -> None:
+def test_staff_without_the_permission_are_refused_with_403(who: str, account: FakeGraphAPI) -> None:
     user = staff("Support", "ana") if who == "support" else staff("Prompt editors", "carla")
 
     response = client_of(user).post(SYNC_URL)

@@ -161,7 +161,9 @@ def test_at_the_edge_the_panel_closes_the_reply_box_and_points_to_the_templates(
         panel = staff_actions_panel(session=session, user=support, now=now)
 
     assert panel is not None
-    assert (panel.window_open, panel.window_text) == (False, "janela fechada: use um modelo de mensagem do WhatsApp",
+    assert (panel.window_open, panel.window_text) == (
+        False,
+        "janela fechada: use um modelo de mensagem do WhatsApp",
     )
     assert [choice.template.name for choice in panel.templates] == ["retomar_contato"]
 

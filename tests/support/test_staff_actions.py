@@ -497,7 +497,10 @@ def test_without_a_whatsapp_token_a_template_says_simulated(
         )
 
     assert flash(response) == [
-        ("success", "Modelo de mensagem simulado (sem token do WhatsApp): nada foi enviado ao cliente.")
+        (
+            "success",
+            "Modelo de mensagem simulado (sem token do WhatsApp): nada foi enviado ao cliente.",
+        )
     ]
 
 
@@ -674,7 +677,9 @@ def test_a_template_is_sent_outside_the_window_with_its_parameters(
     }
     session.refresh_from_db()
     assert session.last_staff_reply_at == sent.created_at
-    assert log_entries(session) == [("ana", CHANGE, "Enviou o modelo de mensagem do WhatsApp retomar_contato.")]
+    assert log_entries(session) == [
+        ("ana", CHANGE, "Enviou o modelo de mensagem do WhatsApp retomar_contato.")
+    ]
 
 
 def test_the_same_template_form_posted_twice_sends_once(
@@ -701,7 +706,10 @@ def test_the_same_template_form_posted_twice_sends_once(
     [
         (["Maria"], "Preencha todos os parâmetros do modelo de mensagem: Nome, Serviço."),
         (["Maria", " "], "Preencha todos os parâmetros do modelo de mensagem: Nome, Serviço."),
-        (["Maria", "água", "extra"], "Preencha todos os parâmetros do modelo de mensagem: Nome, Serviço."),
+        (
+            ["Maria", "água", "extra"],
+            "Preencha todos os parâmetros do modelo de mensagem: Nome, Serviço.",
+        ),
         (
             ["Maria", "água\npotável"],
             "O parâmetro Serviço deve ter uma só linha de no máximo 1024 caracteres.",

@@ -169,9 +169,10 @@ def test_a_closed_window_offers_the_synced_templates_and_sends_one(
     assert page.locator("ul.messagelist li.success").inner_text() == (
         "Modelo de mensagem enviado ao WhatsApp."
     )
-    assert "Olá, Maria! Seu exame de hemograma está pronto." in page.locator(
-        "#transcript"
-    ).inner_text()
+    assert (
+        "Olá, Maria! Seu exame de hemograma está pronto."
+        in page.locator("#transcript").inner_text()
+    )
     page.screenshot(path=screenshots_dir / "template-picker-sent.png", full_page=True)
 
     [send] = fake_graph.sends
