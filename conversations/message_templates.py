@@ -241,10 +241,11 @@ def _account_sync(
         "message_templates_synced",
         extra={
             "waba_id": waba_id,
-            "created": account.created,
-            "updated": account.updated,
-            "deactivated": account.deactivated,
-            "unsupported": account.unsupported,
+            # "created" is a LogRecord attribute of its own.
+            "templates_created": account.created,
+            "templates_updated": account.updated,
+            "templates_deactivated": account.deactivated,
+            "templates_unsupported": account.unsupported,
         },
     )
     return account

@@ -144,7 +144,8 @@ def test_the_page_shows_the_picker_in_place_of_the_reply_box(
     assert 'id="template-picker"' in page
     assert 'id="reply-text"' not in page
     assert "Enviar modelo de mensagem do WhatsApp" in text_of(page)
-    offered = re.findall(r'<option value="(\d+)">', page)
+    choice = page[page.index('id="template-picker-choice"') :]
+    offered = re.findall(r'<option value="(\d+)">', choice[: choice.index("</select>")])
     by_name = {t.name: str(t.pk) for t in templates}
     assert offered == [by_name["lembrete"], by_name["resultado_pronto"], by_name["retomar_contato"]]
     assert 'placeholder="ex.: Maria"' in page
