@@ -71,10 +71,9 @@ class MessageTemplateAdmin(admin.ModelAdmin[MessageTemplate]):
         "category",
         "parameter_count",
         "is_active",
-        "waba_id",
         "synced_at",
     )
-    list_filter = ("is_active", "category", "language")
+    list_filter = ("is_active", "category", "language", "waba_id")
     search_fields = ("name", "body")
     readonly_fields = (
         "waba_id",

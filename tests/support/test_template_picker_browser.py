@@ -145,6 +145,7 @@ def test_a_closed_window_offers_the_synced_templates_and_sends_one(
     page.select_option("#template-picker-choice", str(template.pk))
     fields = page.locator(f'fieldset[data-template="{template.pk}"] input')
     assert fields.count() == 2
+    assert page.locator("fieldset.template-picker-parameters:visible").count() == 1
     assert fields.nth(0).get_attribute("placeholder") == "ex.: Maria"
     preview = page.locator("#template-picker-preview-text")
     assert preview.inner_text() == (
@@ -157,6 +158,7 @@ def test_a_closed_window_offers_the_synced_templates_and_sends_one(
     assert fake_graph.sends == []
 
     fields.nth(0).fill("Maria")
+    assert not page.locator("#template-picker-error").is_visible()
     fields.nth(1).fill("hemograma")
     assert preview.inner_text() == (
         "Laboratório Central\nOlá, Maria! Seu exame de hemograma está pronto.\n"
