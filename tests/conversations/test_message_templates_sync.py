@@ -537,3 +537,37 @@ def test_the_synced_at_is_the_sync_time(fake_graph: FakeGraphAPI, instance: Inst
     message_templates_sync(now=later)
 
     assert MessageTemplate.objects.get().synced_at == later
+
+
+# --- Rows registered before the sync existed -------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_keeps_the_templates_registered_by_hand_valid() -> None:
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("conversations", "0018_session_viewer")]
+    after = [("conversations", "0019_message_template_sync")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps.get_model("conversations", "MessageTemplate")
+    old.objects.create(
+        name="retomar_contato", body="Olá, {{1}}! E o {{2}}?", parameters=["Nome", "Serviço"]
+    )
+    old.objects.create(name="boas_vindas", body="Olá!", parameters=[], is_active=False)
+    try:
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+
+        assert list(
+            MessageTemplate.objects.order_by("name").values_list(
+                "name", "waba_id", "parameter_count", "parameters", "is_active", "synced_at"
+            )
+        ) == [
+            ("boas_vindas", "", 0, [], False, None),
+            ("retomar_contato", "", 2, ["Nome", "Serviço"], True, None),
+        ]
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
