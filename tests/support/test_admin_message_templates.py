@@ -150,3 +150,47 @@ def test_support_reads_the_list_without_the_button() -> None:
     assert page.status_code == 200
     assert "template-sync" not in page.content.decode()
     assert "Modelos de mensagem do WhatsApp" in page.content.decode()
+
+
+# --- The instance's WhatsApp Business Account ID ---------------------------------------------
+
+
+def instance_form(**overrides: str) -> dict[str, str]:
+    data = {
+        "name": "Vale",
+        "phone_number_id": "100000000000001",
+        "waba_id": WABA,
+        "display_phone": "",
+        "brand_context": "",
+        "is_active": "on",
+        "new_access_token": "",
+    }
+    return data | overrides
+
+
+def test_an_instance_keeps_its_waba_id(admin_client: Client) -> None:
+    response = admin_client.post("/admin/conversations/instance/add/", instance_form())
+
+    assert response.status_code == 302
+    assert Instance.objects.get().waba_id == WABA
+
+
+@pytest.mark.parametrize("waba_id", ["WABA-1029", "1029 0129", "1234"])
+def test_an_instance_with_an_invalid_waba_id_is_refused(admin_client: Client, waba_id: str) -> None:
+    response = admin_client.post(
+        "/admin/conversations/instance/add/", instance_form(waba_id=waba_id)
+    )
+
+    assert response.status_code == 200
+    assert (
+        "Use os dígitos do ID da conta do WhatsApp Business mostrado pela Meta, nada mais."
+        in response.content.decode()
+    )
+    assert Instance.objects.count() == 0
+
+
+def test_an_instance_without_a_waba_id_is_accepted(admin_client: Client) -> None:
+    response = admin_client.post("/admin/conversations/instance/add/", instance_form(waba_id=""))
+
+    assert response.status_code == 302
+    assert Instance.objects.get().waba_id == ""
