@@ -284,3 +284,20 @@ def test_a_synced_template_is_sent_with_its_parameters(
             }
         ],
     }
+
+
+def test_a_reply_outside_the_window_without_templates_says_none_is_available(
+    session: Session, support: User
+) -> None:
+    synced("de_outra_conta", "Oi, {{1}}", waba_id=OTHER_WABA)
+
+    response = client_of(support).post(
+        f"/admin/conversations/session/{session.pk}/reply/",
+        {"text": "Oi, Maria?", "form_token": str(uuid4())},
+    )
+
+    assert flash(response)[0][1].endswith(
+        "Envie um modelo de mensagem do WhatsApp aprovado: nenhum disponível para este número "
+        "ainda."
+    )
+    assert not Message.objects.filter(session=session, direction=Direction.OUTBOUND).exists()
