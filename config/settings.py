@@ -290,6 +290,7 @@ CELERY_TASK_ROUTES = {
     "conversations.requeue_received_deliveries": {"queue": "sweeps"},
     "conversations.retry_stale_leads": {"queue": "sweeps"},
     "conversations.apply_retention": {"queue": "sweeps"},
+    "conversations.sync_message_templates": {"queue": "sweeps"},
     "governance.fail_abandoned_replays": {"queue": "sweeps"},
     "governance.replay_run": {"queue": "replays"},
 }
@@ -339,6 +340,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     # LGPD: anonymise conversations closed beyond RETENTION_DAYS; empty old webhook bodies.
     "apply-retention": {
         "task": "conversations.apply_retention",
+        "schedule": 24 * 60 * 60.0,
+    },
+    # The approved WhatsApp message templates, read again from Meta (a template approved or
+    # paused in WhatsApp Manager since); the admin's button does it at once.
+    "sync-message-templates": {
+        "task": "conversations.sync_message_templates",
         "schedule": 24 * 60 * 60.0,
     },
 }

@@ -20,6 +20,10 @@ MAX_ACCESS_TOKEN_CHARS = 512
 PHONE_NUMBER_ID_VALIDATOR = RegexValidator(
     r"^\d{5,32}$", _("Use the digits of the phone_number_id shown by Meta, nothing else.")
 )
+WABA_ID_VALIDATOR = RegexValidator(
+    r"^\d{5,32}$",
+    _("Use the digits of the WhatsApp Business Account ID shown by Meta, nothing else."),
+)
 E164_DIGITS_VALIDATOR = RegexValidator(
     r"^\d{8,15}$", _("Use the E.164 number with digits only (8 to 15 digits, no +).")
 )
@@ -39,6 +43,17 @@ class Instance(models.Model):
     )
     display_phone = models.CharField(_("display phone"), max_length=32, blank=True)
     name = models.CharField(_("name"), max_length=120)
+    # The account whose approved message templates this number may send (WhatsApp Manager,
+    # Account tools, or Business settings > WhatsApp accounts); empty: none are synced.
+    waba_id = models.CharField(
+        _("WhatsApp Business Account ID"),
+        max_length=32,
+        blank=True,
+        validators=[WABA_ID_VALIDATOR],
+        help_text=_(
+            "The WABA ID shown by Meta; the approved WhatsApp message templates are read from it."
+        ),
+    )
     brand_context = models.TextField(
         _("brand context"),
         blank=True,
@@ -678,11 +693,31 @@ class ProviderCircuit(models.Model):
         return f"{self.name}: {self.state}"
 
 
+class TemplateCategory(models.TextChoices):
+    """Meta's categories of a message template (its price and rules depend on it)."""
+
+    MARKETING = "MARKETING", _("marketing")
+    UTILITY = "UTILITY", _("utility")
+    AUTHENTICATION = "AUTHENTICATION", _("authentication")
+
+
 class MessageTemplate(models.Model):
     """A WhatsApp message template approved by Meta, which staff may send outside the 24-hour
-    customer service window. Kept by superusers; `name` and `language` are exactly
-    as registered in WhatsApp Manager, `parameters` the labels of the body's {{1}}, {{2}}, …"""
+    customer service window.
 
+    Synced from the WhatsApp Business Account of the instances (`waba_id`;
+    `conversations.message_templates.message_templates_sync`): `name`, `language`, `category`
+    and `components` as Meta has them, `body` the BODY component's text, `parameter_count` its
+    {{1}}…{{n}}. A template Meta no longer lists as approved is deactivated, never deleted:
+    the messages sent with it keep their history. A row with no `waba_id` was registered by
+    hand (any instance may send it); `parameters` are the labels staff read for each {{n}}."""
+
+    waba_id = models.CharField(
+        _("WhatsApp Business Account ID"),
+        max_length=32,
+        blank=True,
+        help_text=_("Empty: registered by hand, not synced from WhatsApp."),
+    )
     name = models.CharField(
         _("template name"),
         max_length=512,
@@ -694,6 +729,9 @@ class MessageTemplate(models.Model):
         ],
     )
     language = models.CharField(_("language"), max_length=16, default="pt_BR")
+    category = models.CharField(
+        _("category"), max_length=32, blank=True, choices=TemplateCategory.choices
+    )
     body = models.TextField(
         _("body"),
         blank=True,
@@ -701,13 +739,23 @@ class MessageTemplate(models.Model):
             "The approved text with {{1}}, {{2}}, … where the parameters go (shown to staff)."
         ),
     )
+    components = models.JSONField(
+        _("components"),
+        default=list,
+        blank=True,
+        help_text=_("The template's header, body, footer and buttons as Meta sent them."),
+    )
+    parameter_count = models.PositiveSmallIntegerField(_("number of parameters"), default=0)
     parameters = models.JSONField(
         _("parameters"),
         default=list,
         blank=True,
         help_text=_('The label of each body parameter, in order, e.g. ["Nome", "Data"].'),
     )
+    meta_template_id = models.CharField(_("Meta's template ID"), max_length=64, blank=True)
+    meta_status = models.CharField(_("status at Meta"), max_length=32, blank=True)
     is_active = models.BooleanField(_("active"), default=True)
+    synced_at = models.DateTimeField(_("last synced at"), null=True, blank=True)
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
 
     class Meta:
@@ -715,7 +763,12 @@ class MessageTemplate(models.Model):
         verbose_name = _("message template")
         verbose_name_plural = _("message templates")
         constraints = [
-            models.UniqueConstraint(fields=["name", "language"], name="template_name_language")
+            models.UniqueConstraint(
+                fields=["waba_id", "name", "language"], name="template_waba_name_language"
+            )
+        ]
+        permissions = [
+            ("sync_messagetemplate", _("Can sync the message templates from WhatsApp")),
         ]
 
     def __str__(self) -> str:

@@ -139,6 +139,13 @@ def attending_users() -> Any:
     )
 
 
+def sendable_templates(session: Session) -> Any:
+    """The active WhatsApp message templates `session`'s number may send: those of its
+    WhatsApp Business Account and those registered by hand (no account)."""
+    accounts = {"", session.instance.waba_id}
+    return MessageTemplate.objects.filter(is_active=True, waba_id__in=accounts)
+
+
 def render_template_body(body: str, values: Sequence[str]) -> str:
     """The template's text as the customer reads it: {{1}}, {{2}}, … replaced by `values`."""
 
@@ -320,7 +327,7 @@ def session_reply(
         _require_human(session)
         if not window_is_open(session, now):
             names = ", ".join(
-                MessageTemplate.objects.filter(is_active=True).values_list("name", flat=True)
+                sendable_templates(session).order_by("name").values_list("name", flat=True)
             )
             raise StaffActionRefused(
                 _(
@@ -376,8 +383,14 @@ def session_send_template(
     now: datetime,
     send: Callable[[int], None] = _send_later,
 ) -> ActionOutcome:
-    """Send an approved template with its parameters filled in; allowed outside the window."""
-    template = MessageTemplate.objects.filter(pk=template_id, is_active=True).first()
+    """Send an approved template with its parameters filled in; allowed outside the window.
+    The template must be one the session's number may send (`sendable_templates`)."""
+    own_account = Session.objects.filter(pk=session_id).values("instance__waba_id")
+    template = (
+        MessageTemplate.objects.filter(pk=template_id, is_active=True)
+        .filter(Q(waba_id="") | Q(waba_id__in=own_account))
+        .first()
+    )
     if template is None:
         raise StaffActionRefused(_("Choose one of the active templates."))
     _refuse_nul(*values)

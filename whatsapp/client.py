@@ -18,7 +18,10 @@ Request shapes (Meta's documentation):
 "components": [{"type": "body", "parameters": [{"type": "text", "text": ...}, ...]}]}``;
 marking a message read with a typing indicator is a POST to
 the same URL with ``{"messaging_product": "whatsapp", "status": "read", "message_id": <wamid>,
-"typing_indicator": {"type": "text"}}``.
+"typing_indicator": {"type": "text"}}``; the message templates of a WhatsApp Business Account
+(`list_message_templates`) are ``GET {base}/{waba_id}/message_templates?fields=...&limit=...``,
+answering ``{"data": [...], "paging": {"cursors": {"before": ..., "after": ...}, "next": <url>}}``
+(no ``next`` on the last page).
 
 Each thread that calls a `GraphClient` gets an httpx client of its own (one kept-alive
 connection), all sharing one TLS context. One httpx client shared by a threads worker's 100
@@ -42,6 +45,11 @@ from agents.redaction import redact
 
 # Bounded: a send runs inside a Celery task, never inside the webhook request.
 DEFAULT_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+TEMPLATE_FIELDS = "name,language,status,category,components,id"
+TEMPLATE_PAGE_SIZE = 100
+# A WABA has at most a few thousand templates (Meta's limit is 6,000 per account): past this
+# many pages a cursor that never ends is a fault, not more templates.
+MAX_TEMPLATE_PAGES = 100
 RETRYABLE_ERROR_CODES = frozenset({130429, 131056})
 
 
@@ -309,13 +317,64 @@ class GraphClient:
             request["typing_indicator"] = {"type": "text"}
         self._post(phone_number_id, access_token, request)
 
+    def list_message_templates(
+        self, *, waba_id: str, access_token: str, page_size: int = TEMPLATE_PAGE_SIZE
+    ) -> list[dict[str, Any]]:
+        """Every message template of the WhatsApp Business Account, whatever its status, as
+        Meta describes it (name, language, status, category, components, id).
+
+        Pages follow the ``after`` cursor on this client's own base URL while Meta's answer has
+        a ``paging.next``, rather than requesting ``next`` itself: that URL is absolute, and the
+        access token goes only to the configured host. Any failed page fails the whole list (a
+        partial list would read as templates gone)."""
+        url = f"{self.base_url}/{waba_id}/message_templates"
+        params: dict[str, str | int] = {"fields": TEMPLATE_FIELDS, "limit": page_size}
+        templates: list[dict[str, Any]] = []
+        for _page in range(MAX_TEMPLATE_PAGES):
+            answer = self._request("GET", url, access_token, params=params)
+            data = answer.get("data")
+            if not isinstance(data, list):
+                raise GraphAPIError(
+                    code=None,
+                    title="Resposta da Graph API sem a lista de modelos de mensagem",
+                    retryable=False,
+                )
+            templates.extend(item for item in data if isinstance(item, dict))
+            paging = answer.get("paging")
+            paging = paging if isinstance(paging, dict) else {}
+            cursors = paging.get("cursors")
+            after = cursors.get("after") if isinstance(cursors, dict) else None
+            if not paging.get("next"):
+                return templates
+            if not isinstance(after, str) or not after:
+                raise GraphAPIError(
+                    code=None, title="Resposta da Graph API sem o cursor da página", retryable=False
+                )
+            params = {**params, "after": after}
+        raise GraphAPIError(
+            code=None,
+            title="A Graph API não terminou a lista de modelos de mensagem",
+            retryable=False,
+        )
+
     def _post(
         self, phone_number_id: str, access_token: str, body: dict[str, Any]
     ) -> dict[str, Any]:
         url = f"{self.base_url}/{phone_number_id}/messages"
+        return self._request("POST", url, access_token, json=body)
+
+    def _request(
+        self,
+        method: str,
+        url: str,
+        access_token: str,
+        *,
+        json: dict[str, Any] | None = None,
+        params: dict[str, str | int] | None = None,
+    ) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {access_token}"}
         try:
-            response = self._http().post(url, json=body, headers=headers)
+            response = self._http().request(method, url, json=json, params=params, headers=headers)
         except httpx.TimeoutException as exc:
             raise GraphAPIError(
                 code=None, title="Tempo esgotado na Graph API", retryable=True

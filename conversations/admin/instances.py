@@ -32,6 +32,7 @@ class InstanceForm(forms.ModelForm[Instance]):
         fields = [
             "name",
             "phone_number_id",
+            "waba_id",
             "display_phone",
             "brand_context",
             "health_sensitive",
@@ -65,7 +66,7 @@ class InstanceAdmin(admin.ModelAdmin[Instance]):
         "is_active",
     )
     list_filter = ("is_active", "health_sensitive")
-    search_fields = ("name", "phone_number_id", "display_phone")
+    search_fields = ("name", "phone_number_id", "waba_id", "display_phone")
     readonly_fields = ("has_access_token", "created_at")
     fieldsets = (
         (
@@ -74,6 +75,7 @@ class InstanceAdmin(admin.ModelAdmin[Instance]):
                 "fields": (
                     "name",
                     "phone_number_id",
+                    "waba_id",
                     "display_phone",
                     "brand_context",
                     "health_sensitive",

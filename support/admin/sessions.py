@@ -32,6 +32,7 @@ from support.admin.live import LIVE_URL_NAME, live_urls
 from support.admin.notes import NOTE_URL_NAME
 from support.admin.queue import queue_urls
 from support.admin.staff_actions import staff_action_urls, staff_actions_panel
+from support.admin.template_picker import template_picker_for
 from support.admin.transcript import session_transcript
 from support.notes import note_mentions_seen
 from support.staff_actions import can_attend
@@ -358,6 +359,9 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
             now = timezone.now()
             context["transcript"] = session_transcript(session=obj, now=now, masker=masker_of(obj))
             context["staff_actions"] = staff_actions_panel(session=obj, user=request.user, now=now)
+            context["template_picker"] = template_picker_for(
+                session=obj, user=request.user, now=now
+            )
             context["live_url"] = reverse(f"admin:{LIVE_URL_NAME}", args=[obj.pk])
             if can_attend(request.user) and request.user.pk is not None:
                 context["note_url"] = reverse(f"admin:{NOTE_URL_NAME}", args=[obj.pk])

@@ -31,6 +31,7 @@ from support.staff_actions import (
     attending_users,
     can_attend,
     parse_form_token,
+    sendable_templates,
     session_assign,
     session_close,
     session_give_back,
@@ -238,7 +239,7 @@ def staff_actions_panel(*, session: Session, user: Any, now: datetime) -> StaffA
     templates = (
         [
             TemplateChoice(t, [str(label) for label in t.parameters or []])
-            for t in MessageTemplate.objects.filter(is_active=True)
+            for t in sendable_templates(session)
         ]
         if with_team
         else []

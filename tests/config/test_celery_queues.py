@@ -15,6 +15,7 @@ QUEUE_OF = {
     "conversations.requeue_received_deliveries": "sweeps",
     "conversations.retry_stale_leads": "sweeps",
     "conversations.apply_retention": "sweeps",
+    "conversations.sync_message_templates": "sweeps",
     "conversations.notify_handoff": "celery",
     "conversations.post_handoff_alert": "celery",
     "conversations.notify_note_mentions": "celery",

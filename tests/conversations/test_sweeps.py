@@ -513,6 +513,12 @@ def test_the_sweeps_are_named_and_scheduled_every_minute() -> None:
         },
         # LGPD retention, daily (tests/conversations/privacy/test_retention.py).
         "apply-retention": {"task": "conversations.apply_retention", "schedule": 86400.0},
+        # Approved WhatsApp message templates from Meta, daily
+        # (tests/conversations/test_message_templates_sync.py).
+        "sync-message-templates": {
+            "task": "conversations.sync_message_templates",
+            "schedule": 86400.0,
+        },
     }
 
 

@@ -13,6 +13,10 @@ By default every ``POST /<version>/<phone_number_id>/messages`` is accepted: a s
 fresh wamid (``wamid.FAKE0001``, ``wamid.FAKE0002``...), a mark-read answers ``{"success": true}``.
 Script other answers, consumed in order, with `respond_error`, `respond_delay` or `respond_json`;
 `requests` lists what arrived.
+
+``GET /<version>/<waba_id>/message_templates`` answers the templates given to `set_templates`
+for that account, `page_size` at a time, paged as Meta pages (``paging.cursors.after`` and a
+``paging.next`` URL on every page but the last); the scripted answers apply to it too.
 """
 
 import itertools
@@ -24,6 +28,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
@@ -78,6 +83,10 @@ class FakeGraphAPI:
         # Any phone_number_id; the requests list records which one was called.
         uri = re.compile(rf"^/{re.escape(version)}/[0-9]+/messages$")
         httpserver.expect_request(uri, method="POST").respond_with_handler(self._handle)
+        self._templates: dict[str, list[dict[str, Any]]] = {}
+        self._page_size = 100
+        listing = re.compile(rf"^/{re.escape(version)}/[0-9]+/message_templates$")
+        httpserver.expect_request(listing, method="GET").respond_with_handler(self._list)
 
     @property
     def base_url(self) -> str:
@@ -92,6 +101,18 @@ class FakeGraphAPI:
     def respond_delay(self, seconds: float) -> None:
         """The next request is answered (successfully) only after `seconds`."""
         self._scripted.append(_Scripted(200, None, delay=seconds))
+
+    def set_templates(
+        self, waba_id: str, templates: list[dict[str, Any]], *, page_size: int = 100
+    ) -> None:
+        """What ``GET /<waba_id>/message_templates`` lists (Meta's objects, as given)."""
+        self._templates[waba_id] = list(templates)
+        self._page_size = page_size
+
+    @property
+    def listings(self) -> list[GraphRequest]:
+        """The template listing requests, with their query string in `path`."""
+        return [r for r in self.requests if r.method == "GET"]
 
     @property
     def sends(self) -> list[GraphRequest]:
@@ -130,6 +151,36 @@ class FakeGraphAPI:
             "contacts": [{"input": recipient, key: recipient}],
             "messages": [{"id": wamid}],
         }
+
+    def _list(self, request: Request) -> Response:
+        query = request.query_string.decode()
+        recorded = GraphRequest(
+            request.method, f"{request.path}?{query}", dict(request.headers), None
+        )
+        with self._lock:
+            self.requests.append(recorded)
+            scripted = self._scripted.popleft() if self._scripted else None
+        if scripted is not None and scripted.delay:
+            time.sleep(scripted.delay)
+        if scripted is not None and scripted.body is not None:
+            return _json_response(scripted.status, scripted.body)
+        waba_id = request.path.split("/")[2]
+        templates = self._templates.get(waba_id)
+        if templates is None:
+            error = graph_error(100, "Unsupported get request.", type_="GraphMethodException")
+            return _json_response(400, error)
+        size = int(request.args.get("limit", self._page_size))
+        size = min(size, self._page_size)
+        start = int(request.args.get("after", "0").removeprefix("cursor-") or 0)
+        page = templates[start : start + size]
+        end = start + len(page)
+        paging: dict[str, Any] = {
+            "cursors": {"before": f"cursor-{start}", "after": f"cursor-{end}"}
+        }
+        if end < len(templates):
+            params = {**request.args.to_dict(), "after": f"cursor-{end}"}
+            paging["next"] = f"{self.httpserver.url_for(request.path)}?{urlencode(params)}"
+        return _json_response(200, {"data": page, "paging": paging})
 
 
 def _json_response(status: int, body: Any) -> Response:

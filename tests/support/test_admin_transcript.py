@@ -271,7 +271,7 @@ def test_window_is_closed_a_day_after_the_customer_wrote(admin_client: Client) -
     )
     text = text_of(admin_client.get(change_url(session)).content.decode())
     assert "Janela de 24 horas do WhatsApp fechada fechou em" in text
-    assert "só é possível enviar templates" in text
+    assert "só é possível enviar modelos de mensagem do WhatsApp" in text
 
 
 def test_latest_summary_is_a_card_above_the_transcript(

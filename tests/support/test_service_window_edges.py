@@ -33,7 +33,7 @@ SECOND_BEFORE = datetime(2026, 11, 30, 14, 59, 59, tzinfo=UTC)
 SECOND_AFTER = datetime(2026, 11, 30, 15, 0, 1, tzinfo=UTC)
 CLOSED_TEXT = (
     "A janela de 24 horas do WhatsApp está fechada: o cliente escreveu pela última vez há mais "
-    "de 24 horas. Envie um modelo aprovado: retomar_contato."
+    "de 24 horas. Envie um modelo de mensagem do WhatsApp aprovado: retomar_contato."
 )
 
 
@@ -161,7 +161,10 @@ def test_at_the_edge_the_panel_closes_the_reply_box_and_points_to_the_templates(
         panel = staff_actions_panel(session=session, user=support, now=now)
 
     assert panel is not None
-    assert (panel.window_open, panel.window_text) == (False, "janela fechada: use um modelo")
+    assert (panel.window_open, panel.window_text) == (
+        False,
+        "janela fechada: use um modelo de mensagem do WhatsApp",
+    )
     assert [choice.template.name for choice in panel.templates] == ["retomar_contato"]
 
 

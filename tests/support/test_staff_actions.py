@@ -497,7 +497,10 @@ def test_without_a_whatsapp_token_a_template_says_simulated(
         )
 
     assert flash(response) == [
-        ("success", "Modelo simulado (sem token do WhatsApp): nada foi enviado ao cliente.")
+        (
+            "success",
+            "Modelo de mensagem simulado (sem token do WhatsApp): nada foi enviado ao cliente.",
+        )
     ]
 
 
@@ -534,7 +537,8 @@ def test_reply_outside_the_24_hour_window_is_refused_offering_the_templates(
         (
             "error",
             "A janela de 24 horas do WhatsApp está fechada: o cliente escreveu pela última vez "
-            "há mais de 24 horas. Envie um modelo aprovado: boas_vindas, retomar_contato.",
+            "há mais de 24 horas. Envie um modelo de mensagem do WhatsApp aprovado: boas_vindas, "
+            "retomar_contato.",
         )
     ]
     assert Message.objects.filter(session=session, direction=Direction.OUTBOUND).count() == 0
@@ -648,7 +652,7 @@ def test_a_template_is_sent_outside_the_window_with_its_parameters(
             form_token=token(),
         )
 
-    assert flash(response) == [("success", "Modelo enviado ao WhatsApp.")]
+    assert flash(response) == [("success", "Modelo de mensagem enviado ao WhatsApp.")]
     sent = Message.objects.get(session=session, direction=Direction.OUTBOUND)
     assert (sent.message_type, sent.content, sent.staff_user, sent.delivery_status) == (
         "template",
@@ -673,7 +677,9 @@ def test_a_template_is_sent_outside_the_window_with_its_parameters(
     }
     session.refresh_from_db()
     assert session.last_staff_reply_at == sent.created_at
-    assert log_entries(session) == [("ana", CHANGE, "Enviou o modelo retomar_contato.")]
+    assert log_entries(session) == [
+        ("ana", CHANGE, "Enviou o modelo de mensagem do WhatsApp retomar_contato.")
+    ]
 
 
 def test_the_same_template_form_posted_twice_sends_once(
@@ -691,16 +697,19 @@ def test_the_same_template_form_posted_twice_sends_once(
         post(client, session, "send-template", **form)
         second = post(client, session, "send-template", **form)
 
-    assert flash(second)[-1:] == [("info", "Este modelo já foi enviado.")]
+    assert flash(second)[-1:] == [("info", "Este modelo de mensagem já foi enviado.")]
     assert len(fake_graph.sends) == 1
 
 
 @pytest.mark.parametrize(
     ("parameters", "error"),
     [
-        (["Maria"], "Preencha todos os parâmetros do modelo: Nome, Serviço."),
-        (["Maria", " "], "Preencha todos os parâmetros do modelo: Nome, Serviço."),
-        (["Maria", "água", "extra"], "Preencha todos os parâmetros do modelo: Nome, Serviço."),
+        (["Maria"], "Preencha todos os parâmetros do modelo de mensagem: Nome, Serviço."),
+        (["Maria", " "], "Preencha todos os parâmetros do modelo de mensagem: Nome, Serviço."),
+        (
+            ["Maria", "água", "extra"],
+            "Preencha todos os parâmetros do modelo de mensagem: Nome, Serviço.",
+        ),
         (
             ["Maria", "água\npotável"],
             "O parâmetro Serviço deve ter uma só linha de no máximo 1024 caracteres.",
@@ -773,7 +782,7 @@ def test_an_inactive_or_unknown_template_is_refused(
         form_token=token(),
     )
 
-    assert flash(response) == [("error", "Escolha um dos modelos ativos.")]
+    assert flash(response) == [("error", "Escolha um dos modelos de mensagem do WhatsApp ativos.")]
     assert Message.objects.filter(session=session, direction=Direction.OUTBOUND).count() == 0
 
 
@@ -1048,7 +1057,7 @@ def test_each_form_has_its_own_token_kind(
 
     assert [flash(r)[-1] for r in (reply, sent, summary)] == [
         ("success", "Resposta enviada ao WhatsApp."),
-        ("success", "Modelo enviado ao WhatsApp."),
+        ("success", "Modelo de mensagem enviado ao WhatsApp."),
         ("success", "Novo resumo pedido; recarregue a página em instantes."),
     ]
     assert len(callbacks) == 3
@@ -1126,18 +1135,16 @@ def test_support_sees_the_reply_box_and_templates_with_the_team(
     assert 'name="form_token"' in page
 
 
-def test_the_reply_box_is_disabled_when_the_window_is_closed(
+def test_the_template_picker_replaces_the_reply_box_when_the_window_is_closed(
     session: Session, support: User
 ) -> None:
     with_team(session, support, last_inbound_at=timezone.now() - timedelta(days=2))
 
     page = client_of(support).get(page_url(session)).content.decode()
 
-    assert "janela fechada: use um modelo" in text_of(page)
-    assert (
-        '<button type="submit" form="staff-reply" class="button default" id="action-reply" '
-        "disabled>" in page
-    )
+    assert "janela fechada: use um modelo de mensagem do WhatsApp" in text_of(page)
+    assert 'id="template-picker"' in page
+    assert 'id="action-reply"' not in page
 
 
 def test_a_closed_conversation_has_no_action_buttons(session: Session, support: User) -> None:
