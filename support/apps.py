@@ -4,8 +4,9 @@ from django.utils.translation import gettext_lazy as _
 
 class SupportConfig(AppConfig):
     """What a support person touches: the queue, the conversation page and its staff actions,
-    the handoff alerts, the CRM's leads and the message templates. The models stay in the
-    `conversations` store (their app label and permissions are the store's)."""
+    the handoff alerts, the CRM's leads and the message templates. The store's models stay in
+    `conversations` (their app label and permissions are the store's); the team's own tools,
+    quick replies and labels, are this app's (support.models)."""
 
     name = "support"
     verbose_name = _("Support")
@@ -18,3 +19,11 @@ class SupportConfig(AppConfig):
 
         handoff_committed.subscribe(handoff_alert_register)
         lead_created.subscribe(lead_delivery_register)
+
+        # Under the session admin's URLs, as every page of a conversation.
+        from support.admin.labels import label_urls
+        from support.admin.quick_replies import quick_reply_urls
+        from support.admin.sessions import session_admin_urls
+
+        session_admin_urls.register(quick_reply_urls)
+        session_admin_urls.register(label_urls)

@@ -28,8 +28,10 @@ from conversations.privacy.customer_data import can_request_customer_data
 from conversations.privacy.personal_data import masker_of
 from knowledge_base.models import Segment
 from prompts_admin.selectors import override_ids_of
+from support.admin.labels import LabelFilter, labels_panel
 from support.admin.live import LIVE_URL_NAME, live_urls
 from support.admin.queue import queue_urls
+from support.admin.quick_replies import QUICK_REPLIES_URL_NAME
 from support.admin.staff_actions import staff_action_urls, staff_actions_panel
 from support.admin.transcript import session_transcript
 
@@ -149,6 +151,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
         "instance",
         SegmentFilter,
         "handoff_reason",
+        LabelFilter,
         ("last_message_at", admin.DateFieldListFilter),
         SessionFailedSendsFilter,
         "is_simulated",
@@ -356,6 +359,12 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
             context["transcript"] = session_transcript(session=obj, now=now, masker=masker_of(obj))
             context["staff_actions"] = staff_actions_panel(session=obj, user=request.user, now=now)
             context["live_url"] = reverse(f"admin:{LIVE_URL_NAME}", args=[obj.pk])
+            # The labels box and the composer's "/" (quick_replies.js): for staff who attend.
+            context["labels_panel"] = labels_panel(session=obj, user=request.user)
+            if context["labels_panel"] is not None:
+                context["quick_replies_url"] = reverse(
+                    f"admin:{QUICK_REPLIES_URL_NAME}", args=[obj.pk]
+                )
             context["message_log_url"] = (
                 reverse("admin:conversations_message_changelist") + f"?session__id__exact={obj.pk}"
             )

@@ -1,0 +1,105 @@
+"""Quick replies in a real browser: in the conversation page's reply box, "/" and a few letters
+list the matching replies; Enter inserts the chosen one with the customer's and the staff
+member's first names filled in, to be edited before sending; a click inserts one too, and
+Escape closes the list. Playwright drives Debian's chromium (`tests.helpers.browser`); a
+screenshot of the open list goes to `BROWSER_SCREENSHOTS_DIR`.
+"""
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from model_bakery import baker
+from pytest_django.live_server_helper import LiveServer
+
+from conversations.models import Instance, Session
+from support.models import QuickReply
+from tests.helpers.browser import PASSWORD, VIEWPORT, browser_staff
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+SUPPORT_PERMISSIONS = (
+    "conversations.view_session",
+    "conversations.view_personal_data",
+    "conversations.attend_session",
+)
+
+
+def open_conversation(browser: Any, base_url: str, username: str, session: Session) -> Any:
+    page = browser.new_context(viewport=VIEWPORT, locale="pt-BR").new_page()
+    change_url = f"/admin/conversations/session/{session.pk}/change/"
+    page.goto(f"{base_url}/admin/login/?next={change_url}")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"**{change_url}")
+    return page
+
+
+def test_slash_and_letters_list_the_reply_and_enter_inserts_it_with_the_names(
+    live_server: LiveServer, browser: Any, screenshots_dir: Path
+) -> None:
+    ana = browser_staff("ana", *SUPPORT_PERMISSIONS)
+    ana.first_name = "Ana"
+    ana.save()
+    at = timezone.now() - timedelta(minutes=5)
+    session = baker.make(
+        Session,
+        instance=baker.make(Instance, name="Vale Analítico"),
+        state="HUMAN",
+        customer_name="Maria Souza",
+        customer_phone="5511912345678",
+        assigned_to=ana,
+        handed_off_at=at,
+        last_inbound_at=at,
+    )
+    QuickReply.objects.create(
+        shortcut="boas-vindas",
+        title="Boas-vindas",
+        text="Olá, {{primeiro_nome}}! Sou {{atendente}}, da equipe.",
+    )
+    QuickReply.objects.create(shortcut="prazo", title="Prazo do laudo", text="O laudo sai em 5 dias.")
+    QuickReply.objects.create(
+        shortcut="boleto", title="Segunda via", text="Segue o boleto.", owner=ana
+    )
+    page = open_conversation(browser, live_server.url, "ana", session)
+    box = page.locator("#reply-text")
+
+    box.click()
+    box.type("Bom dia! /boa")
+    # The answer for "/boa" itself (one reply), not one for "/b" still on screen.
+    page.wait_for_function(
+        "document.querySelectorAll('#quick-replies-list li.quick-reply').length === 1"
+    )
+    items = page.locator("#quick-replies-list li.quick-reply")
+    assert items.count() == 1
+    assert items.first.inner_text().startswith("/boas-vindas")
+    page.screenshot(path=screenshots_dir / "quick-replies-list.png", full_page=False)
+
+    box.press("Enter")
+
+    assert box.input_value() == "Bom dia! Olá, Maria! Sou Ana, da equipe."
+    assert page.locator("#quick-replies-list").is_hidden()
+
+    box.fill("")
+    box.type("/bo")
+    page.wait_for_function(
+        "document.querySelectorAll('#quick-replies-list li.quick-reply').length === 2"
+    )
+    assert page.locator("#quick-replies-list li.quick-reply").all_inner_texts()[0].startswith(
+        "/boas-vindas"
+    )
+    page.locator("#quick-replies-list li.quick-reply", has_text="/boleto").click()
+    assert box.input_value() == "Segue o boleto."
+
+    box.fill("")
+    box.type("/pra")
+    page.wait_for_function(
+        "document.querySelector('#quick-replies-list li.quick-reply')?.dataset.shortcut === 'prazo'"
+    )
+    box.press("Escape")
+    assert page.locator("#quick-replies-list").is_hidden()
+    box.press("Enter")
+    assert box.input_value() == "/pra\n"
