@@ -44,7 +44,7 @@ def session_labels(session_id: int) -> SessionLabels:
     current: list[Label] = []
     available: list[Label] = []
     for label in labels:
-        (current if label.on_session else available).append(label)  # type: ignore[attr-defined]
+        (current if label.on_session else available).append(label)
     return SessionLabels(current=current, available=available)
 
 

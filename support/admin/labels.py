@@ -24,9 +24,8 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.translation import gettext
+from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import pgettext_lazy
 from django.views.decorators.http import require_POST
 
 from conversations.models import Session
@@ -53,9 +52,7 @@ class LabelAdmin(VersionedAdmin[Label]):
 
 
 def label_chip(label: Label) -> SafeString:
-    return format_html(
-        '<span class="label-chip label-{}">{}</span>', label.colour, label.name
-    )
+    return format_html('<span class="label-chip label-{}">{}</span>', label.colour, label.name)
 
 
 class LabelFilter(admin.SimpleListFilter):
@@ -133,16 +130,12 @@ def session_labels_change(request: HttpRequest, session_id: int) -> HttpResponse
     user = request.user
     if not can_attend(user):
         if _wants_json(request):
-            return JsonResponse(
-                {"error": gettext("You may not attend conversations.")}, status=403
-            )
+            return JsonResponse({"error": gettext("You may not attend conversations.")}, status=403)
         raise PermissionDenied
     assert isinstance(user, User)  # the admin lets only logged-in staff through
     add, remove = request.POST.get("add", "").strip(), request.POST.get("remove", "").strip()
     if bool(add) == bool(remove):
-        return _refused(
-            request, session_id, 400, gettext("Choose one label to add or to remove.")
-        )
+        return _refused(request, session_id, 400, gettext("Choose one label to add or to remove."))
     label_id = parse_label_id(add or remove)
     if label_id is None:
         return _refused(request, session_id, 400, gettext("Choose one of the labels."))

@@ -99,9 +99,7 @@ def session_queue(request: HttpRequest, *, model_admin: admin.ModelAdmin[Session
         raise PermissionDenied
     mine = request.GET.get("assigned") == MINE
     label_id = parse_label_id(request.GET.get("label", ""))
-    queryset = waiting_sessions(
-        assigned_to_id=request.user.pk if mine else None, label_id=label_id
-    )
+    queryset = waiting_sessions(assigned_to_id=request.user.pk if mine else None, label_id=label_id)
     page = Paginator(queryset, QUEUE_PER_PAGE).get_page(request.GET.get("page"))
     now = timezone.now()
     mask = not can_view_personal_data(request.user)

@@ -85,7 +85,7 @@ class QuickReplyForm(forms.ModelForm[QuickReply]):
         return kept if self.instance.pk is not None else self.staff_user.pk
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        cleaned = super().clean() or self.cleaned_data
         owner_id = self._owner_id()
         self.instance.owner_id = owner_id
         shortcut = cleaned.get("shortcut")
@@ -136,7 +136,11 @@ class QuickReplyAdmin(VersionedAdmin[QuickReply]):
         return ("scope",) if "scope" in self.get_fields(request, obj) else ()
 
     def get_form(
-        self, request: HttpRequest, obj: QuickReply | None = None, change: bool = False, **kwargs: Any
+        self,
+        request: HttpRequest,
+        obj: QuickReply | None = None,
+        change: bool = False,
+        **kwargs: Any,
     ) -> type[forms.ModelForm[QuickReply]]:
         form = super().get_form(request, obj, change, **kwargs)
         # The form decides the owner, so it needs the person editing.

@@ -39,7 +39,9 @@ def support_member(username: str, first_name: str = "", *permissions: str) -> Us
     return user
 
 
-def reply(shortcut: str, *, owner: User | None = None, title: str = "", text: str = "") -> QuickReply:
+def reply(
+    shortcut: str, *, owner: User | None = None, title: str = "", text: str = ""
+) -> QuickReply:
     return QuickReply.objects.create(
         shortcut=shortcut, title=title or shortcut, text=text or f"Texto de {shortcut}", owner=owner
     )
@@ -139,9 +141,11 @@ def test_support_lists_their_own_and_the_shared_replies_not_a_colleagues(
 
     page = logged_in(ana).get(LIST_URL).content.decode()
 
-    assert ">mine<" in page and ">team<" in page
+    assert ">mine<" in page
+    assert ">team<" in page
     assert ">his<" not in page
-    assert "pessoal de ana" in page and "compartilhada com a equipe" in page
+    assert "pessoal de ana" in page
+    assert "compartilhada com a equipe" in page
 
 
 def test_support_can_neither_open_change_nor_delete_a_colleagues_reply(
@@ -192,7 +196,9 @@ def test_the_permission_manages_shared_replies(ana: User) -> None:
     assert 'name="shared"' in client.get(ADD_URL).content.decode()
 
     assert client.post(ADD_URL, form_data(shortcut="oi", shared="on")).status_code == 302
-    assert client.post(change_url(team), form_data(shortcut="prazo", shared="on")).status_code == 302
+    assert (
+        client.post(change_url(team), form_data(shortcut="prazo", shared="on")).status_code == 302
+    )
 
     assert QuickReply.objects.get(shortcut="oi").owner is None
     team.refresh_from_db()
@@ -336,9 +342,7 @@ def test_shortcut_prefixes_come_first_then_titles_personal_before_shared(
     assert [r["shared"] for r in body["results"]] == [False, True, True]
 
 
-def test_at_most_ten_matches_and_every_reply_for_an_empty_query(
-    ana: User, maria: Session
-) -> None:
+def test_at_most_ten_matches_and_every_reply_for_an_empty_query(ana: User, maria: Session) -> None:
     for i in range(12):
         reply(f"r{i:02d}")
     client = logged_in(ana)
@@ -357,14 +361,11 @@ def test_no_match_is_an_empty_list(ana: User, maria: Session) -> None:
 
 
 @pytest.mark.parametrize("query", ["a" * 200, "a" * 41, "oi tchau", "oi%25", "a_b", "<b>"])
-def test_a_query_that_cannot_follow_a_slash_is_a_400(
-    query: str, ana: User, maria: Session
-) -> None:
+def test_a_query_that_cannot_follow_a_slash_is_a_400(query: str, ana: User, maria: Session) -> None:
     response = logged_in(ana).get(endpoint(maria, query))
     assert response.status_code == 400
     assert json.loads(response.content) == {
-        "error": "q: o que vem depois da / na caixa de resposta, até 40 letras, números ou "
-        "hífens."
+        "error": "q: o que vem depois da / na caixa de resposta, até 40 letras, números ou hífens."
     }
 
 
@@ -410,4 +411,3 @@ def test_the_change_page_loads_the_composers_script_for_staff_who_attend(
         f'data-quick-replies-url="/admin/conversations/session/{maria.pk}/quick-replies/"' in page
     )
     assert "quick_replies.js" not in editor_page
-
