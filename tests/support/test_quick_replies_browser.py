@@ -1,7 +1,8 @@
-"""Quick replies in a real browser: in the conversation page's reply box, "/" and a few letters
+"""Quick replies and labels in a real browser: in the conversation page's reply box, "/" and a few letters
 list the matching replies; Enter inserts the chosen one with the customer's and the staff
 member's first names filled in, to be edited before sending; a click inserts one too, and
-Escape closes the list. Playwright drives Debian's chromium (`tests.helpers.browser`); a
+Escape closes the list. A label is added from the labels box and removed by its chip's button.
+Playwright drives Debian's chromium (`tests.helpers.browser`); a
 screenshot of the open list goes to `BROWSER_SCREENSHOTS_DIR`.
 """
 
@@ -15,7 +16,7 @@ from model_bakery import baker
 from pytest_django.live_server_helper import LiveServer
 
 from conversations.models import Instance, Session
-from support.models import QuickReply
+from support.models import Label, QuickReply, SessionLabel
 from tests.helpers.browser import PASSWORD, VIEWPORT, browser_staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -102,3 +103,33 @@ def test_slash_and_letters_list_the_reply_and_enter_inserts_it_with_the_names(
     assert page.locator("#quick-replies-list").is_hidden()
     box.press("Enter")
     assert box.input_value() == "/pra\n"
+
+
+def test_a_label_is_added_and_removed_from_the_labels_box(
+    live_server: LiveServer, browser: Any, screenshots_dir: Path
+) -> None:
+    ana = browser_staff("ana", *SUPPORT_PERMISSIONS)
+    session = baker.make(
+        Session,
+        instance=baker.make(Instance, name="Vale Analítico"),
+        state="HUMAN",
+        customer_name="Maria Souza",
+        assigned_to=ana,
+    )
+    urgent = Label.objects.create(name="urgente", colour="red")
+    Label.objects.create(name="orçamento", colour="blue")
+    page = open_conversation(browser, live_server.url, "ana", session)
+
+    page.select_option("#session-label-add", str(urgent.pk))
+    page.click("#action-label-add")
+    page.wait_for_selector("#session-label-chips li.label-red")
+    assert page.locator("ul.messagelist li.success").inner_text() == (
+        "Etiqueta “urgente” adicionada."
+    )
+    assert "Ana adicionou a etiqueta “urgente”." in page.locator("#transcript").inner_text()
+    page.locator("#session-labels").screenshot(path=screenshots_dir / "labels-box.png")
+
+    page.click(f"#session-label-chips button[value='{urgent.pk}']")
+    page.wait_for_selector("#session-label-chips li.label-none")
+    assert page.locator("ul.messagelist li.success").inner_text() == "Etiqueta “urgente” removida."
+    assert not SessionLabel.objects.filter(session=session).exists()
