@@ -293,10 +293,13 @@ def test_support_sees_the_labels_box(ana: User, conversation: Session, urgent: L
     page = logged_in(ana).get(page_url(conversation)).content.decode()
 
     assert 'id="session-labels"' in page
-    assert f'<li class="label-chip label-red" data-label-id="{urgent.pk}">urgente<button' in page
+    assert (
+        f'<li class="label-chip label-red" data-label-id="{urgent.pk}" data-label-name="urgente" '
+        'data-label-colour="red">urgente<button' in page
+    )
     assert f'name="remove" value="{urgent.pk}"' in page
-    assert f'<option value="{budget.pk}">orçamento</option>' in page
-    assert f'<option value="{urgent.pk}">urgente</option>' not in page
+    assert f'<option value="{budget.pk}" data-label-colour="blue">orçamento</option>' in page
+    assert f'<option value="{urgent.pk}" data-label-colour="red">' not in page
     assert (
         f'<form id="session-labels-add" method="post" action="{labels_url(conversation)}"' in page
     )

@@ -115,21 +115,39 @@ def test_a_label_is_added_and_removed_from_the_labels_box(
         state="HUMAN",
         customer_name="Maria Souza",
         assigned_to=ana,
+        last_inbound_at=timezone.now() - timedelta(minutes=5),
     )
     urgent = Label.objects.create(name="urgente", colour="red")
     Label.objects.create(name="orçamento", colour="blue")
     page = open_conversation(browser, live_server.url, "ana", session)
+    page.fill("#reply-text", "Rascunho da resposta")
+    status = page.locator("#session-labels-status")
 
     page.select_option("#session-label-add", str(urgent.pk))
     page.click("#action-label-add")
-    page.wait_for_selector("#session-label-chips li.label-red")
-    assert page.locator("ul.messagelist li.success").inner_text() == (
-        "Etiqueta “urgente” adicionada."
-    )
-    assert "Ana adicionou a etiqueta “urgente”." in page.locator("#transcript").inner_text()
+
+    expect(status).to_have_text("Etiqueta “urgente” adicionada.")
+    expect(page.locator("#session-label-chips li.label-red")).to_have_text("urgente×")
+    assert page.locator("#session-label-add option").all_inner_texts() == ["—", "orçamento"]
+    # No reload: the reply being written stays, and the event comes with the live updates.
+    assert page.locator("#reply-text").input_value() == "Rascunho da resposta"
+    expect(page.locator("#transcript")).to_contain_text("Ana adicionou a etiqueta “urgente”.")
     page.locator("#session-labels").screenshot(path=screenshots_dir / "labels-box.png")
 
     page.click(f"#session-label-chips button[value='{urgent.pk}']")
-    page.wait_for_selector("#session-label-chips li.label-none")
-    assert page.locator("ul.messagelist li.success").inner_text() == "Etiqueta “urgente” removida."
+    expect(status).to_have_text("Etiqueta “urgente” removida.")
+    expect(page.locator("#session-label-chips li.label-none")).to_be_visible()
     assert not SessionLabel.objects.filter(session=session).exists()
+    assert page.locator("#session-label-add option").all_inner_texts() == [
+        "—",
+        "orçamento",
+        "urgente",
+    ]
+
+    # A refusal is said in the box, and nothing changes.
+    Label.objects.filter(pk=urgent.pk).delete()
+    page.select_option("#session-label-add", str(urgent.pk))
+    page.click("#action-label-add")
+    expect(status).to_have_text(
+        f"A etiqueta #{urgent.pk} não existe; recarregue a página para ver as etiquetas atuais."
+    )
