@@ -411,3 +411,28 @@ def test_the_change_page_loads_the_composers_script_for_staff_who_attend(
         f'data-quick-replies-url="/admin/conversations/session/{maria.pk}/quick-replies/"' in page
     )
     assert "quick_replies.js" not in editor_page
+
+
+def test_support_reverts_their_own_reply_but_not_a_shared_one(ana: User) -> None:
+    mine = reply("oi", owner=ana, text="Primeira versão")
+    team = reply("prazo", text="Prazo original")
+    for obj, text in ((mine, "Segunda versão"), (team, "Prazo novo")):
+        obj.text = text
+        obj.save()
+    client = logged_in(ana)
+    first_of_mine = mine.history.earliest().history_id
+    first_of_team = team.history.earliest().history_id
+
+    reverted = client.post(
+        f"{LIST_URL}{mine.pk}/history/{first_of_mine}/",
+        form_data(shortcut="oi", text="Primeira versão"),
+    )
+    refused = client.post(
+        f"{LIST_URL}{team.pk}/history/{first_of_team}/",
+        form_data(shortcut="prazo", text="Prazo original"),
+    )
+
+    assert (reverted.status_code, refused.status_code) == (302, 403)
+    mine.refresh_from_db()
+    team.refresh_from_db()
+    assert (mine.text, mine.owner, team.text) == ("Primeira versão", ana, "Prazo novo")
