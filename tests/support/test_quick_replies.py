@@ -2,17 +2,19 @@
 ``GET …/conversations/session/<id>/quick-replies/?q=`` (permissions, matching, the names filled
 in and masked, bad input, a query count that does not grow with the matches)."""
 
+import io
 import json
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.core.management import call_command
 from django.db import IntegrityError, transaction
 from django.test import Client
-from pytest_django import DjangoAssertNumQueries
+from pytest_django import DjangoAssertNumQueries, Settings
 
 from conversations.models import Session
-from support.models import MAX_SHORTCUT_CHARS, QuickReply
+from support.models import MAX_SHORTCUT_CHARS, Label, QuickReply
 from support.staff_actions import MAX_REPLY_CHARS
 from tests import baker_recipes as recipes
 from tests.helpers.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
@@ -436,3 +438,30 @@ def test_support_reverts_their_own_reply_but_not_a_shared_one(ana: User) -> None
     mine.refresh_from_db()
     team.refresh_from_db()
     assert (mine.text, mine.owner, team.text) == ("Primeira versão", ana, "Prazo novo")
+
+
+def test_the_demo_has_shared_quick_replies_and_labels_with_a_history_baseline(
+    settings: Settings,
+) -> None:
+    settings.DEBUG = True
+    call_command("bootstrap_dev", stdout=io.StringIO())
+
+    replies = list(QuickReply.objects.all())
+    for demo_reply in replies:
+        demo_reply.full_clean()
+    assert [(r.shortcut, r.owner) for r in replies] == [
+        ("amostra", None),
+        ("boas-vindas", None),
+        ("encerramento", None),
+        ("prazo-laudo", None),
+    ]
+    labels = list(Label.objects.all())
+    for label in labels:
+        label.full_clean()
+    assert [label.name for label in labels] == [
+        "aguardando amostra",
+        "orçamento",
+        "urgente",
+        "venda perdida",
+    ]
+    assert (QuickReply.history.count(), Label.history.count()) == (4, 4)
