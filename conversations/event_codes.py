@@ -43,6 +43,10 @@ class EventCode(StrEnum):
     STAFF_SUMMARY_REQUESTED = "staff_summary_requested"  # json_part {"form_token"}
     # json_part {"from", "to": {agent: prompt version}, "overrides": {history id: override id}}
     STAFF_PROMPTS_UPDATED = "staff_prompts_updated"
+    # Written by the labels of a conversation (support.labels), by `staff_user`: json_part
+    # {"label_id", "label": its name then}.
+    STAFF_LABEL_ADDED = "staff_label_added"
+    STAFF_LABEL_REMOVED = "staff_label_removed"
     # Written by an erasure request (conversations.privacy.customer_data), by `staff_user` (none
     # from `manage.py erase_customer_data`).
     PERSONAL_DATA_ERASED = "personal_data_erased"

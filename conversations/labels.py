@@ -314,6 +314,20 @@ def _staff_prompts_updated(message: Message) -> str:
     }
 
 
+def _staff_label_added(message: Message) -> str:
+    return gettext('%(who)s added the label "%(label)s".') % {
+        "who": _by(message),
+        "label": _params(message).get("label", "?"),
+    }
+
+
+def _staff_label_removed(message: Message) -> str:
+    return gettext('%(who)s removed the label "%(label)s".') % {
+        "who": _by(message),
+        "label": _params(message).get("label", "?"),
+    }
+
+
 def _personal_data_erased(message: Message) -> str:
     if message.staff_user is None:
         return gettext("The customer's personal data was erased (from the command line).")
@@ -362,6 +376,8 @@ _EVENT_TEXTS: Mapping[EventCode, Callable[[Message], str]] = {
     EventCode.STAFF_CLOSED: _staff_closed,
     EventCode.STAFF_SUMMARY_REQUESTED: _staff_summary_requested,
     EventCode.STAFF_PROMPTS_UPDATED: _staff_prompts_updated,
+    EventCode.STAFF_LABEL_ADDED: _staff_label_added,
+    EventCode.STAFF_LABEL_REMOVED: _staff_label_removed,
     EventCode.PERSONAL_DATA_ERASED: _personal_data_erased,
     EventCode.HANDOFF_ALERT: _handoff_alert,
 }

@@ -4,9 +4,10 @@ from django.utils.translation import gettext_lazy as _
 
 class SupportConfig(AppConfig):
     """What a support person touches: the queue, the conversation page and its staff actions,
-    the internal notes, the handoff alerts, the CRM's leads and the message templates. The
-    store's models stay in `conversations` (their app label and permissions are the store's);
-    what only the team writes (the internal notes) is this app's (`support.models`)."""
+    the internal notes, the quick replies and labels, the handoff alerts, the CRM's leads and
+    the message templates. The store's models stay in `conversations` (their app label and
+    permissions are the store's); what only the team writes (internal notes, quick replies,
+    labels) is this app's (`support.models`)."""
 
     name = "support"
     verbose_name = _("Support")
@@ -32,3 +33,10 @@ class SupportConfig(AppConfig):
         from support.admin.sessions import session_admin_urls
 
         session_admin_urls.register(note_urls)
+
+        # Under the session admin's URLs, as every page of a conversation.
+        from support.admin.labels import label_urls
+        from support.admin.quick_replies import quick_reply_urls
+
+        session_admin_urls.register(quick_reply_urls)
+        session_admin_urls.register(label_urls)

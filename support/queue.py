@@ -33,6 +33,7 @@ from django.utils.translation import gettext, pgettext
 from agents.states import SessionState
 from conversations.labels import handoff_label
 from conversations.models import Direction, HandoffSummary, Message, Session
+from support.labels import with_label
 from whatsapp import CUSTOMER_SERVICE_WINDOW
 
 # From this share of SUPPORT_SLA_MINUTES on a wait is shown "near" (amber); from 100 %, "late".
@@ -98,10 +99,13 @@ def waiting_count() -> int:
     return waiting_queryset().count()
 
 
-def waiting_sessions(*, assigned_to_id: int | None = None) -> QuerySet[Session]:
+def waiting_sessions(
+    *, assigned_to_id: int | None = None, label_id: int | None = None
+) -> QuerySet[Session]:
     """The queue, oldest wait first, each row annotated with `waiting_since` and
     `summary_next_action` (None when no summary was written yet), with its instance and assignee
-    joined; only the sessions assigned to `assigned_to_id` when given."""
+    joined; only the sessions assigned to `assigned_to_id`, and those with the label `label_id`,
+    when given."""
     first_inbound_after_reply = (
         Message.objects.filter(
             session=OuterRef("pk"),
@@ -119,6 +123,8 @@ def waiting_sessions(*, assigned_to_id: int | None = None) -> QuerySet[Session]:
     queryset = waiting_queryset()
     if assigned_to_id is not None:
         queryset = queryset.filter(assigned_to_id=assigned_to_id)
+    if label_id is not None:
+        queryset = with_label(queryset, label_id)
     return (
         queryset.select_related("instance", "assigned_to")
         .only(*QUEUE_COLUMNS)

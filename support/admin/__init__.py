@@ -1,11 +1,14 @@
 """The support staff's admin: the session page read as a chat with its staff actions
 (`sessions`, `transcript`, `staff_actions`), the queue of customers waiting for a person
-(`queue`), the leads (`leads`) and the approved message templates (`message_templates`).
+(`queue`), the leads (`leads`), the approved message templates (`message_templates`), the
+quick replies (`quick_replies`) and the labels of conversations (`labels`).
 Importing them here registers the admins when Django autodiscovers `support.admin`.
 """
 
+from support.admin.labels import LabelAdmin
 from support.admin.leads import LeadAdmin
 from support.admin.message_templates import MessageTemplateAdmin
+from support.admin.quick_replies import QuickReplyAdmin
 from support.admin.sessions import SessionAdmin
 
-__all__ = ["LeadAdmin", "MessageTemplateAdmin", "SessionAdmin"]
+__all__ = ["LabelAdmin", "LeadAdmin", "MessageTemplateAdmin", "QuickReplyAdmin", "SessionAdmin"]

@@ -2,7 +2,8 @@
 
 Staff who may attend conversations (`conversations.attend_session`: Support, superusers) see the
 customers waiting for a human (`support.queue`), oldest first, 100 a page, all of them or
-only those assigned to them (``?assigned=me``); anyone else gets 403 (the admin's own login check
+only those assigned to them (``?assigned=me``), and only those with a label (``?label=<id>``,
+the labels listed as links above the table); anyone else gets 403 (the admin's own login check
 comes first). Customers are masked for staff without `conversations.view_personal_data`, as on
 every conversation page, and so is the summary's next action (it may quote the customer).
 
@@ -36,6 +37,8 @@ from conversations.privacy.personal_data import (
     masked_session,
     session_masker,
 )
+from support.admin.labels import parse_label_id
+from support.models import Label
 from support.queue import QueueEntry, queue_entry, waiting_count, waiting_sessions
 
 ATTEND_SESSION = "conversations.attend_session"
@@ -95,7 +98,8 @@ def session_queue(request: HttpRequest, *, model_admin: admin.ModelAdmin[Session
     if not can_attend(request.user):
         raise PermissionDenied
     mine = request.GET.get("assigned") == MINE
-    queryset = waiting_sessions(assigned_to_id=request.user.pk if mine else None)
+    label_id = parse_label_id(request.GET.get("label", ""))
+    queryset = waiting_sessions(assigned_to_id=request.user.pk if mine else None, label_id=label_id)
     page = Paginator(queryset, QUEUE_PER_PAGE).get_page(request.GET.get("page"))
     now = timezone.now()
     mask = not can_view_personal_data(request.user)
@@ -114,6 +118,12 @@ def session_queue(request: HttpRequest, *, model_admin: admin.ModelAdmin[Session
         "mine": mine,
         "all_url": _query_string(params, assigned=None, page=None),
         "mine_url": _query_string(params, assigned=MINE, page=None),
+        "label_id": label_id,
+        "any_label_url": _query_string(params, label=None, page=None),
+        "labels": [
+            (label, _query_string(params, label=str(label.pk), page=None))
+            for label in Label.objects.only("id", "name", "colour")
+        ],
         "previous_url": (
             _query_string(params, page=str(page.previous_page_number()))
             if page.has_previous()

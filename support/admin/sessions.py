@@ -28,9 +28,11 @@ from conversations.privacy.customer_data import can_request_customer_data
 from conversations.privacy.personal_data import masker_of
 from knowledge_base.models import Segment
 from prompts_admin.selectors import override_ids_of
+from support.admin.labels import LabelFilter, labels_panel
 from support.admin.live import LIVE_URL_NAME, live_urls
 from support.admin.notes import NOTE_URL_NAME
 from support.admin.queue import queue_urls
+from support.admin.quick_replies import QUICK_REPLIES_URL_NAME
 from support.admin.staff_actions import staff_action_urls, staff_actions_panel
 from support.admin.template_picker import template_picker_for
 from support.admin.transcript import session_transcript
@@ -153,6 +155,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
         "instance",
         SegmentFilter,
         "handoff_reason",
+        LabelFilter,
         ("last_message_at", admin.DateFieldListFilter),
         SessionFailedSendsFilter,
         "is_simulated",
@@ -368,6 +371,12 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
                 # Opening the conversation is reading its notes: its mentions of the reader
                 # are no longer pending.
                 note_mentions_seen(session_id=obj.pk, user_id=request.user.pk, now=now)
+            # The labels box and the composer's "/" (quick_replies.js): for staff who attend.
+            context["labels_panel"] = labels_panel(session=obj, user=request.user)
+            if context["labels_panel"] is not None:
+                context["quick_replies_url"] = reverse(
+                    f"admin:{QUICK_REPLIES_URL_NAME}", args=[obj.pk]
+                )
             context["message_log_url"] = (
                 reverse("admin:conversations_message_changelist") + f"?session__id__exact={obj.pk}"
             )

@@ -56,6 +56,13 @@ EXPECTED_PERMISSIONS = {
         "knowledge_base.view_intent",
         "knowledge_base.view_service",
         "prompts_admin.view_strategiccompany",
+        "support.add_quickreply",
+        "support.change_quickreply",
+        "support.delete_quickreply",
+        "support.view_quickreply",
+        "support.add_label",
+        "support.change_label",
+        "support.view_label",
     },
 }
 
@@ -167,7 +174,7 @@ def _every_admin_url() -> list[str]:
     urls = ["/admin/"]
     for model, model_admin in admin.site._registry.items():
         app = model._meta.app_label
-        if app not in {"conversations", "prompts_admin", "knowledge_base"}:
+        if app not in {"conversations", "prompts_admin", "knowledge_base", "support"}:
             continue
         base = f"/admin/{app}/{model._meta.model_name}/"
         obj = objects.get(model, lambda m=model: baker.make(m))()
@@ -184,7 +191,7 @@ def _every_admin_url() -> list[str]:
 
 def test_anonymous_users_are_sent_to_login_from_every_admin_url(client: Client) -> None:
     urls = _every_admin_url()
-    assert len(urls) == 1 + 4 * 17 + 2 * 7
+    assert len(urls) == 1 + 4 * 19 + 2 * 9
     for url in urls:
         response = client.get(url)
         assert (response.status_code, response.headers.get("Location")) == (

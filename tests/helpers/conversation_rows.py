@@ -47,3 +47,4 @@ def ensure_staff_groups() -> None:
         "conversations.migrations.0007_personal_data_and_token_encryption"
     ).grant_personal_data_to_support(apps, editor)
     import_module("conversations.migrations.0010_staff_workflow").grant_to_support(apps, editor)
+    import_module("support.migrations.0002_quick_replies_labels").grant_to_support(apps, editor)

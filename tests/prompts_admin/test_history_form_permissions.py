@@ -15,6 +15,7 @@ from model_bakery import baker
 
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
+from support.models import Label, QuickReply
 from tests.helpers.staff import logged_in, staff_member
 from versioning.admin import ModelT, VersionedAdmin, history_of
 
@@ -46,6 +47,13 @@ VERSIONED: dict[type[Model], tuple[Callable[[], Model], str]] = {
         "content",
     ),
     RuntimeConfig: (RuntimeConfig.load, "company_name"),
+    QuickReply: (
+        lambda: baker.make(
+            QuickReply, shortcut="prazo", title="Prazo", text="O laudo sai em 5 dias."
+        ),
+        "text",
+    ),
+    Label: (lambda: baker.make(Label, name="urgente", colour="red"), "name"),
 }
 MODEL_IDS = [model.__name__ for model in VERSIONED]
 
@@ -100,9 +108,18 @@ def change_permission(model: type[Model]) -> str:
     return f"{model._meta.app_label}.change_{model._meta.model_name}"
 
 
-# Every (versioned model, staff group) whose group lacks the change permission on the model.
-GROUPS_WITHOUT_CHANGE = [(model, "Support") for model in VERSIONED]
-GROUPS_WITH_CHANGE = [(model, "Prompt editors") for model in VERSIONED]
+# Every (versioned model, staff group) whose group lacks the change permission on the model: the
+# catalog and the prompts are the prompt editors', quick replies and labels Support's.
+SUPPORT_TOOLS = (QuickReply, Label)
+GROUPS_WITHOUT_CHANGE = [
+    (model, "Prompt editors" if model in SUPPORT_TOOLS else "Support") for model in VERSIONED
+]
+GROUPS_WITH_CHANGE = [
+    (model, "Support" if model in SUPPORT_TOOLS else "Prompt editors") for model in VERSIONED
+]
+# A Support member reverts only their own quick reply, not the shared one made here
+# (tests/support/test_quick_replies.py).
+REVERTING_GROUPS = [(m, g) for m, g in GROUPS_WITH_CHANGE if m is not QuickReply]
 
 
 def test_the_tables_cover_every_versioned_admin_and_every_group() -> None:
@@ -206,7 +223,7 @@ def test_an_editor_still_sees_the_version_as_a_form_to_revert(prompt_editor_clie
 
 
 @pytest.mark.parametrize(
-    ("model", "group"), GROUPS_WITH_CHANGE, ids=[f"{m.__name__}-{g}" for m, g in GROUPS_WITH_CHANGE]
+    ("model", "group"), REVERTING_GROUPS, ids=[f"{m.__name__}-{g}" for m, g in REVERTING_GROUPS]
 )
 def test_a_group_with_change_permission_still_reverts(model: type[Model], group: str) -> None:
     obj, version = make_versioned(model)

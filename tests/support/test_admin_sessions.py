@@ -19,9 +19,9 @@ pytestmark = pytest.mark.django_db
 
 LIST_URL = "/admin/conversations/session/"
 ROW_RE = re.compile(r'<a href="/admin/conversations/session/(\d+)/change/')
-# Login session and user; RuntimeConfig's "can add" (sidebar); the filters' instances and
-# segments; the page's count and its rows (instance joined); the header's waiting count.
-LIST_QUERIES = 8
+# Login session and user; RuntimeConfig's "can add" (sidebar); the filters' instances, segments
+# and labels; the page's count and its rows (instance joined); the header's waiting count.
+LIST_QUERIES = 9
 
 
 def listed_ids(client: Client, query: str = "") -> list[int]:

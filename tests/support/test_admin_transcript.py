@@ -30,8 +30,8 @@ pytestmark = pytest.mark.django_db
 # Login session and user; the session; RuntimeConfig's "can add" for the sidebar; the reader's
 # note mentions marked seen; messages, internal notes, LLM costs grouped by turn, the latest
 # summary and the service's schema; the staff actions' list of colleagues to assign to; the
-# header's waiting count.
-TRANSCRIPT_QUERIES = 12
+# labels box; the header's waiting count.
+TRANSCRIPT_QUERIES = 13
 BUBBLE_RE = re.compile(r'<li class="([^"]+)" data-message-id="(\d+)"')
 
 

@@ -490,10 +490,11 @@ def test_a_prompt_editor_cannot_sort_by_customer_name_even_from_the_url(
 # --- Query counts -----------------------------------------------------------------------------
 
 # Login session and user; the user's own and group permissions, loaded once per request by the
-# view-permission check (the masking reads them from that cache); the filters' instances and
-# segments; the page's count and its rows. A refused search runs neither of the last two.
+# view-permission check (the masking reads them from that cache); the filters' instances,
+# segments and labels; the page's count and its rows. A refused search runs neither of the last
+# two.
 # (The superuser's pages skip the permissions but ask RuntimeConfig's "can add".)
-EDITOR_LIST_QUERIES = {"": 8, "?q=orçamento": 8, "?q=5511": 6}
+EDITOR_LIST_QUERIES = {"": 9, "?q=orçamento": 9, "?q=5511": 7}
 # Login session and user; the session; the permissions; messages, internal notes, LLM costs
 # grouped by turn, the latest summary and the service's schema.
 EDITOR_TRANSCRIPT_QUERIES = 10
