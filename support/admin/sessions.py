@@ -37,6 +37,10 @@ from support.admin.transcript import session_transcript
 MIN_MESSAGE_SEARCH_CHARS = 3
 MAX_SEARCH_CHARS = 200
 _NUMBER_PUNCTUATION = re.compile(r"[\s().+/-]")
+# Prompt editors read the technical details (tokens, latency, codes, model) as superusers do;
+# Support finds them behind "Detalhes técnicos".
+TECHNICAL_READER_PERMISSION = "prompts_admin.change_promptoverride"
+
 # Staff who may not read personal data search the conversations' text only, and not for a
 # number of this many digits or more (part of a phone or document) nor an e-mail.
 MAX_DIGITS_WITHOUT_PERSONAL_DATA = 3
@@ -353,12 +357,30 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
     ) -> Any:
         if obj is not None:
             now = timezone.now()
+            user = request.user
             context["transcript"] = session_transcript(session=obj, now=now, masker=masker_of(obj))
-            context["staff_actions"] = staff_actions_panel(session=obj, user=request.user, now=now)
+            context["staff_actions"] = staff_actions_panel(session=obj, user=user, now=now)
             context["live_url"] = reverse(f"admin:{LIVE_URL_NAME}", args=[obj.pk])
             context["message_log_url"] = (
                 reverse("admin:conversations_message_changelist") + f"?session__id__exact={obj.pk}"
             )
+            context["llm_calls_url"] = (
+                reverse("admin:conversations_llmcall_changelist") + f"?session__id__exact={obj.pk}"
+            )
+            # The workspace (users who attend): technical details open for superusers and
+            # prompt editors, closed for Support; the record's raw fields for superusers only.
+            context["show_technical"] = user.is_superuser or user.has_perm(
+                TECHNICAL_READER_PERMISSION
+            )
+            context["show_raw_fields"] = user.is_superuser
+            context["customer_panel"] = {
+                "name": obj.customer_name or "—",
+                "phone": format_phone(obj.customer_phone) if obj.customer_phone else "—",
+                "user_id": obj.customer_user_id,
+                "instance": obj.instance.name,
+                "document": self.document(obj),
+            }
+            context["prompt_versions"] = self.prompts(obj)
             if can_request_customer_data(request.user) and obj.anonymised_at is None:
                 context["customer_data_url"] = (
                     reverse(f"admin:{CUSTOMER_DATA_URL_NAME}") + f"?session={obj.pk}"

@@ -30,6 +30,7 @@ from conversations.labels import (
     summary_closing_reason_text,
     summary_error_text,
 )
+from conversations.event_codes import EventCode
 from conversations.message_order import newest_in_conversation_order
 from conversations.models import (
     SUPERSEDED,
@@ -46,6 +47,8 @@ from whatsapp import CUSTOMER_SERVICE_WINDOW
 
 # The transcript shows the newest messages of a session; older ones are in the message log.
 MAX_TRANSCRIPT_MESSAGES = 500
+# The handoffs and summaries the history panel lists, newest first.
+MAX_HANDOFFS = 20
 # A plain dict: Model.get_FOO_display() rebuilds its lookup on every call, 300 times a page.
 
 _DATA_FIELDS = ("technical_data", "technical_extras", "registration_data", "registration_extras")
@@ -112,9 +115,13 @@ class TranscriptEntry:
     superseded: bool
     turn_cost: str  # on the last message of a turn that called the model; else ""
     who: str
-    meta: str  # time, WhatsApp type, code and action
+    meta: str  # time and WhatsApp type
     delivery: str  # outbound only: the delivery status, its time, and any error
     delivery_failed: bool
+    # Where an outbound text came from ("código 1", "texto fixo da transferência"): behind
+    # "Detalhes técnicos" for Support.
+    technical: str = ""
+    retryable: bool = False  # a failed team reply not sent again yet: "Tentar de novo"
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +152,16 @@ class DataRow:
 
 
 @dataclass(frozen=True, slots=True)
+class HandoffRecord:
+    """One handoff of the conversation, with the summary written for it (if any): the
+    history keeps them after a give back clears the session's handoff fields."""
+
+    at: datetime
+    text: str  # the handoff event's sentence ("Transferida para uma pessoa: …")
+    summary: HandoffSummary | None
+
+
+@dataclass(frozen=True, slots=True)
 class SessionTranscript:
     entries: list[TranscriptEntry]
     omitted: bool  # older messages exist beyond MAX_TRANSCRIPT_MESSAGES
@@ -160,6 +177,7 @@ class SessionTranscript:
     summary_closing_reason: str  # the minimal summary's machine reason as a pt-BR sentence
     handoff_label: str  # why the session went to a human ("cliente pediu um atendente")
     handoff_explanation: str  # the handoff's detail as a pt-BR sentence
+    handoffs: list[HandoffRecord]  # newest first, at most MAX_HANDOFFS
 
 
 def _data_rows(data: Any, labels: dict[str, Any]) -> list[DataRow]:
@@ -223,7 +241,12 @@ def message_delivery(
 
 
 def transcript_entry(
-    message: Message, *, session: Session, turn_cost: LLMCost | None, masker: Masker | None
+    message: Message,
+    *,
+    session: Session,
+    turn_cost: LLMCost | None,
+    masker: Masker | None,
+    retried: bool = False,
 ) -> TranscriptEntry:
     side = _side(message)
     superseded = message.error == SUPERSEDED
@@ -258,10 +281,15 @@ def transcript_entry(
     if message.message_type != "text":
         meta.append(message.message_type)
     origin = message_origin(message.code, message.action)
-    if origin:
-        meta.append(origin)
     delivery, failed = message_delivery(message, session=session, masker=masker)
     text = mask(message.content)
+    retryable = (
+        side == "staff"
+        and failed
+        and not superseded
+        and not retried
+        and message.message_type == "text"
+    )
     return TranscriptEntry(
         message=message,
         text=text,
@@ -273,6 +301,8 @@ def transcript_entry(
         meta=" · ".join(meta),
         delivery=delivery,
         delivery_failed=failed,
+        technical=origin,
+        retryable=retryable,
     )
 
 
@@ -303,6 +333,9 @@ def session_transcript(
     total_cost = sum(costs.values(), LLMCost())
 
     last_of_turn = {m.turn_id: m.pk for m in messages if m.turn_id is not None}
+    retried = {
+        m.json_part.get("retry_of") for m in messages if isinstance(m.json_part, dict)
+    } - {None}
     entries = [
         transcript_entry(
             m,
@@ -313,6 +346,7 @@ def session_transcript(
                 else None
             ),
             masker=masker,
+            retried=m.pk in retried,
         )
         for m in messages
     ]
@@ -328,13 +362,19 @@ def session_transcript(
         remaining=closes_at - now if closes_at and closes_at > now else None,
     )
 
-    summary = session.summaries.order_by("-created_at", "-id").first()
+    summaries = list(session.summaries.order_by("-created_at", "-id")[:MAX_HANDOFFS])
+    handoff_events = list(
+        session.messages.filter(direction=Direction.SYSTEM, message_type=EventCode.HANDOFF.value)
+        .select_related("staff_user")
+        .defer("raw_response")
+        .order_by("-created_at", "-id")[:MAX_HANDOFFS]
+    )
     parameter_labels = _parameter_labels(session.service)
     data = {name: getattr(session, name) for name in _DATA_FIELDS}
     if masker is not None:
         data = {name: masker.value(value) for name, value in data.items()}
-        if summary is not None:
-            summary = masked_copy(summary, masker)
+        summaries = [masked_copy(s, masker) for s in summaries]
+    summary = summaries[0] if summaries else None
     return SessionTranscript(
         entries=entries,
         omitted=omitted,
@@ -355,4 +395,29 @@ def session_transcript(
         ),
         handoff_label=handoff_label(session.handoff_reason, session.handoff_detail),
         handoff_explanation=handoff_explanation(session.handoff_reason, session.handoff_detail),
+        handoffs=_handoff_records(handoff_events, summaries, masker),
     )
+
+
+def _handoff_records(
+    events: list[Message], summaries: list[HandoffSummary], masker: Masker | None
+) -> list[HandoffRecord]:
+    """Each handoff (newest first) with the newest summary written after it and before the
+    next one; a summary without a handoff event (older rows) is listed at its own time."""
+    mask = masker.text if masker is not None else str
+    records: list[HandoffRecord] = []
+    later: datetime | None = None  # the start of the handoff after this one
+    unclaimed = list(summaries)
+    for event in events:
+        mine = [
+            s
+            for s in unclaimed
+            if s.created_at >= event.created_at and (later is None or s.created_at < later)
+        ]
+        for s in mine:
+            unclaimed.remove(s)
+        records.append(HandoffRecord(event.created_at, mask(event_text(event)), next(iter(mine), None)))
+        later = event.created_at
+    records.extend(HandoffRecord(s.created_at, "", s) for s in unclaimed)
+    records.sort(key=lambda r: r.at, reverse=True)
+    return records[:MAX_HANDOFFS]
