@@ -35,9 +35,9 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseNotModified, QueryDict
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
-from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -164,7 +164,9 @@ def _queue_json(
         "pages_html": render_to_string(
             "admin/conversations/session/queue_pages.html", context, request=request
         ),
-        "waiting": [{"id": row.entry.session.pk, "customer": row.customer} for row in context["rows"]],
+        "waiting": [
+            {"id": row.entry.session.pk, "customer": row.customer} for row in context["rows"]
+        ],
     }
     body = json.dumps(answer).encode()
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'

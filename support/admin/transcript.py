@@ -19,6 +19,7 @@ from django.utils.translation import ngettext
 from agents.masking import Masker
 from agents.parameters import ParameterSchemaError, parse_parameter_schema
 from conversations.admin.display import format_data_value, whatsapp_html
+from conversations.event_codes import EventCode
 from conversations.labels import (
     agent_label,
     delivery_error_text,
@@ -30,7 +31,6 @@ from conversations.labels import (
     summary_closing_reason_text,
     summary_error_text,
 )
-from conversations.event_codes import EventCode
 from conversations.message_order import newest_in_conversation_order
 from conversations.models import (
     SUPERSEDED,
@@ -333,9 +333,9 @@ def session_transcript(
     total_cost = sum(costs.values(), LLMCost())
 
     last_of_turn = {m.turn_id: m.pk for m in messages if m.turn_id is not None}
-    retried = {
-        m.json_part.get("retry_of") for m in messages if isinstance(m.json_part, dict)
-    } - {None}
+    retried = {m.json_part.get("retry_of") for m in messages if isinstance(m.json_part, dict)} - {
+        None
+    }
     entries = [
         transcript_entry(
             m,
@@ -416,7 +416,9 @@ def _handoff_records(
         ]
         for s in mine:
             unclaimed.remove(s)
-        records.append(HandoffRecord(event.created_at, mask(event_text(event)), next(iter(mine), None)))
+        records.append(
+            HandoffRecord(event.created_at, mask(event_text(event)), next(iter(mine), None))
+        )
         later = event.created_at
     records.extend(HandoffRecord(s.created_at, "", s) for s in unclaimed)
     records.sort(key=lambda r: r.at, reverse=True)

@@ -93,7 +93,7 @@ def test_support_moves_the_conversation_to_the_current_prompts(
 
     response = update(client_of(support), session)
 
-    assert response.status_code == 302
+    assert response.status_code == 303
     assert response["Location"] == (
         f"/admin/conversations/session/{session.pk}/change/#staff-actions"
     )

@@ -203,8 +203,13 @@
     window.addEventListener("focus", seen);
     document.addEventListener("click", seen);
     document.addEventListener("keydown", seen);
-    // For the browser test and the console: refresh now (true: applied, "unchanged": a 304).
-    window.queueRefresh = refresh;
+    // For the browser test and the console: refresh now, without the ETag (true: applied).
+    window.queueRefresh = function () {
+      return (running || Promise.resolve()).then(function () {
+        etag = "";
+        return refresh();
+      });
+    };
     schedule();
   }
 
