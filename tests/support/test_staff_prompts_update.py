@@ -127,7 +127,7 @@ def test_the_event_and_the_versions_read_in_portuguese_on_the_page(
         f"(versão {history_id})." in page
     )
     assert (
-        f"Versões dos prompts: Triagem: override #{triagem.pk} (versão {history_id}) "
+        f"Versões dos prompts Triagem: override #{triagem.pk} (versão {history_id}) "
         "Qualificação: padrão Coleta: padrão" in page
     )
 
@@ -198,7 +198,7 @@ def test_the_page_says_when_nothing_is_pinned_yet(support: User) -> None:
     page = client_of(support).get(f"/admin/conversations/session/{session.pk}/change/")
 
     assert (
-        "Versões dos prompts: Ainda não fixadas: o primeiro turno da conversa fixa os prompts "
+        "Versões dos prompts Ainda não fixadas: o primeiro turno da conversa fixa os prompts "
         "ativos." in text_of(page.content.decode())
     )
 

@@ -640,7 +640,7 @@ def test_the_queue_answers_json_with_the_rows_and_an_etag(session: Session, ana:
     assert f'data-session-id="{session.pk}"' in answer["rows_html"]
     assert answer["rows_html"].strip().startswith('<tbody id="queue-rows">')
     assert 'id="queue-pages"' in answer["pages_html"]
-    assert response["Cache-Control"] == "no-cache, private"
+    assert response["Cache-Control"] == "private, no-cache, max-age=0, no-store, must-revalidate"
 
     again = queue_json(client, **{"If-None-Match": response["ETag"]})
     assert (again.status_code, again.content) == (304, b"")
