@@ -248,9 +248,7 @@ def test_two_colleagues_work_on_one_conversation_in_the_workspace(
     assert retry.inner_text() == "Tentar de novo"
     retry.click()
     ana_page.wait_for_selector(f"[data-message-id='{failed.pk}'] .retry", state="detached")
-    ana_page.wait_for_function(
-        'document.querySelectorAll("#transcript li.bubble.staff .text").length === 3'
-    )
+    ana_page.locator("#transcript li.bubble.staff").nth(2).wait_for()
     assert fake_graph.sends[-1].json["text"] == {"body": "Maria, o orçamento sai hoje à tarde."}
 
     # Rafael replies to Ana's conversation: he is asked first; cancelling keeps his text.
@@ -266,7 +264,7 @@ def test_two_colleagues_work_on_one_conversation_in_the_workspace(
     rafael_page.once("dialog", lambda dialog: answer(dialog, False))
     rafael_page.fill("#reply-text", "Olá, Maria, aqui é o Rafael.")
     rafael_page.click("#action-reply")
-    rafael_page.wait_for_function("!document.getElementById('action-reply').disabled")
+    rafael_page.wait_for_selector("#action-reply:not([disabled])")
     assert questions == ["Está atribuída a Ana — responder mesmo assim?"]
     assert rafael_page.input_value("#reply-text") == "Olá, Maria, aqui é o Rafael."
     assert len(fake_graph.sends) == 2
@@ -313,7 +311,7 @@ def test_the_workspace_at_1920_by_1080(
     session, _failed = qualified_lead(ana)
 
     page = open_workspace(browser, live_server.url, "ana", session, WIDE_VIEWPORT)
-    page.wait_for_function("document.getElementById('live-state').textContent.length > 0")
+    page.wait_for_selector("#session-presence", state="attached")
 
     assert in_viewport(page, "#composer")
     assert in_viewport(page, "#customer-card")

@@ -5,8 +5,8 @@
  * nothing changed). New messages are appended to #transcript as the page renders them, the
  * delivery of the bubbles shown is updated, and #live-state and #session-presence say the state,
  * the assignment and who else has the page open. Nothing else on the page is touched: the
- * composer keeps its text and the window its scroll position (a reader at the bottom of the
- * conversation stays at the bottom). A failed poll, or an answer that is not JSON (the login page
+ * composer keeps its text and the window its scroll position (a reader at the end of the
+ * conversation stays there: the new messages are scrolled into view above the composer). A failed poll, or an answer that is not JSON (the login page
  * after the staff session expired), leaves the page as it is. Internal notes (`notes`, after the
  * newest note shown: `after_note`) are appended as note bubbles; a failed team text reply gets the
  * "Tentar de novo" button (workspace.js handles it) when #transcript names its label. Every answer
@@ -156,9 +156,16 @@
     }
   }
 
+  // How far the end of the conversation is below where a reader at the bottom sees it: the
+  // top of the workspace's pinned composer, else the bottom of the window.
+  function endGap() {
+    var composer = document.getElementById("composer");
+    var limit = composer ? composer.getBoundingClientRect().top : window.innerHeight;
+    return list.getBoundingClientRect().bottom - limit;
+  }
+
   function atBottom() {
-    var root = document.scrollingElement || document.documentElement;
-    return root.scrollHeight - (window.scrollY + window.innerHeight) < 40;
+    return endGap() < 40;
   }
 
   function apply(data) {
@@ -200,10 +207,9 @@
       presence.textContent = data.presence;
       presence.hidden = !data.presence;
     }
-    if (added && stick && y > 0) {
-      window.scrollTo(x, (document.scrollingElement || document.documentElement).scrollHeight);
-    } else {
-      window.scrollTo(x, y);
+    window.scrollTo(x, y);
+    if (added && stick && endGap() > 0) {
+      window.scrollBy(0, endGap());
     }
     document.dispatchEvent(new CustomEvent("session:live", { detail: { added: added, data: data } }));
     return data.more;

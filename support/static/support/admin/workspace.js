@@ -12,7 +12,8 @@
  * - "Tentar de novo" on a failed team reply posts #staff-retry (a new send of the same text);
  * - give back and close ask for a confirmation in #confirm-dialog first;
  * - #technical-details open or closed shows or hides the technical details (.show-technical);
- * - the window's time left beside the composer follows the live answer.
+ * - the window's time left beside the composer follows the live answer;
+ * - the side panel sits below the pinned header (--ws-header-height).
  */
 (function () {
   "use strict";
@@ -262,6 +263,17 @@
     });
   }
 
+  // The newest message just above the composer; the page goes no further down, so the side
+  // panel shows from its top.
+  function scrollToNewest() {
+    var list = document.getElementById("transcript");
+    var limit = composer ? composer.getBoundingClientRect().top : window.innerHeight;
+    var gap = list.getBoundingClientRect().bottom - limit;
+    if (gap > 0) {
+      window.scrollBy(0, gap);
+    }
+  }
+
   function start() {
     var workspace = document.getElementById("workspace");
     if (!workspace) {
@@ -303,9 +315,16 @@
       });
     }
     document.addEventListener("session:live", onLive);
+    var header = document.getElementById("staff-actions");
+    function measureHeader() {
+      workspace.style.setProperty("--ws-header-height", header.offsetHeight + "px");
+    }
+    if (header) {
+      measureHeader();
+      window.addEventListener("resize", measureHeader);
+    }
     if (!window.location.hash) {
-      var root = document.scrollingElement || document.documentElement;
-      window.scrollTo(0, root.scrollHeight);
+      scrollToNewest();
     }
   }
 
