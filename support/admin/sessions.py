@@ -357,32 +357,35 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
     ) -> Any:
         if obj is not None:
             now = timezone.now()
-            user = request.user
             context["transcript"] = session_transcript(session=obj, now=now, masker=masker_of(obj))
-            context["staff_actions"] = staff_actions_panel(session=obj, user=user, now=now)
+            context["staff_actions"] = staff_actions_panel(session=obj, user=request.user, now=now)
             context["live_url"] = reverse(f"admin:{LIVE_URL_NAME}", args=[obj.pk])
             context["message_log_url"] = (
                 reverse("admin:conversations_message_changelist") + f"?session__id__exact={obj.pk}"
             )
-            context["llm_calls_url"] = (
-                reverse("admin:conversations_llmcall_changelist") + f"?session__id__exact={obj.pk}"
-            )
-            # The workspace (users who attend): technical details open for superusers and
-            # prompt editors, closed for Support; the record's raw fields for superusers only.
-            context["show_technical"] = user.is_superuser or user.has_perm(
-                TECHNICAL_READER_PERMISSION
-            )
-            context["show_raw_fields"] = user.is_superuser
-            context["customer_panel"] = {
-                "name": obj.customer_name or "—",
-                "phone": format_phone(obj.customer_phone) if obj.customer_phone else "—",
-                "user_id": obj.customer_user_id,
-                "instance": obj.instance.name,
-                "document": self.document(obj),
-            }
-            context["prompt_versions"] = self.prompts(obj)
             if can_request_customer_data(request.user) and obj.anonymised_at is None:
                 context["customer_data_url"] = (
                     reverse(f"admin:{CUSTOMER_DATA_URL_NAME}") + f"?session={obj.pk}"
                 )
+            context.update(self.workspace_context(request, obj))
         return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def workspace_context(self, request: HttpRequest, obj: Session) -> dict[str, Any]:
+        """What the workspace shows beside the transcript (`obj` masked as the page): technical
+        details open for superusers and prompt editors, closed for Support; the record's raw
+        fields for superusers only."""
+        user = request.user
+        return {
+            "llm_calls_url": (
+                reverse("admin:conversations_llmcall_changelist") + f"?session__id__exact={obj.pk}"
+            ),
+            "show_technical": user.is_superuser or user.has_perm(TECHNICAL_READER_PERMISSION),
+            "show_raw_fields": user.is_superuser,
+            "customer_panel": {
+                "name": obj.customer_name or "—",
+                "phone": format_phone(obj.customer_phone) if obj.customer_phone else "—",
+                "instance": obj.instance.name,
+                "document": self.document(obj),
+            },
+            "prompt_versions": self.prompts(obj),
+        }
