@@ -12,6 +12,7 @@ from typing import Any
 from django.db.models import Count, Sum
 from django.utils import dateformat, timezone
 from django.utils.formats import number_format
+from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
@@ -240,6 +241,17 @@ def message_delivery(
     return " · ".join(delivery), failed
 
 
+def event_html(text: str, code: int | None) -> SafeString:
+    """An event's sentence, escaped, with its model code (" (código 2)") as a technical detail
+    (`<span class="tech">`) that the workspace hides from Support."""
+    if code is not None:
+        mark = " (" + message_origin(code, "") + ")"
+        before, found, after = text.partition(mark)
+        if found:
+            return format_html('{}<span class="tech">{}</span>{}', before, mark, after)
+    return escape(text)
+
+
 def transcript_entry(
     message: Message,
     *,
@@ -269,7 +281,7 @@ def transcript_entry(
         return TranscriptEntry(
             message=message,
             text=text,
-            html=whatsapp_html(text),
+            html=event_html(text, message.code),
             side=side,
             superseded=False,
             turn_cost=turn_cost.turn_text() if turn_cost else "",

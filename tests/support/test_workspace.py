@@ -509,6 +509,13 @@ def test_support_gets_the_workspace_with_the_technical_details_closed(
     session: Session, ana: User
 ) -> None:
     bot_reply(session)
+    Message.objects.create(
+        session=session,
+        direction=Direction.SYSTEM,
+        message_type="state_changed",
+        code=2,
+        json_part={"from": "TRIAGE", "to": "QUALIFYING"},
+    )
 
     page = client_of(ana).get(page_url(session)).content.decode()
 
@@ -516,6 +523,8 @@ def test_support_gets_the_workspace_with_the_technical_details_closed(
     assert '<details class="card ws-card technical-details" id="technical-details">' in page
     assert "Detalhes técnicos" in page
     assert '<span class="tech"> · código 1</span>' in page
+    # The event's code too (hidden by the workspace's stylesheet until the details are open).
+    assert 'Mudou para Qualificação<span class="tech"> (código 2)</span>.</li>' in page
     assert 'id="raw-fields"' not in page
     assert 'id="composer"' in page
     assert 'data-assigned-other="0"' in page

@@ -89,6 +89,14 @@ def qualified_lead(ana: User) -> tuple[Session, Message]:
         technical_data={"tipo_amostra": "água de poço", "quantidade": 2},
     )
     start = now - timedelta(minutes=40)
+    Message.objects.create(
+        session=session,
+        direction=Direction.SYSTEM,
+        message_type="state_changed",
+        code=2,
+        json_part={"from": "TRIAGE", "to": "QUALIFYING"},
+        created_at=start - timedelta(seconds=30),
+    )
     questions = [
         "Olá, quero analisar a água do meu poço",
         "É para consumo da família",
@@ -198,10 +206,20 @@ def test_two_colleagues_work_on_one_conversation_in_the_workspace(
     assert ana_page.locator(".turn-cost").count() == 15
     assert not ana_page.locator(".turn-cost").first.is_visible()
     assert not ana_page.locator("#transcript .tech").first.is_visible()
+    assert (
+        ana_page.locator("#transcript li.event")
+        .first.inner_text()
+        .endswith("Mudou para Qualificação.")
+    )
     assert not ana_page.locator("#session-cost").is_visible()
     assert ana_page.locator("#raw-fields").count() == 0
     assert rafael_page.locator(".turn-cost").first.is_visible()
-    assert rafael_page.locator("#transcript .tech").first.inner_text() == " · código 1"
+    assert (
+        rafael_page.locator("#transcript li.event")
+        .first.inner_text()
+        .endswith("Mudou para Qualificação (código 2).")
+    )
+    assert rafael_page.locator("#transcript li.bubble .tech").first.inner_text() == " · código 1"
     assert rafael_page.locator("#session-cost").is_visible()
     assert rafael_page.locator("#raw-fields").count() == 1
 

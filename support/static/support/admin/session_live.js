@@ -95,7 +95,13 @@
     li.setAttribute("data-message-id", String(message.id));
     if (message.side === "system") {
       li.className = "event";
-      li.textContent = message.meta + (message.text ? ": " + message.text : "");
+      li.textContent = message.meta + (message.text ? ": " : "");
+      if (message.text) {
+        // Escaped by the server; its model code is a <span class="tech">.
+        var sentence = document.createElement("span");
+        sentence.innerHTML = message.html;
+        li.appendChild(sentence);
+      }
       return li;
     }
     li.className = "bubble " + message.side + (message.superseded ? " superseded" : "");
