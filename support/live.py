@@ -61,6 +61,8 @@ class LiveMessage:
     delivery_failed: bool
     superseded: bool
     created_at: str  # ISO 8601
+    technical: str = ""  # where an outbound text came from ("código 1"), for the details
+    retryable: bool = False  # a failed team text reply: the page offers "Tentar de novo"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,7 @@ class SessionLive:
     state: str
     state_label: str
     assigned_to: str
+    assigned_to_other: bool  # assigned to someone other than the reader
     status_text: str  # "Com um humano · atribuída a Bruno"
     window: LiveWindow
     viewers: list[str]
@@ -104,6 +107,7 @@ class SessionLive:
             "state": self.state,
             "state_label": self.state_label,
             "assigned_to": self.assigned_to,
+            "assigned_to_other": self.assigned_to_other,
             "status_text": self.status_text,
             "window": {"is_open": self.window.is_open, "closes_at": self.window.closes_at},
             "viewers": self.viewers,
@@ -127,6 +131,8 @@ def _message_json(message: LiveMessage) -> dict[str, Any]:
         "delivery_failed": message.delivery_failed,
         "superseded": message.superseded,
         "created_at": message.created_at,
+        "technical": message.technical,
+        "retryable": message.retryable,
     }
 
 
@@ -145,6 +151,8 @@ def _live_message(entry: TranscriptEntry) -> LiveMessage:
         delivery_failed=entry.delivery_failed,
         superseded=entry.superseded,
         created_at=message.created_at.isoformat(),
+        technical=entry.technical,
+        retryable=entry.retryable,
     )
 
 
@@ -263,6 +271,7 @@ def session_live(
         state=session.state,
         state_label=state,
         assigned_to=assignee,
+        assigned_to_other=assigned is not None and assigned.pk != user.pk,
         status_text=(
             _("%(state)s · assigned to %(user)s") % {"state": state, "user": assignee}
             if assignee

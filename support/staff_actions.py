@@ -53,6 +53,7 @@ from conversations.commit_hooks import on_commit_call
 from conversations.event_codes import EventCode
 from conversations.handoff import HandoffRequest, session_handoff
 from conversations.models import (
+    SUPERSEDED,
     DeliveryStatus,
     Direction,
     HandoffSummary,
@@ -91,6 +92,11 @@ class StaffActionRefused(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class AssignedToAnother(StaffActionRefused):
+    """The conversation is assigned to a colleague: the sender confirms before writing to the
+    customer (`confirm_other_assignee`); `message` is the question to ask."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +307,27 @@ def session_assign(
     return ActionOutcome(True, text, event.pk)
 
 
+def _confirm_assignee(session: Session, user: User, *, confirmed: bool) -> None:
+    """Refuse a message to the customer of a conversation assigned to a colleague unless the
+    sender confirmed it: two people answering one customer at once confuse them."""
+    if confirmed or session.assigned_to_id is None or session.assigned_to_id == user.pk:
+        return
+    assignee = session.assigned_to
+    assert assignee is not None  # its id is set
+    raise AssignedToAnother(
+        _("It is assigned to %(name)s — reply anyway?")
+        % {"name": assignee.get_full_name() or assignee.get_username()}
+    )
+
+
+def reply_failed(message: Message) -> bool:
+    """Whether a staff reply did not reach the customer: WhatsApp said it failed, or the send
+    stopped with an error (a discarded draft is no failure)."""
+    if message.error == SUPERSEDED:
+        return False
+    return message.delivery_status == DeliveryStatus.FAILED or bool(message.error)
+
+
 def session_reply(
     *,
     session_id: int,
@@ -308,9 +335,12 @@ def session_reply(
     text: str,
     form_token: UUID,
     now: datetime,
+    confirm_other_assignee: bool = False,
+    retry_of: int | None = None,
     send: Callable[[int], None] = _send_later,
 ) -> ActionOutcome:
-    """Send `text` to the customer as `user`, inside the 24-hour window, while HUMAN."""
+    """Send `text` to the customer as `user`, inside the 24-hour window, while HUMAN; to a
+    conversation assigned to a colleague only with `confirm_other_assignee`."""
     _refuse_nul(text)
     text = text.strip()
     if not text:
@@ -325,6 +355,7 @@ def session_reply(
         if _token_used(session_id, form_token, kind=REPLY_MESSAGE_TYPE):
             return ActionOutcome(False, _("This reply was sent already."))
         _require_human(session)
+        _confirm_assignee(session, user, confirmed=confirm_other_assignee)
         if not window_is_open(session, now):
             names = ", ".join(
                 sendable_templates(session).order_by("name").values_list("name", flat=True)
@@ -336,12 +367,11 @@ def session_reply(
                 )
                 % {"templates": names or _("none registered yet")}
             )
+        json_part: dict[str, Any] = {"form_token": str(form_token)}
+        if retry_of is not None:
+            json_part["retry_of"] = retry_of
         message = _outbound(
-            session_id=session_id,
-            user=user,
-            content=text,
-            json_part={"form_token": str(form_token)},
-            now=now,
+            session_id=session_id, user=user, content=text, json_part=json_part, now=now
         )
         on_commit_call(send, message.pk)
         _admin_log(user=user, session=session, text=_("Replied to the customer."))
@@ -357,6 +387,44 @@ def session_reply(
         ),
     }
     return ActionOutcome(True, sent[dry_run], message.pk)
+
+
+def session_reply_retry(
+    *,
+    session_id: int,
+    user: User,
+    message_id: int,
+    form_token: UUID,
+    now: datetime,
+    confirm_other_assignee: bool = False,
+    send: Callable[[int], None] = _send_later,
+) -> ActionOutcome:
+    """Send the text of a team reply that failed again, as a new message (`retry_of` names the
+    failed one) under the reply's rules; each failed reply is sent again once."""
+    failed = Message.objects.filter(
+        pk=message_id,
+        session_id=session_id,
+        direction=Direction.OUTBOUND,
+        staff_user__isnull=False,
+        message_type=REPLY_MESSAGE_TYPE,
+    ).first()
+    if failed is None or not reply_failed(failed):
+        if not Session.objects.filter(pk=session_id).exists():
+            raise Session.DoesNotExist
+        raise StaffActionRefused(_("Only a reply of the team that failed can be sent again."))
+    again = Message.objects.filter(session_id=session_id, json_part__retry_of=failed.pk)
+    if again.exclude(json_part__form_token=str(form_token)).exists():
+        raise StaffActionRefused(_("This reply was sent again already."))
+    return session_reply(
+        session_id=session_id,
+        user=user,
+        text=failed.content,
+        form_token=form_token,
+        now=now,
+        confirm_other_assignee=confirm_other_assignee,
+        retry_of=failed.pk,
+        send=send,
+    )
 
 
 def _sent_logged(

@@ -7,9 +7,15 @@ the labels listed as links above the table); anyone else gets 403 (the admin's o
 comes first). Customers are masked for staff without `conversations.view_personal_data`, as on
 every conversation page, and so is the summary's next action (it may quote the customer).
 
-The page refreshes itself: `support/admin/queue.js` (a static file: the CSP allows no inline
-script) fetches the same URL, query string included, every `QUEUE_REFRESH_SECONDS` and swaps the
-table's body, the counts and the pagination, keeping the scroll position.
+The page refreshes itself as the conversation page does: `support/admin/queue.js` (a static
+file: the CSP allows no inline script) asks the same URL, query string included, for its JSON
+answer (``Accept: application/json``) every `QUEUE_REFRESH_SECONDS` while the tab is visible and
+every `QUEUE_HIDDEN_REFRESH_SECONDS` while hidden, with the ``ETag`` of the last answer (a 304
+when nothing changed), and swaps the table's body, the counts and the pagination, keeping the
+scroll position. The answer: ``rows_html``, ``pages_html``, ``count``, ``count_text``,
+``waiting_total`` (the header's count) and ``waiting`` (each row's ``id`` and ``customer``,
+masked as the rows), from which the page tells who joined: staff who opted in get a browser
+notification and a "(N)" in the title.
 
 `waiting_customers` is a template context processor (`config.settings.TEMPLATES`): for staff
 with the permission it puts a lazy `WaitingCustomers` in every admin page's context, which the
@@ -17,6 +23,8 @@ header (`templates/admin/base_site.html`) and the index (`templates/admin/index.
 COUNT runs once per page, when the template first reads it, and never for anyone else.
 """
 
+import hashlib
+import json
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -25,11 +33,14 @@ from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponse, HttpResponseNotModified, QueryDict
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from conversations.models import Session
 from conversations.privacy.personal_data import (
@@ -43,7 +54,9 @@ from support.queue import QueueEntry, queue_entry, waiting_count, waiting_sessio
 
 ATTEND_SESSION = "conversations.attend_session"
 QUEUE_PER_PAGE = 100
-QUEUE_REFRESH_SECONDS = 30
+QUEUE_REFRESH_SECONDS = 5
+# A hidden tab keeps polling, more slowly: its notifications are the point of opting in.
+QUEUE_HIDDEN_REFRESH_SECONDS = 15
 QUEUE_URL_NAME = "conversations_session_queue"
 MINE = "me"
 
@@ -134,8 +147,47 @@ def session_queue(request: HttpRequest, *, model_admin: admin.ModelAdmin[Session
         ),
         "sla_minutes": settings.SUPPORT_SLA_MINUTES,
         "refresh_seconds": QUEUE_REFRESH_SECONDS,
+        "hidden_refresh_seconds": QUEUE_HIDDEN_REFRESH_SECONDS,
     }
+    if "application/json" in request.headers.get("Accept", ""):
+        return _queue_json(request, context, waiting_total=None if mine else page.paginator.count)
     return TemplateResponse(request, "admin/conversations/session/queue.html", context)
+
+
+def _queue_json(
+    request: HttpRequest, context: dict[str, Any], *, waiting_total: int | None
+) -> HttpResponse:
+    """The queue's JSON answer, with an ETag (a digest of its body) and a 304 when the poll's
+    ``If-None-Match`` names it."""
+    page = context["page_obj"]
+    count = page.paginator.count
+    answer = {
+        "count": count,
+        "count_text": ngettext(
+            "%(counter)s customer waiting", "%(counter)s customers waiting", count
+        )
+        % {"counter": count},
+        "waiting_total": waiting_count() if waiting_total is None else waiting_total,
+        "rows_html": render_to_string(
+            "admin/conversations/session/queue_rows.html", context, request=request
+        ),
+        "pages_html": render_to_string(
+            "admin/conversations/session/queue_pages.html", context, request=request
+        ),
+        "waiting": [
+            {"id": row.entry.session.pk, "customer": row.customer} for row in context["rows"]
+        ],
+    }
+    body = json.dumps(answer).encode()
+    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    if request.headers.get("If-None-Match") == etag:
+        response: HttpResponse = HttpResponseNotModified()
+    else:
+        response = HttpResponse(body, content_type="application/json")
+    response["ETag"] = etag
+    patch_cache_control(response, private=True, no_cache=True)
+    patch_vary_headers(response, ["Cookie", "Accept"])
+    return response
 
 
 def queue_urls(model_admin: admin.ModelAdmin[Session]) -> list[URLPattern]:

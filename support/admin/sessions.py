@@ -43,6 +43,10 @@ from support.staff_actions import can_attend
 MIN_MESSAGE_SEARCH_CHARS = 3
 MAX_SEARCH_CHARS = 200
 _NUMBER_PUNCTUATION = re.compile(r"[\s().+/-]")
+# Prompt editors read the technical details (tokens, latency, codes, model) as superusers do;
+# Support finds them behind "Detalhes técnicos".
+TECHNICAL_READER_PERMISSION = "prompts_admin.change_promptoverride"
+
 # Staff who may not read personal data search the conversations' text only, and not for a
 # number of this many digits or more (part of a phone or document) nor an e-mail.
 MAX_DIGITS_WITHOUT_PERSONAL_DATA = 3
@@ -384,4 +388,25 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
                 context["customer_data_url"] = (
                     reverse(f"admin:{CUSTOMER_DATA_URL_NAME}") + f"?session={obj.pk}"
                 )
+            context.update(self.workspace_context(request, obj))
         return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def workspace_context(self, request: HttpRequest, obj: Session) -> dict[str, Any]:
+        """What the workspace shows beside the transcript (`obj` masked as the page): technical
+        details open for superusers and prompt editors, closed for Support; the record's raw
+        fields for superusers only."""
+        user = request.user
+        return {
+            "llm_calls_url": (
+                reverse("admin:conversations_llmcall_changelist") + f"?session__id__exact={obj.pk}"
+            ),
+            "show_technical": user.is_superuser or user.has_perm(TECHNICAL_READER_PERMISSION),
+            "show_raw_fields": user.is_superuser,
+            "customer_panel": {
+                "name": obj.customer_name or "—",
+                "phone": format_phone(obj.customer_phone) if obj.customer_phone else "—",
+                "instance": obj.instance.name,
+                "document": self.document(obj),
+            },
+            "prompt_versions": self.prompts(obj),
+        }

@@ -3,9 +3,13 @@ their URLs, and the panel of buttons and forms the page shows.
 
 Every view is POST-only (a GET answers 405), CSRF-checked and behind the admin login
 (`AdminSite.admin_view`), and refuses users without ``conversations.attend_session`` with a 403
-before doing anything. It parses the form, calls one use case, puts the outcome (or the refusal,
-in pt-BR) in the messages framework and redirects back to the page (post/redirect/get: a reload
-does not repost).
+before doing anything. It parses the form and calls one use case. A plain form post gets the
+outcome (or the refusal, in pt-BR) in the messages framework and a 303 back to the page
+(post/redirect/get: a reload does not repost). A request with ``Accept: application/json`` (the
+workspace's composer and buttons) gets 200 ``{"ok": true, "changed", "message", "message_id",
+"form_token"}`` — a fresh one-time token for the page's next send — or
+``{"error": "<pt-BR sentence>"}`` with 400 (refused), 403 (no permission), 404 (no such
+conversation) or 409 (assigned to a colleague: the question to confirm, `assigned_to_another`).
 """
 
 from collections.abc import Callable
@@ -17,7 +21,7 @@ from uuid import uuid4
 from django.contrib import admin, messages
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import dateformat, timezone
 from django.utils.translation import gettext as _
@@ -27,6 +31,7 @@ from agents.states import BOT_STATES, SessionState
 from conversations.models import STATE_CHOICES, MessageTemplate, Session
 from support.staff_actions import (
     ActionOutcome,
+    AssignedToAnother,
     StaffActionRefused,
     attending_users,
     can_attend,
@@ -37,6 +42,7 @@ from support.staff_actions import (
     session_give_back,
     session_prompts_update,
     session_reply,
+    session_reply_retry,
     session_send_template,
     session_summary_regenerate,
     session_take_over,
@@ -53,6 +59,7 @@ ACTION_NAMES = (
     "close",
     "regenerate_summary",
     "prompts_update",
+    "retry",
 )
 BOT_STATE_CHOICES = [(value, label) for value, label in STATE_CHOICES if value in BOT_STATES]
 
@@ -92,6 +99,10 @@ def _assign(request: HttpRequest, session_id: int, now: datetime) -> ActionOutco
     )
 
 
+def _confirmed(request: HttpRequest) -> bool:
+    return request.POST.get("confirm_other_assignee") == "1"
+
+
 def _reply(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
     return session_reply(
         session_id=session_id,
@@ -99,6 +110,21 @@ def _reply(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcom
         text=request.POST.get("text", ""),
         form_token=parse_form_token(request.POST.get("form_token", "")),
         now=now,
+        confirm_other_assignee=_confirmed(request),
+    )
+
+
+def _retry(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
+    raw = request.POST.get("message", "").strip()
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19:
+        raise StaffActionRefused(_("Only a reply of the team that failed can be sent again."))
+    return session_reply_retry(
+        session_id=session_id,
+        user=_staff(request),
+        message_id=int(raw),
+        form_token=parse_form_token(request.POST.get("form_token", "")),
+        now=now,
+        confirm_other_assignee=_confirmed(request),
     )
 
 
@@ -151,25 +177,56 @@ RUNS: dict[str, Run] = {
     "close": _close,
     "regenerate_summary": _regenerate_summary,
     "prompts_update": _prompts_update,
+    "retry": _retry,
 }
+
+
+def wants_json(request: HttpRequest) -> bool:
+    """Whether the caller asked for the JSON answer (``Accept: application/json``)."""
+    return "application/json" in request.headers.get("Accept", "")
+
+
+def _json_error(status: int, message: str, **extra: Any) -> JsonResponse:
+    return JsonResponse({"error": message, **extra}, status=status)
 
 
 def action_view(run: Run) -> Callable[..., HttpResponse]:
     @require_POST
     def view(request: HttpRequest, session_id: int) -> HttpResponse:
+        as_json = wants_json(request)
         if not can_attend(request.user):
+            if as_json:
+                return _json_error(403, _("You may not attend conversations."))
             raise PermissionDenied
         try:
             outcome = run(request, session_id, timezone.now())
         except Session.DoesNotExist:
+            if as_json:
+                return _json_error(
+                    404, _("Conversation #%(id)s does not exist.") % {"id": session_id}
+                )
             raise Http404 from None
         except StaffActionRefused as refused:
+            if as_json:
+                if isinstance(refused, AssignedToAnother):
+                    return _json_error(409, refused.message, assigned_to_another=True)
+                return _json_error(400, refused.message)
             messages.error(request, refused.message)
         else:
+            if as_json:
+                return JsonResponse(
+                    {
+                        "ok": True,
+                        "changed": outcome.changed,
+                        "message": outcome.message,
+                        "message_id": outcome.message_id,
+                        "form_token": str(uuid4()),
+                    }
+                )
             level = messages.SUCCESS if outcome.changed else messages.INFO
             messages.add_message(request, level, outcome.message)
         page = reverse("admin:conversations_session_change", args=[session_id])
-        return HttpResponseRedirect(page + "#staff-actions")
+        return HttpResponseRedirect(page + "#staff-actions", status=303)
 
     return view
 
@@ -206,8 +263,9 @@ class StaffActionsPanel:
     is_open: bool  # not CLOSED: assign, close, use the current prompts
     window_open: bool
     window_text: str
-    assigned_to: str
-    assignees: list[Any]
+    assigned_to: str  # the assignee's name ("Bruno Lima", else the username); "" for nobody
+    assigned_to_other: bool  # assigned to someone other than the reader
+    assignees: list[Any]  # the colleagues it may be assigned to ("me" is offered apart)
     bot_states: list[tuple[str, Any]]
     default_state: str
     templates: list[TemplateChoice]
@@ -255,8 +313,11 @@ def staff_actions_panel(*, session: Session, user: Any, now: datetime) -> StaffA
         is_open=state != SessionState.CLOSED,
         window_open=open_,
         window_text=window_text,
-        assigned_to=assigned.get_username() if assigned is not None else "",
-        assignees=list(attending_users()) if state != SessionState.CLOSED else [],
+        assigned_to=(assigned.get_full_name() or assigned.get_username()) if assigned else "",
+        assigned_to_other=assigned is not None and assigned.pk != user.pk,
+        assignees=(
+            list(attending_users().exclude(pk=user.pk)) if state != SessionState.CLOSED else []
+        ),
         bot_states=BOT_STATE_CHOICES,
         default_state=default_state,
         templates=templates,

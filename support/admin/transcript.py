@@ -14,6 +14,7 @@ from typing import Any
 from django.db.models import Count, Sum
 from django.utils import dateformat, timezone
 from django.utils.formats import number_format
+from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
@@ -21,6 +22,7 @@ from django.utils.translation import ngettext
 from agents.masking import Masker
 from agents.parameters import ParameterSchemaError, parse_parameter_schema
 from conversations.admin.display import format_data_value, whatsapp_html
+from conversations.event_codes import EventCode
 from conversations.labels import (
     agent_label,
     delivery_error_text,
@@ -51,6 +53,9 @@ from whatsapp import CUSTOMER_SERVICE_WINDOW
 MAX_TRANSCRIPT_MESSAGES = 500
 # And the newest notes: a conversation has a few; this bounds the page all the same.
 MAX_TRANSCRIPT_NOTES = 200
+
+# The handoffs and summaries the history panel lists, newest first.
+MAX_HANDOFFS = 20
 # A plain dict: Model.get_FOO_display() rebuilds its lookup on every call, 300 times a page.
 
 _DATA_FIELDS = ("technical_data", "technical_extras", "registration_data", "registration_extras")
@@ -117,9 +122,13 @@ class TranscriptEntry:
     superseded: bool
     turn_cost: str  # on the last message of a turn that called the model; else ""
     who: str
-    meta: str  # time, WhatsApp type, code and action
+    meta: str  # time and WhatsApp type
     delivery: str  # outbound only: the delivery status, its time, and any error
     delivery_failed: bool
+    # Where an outbound text came from ("código 1", "texto fixo da transferência"): behind
+    # "Detalhes técnicos" for Support.
+    technical: str = ""
+    retryable: bool = False  # a failed team reply not sent again yet: "Tentar de novo"
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +209,16 @@ class DataRow:
 
 
 @dataclass(frozen=True, slots=True)
+class HandoffRecord:
+    """One handoff of the conversation, with the summary written for it (if any): the
+    history keeps them after a give back clears the session's handoff fields."""
+
+    at: datetime
+    text: str  # the handoff event's sentence ("Transferida para uma pessoa: …")
+    summary: HandoffSummary | None
+
+
+@dataclass(frozen=True, slots=True)
 class SessionTranscript:
     entries: list[TranscriptEntry]  # the messages shown, in conversation order
     thread: list[TranscriptEntry | NoteEntry]  # `entries` with the internal notes, by time
@@ -216,6 +235,7 @@ class SessionTranscript:
     summary_closing_reason: str  # the minimal summary's machine reason as a pt-BR sentence
     handoff_label: str  # why the session went to a human ("cliente pediu um atendente")
     handoff_explanation: str  # the handoff's detail as a pt-BR sentence
+    handoffs: list[HandoffRecord]  # newest first, at most MAX_HANDOFFS
 
 
 def _data_rows(data: Any, labels: dict[str, Any]) -> list[DataRow]:
@@ -278,8 +298,24 @@ def message_delivery(
     return " · ".join(delivery), failed
 
 
+def event_html(text: str, code: int | None) -> SafeString:
+    """An event's sentence, escaped, with its model code (" (código 2)") as a technical detail
+    (`<span class="tech">`) that the workspace hides from Support."""
+    if code is not None:
+        mark = " (" + message_origin(code, "") + ")"
+        before, found, after = text.partition(mark)
+        if found:
+            return format_html('{}<span class="tech">{}</span>{}', before, mark, after)
+    return escape(text)
+
+
 def transcript_entry(
-    message: Message, *, session: Session, turn_cost: LLMCost | None, masker: Masker | None
+    message: Message,
+    *,
+    session: Session,
+    turn_cost: LLMCost | None,
+    masker: Masker | None,
+    retried: bool = False,
 ) -> TranscriptEntry:
     side = _side(message)
     superseded = message.error == SUPERSEDED
@@ -302,7 +338,7 @@ def transcript_entry(
         return TranscriptEntry(
             message=message,
             text=text,
-            html=whatsapp_html(text),
+            html=event_html(text, message.code),
             side=side,
             superseded=False,
             turn_cost=turn_cost.turn_text() if turn_cost else "",
@@ -314,10 +350,15 @@ def transcript_entry(
     if message.message_type != "text":
         meta.append(message.message_type)
     origin = message_origin(message.code, message.action)
-    if origin:
-        meta.append(origin)
     delivery, failed = message_delivery(message, session=session, masker=masker)
     text = mask(message.content)
+    retryable = (
+        side == "staff"
+        and failed
+        and not superseded
+        and not retried
+        and message.message_type == "text"
+    )
     return TranscriptEntry(
         message=message,
         text=text,
@@ -329,6 +370,8 @@ def transcript_entry(
         meta=" · ".join(meta),
         delivery=delivery,
         delivery_failed=failed,
+        technical=origin,
+        retryable=retryable,
     )
 
 
@@ -359,6 +402,9 @@ def session_transcript(
     total_cost = sum(costs.values(), LLMCost())
 
     last_of_turn = {m.turn_id: m.pk for m in messages if m.turn_id is not None}
+    retried = {m.json_part.get("retry_of") for m in messages if isinstance(m.json_part, dict)} - {
+        None
+    }
     entries = [
         transcript_entry(
             m,
@@ -369,6 +415,7 @@ def session_transcript(
                 else None
             ),
             masker=masker,
+            retried=m.pk in retried,
         )
         for m in messages
     ]
@@ -390,13 +437,19 @@ def session_transcript(
         remaining=closes_at - now if closes_at and closes_at > now else None,
     )
 
-    summary = session.summaries.order_by("-created_at", "-id").first()
+    summaries = list(session.summaries.order_by("-created_at", "-id")[:MAX_HANDOFFS])
+    handoff_events = list(
+        session.messages.filter(direction=Direction.SYSTEM, message_type=EventCode.HANDOFF.value)
+        .select_related("staff_user")
+        .defer("raw_response")
+        .order_by("-created_at", "-id")[:MAX_HANDOFFS]
+    )
     parameter_labels = _parameter_labels(session.service)
     data = {name: getattr(session, name) for name in _DATA_FIELDS}
     if masker is not None:
         data = {name: masker.value(value) for name, value in data.items()}
-        if summary is not None:
-            summary = masked_copy(summary, masker)
+        summaries = [masked_copy(s, masker) for s in summaries]
+    summary = summaries[0] if summaries else None
     return SessionTranscript(
         entries=entries,
         thread=with_notes(entries, notes),
@@ -418,4 +471,31 @@ def session_transcript(
         ),
         handoff_label=handoff_label(session.handoff_reason, session.handoff_detail),
         handoff_explanation=handoff_explanation(session.handoff_reason, session.handoff_detail),
+        handoffs=_handoff_records(handoff_events, summaries, masker),
     )
+
+
+def _handoff_records(
+    events: list[Message], summaries: list[HandoffSummary], masker: Masker | None
+) -> list[HandoffRecord]:
+    """Each handoff (newest first) with the newest summary written after it and before the
+    next one; a summary without a handoff event (older rows) is listed at its own time."""
+    mask = masker.text if masker is not None else str
+    records: list[HandoffRecord] = []
+    later: datetime | None = None  # the start of the handoff after this one
+    unclaimed = list(summaries)
+    for event in events:
+        mine = [
+            s
+            for s in unclaimed
+            if s.created_at >= event.created_at and (later is None or s.created_at < later)
+        ]
+        for s in mine:
+            unclaimed.remove(s)
+        records.append(
+            HandoffRecord(event.created_at, mask(event_text(event)), next(iter(mine), None))
+        )
+        later = event.created_at
+    records.extend(HandoffRecord(s.created_at, "", s) for s in unclaimed)
+    records.sort(key=lambda r: r.at, reverse=True)
+    return records[:MAX_HANDOFFS]

@@ -112,7 +112,8 @@ def test_the_summary_error_is_a_pt_br_sentence(admin_client: Client, session: Se
 def test_an_event_is_a_sentence_not_its_codes(admin_client: Client, session: Session) -> None:
     page = page_of(admin_client, session)
 
-    assert "Mudou para Qualificação (código 2).</li>" in page
+    # The code is a technical detail, hidden from Support in the workspace.
+    assert 'Mudou para Qualificação<span class="tech"> (código 2)</span>.</li>' in page
     assert "to_qualification" not in page
     assert "s=2" not in page
 

@@ -28,10 +28,10 @@ from tests import baker_recipes as recipes
 pytestmark = pytest.mark.django_db
 
 # Login session and user; the session; RuntimeConfig's "can add" for the sidebar; the reader's
-# note mentions marked seen; messages, internal notes, LLM costs grouped by turn, the latest
-# summary and the service's schema; the staff actions' list of colleagues to assign to; the
-# labels box; the header's waiting count.
-TRANSCRIPT_QUERIES = 13
+# note mentions marked seen; messages, internal notes, LLM costs grouped by turn, the summaries,
+# the handoff events and the service's schema; the staff actions' list of colleagues to assign
+# to; the labels box; the header's waiting count.
+TRANSCRIPT_QUERIES = 14
 BUBBLE_RE = re.compile(r'<li class="([^"]+)" data-message-id="(\d+)"')
 
 
@@ -274,11 +274,12 @@ def test_window_is_closed_a_day_after_the_customer_wrote(admin_client: Client) -
     assert "só é possível enviar modelos de mensagem do WhatsApp" in text
 
 
-def test_latest_summary_is_a_card_above_the_transcript(
+def test_latest_summary_is_a_card_beside_the_transcript(
     admin_client: Client, conversation: dict[str, Any]
 ) -> None:
     page = admin_client.get(change_url(conversation["session"])).content.decode()
-    card = page[page.index('id="handoff-summary"') : page.index('id="transcript"')]
+    start = page.index('id="handoff-summary"')
+    card = page[start : page.index("</section>", start)]
     text = text_of(card)
     assert "Motivo do encerramento Cliente pediu orçamento" in text
     assert "Serviço identificado AGUA_POTABILIDADE" in text
@@ -293,7 +294,7 @@ def test_collected_data_are_tables_labelled_by_the_service_schema(
     admin_client: Client, conversation: dict[str, Any]
 ) -> None:
     page = admin_client.get(change_url(conversation["session"])).content.decode()
-    data = text_of(page[page.index('class="session-data"') :])
+    data = text_of(page[page.index('session-data"') :])
     assert "Dados técnicos Tipo de amostra água de poço Quantidade de amostras 3" in data
     assert "Dados técnicos extras cor turva" in data
     assert "Dados cadastrais Nome Maria Souza E-mail maria@example.com" in data

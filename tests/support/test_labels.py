@@ -123,7 +123,9 @@ def test_staff_who_do_not_attend_conversations_get_403(
     assert client.post(labels_url(conversation), {"add": urgent.pk}).status_code == 403
     refused = client.post(labels_url(conversation), {"add": urgent.pk}, headers=JSON)
     assert refused.status_code == 403
-    assert json.loads(refused.content) == {"error": "Você não pode atender conversas."}
+    assert json.loads(refused.content) == {
+        "error": "Você não tem permissão para atender conversas."
+    }
     assert not SessionLabel.objects.exists()
 
 

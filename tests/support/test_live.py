@@ -117,6 +117,8 @@ def test_support_reads_the_messages_after_the_one_shown() -> None:
                 "delivery_failed": False,
                 "superseded": False,
                 "created_at": "2026-11-20T13:00:01+00:00",
+                "technical": "",
+                "retryable": False,
             }
         ],
         "more": False,
@@ -124,6 +126,7 @@ def test_support_reads_the_messages_after_the_one_shown() -> None:
         "state": "HUMAN",
         "state_label": "Com humano",
         "assigned_to": "Bruno Lima",
+        "assigned_to_other": True,
         "status_text": "Com humano · atribuída a Bruno Lima",
         "window": {"is_open": False, "closes_at": "2026-11-21T10:00:00-03:00"},
         "viewers": [],

@@ -463,9 +463,9 @@ def test_the_page_s_query_count_does_not_grow_with_the_notes(
     client.get(change_url(session.pk))  # warm the per-process caches (content types)
 
     # As tests/support/test_admin_transcript.py's TRANSCRIPT_QUERIES for Support, with the
-    # permission checks of a group member, the closed window's templates (the picker) and the
-    # labels box.
-    with django_assert_num_queries(16):
+    # permission checks of a group member, the closed window's templates (the picker), the
+    # labels box and the handoff events of the history panel.
+    with django_assert_num_queries(17):
         response = client.get(change_url(session.pk))
 
     assert response.content.decode().count('class="bubble note"') == n_notes

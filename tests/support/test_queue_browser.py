@@ -147,3 +147,52 @@ def test_a_refresh_after_the_login_expired_leaves_the_page_as_it_is(
     assert page.locator("#queue-rows .queue-customer").all_inner_texts() == [
         "Maria Souza (+5511912345678)"
     ]
+
+
+NOTIFICATION_RECORDER = """
+window.__notifications = [];
+window.Notification = function (title, options) {
+  window.__notifications.push({ title: title, body: options.body });
+};
+window.Notification.permission = "granted";
+window.Notification.requestPermission = function () { return Promise.resolve("granted"); };
+"""
+
+
+def test_who_opted_in_is_notified_when_a_customer_joins(
+    live_server: LiveServer, browser_page: Any, screenshots_dir: Path
+) -> None:
+    support_user("ana")
+    instance = baker.make(Instance)
+    waiting_customer(instance, name="Maria Souza", phone="5511912345678", minutes=5)
+    page = browser_page
+    # The browser's notifications, recorded: headless chromium shows none.
+    page.add_init_script(NOTIFICATION_RECORDER)
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/conversations/session/queue/")
+    page.fill("#id_username", "ana")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url("**/admin/conversations/session/queue/")
+    title = page.title()
+
+    # Not opted in: no notification, no badge.
+    waiting_customer(instance, name="João Lima", phone="5511987654321", minutes=1)
+    assert page.evaluate("window.queueRefresh()") is True
+    assert page.evaluate("window.__notifications") == []
+    assert page.title() == title
+
+    page.check("#queue-notify")
+    assert page.evaluate("localStorage.getItem('support.queue.notify')") == "1"
+    waiting_customer(instance, name="Nova Cliente", phone="5511922222222", minutes=0)
+    assert page.evaluate("window.queueRefresh()") is True
+
+    assert page.evaluate("window.__notifications") == [
+        {"title": "Um cliente entrou na fila", "body": "Nova Cliente (+5511922222222)"}
+    ]
+    assert page.title() == f"(1) {title}"
+    page.screenshot(path=str(screenshots_dir / "queue-notify.png"))
+    # Looking at the page clears the badge; the choice survives a reload.
+    page.click("#queue-count")
+    assert page.title() == title
+    page.reload()
+    assert page.is_checked("#queue-notify")

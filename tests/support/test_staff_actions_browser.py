@@ -2,8 +2,9 @@
 (never a downloaded browser) against pytest-django's live server, with a fake Graph API on 127.0.0.1
 receiving what WhatsApp would.
 
-As Support: log in → open a bot conversation → take over → reply (the fake Graph API receives
-the text; a signed "delivered" status webhook marks it) → give back → close. As a Prompt editor:
+As Support: log in → open a bot conversation → take over → reply (sent with fetch; the fake
+Graph API receives the text; a signed "delivered" status webhook marks it) → give back and close,
+each confirmed in the page's dialog. As a Prompt editor:
 no action buttons. Screenshots of the page go to ``BROWSER_SCREENSHOTS_DIR`` (default: a
 temporary directory; `.ci/run` sets it and prints it). Skipped, with the reason, when
 /usr/bin/chromium is missing (`.ci/run` installs it with apt).
@@ -162,6 +163,11 @@ def test_support_takes_over_replies_gives_back_and_closes(
 
     assert page.locator("#give-back-state").input_value() == "QUALIFYING"
     page.click("#action-give-back")
+    assert page.locator("#confirm-text").inner_text() == (
+        "Devolver a conversa ao robô (Qualificação)? O motivo e o resumo da transferência "
+        "continuam no histórico."
+    )
+    page.click("#confirm-ok")
     page.wait_for_selector("#action-take-over")
     assert (
         page.locator("ul.messagelist li.success").inner_text()
@@ -173,6 +179,7 @@ def test_support_takes_over_replies_gives_back_and_closes(
     )
 
     page.click("#action-close")
+    page.click("#confirm-ok")
     page.wait_for_selector("ul.messagelist li.success")
     assert page.locator("ul.messagelist li.success").inner_text() == "Conversa encerrada."
     assert page.locator("#staff-actions button").count() == 0

@@ -93,7 +93,7 @@ def test_support_moves_the_conversation_to_the_current_prompts(
 
     response = update(client_of(support), session)
 
-    assert response.status_code == 302
+    assert response.status_code == 303
     assert response["Location"] == (
         f"/admin/conversations/session/{session.pk}/change/#staff-actions"
     )
@@ -127,7 +127,7 @@ def test_the_event_and_the_versions_read_in_portuguese_on_the_page(
         f"(versão {history_id})." in page
     )
     assert (
-        f"Versões dos prompts: Triagem: override #{triagem.pk} (versão {history_id}) "
+        f"Versões dos prompts Triagem: override #{triagem.pk} (versão {history_id}) "
         "Qualificação: padrão Coleta: padrão" in page
     )
 
@@ -198,7 +198,7 @@ def test_the_page_says_when_nothing_is_pinned_yet(support: User) -> None:
     page = client_of(support).get(f"/admin/conversations/session/{session.pk}/change/")
 
     assert (
-        "Versões dos prompts: Ainda não fixadas: o primeiro turno da conversa fixa os prompts "
+        "Versões dos prompts Ainda não fixadas: o primeiro turno da conversa fixa os prompts "
         "ativos." in text_of(page.content.decode())
     )
 

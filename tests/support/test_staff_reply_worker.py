@@ -122,7 +122,7 @@ def test_a_staff_reply_is_sent_by_the_worker_and_marked_delivered(
         {"text": REPLY, "form_token": str(uuid4())},
     )
 
-    assert (status, headers["Location"]) == (302, f"{page}#staff-actions")
+    assert (status, headers["Location"]) == (303, f"{page}#staff-actions")
     [send] = wait_for(lambda: fake_graph.sends, timeout=60, what="the reply at the Graph API")
     reply = Message.objects.get(session=session, direction=Direction.OUTBOUND)
     assert send.path == f"/v23.0/{PHONE_NUMBER_ID}/messages"

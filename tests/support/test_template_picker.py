@@ -142,7 +142,8 @@ def test_the_page_shows_the_picker_in_place_of_the_reply_box(
     page = client_of(support).get(page_url(session)).content.decode()
 
     assert 'id="template-picker"' in page
-    assert 'id="reply-text"' not in page
+    # The composer's text is for an internal note only: its reply button cannot send.
+    assert re.search(r'<button [^>]*id="action-reply"[^>]* disabled>', page)
     assert "Enviar modelo de mensagem do WhatsApp" in text_of(page)
     choice = page[page.index('id="template-picker-choice"') :]
     offered = re.findall(r'<option value="(\d+)">', choice[: choice.index("</select>")])

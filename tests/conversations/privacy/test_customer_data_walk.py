@@ -210,7 +210,7 @@ def test_after_the_erasure_no_column_of_any_table_holds_the_customer(
     # Staff takes the conversation over and asks for a summary (admin log entries, a summary).
     support = logged_in(staff_member(SUPPORT))
     base = f"/admin/conversations/session/{session.pk}"
-    assert support.post(f"{base}/take-over/").status_code == 302
+    assert support.post(f"{base}/take-over/").status_code == 303
     # An internal note that quotes them.
     note = f"{NAME} ligou do (11) 98765-0123: CPF 529.982.247-25, e-mail {EMAIL}"
     assert support.post(f"{base}/note/", {"text": note}).status_code == 303
@@ -218,7 +218,7 @@ def test_after_the_erasure_no_column_of_any_table_holds_the_customer(
     page = support.get(f"{base}/change/").content.decode()
     token = page.split('name="form_token" value="', 1)[1].split('"', 1)[0]
     with django_capture_on_commit_callbacks(execute=True):
-        assert support.post(f"{base}/regenerate-summary/", {"form_token": token}).status_code == 302
+        assert support.post(f"{base}/regenerate-summary/", {"form_token": token}).status_code == 303
     assert session.summaries.get().summary_text == f"{NAME} ({EMAIL}) quer um orçamento."
 
     # A lead, a replay of the recorded call, and an entry of the admin log as written before.

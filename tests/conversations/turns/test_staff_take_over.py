@@ -76,7 +76,7 @@ def test_a_turn_waiting_for_a_slow_model_sends_nothing_after_staff_take_over(
         response = client.post(f"/admin/conversations/session/{session.pk}/take-over/")
         report = worker.result(timeout=30)
 
-    assert response.status_code == 302
+    assert response.status_code == 303
     assert report == ProcessReport(ProcessOutcome.DRAINED, turns=0, superseded=1)
     session.refresh_from_db()
     assert (session.state, session.assigned_to_id) == ("HUMAN", user.pk)

@@ -5,9 +5,12 @@
  * nothing changed). New messages are appended to #transcript as the page renders them, the
  * delivery of the bubbles shown is updated, and #live-state and #session-presence say the state,
  * the assignment and who else has the page open. Nothing else on the page is touched: the
- * composer keeps its text and the window its scroll position (a reader at the bottom of the
- * conversation stays at the bottom). A failed poll, or an answer that is not JSON (the login page
- * after the staff session expired), leaves the page as it is.
+ * composer keeps its text and the window its scroll position (a reader at the end of the
+ * conversation stays there: the new messages are scrolled into view above the composer). A failed poll, or an answer that is not JSON (the login page
+ * after the staff session expired), leaves the page as it is. Internal notes (`notes`, after the
+ * newest note shown: `after_note`) are appended as note bubbles; a failed team text reply gets the
+ * "Tentar de novo" button (workspace.js handles it) when #transcript names its label. Every answer
+ * is announced as a `session:live` event with the data, for the workspace's other parts.
  */
 (function () {
   "use strict";
@@ -17,14 +20,15 @@
   var list;
   var url;
   var after = 0;
+  var afterNote = 0;
   var etag = "";
   var timer = null;
   var running = null;
 
-  function shownMaxId() {
+  function shownMaxId(attribute) {
     var max = 0;
-    list.querySelectorAll("[data-message-id]").forEach(function (item) {
-      var id = parseInt(item.getAttribute("data-message-id"), 10);
+    list.querySelectorAll("li[" + attribute + "]").forEach(function (item) {
+      var id = parseInt(item.getAttribute(attribute), 10);
       if (id > max) {
         max = id;
       }
@@ -48,16 +52,60 @@
     return span;
   }
 
-  // The same markup as change_form.html's bubbles.
+  function retryBox(id) {
+    var label = list.getAttribute("data-retry-label");
+    if (!label || !document.getElementById("staff-retry")) {
+      return null;
+    }
+    var box = div("retry");
+    var button = document.createElement("button");
+    button.type = "button";
+    button.className = "button retry-button";
+    button.setAttribute("data-message-id", String(id));
+    button.textContent = label;
+    box.appendChild(button);
+    return box;
+  }
+
+  function techSpan(text) {
+    var span = document.createElement("span");
+    span.className = "tech";
+    span.textContent = " · " + text;
+    return span;
+  }
+
+  // An internal note: {id, author, text, html, created_at}.
+  function noteItem(note) {
+    var li = document.createElement("li");
+    li.className = "bubble note";
+    li.setAttribute("data-note-id", String(note.id));
+    li.appendChild(div("who", note.author));
+    var text = div("text");
+    // Escaped by the server, as a message's html.
+    text.innerHTML = note.html;
+    li.appendChild(text);
+    var when = new Date(note.created_at);
+    li.appendChild(div("meta", isNaN(when) ? "" : when.toLocaleString("pt-BR", { day: "2-digit", month: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit" }).replace(",", "")));
+    return li;
+  }
+
+  // The same markup as transcript_list.html's bubbles.
   function item(message) {
     var li = document.createElement("li");
     li.setAttribute("data-message-id", String(message.id));
     if (message.side === "system") {
       li.className = "event";
-      li.textContent = message.meta + (message.text ? ": " + message.text : "");
+      li.textContent = message.meta + (message.text ? ": " : "");
+      if (message.text) {
+        // Escaped by the server; its model code is a <span class="tech">.
+        var sentence = document.createElement("span");
+        sentence.innerHTML = message.html;
+        li.appendChild(sentence);
+      }
       return li;
     }
     li.className = "bubble " + message.side + (message.superseded ? " superseded" : "");
+    li.setAttribute("data-kind", message.kind);
     li.appendChild(div("who", message.author));
     if (message.superseded) {
       li.appendChild(div("mark", list.getAttribute("data-superseded-mark")));
@@ -67,11 +115,20 @@
     text.innerHTML = message.html;
     li.appendChild(text);
     var meta = div("meta", message.meta);
+    if (message.technical) {
+      meta.appendChild(techSpan(message.technical));
+    }
     if (message.delivery) {
       meta.appendChild(document.createTextNode(" · "));
       meta.appendChild(deliverySpan(message.delivery, message.delivery_failed));
     }
     li.appendChild(meta);
+    if (message.retryable) {
+      var box = retryBox(message.id);
+      if (box) {
+        li.appendChild(box);
+      }
+    }
     return li;
   }
 
@@ -79,6 +136,17 @@
     var bubble = list.querySelector('[data-message-id="' + status.id + '"]');
     if (!bubble || !status.delivery) {
       return;
+    }
+    if (
+      status.delivery_failed &&
+      bubble.classList.contains("staff") &&
+      bubble.getAttribute("data-kind") === "text" &&
+      !bubble.querySelector(".retry")
+    ) {
+      var box = retryBox(status.id);
+      if (box) {
+        bubble.appendChild(box);
+      }
     }
     var current = bubble.querySelector(".delivery");
     if (current) {
@@ -94,9 +162,16 @@
     }
   }
 
+  // How far the end of the conversation is below where a reader at the bottom sees it: the
+  // top of the workspace's pinned composer, else the bottom of the window.
+  function endGap() {
+    var composer = document.getElementById("composer");
+    var limit = composer ? composer.getBoundingClientRect().top : window.innerHeight;
+    return list.getBoundingClientRect().bottom - limit;
+  }
+
   function atBottom() {
-    var root = document.scrollingElement || document.documentElement;
-    return root.scrollHeight - (window.scrollY + window.innerHeight) < 40;
+    return endGap() < 40;
   }
 
   function apply(data) {
@@ -118,6 +193,16 @@
       list.appendChild(item(message));
       added += 1;
     });
+    (data.notes || []).forEach(function (note) {
+      if (note.id > afterNote) {
+        afterNote = note.id;
+      }
+      if (list.querySelector('[data-note-id="' + note.id + '"]')) {
+        return;
+      }
+      list.appendChild(noteItem(note));
+      added += 1;
+    });
     data.statuses.forEach(updateDelivery);
     var state = document.getElementById("live-state");
     if (state) {
@@ -128,12 +213,11 @@
       presence.textContent = data.presence;
       presence.hidden = !data.presence;
     }
-    if (added && stick && y > 0) {
-      window.scrollTo(x, (document.scrollingElement || document.documentElement).scrollHeight);
-    } else {
-      window.scrollTo(x, y);
+    window.scrollTo(x, y);
+    if (added && stick && endGap() > 0) {
+      window.scrollBy(0, endGap());
     }
-    document.dispatchEvent(new CustomEvent("session:live", { detail: { added: added } }));
+    document.dispatchEvent(new CustomEvent("session:live", { detail: { added: added, data: data } }));
     return data.more;
   }
 
@@ -145,7 +229,7 @@
     if (etag) {
       headers["If-None-Match"] = etag;
     }
-    running = fetch(url + "?after=" + after, {
+    running = fetch(url + "?after=" + after + "&after_note=" + afterNote, {
       credentials: "same-origin",
       headers: headers,
       cache: "no-store",
@@ -185,7 +269,8 @@
     if (!url) {
       return;
     }
-    after = shownMaxId();
+    after = shownMaxId("data-message-id");
+    afterNote = shownMaxId("data-note-id");
     document.addEventListener("visibilitychange", function () {
       if (!document.hidden) {
         poll();
