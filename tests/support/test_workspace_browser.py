@@ -6,7 +6,8 @@ two browser contexts at 1,366 by 900 pixels.
 - each page says who else is there;
 - a customer message posted to the signed webhook appears in both pages within 3 s, no reload
   (the seconds are printed);
-- Ana sends with Ctrl+Enter and the page stays; Rafael, replying to Ana's conversation, is asked
+- Ana sends with Ctrl+Enter and the page stays; her internal note shows in both pages and
+  nothing reaches the fake Graph API; Rafael, replying to Ana's conversation, is asked
   "Está atribuída a Ana — responder mesmo assim?";
 - "Tentar de novo" sends a failed reply again;
 - Ana sees no technical details until she opens them; Rafael sees them;
@@ -260,6 +261,22 @@ def test_two_colleagues_work_on_one_conversation_in_the_workspace(
     )
     assert ana_page.input_value("#reply-text") == ""
     assert [s.json["text"]["body"] for s in fake_graph.sends] == ["Sai hoje à tarde, Maria!"]
+
+    # An internal note: shown to both, in its own colour, and nothing reaches WhatsApp.
+    ana_page.check("input[name=composer-mode][value=note]")
+    ana_page.fill("#reply-text", "@rafael confira o orçamento antes das 16h")
+    ana_page.press("#reply-text", "Control+Enter")
+    for page in (ana_page, rafael_page):
+        page.wait_for_selector(
+            "#transcript li.bubble.note:has-text('confira o orçamento antes das 16h')",
+            timeout=APPEAR_WITHIN_SECONDS * 1000,
+        )
+    assert rafael_page.locator("#transcript li.bubble.note .who").last.inner_text() == (
+        "Nota interna · ana"
+    )
+    assert ana_page.input_value("#reply-text") == ""
+    assert len(fake_graph.sends) == 1
+    ana_page.check("input[name=composer-mode][value=reply]")
 
     # Tentar de novo: the failed reply is sent again as a new message.
     retry = ana_page.locator(f"[data-message-id='{failed.pk}'] .retry-button")
