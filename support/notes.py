@@ -145,7 +145,27 @@ def note_mentions_seen(*, session_id: int, user_id: int, now: datetime) -> int:
     ).update(seen_at=now)
 
 
-def note_mentions_pending(user_id: int) -> int:
-    """How many notes mention `user_id` that they have not seen yet: one COUNT on the
-    pending mentions' partial index. The queue's notification reads it."""
-    return NoteMention.objects.filter(user_id=user_id, seen_at__isnull=True).count()
+# The newest pending mentions the queue's answer lists: a colleague rarely has more unread.
+MAX_PENDING_MENTIONS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class PendingMention:
+    id: int
+    session_id: int
+    author: str
+
+
+def note_mentions_pending(user_id: int) -> list[PendingMention]:
+    """The notes mentioning `user_id` that they have not opened yet, newest first (at most
+    `MAX_PENDING_MENTIONS`), in one query on the pending mentions' partial index: the queue's
+    notification reads them."""
+    rows = (
+        NoteMention.objects.filter(user_id=user_id, seen_at__isnull=True)
+        .order_by("-id")
+        .values_list("id", "note__session_id", "note__author__username")[:MAX_PENDING_MENTIONS]
+    )
+    return [
+        PendingMention(id=mention_id, session_id=session_id, author=author or "")
+        for mention_id, session_id, author in rows
+    ]

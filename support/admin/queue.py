@@ -50,6 +50,7 @@ from conversations.privacy.personal_data import (
 )
 from support.admin.labels import parse_label_id
 from support.models import Label
+from support.notes import note_mentions_pending
 from support.queue import QueueEntry, queue_entry, waiting_count, waiting_sessions
 
 ATTEND_SESSION = "conversations.attend_session"
@@ -176,6 +177,16 @@ def _queue_json(
         ),
         "waiting": [
             {"id": row.entry.session.pk, "customer": row.customer} for row in context["rows"]
+        ],
+        # The reader's unread mentions in colleagues' notes: queue.js notifies the new ones.
+        "mentions": [
+            {
+                "id": mention.id,
+                "url": reverse("admin:conversations_session_change", args=[mention.session_id]),
+                "text": _("%(author)s mentioned you in a note on conversation #%(id)s")
+                % {"author": mention.author, "id": mention.session_id},
+            }
+            for mention in note_mentions_pending(request.user.pk or 0)
         ],
     }
     body = json.dumps(answer).encode()

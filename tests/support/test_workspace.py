@@ -21,6 +21,7 @@ from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from agents.states import SessionState
 from conversations.models import DeliveryStatus, Direction, Instance, Message, Session
+from support.notes import session_note_add
 from tests.fakes.graph_server import FakeGraphAPI
 
 pytestmark = pytest.mark.django_db
@@ -655,6 +656,26 @@ def test_the_queue_answers_json_with_the_rows_and_an_etag(session: Session, ana:
     assert (again.status_code, again.content) == (304, b"")
 
 
+def test_the_queue_json_lists_the_reader_s_unread_mentions_until_the_conversation_is_opened(
+    session: Session, ana: User, bruno: User
+) -> None:
+    session_note_add(session_id=session.pk, user=bruno, text="@ana veja o CPF", now=timezone.now())
+    client = client_of(ana)
+
+    before = queue_json(client).json()["mentions"]
+    client.get(f"/admin/conversations/session/{session.pk}/change/")
+    after = queue_json(client).json()["mentions"]
+
+    assert [(m["url"], m["text"]) for m in before] == [
+        (
+            f"/admin/conversations/session/{session.pk}/change/",
+            f"bruno mencionou você numa nota da conversa #{session.pk}",
+        )
+    ]
+    assert after == []
+    assert queue_json(client_of(bruno)).json()["mentions"] == []
+
+
 def test_the_queue_json_masks_the_customer_without_the_personal_data_permission(
     session: Session,
 ) -> None:
@@ -701,8 +722,9 @@ def test_the_queue_page_offers_the_notification_opt_in(ana: User) -> None:
 
 
 # Login session and user; the permissions (user's, groups'); the page's COUNT; the rows with
-# the wait and the latest summary as annotations; the labels to filter by.
-QUEUE_JSON_QUERIES = 7
+# the wait and the latest summary as annotations; the labels to filter by; the reader's unread
+# mentions.
+QUEUE_JSON_QUERIES = 8
 
 
 @pytest.mark.parametrize("n_waiting", [1, 30])

@@ -18,6 +18,7 @@
   var table;
   var etag = "";
   var known = null;
+  var knownMentions = null;
   var unseen = 0;
   var baseTitle = document.title;
   var timer = null;
@@ -95,6 +96,47 @@
     }
   }
 
+  // The reader's unread mentions in colleagues' notes, as links; a new one is announced like a
+  // customer joining (badge, and a notification for who opted in).
+  function showMentions(mentions) {
+    var list = document.getElementById("queue-mentions");
+    if (!list || !Array.isArray(mentions)) {
+      return;
+    }
+    list.replaceChildren();
+    mentions.forEach(function (mention) {
+      var item = document.createElement("li");
+      var link = document.createElement("a");
+      link.href = mention.url;
+      link.textContent = mention.text;
+      item.appendChild(link);
+      list.appendChild(item);
+    });
+    list.hidden = mentions.length === 0;
+    var fresh = mentions.filter(function (mention) {
+      return knownMentions && !knownMentions[String(mention.id)];
+    });
+    knownMentions = {};
+    mentions.forEach(function (mention) {
+      knownMentions[String(mention.id)] = true;
+    });
+    if (!fresh.length || !notifyWanted()) {
+      return;
+    }
+    unseen += fresh.length;
+    showTitle();
+    if (!("Notification" in window) || Notification.permission !== "granted") {
+      return;
+    }
+    fresh.forEach(function (mention) {
+      try {
+        new Notification(mention.text, { tag: "mention-" + mention.id });
+      } catch (error) {
+        // A browser that only notifies from a service worker: the title badge stays.
+      }
+    });
+  }
+
   function apply(data) {
     var x = window.scrollX;
     var y = window.scrollY;
@@ -116,6 +158,7 @@
       known[String(row.id)] = true;
     });
     announce(joined);
+    showMentions(data.mentions);
     window.scrollTo(x, y);
     document.dispatchEvent(new CustomEvent("queue:refreshed", { detail: { joined: joined.length } }));
   }
