@@ -115,10 +115,8 @@ def waiting_sessions(
         .order_by("wa_timestamp", "id")
         .values("wa_timestamp")[:1]
     )
-    latest_summary = (
-        HandoffSummary.objects.filter(session=OuterRef("pk"))
-        .order_by("-created_at", "-id")
-        .values("next_action")[:1]
+    latest_summary = HandoffSummary.objects.filter(session=OuterRef("pk")).order_by(
+        "-created_at", "-id"
     )
     queryset = waiting_queryset()
     if assigned_to_id is not None:
@@ -133,7 +131,8 @@ def waiting_sessions(
                 When(_no_reply_since_handoff(), then=Coalesce("handed_off_at", "created_at")),
                 default=Coalesce(Subquery(first_inbound_after_reply), "last_inbound_at"),
             ),
-            summary_next_action=Subquery(latest_summary),
+            summary_next_action=Subquery(latest_summary.values("next_action")[:1]),
+            summary_error=Subquery(latest_summary.values("error")[:1]),
         )
         .order_by("waiting_since", "id")
     )
@@ -187,15 +186,34 @@ def handoff_reason_label(reason: str, detail: str) -> str:
     return capfirst(handoff_label(reason, detail)) if reason else "—"
 
 
+# The handoff summary is written by a task within a minute or two (its model call, retried);
+# none after this long means it failed and nobody will write it unless staff ask.
+SUMMARY_PREPARING = timedelta(minutes=5)
+
+
+def summary_state_text(
+    *, next_action: str | None, error: str | None, handed_off_at: datetime | None, now: datetime
+) -> str:
+    """The queue's "next action": the latest summary's, or what became of the summary."""
+    if next_action is None:
+        if handed_off_at is not None and now - handed_off_at > SUMMARY_PREPARING:
+            return gettext("no summary: use “Generate summary” in the conversation")
+        return gettext("summary being prepared")
+    if not next_action and error:
+        return gettext("the summary failed: use “Generate summary” in the conversation")
+    return next_action or "—"
+
+
 def queue_entry(session: Session, *, now: datetime, sla_minutes: int) -> QueueEntry:
     """The display values of one annotated row of `waiting_sessions` (no query)."""
     waiting_since: datetime = session.waiting_since  # type: ignore[attr-defined]
     waited = now - waiting_since
-    next_action = session.summary_next_action  # type: ignore[attr-defined]
-    if next_action is None:
-        next_action_text = gettext("summary being prepared")
-    else:
-        next_action_text = next_action or "—"
+    next_action_text = summary_state_text(
+        next_action=session.summary_next_action,  # type: ignore[attr-defined]
+        error=session.summary_error,  # type: ignore[attr-defined]
+        handed_off_at=session.handed_off_at,
+        now=now,
+    )
     closes_at = (
         session.last_inbound_at + CUSTOMER_SERVICE_WINDOW if session.last_inbound_at else None
     )

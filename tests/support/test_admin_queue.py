@@ -153,7 +153,7 @@ def test_the_colour_follows_support_sla_minutes(settings: Settings) -> None:
 
 
 def test_a_summary_not_written_yet_reads_as_being_prepared() -> None:
-    handed_off(1)
+    handed_off(1, minutes_ago=2)
     client, _user = staff_client("Support")
 
     assert (

@@ -259,10 +259,46 @@ def test_a_row_past_the_window_before_any_summary() -> None:
 
     assert entry.sla is SlaStatus.LATE
     assert entry.waited_text == "30 min"
-    assert entry.next_action == "resumo em preparo"
+    assert entry.next_action == "sem resumo: use “Gerar resumo” na conversa"
     assert entry.window_closes_at == NOW - timedelta(seconds=1)
     assert entry.window_text == "fechada"
     assert entry.window_open is False
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("handed_off_ago", "text"),
+    [
+        (timedelta(minutes=4, seconds=59), "resumo em preparo"),
+        (timedelta(minutes=5), "resumo em preparo"),
+        (timedelta(minutes=5, seconds=1), "sem resumo: use “Gerar resumo” na conversa"),
+    ],
+)
+def test_a_summary_still_missing_five_minutes_after_the_handoff_is_said_to_be_missing(
+    handed_off_ago: timedelta, text: str
+) -> None:
+    human(handed_off_at=NOW - handed_off_ago)
+
+    with translation.override("pt-br"):
+        entry = queue_entry(waiting_sessions().get(), now=NOW, sla_minutes=15)
+
+    assert entry.next_action == text
+
+
+@pytest.mark.django_db
+def test_a_failed_summary_says_so_and_a_partial_one_keeps_its_next_action() -> None:
+    failed = human(customer_phone="5511900000001")
+    partial = human(customer_phone="5511900000002", handed_off_at=minutes_ago(9))
+    HandoffSummary.objects.create(session=failed, error="APITimeoutError")
+    HandoffSummary.objects.create(session=partial, next_action="Ligar", error="parcial")
+
+    with translation.override("pt-br"):
+        entries = [queue_entry(row, now=NOW, sla_minutes=15) for row in waiting_sessions()]
+
+    assert [e.next_action for e in entries] == [
+        "o resumo falhou: use “Gerar resumo” na conversa",
+        "Ligar",
+    ]
 
 
 @pytest.mark.django_db
