@@ -54,6 +54,7 @@ from conversations.event_codes import EventCode
 from conversations.labels import handoff_label
 from conversations.models import Direction, HandoffSummary, Message, Session
 from conversations.privacy.personal_data import session_masker
+from staff_auth.names import staff_name
 from support.models import InternalNote, NoteMention
 from support.signed_post import RetryableDeliveryError, host_of, signed_post
 
@@ -338,7 +339,7 @@ def mention_alert_build(note: InternalNote) -> MentionAlert:
     return MentionAlert(
         session_id=note.session_id,
         url=session_admin_url(note.session_id),
-        author=(author.get_full_name() or author.get_username()) if author else "",
+        author=staff_name(author) if author else "",
         quote=quote,
     )
 

@@ -23,6 +23,7 @@ from django.utils.translation import ngettext
 from agents.masking import Masker
 from conversations.labels import state_label
 from conversations.models import Direction, Session, SessionViewer
+from staff_auth.names import staff_name
 from support.admin.notes import note_json
 from support.admin.transcript import (
     TranscriptEntry,
@@ -154,11 +155,6 @@ def _live_message(entry: TranscriptEntry) -> LiveMessage:
         technical=entry.technical,
         retryable=entry.retryable,
     )
-
-
-def staff_name(user: Any) -> str:
-    """How a colleague is named to another: their full name, else their username."""
-    return str(user.get_full_name() or user.get_username())
 
 
 def presence_text(names: list[str]) -> str:

@@ -34,6 +34,7 @@ from django.utils.translation import gettext as _
 
 from conversations.commit_hooks import on_commit_call
 from conversations.models import Session
+from staff_auth.names import staff_name
 from support.models import InternalNote, NoteMention
 from support.staff_actions import NUL, StaffActionRefused, attending_users
 from support.tasks import enqueue_note_mentions
@@ -128,14 +129,14 @@ def session_note_add(
             "mentions": len(mentioned),
         },
     )
-    names = [u.get_username() for u in mentioned]
-    if names:
+    if mentioned:
         message = _("Note saved; only the team sees it. Notified: %(users)s.") % {
-            "users": ", ".join(names)
+            "users": ", ".join(staff_name(u) for u in mentioned)
         }
     else:
         message = _("Note saved; only the team sees it.")
-    return NoteAdded(note=note, session=session, mentioned=names, message=message)
+    usernames = [u.get_username() for u in mentioned]
+    return NoteAdded(note=note, session=session, mentioned=usernames, message=message)
 
 
 def note_mentions_seen(*, session_id: int, user_id: int, now: datetime) -> int:

@@ -70,6 +70,7 @@ from conversations.sending import (
 from conversations.sending.worker import send_message
 from conversations.turns.tasks import generate_handoff_summary
 from prompts_admin.selectors import DatabasePromptSource, override_ids_of
+from staff_auth.names import staff_name
 from whatsapp import CUSTOMER_SERVICE_WINDOW
 
 logger = logging.getLogger(__name__)
@@ -287,7 +288,7 @@ def session_assign(
             return ActionOutcome(
                 False,
                 _("The conversation is already assigned to %(user)s.")
-                % {"user": assignee.get_username()},
+                % {"user": staff_name(assignee)},
             )
         Session.objects.filter(pk=session_id).update(assigned_to=assignee)
         event = _event(
@@ -298,7 +299,7 @@ def session_assign(
             assignee_id=assignee.pk,
             assignee=assignee.get_username(),
         )
-        text = _("Assigned the conversation to %(user)s.") % {"user": assignee.get_username()}
+        text = _("Assigned the conversation to %(user)s.") % {"user": staff_name(assignee)}
         _admin_log(user=user, session=session, text=text)
     logger.info(
         "staff_assign",
@@ -315,8 +316,7 @@ def _confirm_assignee(session: Session, user: User, *, confirmed: bool) -> None:
     assignee = session.assigned_to
     assert assignee is not None  # its id is set
     raise AssignedToAnother(
-        _("It is assigned to %(name)s — reply anyway?")
-        % {"name": assignee.get_full_name() or assignee.get_username()}
+        _("It is assigned to %(name)s — reply anyway?") % {"name": staff_name(assignee)}
     )
 
 

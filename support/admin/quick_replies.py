@@ -33,6 +33,7 @@ from django.views.decorators.http import require_GET
 from agents.masking import mask_name
 from conversations.models import Session
 from conversations.privacy.personal_data import can_view_personal_data
+from staff_auth.names import staff_name
 from support.models import MANAGE_SHARED_QUICK_REPLIES, QuickReply
 from support.quick_replies import first_name, quick_reply_matches
 from support.staff_actions import can_attend
@@ -117,7 +118,7 @@ class QuickReplyAdmin(VersionedAdmin[QuickReply]):
         if obj.owner_id is None:
             return gettext("shared with the team")
         assert obj.owner is not None
-        return gettext("personal to %(user)s") % {"user": obj.owner.get_username()}
+        return gettext("personal to %(user)s") % {"user": staff_name(obj.owner)}
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QuickReply]:
         replies = super().get_queryset(request).select_related("owner")

@@ -29,6 +29,7 @@ from django.views.decorators.http import require_POST
 
 from agents.states import BOT_STATES, SessionState
 from conversations.models import STATE_CHOICES, MessageTemplate, Session
+from staff_auth.names import staff_name
 from support.staff_actions import (
     ActionOutcome,
     AssignedToAnother,
@@ -313,7 +314,7 @@ def staff_actions_panel(*, session: Session, user: Any, now: datetime) -> StaffA
         is_open=state != SessionState.CLOSED,
         window_open=open_,
         window_text=window_text,
-        assigned_to=(assigned.get_full_name() or assigned.get_username()) if assigned else "",
+        assigned_to=staff_name(assigned) if assigned else "",
         assigned_to_other=assigned is not None and assigned.pk != user.pk,
         assignees=(
             list(attending_users().exclude(pk=user.pk)) if state != SessionState.CLOSED else []

@@ -46,6 +46,7 @@ from conversations.models import (
 )
 from conversations.privacy.personal_data import masked_copy
 from knowledge_base.models import Service
+from staff_auth.names import staff_name
 from support.models import InternalNote
 from whatsapp import CUSTOMER_SERVICE_WINDOW
 
@@ -148,7 +149,7 @@ def note_author(note: InternalNote) -> str:
     """ "Nota interna · bruno"; "Nota interna" once the author's account is gone. `note` is
     loaded with its author."""
     label = str(_("Internal note"))
-    return f"{label} · {note.author.get_username()}" if note.author is not None else label
+    return f"{label} · {staff_name(note.author)}" if note.author is not None else label
 
 
 def note_entry(note: InternalNote, *, masker: Masker | None) -> NoteEntry:
@@ -327,7 +328,7 @@ def transcript_entry(
         who = name or str(_("Customer"))
     elif side == "staff":
         assert message.staff_user is not None  # `_side` says "staff" only with a staff user
-        who = str(_("Staff")) + f" · {message.staff_user.get_username()}"
+        who = str(_("Staff")) + f" · {staff_name(message.staff_user)}"
     else:
         who = str(_("Bot")) + (f" · {agent_label(message.agent)}" if message.agent else "")
     when = dateformat.format(timezone.localtime(message.created_at), "d/m H:i:s")

@@ -6,12 +6,14 @@ from datetime import datetime
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import translation
 from django.utils.formats import date_format
 
 from conversations.labels import usd_text
 from conversations.models import HandoffSummary, Instance, LLMCall, Message, WebhookDelivery
+from staff_auth.names import staff_name
 
 pytestmark = pytest.mark.django_db
 
@@ -64,3 +66,20 @@ def test_a_cost_is_written_with_a_decimal_comma(
     value: Decimal | float, places: int, text: str
 ) -> None:
     assert usd_text(value, places) == text
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "shown"),
+    [
+        ("Camila", "Demo", "Camila Demo"),
+        ("Camila", "", "Camila"),
+        ("", "", "camila.demo"),
+        (" ", " ", "camila.demo"),
+    ],
+)
+def test_a_colleague_is_named_by_their_full_name_else_their_username(
+    first: str, last: str, shown: str
+) -> None:
+    user = User(username="camila.demo", first_name=first, last_name=last)
+
+    assert staff_name(user) == shown

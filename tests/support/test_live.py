@@ -111,7 +111,7 @@ def test_support_reads_the_messages_after_the_one_shown() -> None:
                 "kind": "text",
                 "text": "Olá, *Maria*! Já vejo o orçamento.",
                 "html": "Olá, <strong>Maria</strong>! Já vejo o orçamento.",
-                "author": "Equipe · bruno",
+                "author": "Equipe · Bruno Lima",
                 "meta": "20/11 10:00:01",
                 "delivery": "lida 10:00:05",
                 "delivery_failed": False,
@@ -147,7 +147,7 @@ def test_a_prompt_editor_reads_the_same_answer_masked() -> None:
     messages = body(response)["messages"]
     assert [(m["author"], m["text"]) for m in messages] == [
         ("M*** S***", "Sou a M*** S***, CPF ***.***.***-**"),
-        ("Equipe · bruno", "Olá, *M****! Já vejo o orçamento."),
+        ("Equipe · Bruno Lima", "Olá, *M****! Já vejo o orçamento."),
     ]
     assert "Maria" not in response.content.decode()
     assert "529" not in response.content.decode()
@@ -161,7 +161,7 @@ def test_a_superuser_reads_it_unmasked() -> None:
 
     assert [(m["id"], m["author"], m["text"]) for m in data["messages"]] == [
         (question.pk, "Maria Souza", "Sou a Maria Souza, CPF 529.982.247-25"),
-        (answer.pk, "Equipe · bruno", "Olá, *Maria*! Já vejo o orçamento."),
+        (answer.pk, "Equipe · Bruno Lima", "Olá, *Maria*! Já vejo o orçamento."),
     ]
 
 

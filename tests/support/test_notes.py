@@ -618,7 +618,7 @@ def test_a_mention_e_mails_the_colleague_once_after_the_commit(
 
     assert (added.mentioned, added.message) == (
         ["bruno", "carla"],
-        "Nota salva; só a equipe a vê. Avisamos: bruno, carla.",
+        "Nota salva; só a equipe a vê. Avisamos: Bruno, carla.",
     )
     assert hooks[0].__qualname__ == f"_notify_later({added.note.pk})"
     [email] = mail.outbox

@@ -146,7 +146,7 @@ def test_support_lists_their_own_and_the_shared_replies_not_a_colleagues(
     assert ">mine<" in page
     assert ">team<" in page
     assert ">his<" not in page
-    assert "pessoal de ana" in page
+    assert "pessoal de Ana Paula" in page
     assert "compartilhada com a equipe" in page
 
 

@@ -272,7 +272,7 @@ def test_two_colleagues_work_on_one_conversation_in_the_workspace(
             timeout=APPEAR_WITHIN_SECONDS * 1000,
         )
     assert rafael_page.locator("#transcript li.bubble.note .who").last.inner_text() == (
-        "Nota interna · ana"
+        "Nota interna · Ana"
     )
     assert ana_page.input_value("#reply-text") == ""
     assert len(fake_graph.sends) == 1
