@@ -35,6 +35,7 @@ from simulator.demo import (
     demo_conversations_load,
     demo_sessions,
 )
+from support.admin.template_picker import template_picker_for
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -131,6 +132,22 @@ def test_the_command_creates_the_five_conversations(
     assert [s.customer_phone for s in sessions] == list(DEMO_PHONES)
     graph, openai = outside
     assert (graph.requests, openai.request_count) == ([], 0)
+
+
+def test_a_demo_conversation_past_its_window_offers_the_demo_templates(
+    demo_catalog: None, admin_user: Any
+) -> None:
+    # Loaded days before: every demo customer's window has closed by now.
+    demo_conversations_load(now=NOW - timedelta(days=3))
+    session = demo_sessions().get(customer_name="Lucas Ferreira")
+
+    picker = template_picker_for(session=session, user=admin_user, now=NOW)
+
+    assert picker is not None
+    assert [(t.name, [p.label for p in t.parameters]) for t in picker.templates] == [
+        ("resultado_pronto", ["Nome do cliente", "Análise"]),
+        ("retomar_contato", ["Nome do cliente", "Laboratório"]),
+    ]
 
 
 def test_the_qualified_lead_has_its_lead_and_summary(demo_catalog: None) -> None:
