@@ -9,10 +9,12 @@ text it stored in ``content``: that text is shown as it is.
 """
 
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.utils.formats import number_format
+from django.utils import timezone
+from django.utils.formats import date_format, number_format
 from django.utils.text import capfirst
 from django.utils.translation import gettext, gettext_lazy
 
@@ -63,6 +65,11 @@ _IDENTITY_CHANGES: Mapping[str, Any] = {
     "user_changed_number": gettext_lazy("The customer changed their WhatsApp number"),
     "user_changed_user_id": gettext_lazy("The customer's WhatsApp user id changed"),
 }
+
+
+def moment_text(at: datetime) -> str:
+    """A moment as staff read it, in the business's time zone: ``01/12/2026 14:32``."""
+    return date_format(timezone.localtime(at), "SHORT_DATETIME_FORMAT")
 
 
 def usd_text(value: Decimal | float, places: int = 6) -> str:

@@ -44,14 +44,14 @@ from typing import Any
 from django.conf import settings
 from django.core.mail import send_mail
 from django.urls import reverse
-from django.utils import dateformat, timezone, translation
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from agents.business_hours import business_hours_status
 from agents.sources import RuntimeSettings
 from agents.states import HandoffReason
 from conversations.event_codes import EventCode
-from conversations.labels import handoff_label
+from conversations.labels import handoff_label, moment_text
 from conversations.models import Direction, HandoffSummary, Message, Session
 from conversations.privacy.personal_data import session_masker
 from staff_auth.names import staff_name
@@ -144,7 +144,7 @@ class HandoffAlert:
                 "marker": marker,
                 "id": self.session_id,
             }
-            when = dateformat.format(timezone.localtime(self.handed_off_at), "d/m/Y H:i")
+            when = moment_text(self.handed_off_at)
             if self.out_of_hours:
                 when += " " + _("(out of business hours)")
             lines = [

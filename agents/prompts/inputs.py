@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from agents import phones
 from agents.business_hours import BUSINESS_TZ, BusinessHoursStatus
 from agents.context import CatalogSnapshot, PackageInfo, SegmentInfo, ServiceInfo, SessionContext
 from agents.parameters import ParameterSpec
@@ -184,10 +185,6 @@ def format_loaded_packages(packages: Mapping[str, PackageInfo]) -> str:
 
 
 def format_phone(digits: str) -> str:
-    """`+55 11 91234-5678` for a Brazilian E.164 number; other numbers as `+<digits>`."""
-    if not digits:
-        return "desconhecido"
-    if digits.startswith("55") and len(digits) in (12, 13):
-        area, local = digits[2:4], digits[4:]
-        return f"+55 {area} {local[:-4]}-{local[-4:]}"
-    return f"+{digits}"
+    """The phone as staff read it (`agents.phones.format_phone`: ``+55 11 91234-5678``);
+    "desconhecido" when the session has none."""
+    return phones.format_phone(digits) if digits else "desconhecido"

@@ -39,6 +39,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from agents.masking import Masker
 from agents.parameters import ParameterSchemaError, parse_parameter_schema
 from conversations.admin.logs import ReadOnlyAdmin
+from conversations.labels import moment_text
 from conversations.models import Lead
 from conversations.privacy.personal_data import can_view_personal_data, masked_row
 from knowledge_base.models import Intent, Segment, Service
@@ -188,7 +189,7 @@ def csv_row(lead: Lead, names: CatalogNames) -> list[str]:
     return [
         str(lead.pk),
         str(lead.session_id),
-        dateformat.format(timezone.localtime(lead.created_at), "d/m/Y H:i"),
+        moment_text(lead.created_at),
         *cells,
         _text(data.get("telefone")),
         names.segments.get(_text(data.get("segmento")), _text(data.get("segmento"))),

@@ -42,6 +42,7 @@ from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from agents.phones import format_phone
 from conversations.models import Session
 from conversations.privacy.personal_data import (
     can_view_personal_data,
@@ -75,7 +76,9 @@ class QueueRow:
 
 def customer_text(session: Session) -> str:
     """Name and phone (or the WhatsApp user id), as the session list shows the customer."""
-    phone = f"+{session.customer_phone}" if session.customer_phone else session.customer_user_id
+    phone = (
+        format_phone(session.customer_phone) if session.customer_phone else session.customer_user_id
+    )
     if session.customer_name and phone:
         return f"{session.customer_name} ({phone})"
     return session.customer_name or phone or "?"

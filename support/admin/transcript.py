@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Sum
-from django.utils import dateformat, timezone
-from django.utils.formats import number_format
+from django.utils import timezone
+from django.utils.formats import date_format, number_format
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
@@ -31,6 +31,7 @@ from conversations.labels import (
     handoff_explanation,
     handoff_label,
     message_origin,
+    moment_text,
     summary_closing_reason_text,
     summary_error_text,
 )
@@ -159,7 +160,7 @@ def note_entry(note: InternalNote, *, masker: Masker | None) -> NoteEntry:
         text=text,
         html=whatsapp_html(text),
         who=note_author(note),
-        meta=dateformat.format(timezone.localtime(note.created_at), "d/m H:i:s"),
+        meta=moment_text(note.created_at),
     )
 
 
@@ -284,8 +285,8 @@ def message_delivery(
     if message.direction == Direction.OUTBOUND:
         status = delivery_label(message, simulated_session=session.is_simulated)
         if message.delivery_status_at:
-            status += " " + dateformat.format(
-                timezone.localtime(message.delivery_status_at), "H:i:s"
+            status += " " + date_format(
+                timezone.localtime(message.delivery_status_at), "TIME_FORMAT"
             )
         delivery.append(status)
         if message.delivery_error_code or message.delivery_error_title:
@@ -331,7 +332,7 @@ def transcript_entry(
         who = str(_("Staff")) + f" · {staff_name(message.staff_user)}"
     else:
         who = str(_("Bot")) + (f" · {agent_label(message.agent)}" if message.agent else "")
-    when = dateformat.format(timezone.localtime(message.created_at), "d/m H:i:s")
+    when = moment_text(message.created_at)
     meta = [when]
     if side == "system":
         # The event's sentence says what the codes say ("Mudou para Qualificação (código 2)").

@@ -23,9 +23,16 @@ def portuguese() -> None:
     translation.activate("pt-br")
 
 
-def test_months_are_lowercase_as_pt_br_writes_them() -> None:
-    assert date_format(datetime(2026, 12, 1), "DATE_FORMAT") == "1 de dezembro de 2026"
+def test_one_date_format_and_months_lowercase_as_pt_br_writes_them() -> None:
+    moment = datetime(2026, 12, 1, 14, 32, 5)
+
+    assert date_format(moment, "DATE_FORMAT") == "01/12/2026"
+    assert date_format(moment, "SHORT_DATE_FORMAT") == "01/12/2026"
+    assert date_format(moment, "DATETIME_FORMAT") == "01/12/2026 14:32"
+    assert date_format(moment, "SHORT_DATETIME_FORMAT") == "01/12/2026 14:32"
+    assert date_format(moment, "TIME_FORMAT") == "14:32"
     assert date_format(datetime(2026, 3, 11), "MONTH_DAY_FORMAT") == "11 de março"
+    assert date_format(moment, "F") == "dezembro"
 
 
 def test_the_admin_index_names_the_sign_in_records_in_portuguese(admin_client: Client) -> None:

@@ -100,7 +100,7 @@ def test_the_list_shows_name_company_service_segment_created_and_crm_status() ->
         '<td class="field-company">Água Limpa Ltda</td>',
         '<td class="field-service_name">Potabilidade da água</td>',
         '<td class="field-segment_name">Ambiental</td>',
-        '<td class="field-created_at nowrap">11 de março de 2026 às 12:00</td>',
+        '<td class="field-created_at nowrap">11/03/2026 12:00</td>',
         '<td class="field-crm_status">falhou</td>',
     ):
         assert cell in page

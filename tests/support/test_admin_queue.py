@@ -127,7 +127,7 @@ def test_a_row_shows_every_column_in_portuguese() -> None:
     assert row is not None
     cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td.*?</td>", row[0], re.S)]
     assert cells == [
-        "Maria Souza 0 (+5511900000000)",
+        "Maria Souza 0 (+55 11 90000-0000)",
         "Cliente pediu um atendente",
         "12 min",
         "Enviar orçamento de água",
@@ -230,7 +230,7 @@ def test_the_customer_is_shown_whole_with_the_permission() -> None:
 
     page = client.get(QUEUE_URL).content.decode()
 
-    assert f'session/{session.pk}/change/">Maria Souza 0 (+5511900000000)</a>' in page
+    assert f'session/{session.pk}/change/">Maria Souza 0 (+55 11 90000-0000)</a>' in page
 
 
 # --- The count in the header and on the index -------------------------------------------------

@@ -208,7 +208,7 @@ def test_system_event_is_a_small_centred_line(
 ) -> None:
     page = admin_client.get(change_url(conversation["session"])).content.decode()
     routed = conversation["messages"]["routed"]
-    when = dateformat.format(timezone.localtime(routed.created_at), "d/m H:i:s")
+    when = dateformat.format(timezone.localtime(routed.created_at), "d/m/Y H:i")
     # A row written before events carried their parameters: its stored text, as it is.
     assert f'data-message-id="{routed.pk}">{when}: triagem → qualificacao</li>' in page
     assert "agent_routed" not in page

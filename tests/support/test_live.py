@@ -112,8 +112,8 @@ def test_support_reads_the_messages_after_the_one_shown() -> None:
                 "text": "Olá, *Maria*! Já vejo o orçamento.",
                 "html": "Olá, <strong>Maria</strong>! Já vejo o orçamento.",
                 "author": "Equipe · Bruno Lima",
-                "meta": "20/11 10:00:01",
-                "delivery": "lida 10:00:05",
+                "meta": "20/11/2026 10:00",
+                "delivery": "lida 10:00",
                 "delivery_failed": False,
                 "superseded": False,
                 "created_at": "2026-11-20T13:00:01+00:00",
@@ -178,7 +178,7 @@ def test_the_delivery_of_the_bubbles_shown_is_in_the_answer() -> None:
     assert data["statuses"] == [
         {
             "id": answer.pk,
-            "delivery": "falhou 10:00:05 · erro 131047: mais de 24 horas desde a última mensagem do cliente: só"
+            "delivery": "falhou 10:00 · erro 131047: mais de 24 horas desde a última mensagem do cliente: só"
             " um modelo de mensagem do WhatsApp pode ser enviado",
             "delivery_failed": True,
         }

@@ -181,7 +181,7 @@ def test_a_superuser_posting_json_gets_the_note() -> None:
             "author": "Nota interna · root",
             "text": NOTE,
             "html": "Maria Souza ligou: CPF 529.982.247-25, quer o <strong>orçamento</strong> hoje",
-            "meta": timezone.localtime(note.created_at).strftime("%d/%m %H:%M:%S"),
+            "meta": timezone.localtime(note.created_at).strftime("%d/%m/%Y %H:%M"),
             "created_at": note.created_at.isoformat(),
         },
         "mentioned": [],
@@ -388,7 +388,7 @@ def test_the_page_shows_the_notes_among_the_messages_by_time() -> None:
     bubble = page.split(f'data-note-id="{first.pk}">', 1)[1].split("</li>", 1)[0]
     assert '<div class="who">Nota interna · ana</div>' in bubble
     assert "quer o <strong>orçamento</strong> hoje" in bubble
-    assert '<div class="meta">20/11 10:00:01</div>' in bubble
+    assert '<div class="meta">20/11/2026 10:00</div>' in bubble
     assert '<div class="who">Nota interna</div>' in page  # the author's account is gone
     assert "support/admin/notes.css" in page
 
@@ -492,7 +492,7 @@ def test_the_live_endpoint_answers_the_notes_after_the_one_shown() -> None:
                 "text": NOTE,
                 "html": "Maria Souza ligou: CPF 529.982.247-25, quer o <strong>orçamento</strong>"
                 " hoje",
-                "meta": "20/11 10:00:04",
+                "meta": "20/11/2026 10:00",
                 "created_at": "2026-11-20T13:00:04+00:00",
             }
         ],

@@ -76,7 +76,7 @@ def test_support_opens_a_waiting_customer_from_the_queue(
     page.wait_for_url("**/admin/conversations/session/queue/")
 
     first = page.locator("#queue-rows tr").first
-    assert first.locator(".queue-customer").inner_text() == "Maria Souza (+5511912345678)"
+    assert first.locator(".queue-customer").inner_text() == "Maria Souza (+55 11 91234-5678)"
     assert first.locator(".queue-reason").inner_text() == "Cliente pediu um atendente"
     assert first.locator(".queue-waiting").inner_text() == "40 min"
     assert first.get_attribute("class") == "queue-row sla-late"
@@ -90,7 +90,7 @@ def test_support_opens_a_waiting_customer_from_the_queue(
     waiting_customer(instance, name="João Lima", phone="5511987654321", minutes=60)
     assert page.evaluate("window.queueRefresh()") is True
     assert page.locator("#queue-rows tr").first.locator(".queue-customer").inner_text() == (
-        "João Lima (+5511987654321)"
+        "João Lima (+55 11 98765-4321)"
     )
     assert page.locator("#waiting-customers strong").inner_text() == "27"
     assert page.locator("#queue-count").inner_text() == "27 clientes aguardando"
@@ -98,7 +98,7 @@ def test_support_opens_a_waiting_customer_from_the_queue(
     assert page.evaluate("window.scrollY") == 400
     page.evaluate("window.scrollTo(0, 0)")
 
-    page.get_by_role("link", name="Maria Souza (+5511912345678)").click()
+    page.get_by_role("link", name="Maria Souza (+55 11 91234-5678)").click()
     page.wait_for_url(f"**/admin/conversations/session/{maria.pk}/change/")
     assert "Quero falar com uma pessoa" in page.locator("ol.transcript").inner_text()
     page.screenshot(path=str(screenshots_dir / "conversation.png"), full_page=True)
@@ -125,7 +125,7 @@ def test_the_mine_filter_survives_the_refresh(live_server: LiveServer, browser_p
     assert page.evaluate("window.queueRefresh()") is True
 
     names = page.locator("#queue-rows .queue-customer").all_inner_texts()
-    assert names == ["Nova Cliente (+5511922222222)", "Maria Souza (+5511912345678)"]
+    assert names == ["Nova Cliente (+55 11 92222-2222)", "Maria Souza (+55 11 91234-5678)"]
     assert page.url.endswith("/queue/?assigned=me")
 
 
@@ -145,7 +145,7 @@ def test_a_refresh_after_the_login_expired_leaves_the_page_as_it_is(
 
     assert page.evaluate("window.queueRefresh()") is False
     assert page.locator("#queue-rows .queue-customer").all_inner_texts() == [
-        "Maria Souza (+5511912345678)"
+        "Maria Souza (+55 11 91234-5678)"
     ]
 
 
@@ -187,7 +187,7 @@ def test_who_opted_in_is_notified_when_a_customer_joins(
     assert page.evaluate("window.queueRefresh()") is True
 
     assert page.evaluate("window.__notifications") == [
-        {"title": "Um cliente entrou na fila", "body": "Nova Cliente (+5511922222222)"}
+        {"title": "Um cliente entrou na fila", "body": "Nova Cliente (+55 11 92222-2222)"}
     ]
     assert page.title() == f"(1) {title}"
     page.screenshot(path=str(screenshots_dir / "queue-notify.png"))

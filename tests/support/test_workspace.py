@@ -646,7 +646,7 @@ def test_the_queue_answers_json_with_the_rows_and_an_etag(session: Session, ana:
         "1 cliente aguardando",
         1,
     )
-    assert answer["waiting"] == [{"id": session.pk, "customer": "Maria Silva (+5511987654321)"}]
+    assert answer["waiting"] == [{"id": session.pk, "customer": "Maria Silva (+55 11 98765-4321)"}]
     assert f'data-session-id="{session.pk}"' in answer["rows_html"]
     assert answer["rows_html"].strip().startswith('<tbody id="queue-rows">')
     assert 'id="queue-pages"' in answer["pages_html"]
