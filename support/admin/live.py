@@ -15,6 +15,7 @@ The answer carries an ``ETag`` (a digest of its body); a poll sending it back in
 
 import hashlib
 import json
+from typing import Any
 
 from django.contrib import admin
 from django.contrib.auth.models import User
@@ -85,16 +86,22 @@ def session_live_view(
         masker=masker,
         after_note=after_note,
     )
-    body = json.dumps(live.as_json(), cls=DjangoJSONEncoder).encode()
+    return polled_json(request, live.as_json(), vary=["Cookie"])
+
+
+def polled_json(request: HttpRequest, answer: Any, *, vary: list[str]) -> HttpResponse:
+    """A polled page's JSON answer with an ETag (a digest of its body), and a 304 without a
+    body when the poll's ``If-None-Match`` names it; every poll asks the server (the 304 is the
+    cheap answer), never a cached copy."""
+    body = json.dumps(answer, cls=DjangoJSONEncoder).encode()
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
     if request.headers.get("If-None-Match") == etag:
         response: HttpResponse = HttpResponseNotModified()
     else:
         response = HttpResponse(body, content_type="application/json")
     response["ETag"] = etag
-    # Every poll asks the server (the 304 is the cheap answer), never a cached copy.
     patch_cache_control(response, private=True, no_cache=True)
-    patch_vary_headers(response, ["Cookie"])
+    patch_vary_headers(response, vary)
     return response
 
 

@@ -23,8 +23,6 @@ header (`templates/admin/base_site.html`) and the index (`templates/admin/index.
 COUNT runs once per page, when the template first reads it, and never for anyone else.
 """
 
-import hashlib
-import json
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -33,12 +31,11 @@ from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, HttpResponseNotModified, QueryDict
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
-from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -50,6 +47,7 @@ from conversations.privacy.personal_data import (
     session_masker,
 )
 from support.admin.labels import parse_label_id
+from support.admin.live import polled_json
 from support.models import Label
 from support.notes import note_mentions_pending
 from support.queue import QueueEntry, queue_entry, waiting_count, waiting_sessions
@@ -192,16 +190,7 @@ def _queue_json(
             for mention in note_mentions_pending(request.user.pk or 0)
         ],
     }
-    body = json.dumps(answer).encode()
-    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-    if request.headers.get("If-None-Match") == etag:
-        response: HttpResponse = HttpResponseNotModified()
-    else:
-        response = HttpResponse(body, content_type="application/json")
-    response["ETag"] = etag
-    patch_cache_control(response, private=True, no_cache=True)
-    patch_vary_headers(response, ["Cookie", "Accept"])
-    return response
+    return polled_json(request, answer, vary=["Cookie", "Accept"])
 
 
 def queue_urls(model_admin: admin.ModelAdmin[Session]) -> list[URLPattern]:

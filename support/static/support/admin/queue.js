@@ -63,24 +63,31 @@
     return ids;
   }
 
-  function announce(joined) {
-    if (!joined.length || !notifyWanted()) {
+  // For who opted in: each news in the title's badge, and a browser notification.
+  function notify(news) {
+    if (!news.length || !notifyWanted()) {
       return;
     }
-    unseen += joined.length;
+    unseen += news.length;
     showTitle();
     if (!("Notification" in window) || Notification.permission !== "granted") {
       return;
     }
-    var box = document.getElementById("queue-notify-box");
-    var title = box ? box.getAttribute("data-title") : "";
-    joined.forEach(function (row) {
+    news.forEach(function (item) {
       try {
-        new Notification(title, { body: row.customer, tag: "queue-" + row.id });
+        new Notification(item.title, item.options);
       } catch (error) {
         // A browser that only notifies from a service worker: the title badge stays.
       }
     });
+  }
+
+  function announce(joined) {
+    var box = document.getElementById("queue-notify-box");
+    var title = box ? box.getAttribute("data-title") : "";
+    notify(joined.map(function (row) {
+      return { title: title, options: { body: row.customer, tag: "queue-" + row.id } };
+    }));
   }
 
   function replaceHtml(id, html) {
@@ -120,21 +127,9 @@
     mentions.forEach(function (mention) {
       knownMentions[String(mention.id)] = true;
     });
-    if (!fresh.length || !notifyWanted()) {
-      return;
-    }
-    unseen += fresh.length;
-    showTitle();
-    if (!("Notification" in window) || Notification.permission !== "granted") {
-      return;
-    }
-    fresh.forEach(function (mention) {
-      try {
-        new Notification(mention.text, { tag: "mention-" + mention.id });
-      } catch (error) {
-        // A browser that only notifies from a service worker: the title badge stays.
-      }
-    });
+    notify(fresh.map(function (mention) {
+      return { title: mention.text, options: { tag: "mention-" + mention.id } };
+    }));
   }
 
   function apply(data) {
