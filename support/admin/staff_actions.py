@@ -23,11 +23,13 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.urls import URLPattern, path, reverse
-from django.utils import dateformat, timezone
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from agents.states import BOT_STATES, SessionState
+from conversations.labels import moment_text
 from conversations.models import STATE_CHOICES, MessageTemplate, Session
 from staff_auth.names import staff_name
 from support.staff_actions import (
@@ -283,9 +285,12 @@ def staff_actions_panel(*, session: Session, user: Any, now: datetime) -> StaffA
     open_ = window_is_open(session, now)
     if open_:
         assert closes_at is not None
-        local = timezone.localtime(closes_at)
-        same_day = local.date() == timezone.localtime(now).date()
-        when = dateformat.format(local, "H:i" if same_day else "d/m H:i")
+        same_day = timezone.localtime(closes_at).date() == timezone.localtime(now).date()
+        when = (
+            date_format(timezone.localtime(closes_at), "TIME_FORMAT")
+            if same_day
+            else moment_text(closes_at)
+        )
         window_text = _("window open until %(time)s") % {"time": when}
     else:
         window_text = _("window closed: use a template")

@@ -1130,7 +1130,7 @@ def test_support_sees_the_reply_box_and_templates_with_the_team(
     assert session.last_inbound_at is not None
     closes = timezone.localtime(session.last_inbound_at + timedelta(hours=24))
     same_day = closes.date() == timezone.localtime().date()
-    when = closes.strftime("%H:%M" if same_day else "%d/%m %H:%M")
+    when = closes.strftime("%H:%M" if same_day else "%d/%m/%Y %H:%M")
     assert f"janela aberta até {when}" in text_of(page)
     assert "Atribuída a ana" in text_of(page)
     assert 'name="form_token"' in page
