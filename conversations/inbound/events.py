@@ -64,12 +64,22 @@ from conversations.inbound.session_rules import (
     turn_queue,
     waits_for_turn,
 )
-from conversations.models import DeliveryStatus, Direction, Message, Session, WebhookOutcome
+from conversations.models import (
+    MEDIA_WITHOUT_FILE,
+    DeliveryStatus,
+    Direction,
+    MediaStatus,
+    Message,
+    MessageMedia,
+    Session,
+    WebhookOutcome,
+)
 from prompts_admin.models import RuntimeConfig
 from whatsapp.payload import (
     Echo,
     InboundKind,
     InboundMessage,
+    MediaInfo,
     UnreadableItem,
     WebhookPayload,
     without_surrogates,
@@ -300,9 +310,35 @@ def _media_receive(context: ApplyContext, message: InboundMessage) -> None:
     if received is None:
         return
     session, stored = received
+    if message.media is not None:
+        _media_store(stored, message.media, now=context.now)
     if session.state in BOT_STATES and session.pk not in context.outbox.answered_media:
         _unsupported_media_answer(context, session)
     _log_received(message, session, stored)
+
+
+def _media_store(stored: Message, media: MediaInfo, *, now: datetime) -> MessageMedia:
+    """The media's metadata next to its message, in the delivery's transaction: a file waits for
+    its download (pending), or fails at once when Meta sent no usable media id."""
+    status, error = MediaStatus.PENDING, ""
+    if media.kind in MEDIA_WITHOUT_FILE:
+        status = MediaStatus.NOT_APPLICABLE
+    elif not media.media_id:
+        status, error = MediaStatus.FAILED, "no media id in the webhook"
+    return MessageMedia.objects.create(
+        message=stored,
+        kind=media.kind,
+        media_id=media.media_id,
+        mime_type=media.mime_type,
+        sha256=media.sha256,
+        caption=media.caption,
+        filename=media.filename,
+        voice=media.voice,
+        status=status,
+        error=error,
+        data=media.data,
+        created_at=now,
+    )
 
 
 def _log_only_receive(context: ApplyContext, message: InboundMessage) -> None:
