@@ -47,7 +47,7 @@ def test_anonymising_deletes_the_files_after_commit_and_empties_the_descriptions
         file_size=4,
     )
     photo.file.save("laudo.jpg", ContentFile(b"\xff\xd8\xff\xe0"), save=True)
-    stored_name = photo.file.name
+    stored_name = str(photo.file.name)
     place = media_of(
         session,
         kind="location",
