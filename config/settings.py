@@ -296,6 +296,7 @@ CELERY_TASK_ROUTES = {
     "conversations.simulated_turn": {"queue": "turns"},
     "conversations.apply_webhook_delivery": {"queue": "turns"},
     "conversations.send_message": {"queue": "sends"},
+    "conversations.download_message_media": {"queue": "sends"},
     "conversations.generate_handoff_summary": {"queue": "summaries"},
     "conversations.requeue_expired_leases": {"queue": "sweeps"},
     "conversations.requeue_unsent_messages": {"queue": "sweeps"},

@@ -146,6 +146,7 @@ class Outbox:
     turns: dict[int, Session] = field(default_factory=dict)
     sends: list[int] = field(default_factory=list)  # OUTBOUND messages to send
     answered_media: set[int] = field(default_factory=set)  # sessions given the media text
+    media_downloads: list[int] = field(default_factory=list)  # MessageMedia to download
 
     def turn(self, session: Session) -> None:
         self.turns.setdefault(session.pk, session)
@@ -162,6 +163,14 @@ class Outbox:
             transaction.on_commit(partial(self.enqueue_turn, session_id), robust=True)
         for message_id in self.sends:
             transaction.on_commit(partial(self.enqueue_send, message_id), robust=True)
+        if self.media_downloads:
+            # Read when called, so a test replaces it in one place (conversations.publishers).
+            from conversations import publishers
+
+            for media_pk in self.media_downloads:
+                transaction.on_commit(
+                    partial(publishers.enqueue_media_download, media_pk), robust=True
+                )
 
 
 @dataclass(slots=True)
@@ -311,7 +320,9 @@ def _media_receive(context: ApplyContext, message: InboundMessage) -> None:
         return
     session, stored = received
     if message.media is not None:
-        _media_store(stored, message.media, now=context.now)
+        media = _media_store(stored, message.media, now=context.now)
+        if media.status == MediaStatus.PENDING:
+            context.outbox.media_downloads.append(media.pk)
     if session.state in BOT_STATES and session.pk not in context.outbox.answered_media:
         _unsupported_media_answer(context, session)
     _log_received(message, session, stored)

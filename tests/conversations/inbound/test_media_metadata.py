@@ -6,11 +6,21 @@ from typing import Any
 import pytest
 
 from agents.states import SessionState
+from conversations import publishers
 from conversations.models import Direction, Instance, MediaStatus, Message, MessageMedia, Session
 from tests.helpers.inbound import Receiver, make_session, messages
-from tests.helpers.meta_payloads import encode, load_fixture
+from tests.helpers.meta_payloads import Recorder, encode, load_fixture
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def downloads(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    """The media downloads enqueued after the commit (conversations.publishers)."""
+    recorder = Recorder()
+    monkeypatch.setattr(publishers, "enqueue_media_download", recorder)
+    return recorder
+
 
 MEDIA_FIELDS = (
     "kind",
@@ -83,7 +93,11 @@ EXPECTED = {
 
 @pytest.mark.parametrize(("fixture", "expected"), list(EXPECTED.items()))
 def test_each_media_message_stores_its_metadata_and_still_gets_the_fixed_text(
-    instance: Instance, receive: Receiver, fixture: str, expected: dict[str, Any]
+    instance: Instance,
+    receive: Receiver,
+    downloads: Recorder,
+    fixture: str,
+    expected: dict[str, Any],
 ) -> None:
     receive(fixture)
 
@@ -94,15 +108,18 @@ def test_each_media_message_stores_its_metadata_and_still_gets_the_fixed_text(
     assert media_row(media) == expected
     assert (media.file.name, media.file_size, media.downloaded_at) == ("", None, None)
     assert len(messages(session, Direction.OUTBOUND)) == 1  # the unsupported-media text
+    pending = expected["status"] == MediaStatus.PENDING
+    assert downloads.calls == ([media.pk] if pending else [])
 
 
-def test_a_media_message_received_twice_keeps_one_media_row(
-    instance: Instance, receive: Receiver
+def test_a_media_message_received_twice_keeps_one_media_row_and_one_download(
+    instance: Instance, receive: Receiver, downloads: Recorder
 ) -> None:
     receive("image")
     receive("image")
 
     assert MessageMedia.objects.count() == 1
+    assert downloads.calls == [MessageMedia.objects.get().pk]
 
 
 def test_media_in_a_human_state_keeps_its_metadata_without_an_answer(
@@ -116,7 +133,9 @@ def test_media_in_a_human_state_keeps_its_metadata_without_an_answer(
     assert MessageMedia.objects.get().message.session_id == session.pk
 
 
-def test_a_file_without_a_media_id_is_stored_failed(instance: Instance, receive: Receiver) -> None:
+def test_a_file_without_a_media_id_is_stored_failed_and_not_downloaded(
+    instance: Instance, receive: Receiver, downloads: Recorder
+) -> None:
     document = load_fixture("image")
     document["entry"][0]["changes"][0]["value"]["messages"][0]["image"].pop("id")
 
@@ -128,6 +147,7 @@ def test_a_file_without_a_media_id_is_stored_failed(instance: Instance, receive:
         "no media id in the webhook",
         "",
     )
+    assert downloads.calls == []
 
 
 def test_text_messages_have_no_media(instance: Instance, receive: Receiver) -> None:
