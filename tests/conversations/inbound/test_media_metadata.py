@@ -6,7 +6,6 @@ from typing import Any
 import pytest
 
 from agents.states import SessionState
-from conversations import publishers
 from conversations.models import Direction, Instance, MediaStatus, Message, MessageMedia, Session
 from tests.helpers.inbound import Receiver, make_session, messages
 from tests.helpers.meta_payloads import Recorder, encode, load_fixture
@@ -14,12 +13,10 @@ from tests.helpers.meta_payloads import Recorder, encode, load_fixture
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def downloads(monkeypatch: pytest.MonkeyPatch) -> Recorder:
-    """The media downloads enqueued after the commit (conversations.publishers)."""
-    recorder = Recorder()
-    monkeypatch.setattr(publishers, "enqueue_media_download", recorder)
-    return recorder
+@pytest.fixture
+def downloads(media_downloads: Recorder) -> Recorder:
+    """The media downloads enqueued after the commit (tests/conftest.py records them)."""
+    return media_downloads
 
 
 MEDIA_FIELDS = (
