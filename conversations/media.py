@@ -84,6 +84,34 @@ def media_download(
     return DownloadOutcome(MediaStatus.DOWNLOADED)
 
 
+# Shown inline in the browser: everything else is a download.
+INLINE_TYPES = ("image/", "audio/", "video/")
+# Types a browser would run as a page or script: always served as opaque bytes.
+ACTIVE_TYPES = frozenset({"text/html", "application/xhtml+xml", "image/svg+xml", "text/xml"})
+
+
+@dataclass(frozen=True, slots=True)
+class MediaFile:
+    media: MessageMedia
+    content_type: str
+    attachment: bool
+    filename: str
+
+
+def media_file_find(message_id: int) -> MediaFile | None:
+    """The downloaded file of a message's media and how to serve it; None when there is none."""
+    media = MessageMedia.objects.filter(message_id=message_id).first()
+    if media is None or not media.file or media.status != MediaStatus.DOWNLOADED:
+        return None
+    mime_type = media.mime_type.split(";")[0].strip().lower()
+    if not mime_type or mime_type in ACTIVE_TYPES:
+        content_type, attachment = "application/octet-stream", True
+    else:
+        content_type, attachment = mime_type, not mime_type.startswith(INLINE_TYPES)
+    filename = media.filename or f"{media.kind}-{media.message_id}{_extension(mime_type)}"
+    return MediaFile(media, content_type, attachment, filename)
+
+
 def _end(media: MessageMedia, status: str, error: str) -> DownloadOutcome:
     MessageMedia.objects.filter(pk=media.pk).update(status=status, error=error[:_MAX_ERROR_CHARS])
     logger.info("media_download_ended", extra={"media_id": media.pk, "status": status})

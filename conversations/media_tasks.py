@@ -31,3 +31,8 @@ def download_message_media(self: Any, media_pk: int) -> str:
     if outcome.retry:
         raise self.retry(countdown=MEDIA_RETRY_COUNTDOWNS[attempt])
     return outcome.status
+
+
+def enqueue_media_download(media_pk: int) -> None:
+    """Enqueue the download of a pending media (after the webhook's commit)."""
+    download_message_media.delay(media_pk)

@@ -25,12 +25,6 @@ def enqueue_send(message_id: int) -> None:
     publish(send_message, message_id)
 
 
-def enqueue_media_download(media_pk: int) -> None:
-    from conversations.media_tasks import download_message_media
-
-    publish(download_message_media, media_pk)
-
-
 def publish(task: Task[[int], Any], object_id: int) -> None:
     """``task.delay(object_id)``, cheaper in CPU — the publish is the largest single
     cost of a webhook request (about 0.5-1 ms on the 2-core bench machine):

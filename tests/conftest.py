@@ -93,10 +93,10 @@ def media_downloads(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     """The media downloads the webhook enqueues after its commit, recorded, not run: in eager mode
     they would reach the Graph API of the settings. A test of the download asks for it itself
     (tests/conversations/test_media_download.py)."""
-    from conversations import publishers
+    from conversations import media_tasks
 
     recorder = Recorder()
-    monkeypatch.setattr(publishers, "enqueue_media_download", recorder)
+    monkeypatch.setattr(media_tasks, "enqueue_media_download", recorder)
     return recorder
 
 

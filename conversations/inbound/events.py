@@ -163,14 +163,8 @@ class Outbox:
             transaction.on_commit(partial(self.enqueue_turn, session_id), robust=True)
         for message_id in self.sends:
             transaction.on_commit(partial(self.enqueue_send, message_id), robust=True)
-        if self.media_downloads:
-            # Read when called, so a test replaces it in one place (conversations.publishers).
-            from conversations import publishers
-
-            for media_pk in self.media_downloads:
-                transaction.on_commit(
-                    partial(publishers.enqueue_media_download, media_pk), robust=True
-                )
+        for media_pk in self.media_downloads:
+            transaction.on_commit(partial(_media_download_enqueue, media_pk), robust=True)
 
 
 @dataclass(slots=True)
@@ -326,6 +320,13 @@ def _media_receive(context: ApplyContext, message: InboundMessage) -> None:
     if session.state in BOT_STATES and session.pk not in context.outbox.answered_media:
         _unsupported_media_answer(context, session)
     _log_received(message, session, stored)
+
+
+def _media_download_enqueue(media_pk: int) -> None:
+    # Read when called, so a test replaces it in one place (conversations.media_tasks).
+    from conversations import media_tasks
+
+    media_tasks.enqueue_media_download(media_pk)
 
 
 def _media_store(stored: Message, media: MediaInfo, *, now: datetime) -> MessageMedia:

@@ -9,7 +9,7 @@ from django.core.files.storage import default_storage
 from django.test import Client
 from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
-from conversations import publishers
+from conversations import media_tasks
 from conversations.media_tasks import download_message_media
 from conversations.models import Instance, MediaStatus, Message, MessageMedia
 from tests import baker_recipes as recipes
@@ -19,7 +19,7 @@ from tests.helpers.meta_payloads import APP_SECRET, encode, load_fixture, signed
 pytestmark = pytest.mark.django_db
 
 # The real publisher (tests/conftest.py replaces it with a recorder for every test).
-ENQUEUE_MEDIA_DOWNLOAD = publishers.enqueue_media_download
+ENQUEUE_MEDIA_DOWNLOAD = media_tasks.enqueue_media_download
 JPEG = b"\xff\xd8\xff\xe0" + b"x" * 96
 MEDIA_ID = "900000000000001"
 
@@ -171,7 +171,7 @@ def test_nothing_is_downloaded_inside_the_webhook_request(
     fake_graph: FakeGraphAPI,
     django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
-    monkeypatch.setattr(publishers, "enqueue_media_download", ENQUEUE_MEDIA_DOWNLOAD)
+    monkeypatch.setattr(media_tasks, "enqueue_media_download", ENQUEUE_MEDIA_DOWNLOAD)
     settings.WHATSAPP_APP_SECRET = APP_SECRET
     document = load_fixture("image")
     image = document["entry"][0]["changes"][0]["value"]["messages"][0]["image"]
