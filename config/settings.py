@@ -215,6 +215,17 @@ USE_TZ = True
 STATIC_URL = "static/"
 # Where `collectstatic` writes and WhiteNoise serves from (outside the checkout in production).
 STATIC_ROOT: Path | None = Path(env.str("STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
+# Downloaded WhatsApp media (conversations.MessageMedia) go to the default storage: files under
+# MEDIA_ROOT. Never served by URL: staff read them through the admin, behind its permissions.
+MEDIA_ROOT = Path(env.str("MEDIA_ROOT", default=str(BASE_DIR / "media")))
+# The largest file kept per media kind (bytes; WhatsApp's own limits by default): a larger one is
+# not downloaded and its media ends too_large.
+WHATSAPP_MEDIA_MAX_BYTES_IMAGE = env.int("WHATSAPP_MEDIA_MAX_BYTES_IMAGE", default=5 * 1024 * 1024)
+WHATSAPP_MEDIA_MAX_BYTES_AUDIO = env.int("WHATSAPP_MEDIA_MAX_BYTES_AUDIO", default=16 * 1024 * 1024)
+WHATSAPP_MEDIA_MAX_BYTES_VIDEO = env.int("WHATSAPP_MEDIA_MAX_BYTES_VIDEO", default=16 * 1024 * 1024)
+WHATSAPP_MEDIA_MAX_BYTES_DOCUMENT = env.int(
+    "WHATSAPP_MEDIA_MAX_BYTES_DOCUMENT", default=100 * 1024 * 1024
+)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Production serves hashed, compressed copies (far-future cache headers) that
@@ -285,6 +296,7 @@ CELERY_TASK_ROUTES = {
     "conversations.simulated_turn": {"queue": "turns"},
     "conversations.apply_webhook_delivery": {"queue": "turns"},
     "conversations.send_message": {"queue": "sends"},
+    "conversations.download_message_media": {"queue": "sends"},
     "conversations.generate_handoff_summary": {"queue": "summaries"},
     "conversations.requeue_expired_leases": {"queue": "sweeps"},
     "conversations.requeue_unsent_messages": {"queue": "sweeps"},

@@ -386,6 +386,52 @@ class Message(models.Model):
         }
 
 
+class MediaStatus(models.TextChoices):
+    PENDING = "pending", _("waiting for download")
+    DOWNLOADED = "downloaded", _("downloaded")
+    FAILED = "failed", _("download failed")
+    EXPIRED = "expired", _("expired at WhatsApp")
+    TOO_LARGE = "too_large", _("too large")
+    NOT_APPLICABLE = "not_applicable", _("no file")
+
+
+# Location and contacts carry their data in the webhook: nothing to download.
+MEDIA_WITHOUT_FILE = frozenset({"location", "contacts"})
+
+
+class MessageMedia(models.Model):
+    """What an inbound media message holds: Meta's metadata, the data of a location or contact
+    card, and, once downloaded, the file itself in the default storage."""
+
+    message = models.OneToOneField(
+        Message, on_delete=models.CASCADE, related_name="media", verbose_name=_("message")
+    )
+    kind = models.CharField(_("kind"), max_length=16)
+    media_id = models.CharField(_("WhatsApp media ID"), max_length=128, blank=True)
+    mime_type = models.CharField(_("MIME type"), max_length=255, blank=True)
+    sha256 = models.CharField(_("SHA-256"), max_length=128, blank=True)
+    caption = models.TextField(_("caption"), blank=True)
+    filename = models.CharField(_("file name"), max_length=255, blank=True)
+    voice = models.BooleanField(_("voice message"), default=False)
+    file_size = models.PositiveBigIntegerField(_("file size"), null=True, blank=True)
+    file = models.FileField(_("file"), upload_to="whatsapp-media/%Y/%m/", blank=True)
+    status = models.CharField(
+        _("status"), max_length=16, choices=MediaStatus.choices, default=MediaStatus.PENDING
+    )
+    error = models.CharField(_("error"), max_length=255, blank=True)
+    downloaded_at = models.DateTimeField(_("downloaded at"), null=True, blank=True)
+    # location: latitude, longitude, name, address; contacts: {"contacts": [{name, phones}]}.
+    data = models.JSONField(_("data"), default=dict, blank=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("message media")
+        verbose_name_plural = _("message media")
+
+    def __str__(self) -> str:
+        return gettext("Media of message #%(id)s") % {"id": self.message_id}
+
+
 class DeliveryStatusEvent(models.Model):
     """One WhatsApp status callback, deduplicated on (wamid, status)."""
 

@@ -11,6 +11,7 @@ from pytest_httpserver import HTTPServer
 
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.helpers.broker import IsolatedBroker
+from tests.helpers.meta_payloads import Recorder
 from tests.helpers.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
 
 # The fake OpenAI Responses server (fixtures `fake_openai`, `openai_settings`).
@@ -85,6 +86,18 @@ def isolated_broker(request: pytest.FixtureRequest) -> Iterator[IsolatedBroker]:
 
 
 # Staff in the admin (superusers: pytest-django's `admin_user` and `admin_client`).
+
+
+@pytest.fixture(autouse=True)
+def media_downloads(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    """The media downloads the webhook enqueues after its commit, recorded, not run: in eager mode
+    they would reach the Graph API of the settings. A test of the download asks for it itself
+    (tests/conversations/test_media_download.py)."""
+    from conversations import media_tasks
+
+    recorder = Recorder()
+    monkeypatch.setattr(media_tasks, "enqueue_media_download", recorder)
+    return recorder
 
 
 @pytest.fixture

@@ -164,6 +164,26 @@ class DryRunSender:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class MediaLocation:
+    """``GET {base}/{media_id}``'s answer: where the bytes are (for about five minutes) and what
+    Meta says they are."""
+
+    url: str
+    mime_type: str
+    sha256: str
+    file_size: int | None
+
+
+class MediaTooLargeError(Exception):
+    """The media's bytes went past the caller's limit: nothing is kept."""
+
+
+# Meta's media URLs name its lookaside host (lookaside.fbsbx.com); the bearer token goes there,
+# over HTTPS, and to the configured Graph host only.
+MEDIA_HOST_SUFFIX = ".fbsbx.com"
+
+
 class GraphClient:
     def __init__(
         self,
@@ -357,6 +377,53 @@ class GraphClient:
             retryable=False,
         )
 
+    def media_url(self, media_id: str, access_token: str) -> MediaLocation:
+        """Where a received media's bytes are: ``GET {base}/{media_id}`` answers ``{"url",
+        "mime_type", "sha256", "file_size", "id", "messaging_product"}``; 404 once Meta dropped
+        it."""
+        answer = self._request("GET", f"{self.base_url}/{media_id}", access_token)
+        url = answer.get("url")
+        if not isinstance(url, str) or not url:
+            raise GraphAPIError(code=None, title="Resposta da Graph API sem URL", retryable=True)
+        size = answer.get("file_size")
+        return MediaLocation(
+            url=url,
+            mime_type=_string(answer.get("mime_type")),
+            sha256=_string(answer.get("sha256")),
+            file_size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+        )
+
+    def media_bytes(self, url: str, access_token: str, *, max_bytes: int) -> bytes:
+        """The bytes at a `media_url` URL, read at most `max_bytes` (`MediaTooLargeError` past
+        it). The token is sent only to the Graph host or Meta's CDN: a URL naming any other host
+        is refused without a request."""
+        target = httpx.URL(url)
+        lookaside = target.scheme == "https" and target.host.endswith(MEDIA_HOST_SUFFIX)
+        if target.host != httpx.URL(self.base_url).host and not lookaside:
+            raise GraphAPIError(code=None, title="URL de mídia fora da Meta", retryable=False)
+        headers = {"Authorization": f"Bearer {access_token}"}
+        try:
+            with self._http().stream("GET", url, headers=headers) as response:
+                if not response.is_success:
+                    response.read()
+                    raise _error_from_response(response.status_code, _json_or_none(response))
+                chunks: list[bytes] = []
+                total = 0
+                for chunk in response.iter_bytes():
+                    total += len(chunk)
+                    if total > max_bytes:
+                        raise MediaTooLargeError(f"more than {max_bytes} bytes")
+                    chunks.append(chunk)
+        except httpx.TimeoutException as exc:
+            raise GraphAPIError(
+                code=None, title="Tempo esgotado na Graph API", retryable=True
+            ) from exc
+        except httpx.TransportError as exc:
+            raise GraphAPIError(
+                code=None, title="Falha de conexão com a Graph API", retryable=True
+            ) from exc
+        return b"".join(chunks)
+
     def _post(
         self, phone_number_id: str, access_token: str, body: dict[str, Any]
     ) -> dict[str, Any]:
@@ -413,6 +480,13 @@ def _error_from_response(http_status: int, answer: Any) -> GraphAPIError:
         http_status=http_status,
         retryable=http_status >= 500 or http_status == 429 or code in RETRYABLE_ERROR_CODES,
     )
+
+
+def _json_or_none(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
 
 
 def _string(value: Any) -> str:

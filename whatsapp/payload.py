@@ -31,7 +31,7 @@ nor pin one to the future.
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -56,6 +56,12 @@ _PHONE_NUMBER_ID_RE = re.compile(r"^[0-9]{1,32}$")
 
 TEXT_TYPES = frozenset({"text", "interactive", "button"})
 MEDIA_TYPES = frozenset({"image", "audio", "video", "document", "sticker", "location", "contacts"})
+# Media types whose bytes Meta keeps for download (by id); location and contacts carry only data.
+MEDIA_FILE_TYPES = frozenset({"image", "audio", "video", "document", "sticker"})
+MAX_MEDIA_ID_CHARS = 128
+MAX_MIME_TYPE_CHARS = 255
+MAX_SHA256_CHARS = 128
+MAX_FILENAME_CHARS = 255
 INTERACTIVE_REPLY_TYPES = frozenset({"button_reply", "list_reply"})
 # Timestamps outside [CLOUD_API_EPOCH, reception + MAX_CLOCK_AHEAD] are replaced by the reception
 # time. The Cloud API was opened to all businesses in May 2022: nothing it sends is older; Meta's
@@ -110,6 +116,24 @@ class IdentityChange:
 
 
 @dataclass(frozen=True, slots=True)
+class MediaInfo:
+    """What a media message says about its content: for files, Meta's media id (to download the
+    bytes while Meta keeps them) and what they should be; for location and contacts, the data
+    itself (`data`). Fields Meta did not send, or sent with the wrong type, read as empty; a media
+    id too long to store reads as empty too (the download then fails) rather than truncated."""
+
+    kind: str
+    media_id: str = ""
+    mime_type: str = ""
+    sha256: str = ""
+    caption: str = ""
+    filename: str = ""
+    voice: bool = False
+    # location: latitude, longitude, name, address; contacts: a list of {name, phones}.
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class InboundMessage:
     phone_number_id: str
     wamid: str
@@ -126,6 +150,8 @@ class InboundMessage:
     reason: str = ""
     # The timestamp Meta sent, when it was out of range and replaced by the reception time.
     timestamp_replaced: str = ""
+    # UNSUPPORTED_MEDIA: the media's metadata (MediaInfo).
+    media: MediaInfo | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -477,6 +503,7 @@ def _message(
     context_wamid = _text(_mapping(item, "context"), "id")
 
     identity_change = None
+    media = None
     if message_type == "system":
         kind = InboundKind.IDENTITY_CHANGE
         system = _object(item.get("system"), f"{where}.system")
@@ -491,6 +518,8 @@ def _message(
         text = _text(system, "body")
     else:
         kind, text = _content(item, message_type, where)
+        if kind == InboundKind.UNSUPPORTED_MEDIA:
+            media = _media_info(message_type, item.get(message_type))
     if not phone and not user_id:
         raise PayloadError(f"{where}: no sender (neither from/wa_id nor from_user_id/user_id)")
     return InboundMessage(
@@ -504,6 +533,7 @@ def _message(
         context_wamid=context_wamid,
         identity_change=identity_change,
         timestamp_replaced=replaced,
+        media=media,
     )
 
 
@@ -548,6 +578,53 @@ def _media_summary(message_type: str, body: Any) -> str:
             return f"{place} {coordinates}" if place else coordinates
         return place
     return _text(data, "caption") or _text(data, "filename")
+
+
+def _media_info(message_type: str, body: Any) -> MediaInfo:
+    """The media's metadata; never refuses the message (a broken field reads as empty)."""
+    if message_type == "contacts":
+        return MediaInfo(kind=message_type, data={"contacts": _contact_cards(body)})
+    data = body if isinstance(body, dict) else None
+    if message_type == "location":
+        location = {
+            "latitude": _number(data, "latitude"),
+            "longitude": _number(data, "longitude"),
+            "name": _text(data, "name"),
+            "address": _text(data, "address"),
+        }
+        return MediaInfo(kind=message_type, data=location)
+    media_id = _text(data, "id")
+    return MediaInfo(
+        kind=message_type,
+        media_id=media_id if len(media_id) <= MAX_MEDIA_ID_CHARS else "",
+        mime_type=_text(data, "mime_type")[:MAX_MIME_TYPE_CHARS],
+        sha256=_text(data, "sha256")[:MAX_SHA256_CHARS],
+        caption=_text(data, "caption"),
+        filename=_text(data, "filename")[:MAX_FILENAME_CHARS],
+        voice=data is not None and data.get("voice") is True,
+    )
+
+
+def _contact_cards(body: Any) -> list[dict[str, Any]]:
+    """Each shared contact card's formatted name and phones (the number as written, and its
+    WhatsApp id when Meta knows it)."""
+    cards = []
+    for contact in body if isinstance(body, list) else []:
+        phones = []
+        for phone in _items(contact, "phones"):
+            number, wa_id = _text(phone, "phone"), _text(phone, "wa_id")
+            if number or wa_id:
+                phones.append({"phone": number, "wa_id": wa_id})
+        name = _text(_mapping(contact, "name"), "formatted_name")
+        if name or phones:
+            cards.append({"name": name, "phones": phones})
+    return cards
+
+
+def _items(container: Any, key: str) -> list[Mapping[str, Any]]:
+    """The objects of an optional list field; anything else reads as empty."""
+    value = container.get(key) if isinstance(container, dict) else None
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 def _status(

@@ -7,9 +7,10 @@ import json
 from typing import Any
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
-from django.urls import reverse
+from django.http import FileResponse, Http404, HttpRequest
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
@@ -17,6 +18,7 @@ from agents.masking import PATTERNS_ONLY, KnownValues, Masker
 from conversations.admin.failed_sends import FailedSendsFilter
 from conversations.admin.masking import ModelT, PersonalDataMaskingMixin
 from conversations.labels import delivery_label, event_text
+from conversations.media import media_file_find
 from conversations.models import (
     DeliveryStatusEvent,
     Direction,
@@ -25,6 +27,7 @@ from conversations.models import (
     Message,
     WebhookDelivery,
 )
+from conversations.privacy.personal_data import can_view_personal_data
 from whatsapp.payload import without_surrogates
 
 
@@ -93,6 +96,9 @@ def webhook_masker(body: str) -> Masker:
     )
 
 
+MEDIA_URL_NAME = "conversations_message_media"
+
+
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin[Message]):
     list_display = (
@@ -137,6 +143,36 @@ class MessageAdmin(ReadOnlyAdmin[Message]):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
         return super().get_queryset(request).defer("raw_response")
+
+    def get_urls(self) -> list[URLPattern]:
+        # Before the admin's own `<path:object_id>/`, which would take it.
+        view = self.admin_site.admin_view(self.media_view)
+        media = path("<int:message_id>/media/", view, name=MEDIA_URL_NAME)
+        return [media, *super().get_urls()]
+
+    def media_view(self, request: HttpRequest, message_id: int) -> FileResponse:
+        """The customer's media file: to staff who read conversations with personal data (a
+        file cannot be masked); an image, audio or video inline, anything else a download, and
+        nothing a browser would run as a page."""
+        if request.method != "GET":
+            raise PermissionDenied
+        if not request.user.has_perm("conversations.view_session") or not can_view_personal_data(
+            request.user
+        ):
+            raise PermissionDenied
+        found = media_file_find(message_id)
+        if found is None:
+            raise Http404(_("This message has no downloaded media."))
+        response = FileResponse(
+            found.media.file.open("rb"),
+            content_type=found.content_type,
+            as_attachment=found.attachment,
+            filename=found.filename,
+        )
+        response["X-Content-Type-Options"] = "nosniff"
+        response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+        response["Cache-Control"] = "private, no-store"
+        return response
 
 
 @admin.register(LLMCall)

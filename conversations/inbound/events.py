@@ -64,12 +64,22 @@ from conversations.inbound.session_rules import (
     turn_queue,
     waits_for_turn,
 )
-from conversations.models import DeliveryStatus, Direction, Message, Session, WebhookOutcome
+from conversations.models import (
+    MEDIA_WITHOUT_FILE,
+    DeliveryStatus,
+    Direction,
+    MediaStatus,
+    Message,
+    MessageMedia,
+    Session,
+    WebhookOutcome,
+)
 from prompts_admin.models import RuntimeConfig
 from whatsapp.payload import (
     Echo,
     InboundKind,
     InboundMessage,
+    MediaInfo,
     UnreadableItem,
     WebhookPayload,
     without_surrogates,
@@ -136,6 +146,7 @@ class Outbox:
     turns: dict[int, Session] = field(default_factory=dict)
     sends: list[int] = field(default_factory=list)  # OUTBOUND messages to send
     answered_media: set[int] = field(default_factory=set)  # sessions given the media text
+    media_downloads: list[int] = field(default_factory=list)  # MessageMedia to download
 
     def turn(self, session: Session) -> None:
         self.turns.setdefault(session.pk, session)
@@ -152,6 +163,8 @@ class Outbox:
             transaction.on_commit(partial(self.enqueue_turn, session_id), robust=True)
         for message_id in self.sends:
             transaction.on_commit(partial(self.enqueue_send, message_id), robust=True)
+        for media_pk in self.media_downloads:
+            transaction.on_commit(partial(_media_download_enqueue, media_pk), robust=True)
 
 
 @dataclass(slots=True)
@@ -300,9 +313,44 @@ def _media_receive(context: ApplyContext, message: InboundMessage) -> None:
     if received is None:
         return
     session, stored = received
+    if message.media is not None:
+        media = _media_store(stored, message.media, now=context.now)
+        if media.status == MediaStatus.PENDING:
+            context.outbox.media_downloads.append(media.pk)
     if session.state in BOT_STATES and session.pk not in context.outbox.answered_media:
         _unsupported_media_answer(context, session)
     _log_received(message, session, stored)
+
+
+def _media_download_enqueue(media_pk: int) -> None:
+    # Read when called, so a test replaces it in one place (conversations.media_tasks).
+    from conversations import media_tasks
+
+    media_tasks.enqueue_media_download(media_pk)
+
+
+def _media_store(stored: Message, media: MediaInfo, *, now: datetime) -> MessageMedia:
+    """The media's metadata next to its message, in the delivery's transaction: a file waits for
+    its download (pending), or fails at once when Meta sent no usable media id."""
+    status, error = MediaStatus.PENDING, ""
+    if media.kind in MEDIA_WITHOUT_FILE:
+        status = MediaStatus.NOT_APPLICABLE
+    elif not media.media_id:
+        status, error = MediaStatus.FAILED, "no media id in the webhook"
+    return MessageMedia.objects.create(
+        message=stored,
+        kind=media.kind,
+        media_id=media.media_id,
+        mime_type=media.mime_type,
+        sha256=media.sha256,
+        caption=media.caption,
+        filename=media.filename,
+        voice=media.voice,
+        status=status,
+        error=error,
+        data=media.data,
+        created_at=now,
+    )
 
 
 def _log_only_receive(context: ApplyContext, message: InboundMessage) -> None:

@@ -10,7 +10,8 @@
 Anonymising replaces the customer's identity fields with nothing and masks names, phones,
 CPF/CNPJ and e-mails in every text and JSON column of the conversation — its messages, their
 delivery statuses, model calls (whose context snapshot, a copy of the session, is dropped),
-summaries, lead, admin log entries (named "Conversa #12" again) and the rows other apps keep
+summaries, lead, admin log entries (named "Conversa #12" again), the media's descriptions (its
+files are deleted) and the rows other apps keep
 about it (`conversations.privacy.data_holders`: the replay results, the internal notes) — with
 the same masker the admin uses for staff without the personal-data permission
 (`agents.masking`: the session's known values wherever written, and the patterns). What stays
@@ -20,11 +21,13 @@ counts and costs.
 
 import logging
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
+from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import F, Q
 
@@ -36,6 +39,7 @@ from conversations.models import (
     Lead,
     LLMCall,
     Message,
+    MessageMedia,
     Session,
     WebhookDelivery,
 )
@@ -58,6 +62,7 @@ def session_anonymise(session_id: int, *, now: datetime) -> bool:
             return False
         masker = session_masker(session)
         _messages_mask(session, masker)
+        _media_erase(session)
         _calls_mask(session, masker)
         _summaries_mask(session, masker)
         _lead_mask(session, masker)
@@ -142,6 +147,24 @@ def _messages_mask(session: Session, masker: Masker) -> None:
     DeliveryStatusEvent.objects.bulk_update(
         events, ["wa_message_id", "error_title", "error_details"], batch_size=500
     )
+
+
+def _media_erase(session: Session) -> None:
+    """The media of the session's messages: the files are deleted from the storage once the
+    anonymisation commits (a rollback keeps them), and what described them — caption, file name,
+    Meta's media id (with which it could be downloaded again) and hash, a location or contact
+    cards — is emptied; the kind, MIME type, size and download status stay for the aggregates."""
+    media = MessageMedia.objects.filter(message__session=session)
+    names = [name for name in media.exclude(file="").values_list("file", flat=True) if name]
+    media.update(caption="", filename="", media_id="", sha256="", data={}, error="", file="")
+    if names:
+        transaction.on_commit(partial(_files_delete, names), robust=True)
+
+
+def _files_delete(names: list[str]) -> None:
+    for name in names:
+        default_storage.delete(name)
+    logger.info("media_files_deleted", extra={"count": len(names)})
 
 
 def _admin_log_mask(session: Session, masker: Masker) -> None:

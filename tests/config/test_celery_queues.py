@@ -9,6 +9,7 @@ QUEUE_OF = {
     "conversations.process_session": "turns",
     "conversations.apply_webhook_delivery": "turns",
     "conversations.send_message": "sends",
+    "conversations.download_message_media": "sends",
     "conversations.generate_handoff_summary": "summaries",
     "conversations.requeue_expired_leases": "sweeps",
     "conversations.requeue_unsent_messages": "sweeps",

@@ -14,11 +14,18 @@ fresh wamid (``wamid.FAKE0001``, ``wamid.FAKE0002``...), a mark-read answers ``{
 Script other answers, consumed in order, with `respond_error`, `respond_delay` or `respond_json`;
 `requests` lists what arrived.
 
+``GET /<version>/<media_id>`` answers a media given to `set_media` as Meta does (``url``,
+``mime_type``, ``sha256``, ``file_size``; 404 with code 100 for an unknown id), and its ``url``
+(``GET /media-bytes/<media_id>`` on this server) serves the bytes; the scripted answers apply to
+the first of the two.
+
 ``GET /<version>/<waba_id>/message_templates`` answers the templates given to `set_templates`
 for that account, `page_size` at a time, paged as Meta pages (``paging.cursors.after`` and a
 ``paging.next`` URL on every page but the last); the scripted answers apply to it too.
 """
 
+import base64
+import hashlib
 import itertools
 import json
 import re
@@ -87,6 +94,11 @@ class FakeGraphAPI:
         self._page_size = 100
         listing = re.compile(rf"^/{re.escape(version)}/[0-9]+/message_templates$")
         httpserver.expect_request(listing, method="GET").respond_with_handler(self._list)
+        self._media: dict[str, tuple[bytes, str, str]] = {}
+        media = re.compile(rf"^/{re.escape(version)}/[0-9]+$")
+        httpserver.expect_request(media, method="GET").respond_with_handler(self._media_url)
+        media_bytes = re.compile(r"^/media-bytes/[0-9]+$")
+        httpserver.expect_request(media_bytes, method="GET").respond_with_handler(self._media_bytes)
 
     @property
     def base_url(self) -> str:
@@ -108,6 +120,19 @@ class FakeGraphAPI:
         """What ``GET /<waba_id>/message_templates`` lists (Meta's objects, as given)."""
         self._templates[waba_id] = list(templates)
         self._page_size = page_size
+
+    def set_media(
+        self, media_id: str, content: bytes, mime_type: str, *, sha256: str | None = None
+    ) -> str:
+        """A media Meta keeps for download; answers the base64 SHA-256 it announces (its own,
+        unless `sha256` says otherwise)."""
+        digest = sha256 or base64.b64encode(hashlib.sha256(content).digest()).decode()
+        self._media[media_id] = (content, mime_type, digest)
+        return digest
+
+    @property
+    def media_requests(self) -> list[GraphRequest]:
+        return [r for r in self.requests if r.method == "GET" and "message_templates" not in r.path]
 
     @property
     def listings(self) -> list[GraphRequest]:
@@ -181,6 +206,40 @@ class FakeGraphAPI:
             params = {**request.args.to_dict(), "after": f"cursor-{end}"}
             paging["next"] = f"{self.httpserver.url_for(request.path)}?{urlencode(params)}"
         return _json_response(200, {"data": page, "paging": paging})
+
+    def _media_url(self, request: Request) -> Response:
+        recorded = GraphRequest(request.method, request.path, dict(request.headers), None)
+        with self._lock:
+            self.requests.append(recorded)
+            scripted = self._scripted.popleft() if self._scripted else None
+        if scripted is not None and scripted.body is not None:
+            return _json_response(scripted.status, scripted.body)
+        media_id = request.path.rsplit("/", 1)[1]
+        if media_id not in self._media:
+            error = graph_error(100, "Unsupported get request.", type_="GraphMethodException")
+            return _json_response(404, error)
+        content, mime_type, digest = self._media[media_id]
+        return _json_response(
+            200,
+            {
+                "messaging_product": "whatsapp",
+                "url": self.httpserver.url_for(f"/media-bytes/{media_id}"),
+                "mime_type": mime_type,
+                "sha256": digest,
+                "file_size": len(content),
+                "id": media_id,
+            },
+        )
+
+    def _media_bytes(self, request: Request) -> Response:
+        recorded = GraphRequest(request.method, request.path, dict(request.headers), None)
+        with self._lock:
+            self.requests.append(recorded)
+        media_id = request.path.rsplit("/", 1)[1]
+        if media_id not in self._media:
+            return Response(b"", status=404)
+        content, mime_type, _digest = self._media[media_id]
+        return Response(content, status=200, content_type=mime_type)
 
 
 def _json_response(status: int, body: Any) -> Response:

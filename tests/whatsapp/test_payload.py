@@ -22,6 +22,7 @@ from whatsapp.payload import (
     InboundKind,
     InboundMessage,
     MalformedBodyError,
+    MediaInfo,
     PayloadError,
     StatusUpdate,
     WebhookPayload,
@@ -93,18 +94,100 @@ EXPECTED_MESSAGES = {
         "Quero um orçamento",
         context_wamid="wamid.TPL01",
     ),
-    "image": inbound("wamid.MEDIA00", "image", MEDIA, "Foto do laudo"),
-    "audio": inbound("wamid.MEDIA01", "audio", MEDIA, ""),
-    "video": inbound("wamid.MEDIA02", "video", MEDIA, "Vídeo da coleta"),
-    "document": inbound("wamid.MEDIA03", "document", MEDIA, "Pedido"),
-    "sticker": inbound("wamid.MEDIA04", "sticker", MEDIA, ""),
+    "image": inbound(
+        "wamid.MEDIA00",
+        "image",
+        MEDIA,
+        "Foto do laudo",
+        media=MediaInfo(
+            kind="image",
+            media_id="900000000000001",
+            mime_type="image/jpeg",
+            sha256="aGFzaA==",
+            caption="Foto do laudo",
+        ),
+    ),
+    "audio": inbound(
+        "wamid.MEDIA01",
+        "audio",
+        MEDIA,
+        "",
+        media=MediaInfo(
+            kind="audio",
+            media_id="900000000000002",
+            mime_type="audio/ogg; codecs=opus",
+            sha256="aGFzaA==",
+            voice=True,
+        ),
+    ),
+    "video": inbound(
+        "wamid.MEDIA02",
+        "video",
+        MEDIA,
+        "Vídeo da coleta",
+        media=MediaInfo(
+            kind="video",
+            media_id="900000000000003",
+            mime_type="video/mp4",
+            sha256="aGFzaA==",
+            caption="Vídeo da coleta",
+        ),
+    ),
+    "document": inbound(
+        "wamid.MEDIA03",
+        "document",
+        MEDIA,
+        "Pedido",
+        media=MediaInfo(
+            kind="document",
+            media_id="900000000000004",
+            mime_type="application/pdf",
+            sha256="aGFzaA==",
+            caption="Pedido",
+            filename="pedido.pdf",
+        ),
+    ),
+    "sticker": inbound(
+        "wamid.MEDIA04",
+        "sticker",
+        MEDIA,
+        "",
+        media=MediaInfo(
+            kind="sticker", media_id="900000000000005", mime_type="image/webp", sha256="aGFzaA=="
+        ),
+    ),
     "location": inbound(
         "wamid.MEDIA05",
         "location",
         MEDIA,
         "Laboratório Central - Av. Paulista, 1000 (-23.5613, -46.6565)",
+        media=MediaInfo(
+            kind="location",
+            data={
+                "latitude": -23.5613,
+                "longitude": -46.6565,
+                "name": "Laboratório Central",
+                "address": "Av. Paulista, 1000",
+            },
+        ),
     ),
-    "contacts": inbound("wamid.MEDIA06", "contacts", MEDIA, "João Souza"),
+    "contacts": inbound(
+        "wamid.MEDIA06",
+        "contacts",
+        MEDIA,
+        "João Souza",
+        media=MediaInfo(
+            kind="contacts",
+            data={
+                "contacts": [
+                    {
+                        "name": "João Souza",
+                        "phones": [{"phone": "+55 11 91234-5678", "wa_id": "5511912345678"}],
+                    }
+                ]
+            },
+        ),
+    ),
     "reaction": inbound("wamid.REACTION01", "reaction", InboundKind.LOG_ONLY, "\U0001f44d"),
     "unsupported": inbound(
         "wamid.UNSUPPORTED01", "unsupported", InboundKind.LOG_ONLY, "poll_creation"
@@ -283,6 +366,7 @@ def test_optional_fields_may_be_missing() -> None:
                 kind=MEDIA,
                 customer=Customer(phone="5511987654321", user_id=""),
                 text="",
+                media=MediaInfo(kind="image", media_id="1"),
             ),
         )
     )
@@ -393,3 +477,64 @@ def test_mutated_valid_payloads_either_parse_or_raise_payload_error(document: ob
     # Any other exception fails the test: the parser never crashes on a shape.
     with contextlib.suppress(PayloadError):
         parse_payload(document)
+
+
+def test_broken_media_fields_read_as_empty_and_never_refuse_the_message() -> None:
+    document = load_fixture("audio")
+    _message_of(document)["audio"] = {
+        "id": 900000000000002,  # a number, not a string
+        "mime_type": ["audio/ogg"],
+        "sha256": None,
+        "voice": "true",  # only the JSON true is a voice note
+    }
+
+    (message,) = parse_payload(document).messages
+
+    assert (message.kind, message.media) == (MEDIA, MediaInfo(kind="audio"))
+
+
+@pytest.mark.parametrize(("length", "kept"), [(127, True), (128, True), (129, False)])
+def test_a_media_id_too_long_to_store_reads_as_empty(length: int, kept: bool) -> None:
+    document = load_fixture("image")
+    _message_of(document)["image"]["id"] = "9" * length
+
+    (message,) = parse_payload(document).messages
+
+    assert message.media is not None
+    assert message.media.media_id == ("9" * length if kept else "")
+
+
+def test_contact_cards_without_name_or_phones_and_broken_phones_are_skipped() -> None:
+    document = load_fixture("contacts")
+    _message_of(document)["contacts"] = [
+        {
+            "name": {"formatted_name": "Ana"},
+            "phones": [{"type": "CELL"}, "+55 11 1", {"wa_id": "5511"}],
+        },
+        {"name": {}, "phones": []},
+        "not a card",
+    ]
+
+    (message,) = parse_payload(document).messages
+
+    assert message.media == MediaInfo(
+        kind="contacts",
+        data={"contacts": [{"name": "Ana", "phones": [{"phone": "", "wa_id": "5511"}]}]},
+    )
+
+
+def test_a_location_without_coordinates_keeps_them_null() -> None:
+    document = load_fixture("location")
+    _message_of(document)["location"] = {"latitude": "-23.5", "name": "Lab"}
+
+    (message,) = parse_payload(document).messages
+
+    assert message.media == MediaInfo(
+        kind="location", data={"latitude": None, "longitude": None, "name": "Lab", "address": ""}
+    )
+
+
+def test_text_messages_carry_no_media() -> None:
+    (message,) = parse_webhook_body(fixture_bytes("text")).messages
+
+    assert message.media is None

@@ -1,0 +1,93 @@
+"""Anonymising a conversation deletes its media files from the storage, once it commits, and
+empties what described them."""
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.utils import timezone
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
+
+from conversations.models import Instance, MediaStatus, Message, MessageMedia, Session
+from conversations.privacy.retention import session_anonymise
+from tests import baker_recipes as recipes
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def media_root(settings: Settings, tmp_path: Path) -> Path:
+    settings.MEDIA_ROOT = str(tmp_path)
+    return tmp_path
+
+
+def media_of(session: Session, **fields: object) -> MessageMedia:
+    message = Message.objects.create(session=session, direction="INBOUND", message_type="image")
+    media: MessageMedia = MessageMedia.objects.create(message=message, **fields)
+    return media
+
+
+def test_anonymising_deletes_the_files_after_commit_and_empties_the_descriptions(
+    instance: Instance, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
+) -> None:
+    now = timezone.now()
+    session: Session = recipes.session.make(
+        instance=instance, state="CLOSED", closed_at=now - timedelta(days=400)
+    )
+    photo = media_of(
+        session,
+        kind="image",
+        media_id="900000000000001",
+        mime_type="image/jpeg",
+        sha256="aGFzaA==",
+        caption="Foto do laudo da Maria",
+        status=MediaStatus.DOWNLOADED,
+        file_size=4,
+    )
+    photo.file.save("laudo.jpg", ContentFile(b"\xff\xd8\xff\xe0"), save=True)
+    stored_name = str(photo.file.name)
+    place = media_of(
+        session,
+        kind="location",
+        status=MediaStatus.NOT_APPLICABLE,
+        data={"latitude": -23.5, "longitude": -46.6, "name": "Casa da Maria", "address": ""},
+    )
+    assert stored_name.startswith("whatsapp-media/")
+    assert default_storage.exists(stored_name)
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert session_anonymise(session.pk, now=now) is True
+    assert default_storage.exists(stored_name)  # nothing deleted before the commit
+
+    for callback in callbacks:
+        callback()
+
+    assert not default_storage.exists(stored_name)
+    photo.refresh_from_db()
+    place.refresh_from_db()
+    assert (
+        photo.file.name,
+        photo.caption,
+        photo.media_id,
+        photo.sha256,
+        photo.kind,
+        photo.mime_type,
+        photo.file_size,
+        photo.status,
+    ) == ("", "", "", "", "image", "image/jpeg", 4, MediaStatus.DOWNLOADED)
+    assert (place.data, place.kind) == ({}, "location")
+
+
+def test_a_conversation_without_media_files_registers_no_deletion(
+    instance: Instance, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
+) -> None:
+    now = timezone.now()
+    session: Session = recipes.session.make(instance=instance, state="CLOSED", closed_at=now)
+    media_of(session, kind="contacts", status=MediaStatus.NOT_APPLICABLE, data={"contacts": []})
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        session_anonymise(session.pk, now=now)
+
+    assert callbacks == []
