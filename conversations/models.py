@@ -353,6 +353,15 @@ class Message(models.Model):
         verbose_name=_("staff member"),
     )
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    # OUTBOUND ``interactive``: the Graph API's ``interactive`` object sent (reply buttons or a
+    # list, `whatsapp.interactive`); INBOUND: the reply the customer tapped
+    # ({"type": "button_reply" | "list_reply", "id", "title"}).
+    interactive = models.JSONField(_("interactive"), null=True, blank=True)
+    # The wamid of the message this one answers (WhatsApp's ``context.id``: a quoted reply).
+    reply_to_wamid = models.CharField(_("in reply to"), max_length=128, blank=True)
+    # The customer's reaction to this message (an emoji; empty when removed or never given).
+    reaction = models.CharField(_("reaction"), max_length=32, blank=True)
+    reaction_at = models.DateTimeField(_("reaction at"), null=True, blank=True)
 
     objects = MessageQuerySet.as_manager()
 
@@ -399,9 +408,19 @@ class MediaStatus(models.TextChoices):
 MEDIA_WITHOUT_FILE = frozenset({"location", "contacts"})
 
 
+class ReadingStatus(models.TextChoices):
+    """Where the bot's reading of a media is: an audio's transcription, an image's description.
+    A turn waits while a pending message's media is PENDING (`conversations.media_reading`)."""
+
+    NOT_READ = "", _("not read by the bot")
+    PENDING = "pending", _("being read by the bot")
+    DONE = "done", _("read by the bot")
+    FAILED = "failed", _("the bot could not read it")
+
+
 class MessageMedia(models.Model):
-    """What an inbound media message holds: Meta's metadata, the data of a location or contact
-    card, and, once downloaded, the file itself in the default storage."""
+    """What a media message holds: Meta's metadata, the data of a location or contact card, and,
+    once downloaded (inbound) or uploaded (staff's), the file itself in the default storage."""
 
     message = models.OneToOneField(
         Message, on_delete=models.CASCADE, related_name="media", verbose_name=_("message")
@@ -422,6 +441,12 @@ class MessageMedia(models.Model):
     downloaded_at = models.DateTimeField(_("downloaded at"), null=True, blank=True)
     # location: latitude, longitude, name, address; contacts: {"contacts": [{name, phones}]}.
     data = models.JSONField(_("data"), default=dict, blank=True)
+    # What the bot read in it: an audio's transcript, an image's description (a vision model).
+    transcript = models.TextField(_("transcript"), blank=True)
+    description = models.TextField(_("description"), blank=True)
+    reading_status = models.CharField(
+        _("reading"), max_length=16, choices=ReadingStatus.choices, blank=True
+    )
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
 
     class Meta:

@@ -150,6 +150,9 @@ class DemoSender:
     def send_template(self, **_kwargs: Any) -> SentMessage:
         return self._accept()
 
+    def send_interactive(self, **_kwargs: Any) -> SentMessage:
+        return self._accept()
+
     def mark_read(self, **_kwargs: Any) -> None:
         return None
 

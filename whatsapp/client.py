@@ -33,7 +33,7 @@ with a client per thread. The per-thread clients are kept until `close`.
 
 import ssl
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, Self
@@ -111,6 +111,17 @@ class WhatsAppSender(Protocol):
         callback_data: str = "",
     ) -> SentMessage: ...
 
+    def send_interactive(
+        self,
+        *,
+        phone_number_id: str,
+        access_token: str,
+        interactive: Mapping[str, Any],
+        to_phone: str = "",
+        to_user_id: str = "",
+        callback_data: str = "",
+    ) -> SentMessage: ...
+
     def mark_read(
         self, *, phone_number_id: str, access_token: str, wamid: str, typing_indicator: bool = True
     ) -> None: ...
@@ -152,6 +163,18 @@ class DryRunSender:
         name: str,
         language: str,
         parameters: Sequence[str] = (),
+        to_phone: str = "",
+        to_user_id: str = "",
+        callback_data: str = "",
+    ) -> SentMessage:
+        return SentMessage(wamid=f"{SIMULATED_WAMID_PREFIX}{uuid4()}")
+
+    def send_interactive(
+        self,
+        *,
+        phone_number_id: str,
+        access_token: str,
+        interactive: Mapping[str, Any],
         to_phone: str = "",
         to_user_id: str = "",
         callback_data: str = "",
@@ -284,6 +307,26 @@ class GraphClient:
             phone_number_id,
             access_token,
             {"type": "template", "template": template},
+            to_phone=to_phone,
+            to_user_id=to_user_id,
+            callback_data=callback_data,
+        )
+
+    def send_interactive(
+        self,
+        *,
+        phone_number_id: str,
+        access_token: str,
+        interactive: Mapping[str, Any],
+        to_phone: str = "",
+        to_user_id: str = "",
+        callback_data: str = "",
+    ) -> SentMessage:
+        """Send an interactive message (reply buttons or a list, `whatsapp.interactive`)."""
+        return self._send(
+            phone_number_id,
+            access_token,
+            {"type": "interactive", "interactive": dict(interactive)},
             to_phone=to_phone,
             to_user_id=to_user_id,
             callback_data=callback_data,

@@ -49,6 +49,7 @@ MAX_USER_ID_CHARS = 128
 MAX_TYPE_CHARS = 32
 MAX_STATUS_CHARS = 16
 MAX_CALLBACK_DATA_CHARS = 512
+MAX_REPLY_ID_CHARS = 256  # Meta's limit on a reply button's or list row's id
 MAX_ERROR_CODE = 2**31 - 1  # a 32-bit integer column
 # ASCII digits only: `\d` would also match other scripts' digits.
 _PHONE_RE = re.compile(r"^[0-9]{1,20}$")
@@ -152,6 +153,12 @@ class InboundMessage:
     timestamp_replaced: str = ""
     # UNSUPPORTED_MEDIA: the media's metadata (MediaInfo).
     media: MediaInfo | None = None
+    # An interactive reply: which one ("button_reply" or "list_reply") and the id our message
+    # gave the button or row tapped (its title is `text`).
+    reply_type: str = ""
+    reply_id: str = ""
+    # A reaction: the wamid of the message reacted to (`text` is the emoji, empty when removed).
+    reacted_wamid: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -504,6 +511,7 @@ def _message(
 
     identity_change = None
     media = None
+    reply_type = reply_id = reacted_wamid = ""
     if message_type == "system":
         kind = InboundKind.IDENTITY_CHANGE
         system = _object(item.get("system"), f"{where}.system")
@@ -520,6 +528,10 @@ def _message(
         kind, text = _content(item, message_type, where)
         if kind == InboundKind.UNSUPPORTED_MEDIA:
             media = _media_info(message_type, item.get(message_type))
+        reply_type, reply_id = _interactive_reply(item, message_type)
+        reacted_wamid = ""
+        if message_type == "reaction":
+            reacted_wamid = _text(_mapping(item, "reaction"), "message_id")[:MAX_WAMID_CHARS]
     if not phone and not user_id:
         raise PayloadError(f"{where}: no sender (neither from/wa_id nor from_user_id/user_id)")
     return InboundMessage(
@@ -534,7 +546,21 @@ def _message(
         identity_change=identity_change,
         timestamp_replaced=replaced,
         media=media,
+        reply_type=reply_type,
+        reply_id=reply_id,
+        reacted_wamid=reacted_wamid,
     )
+
+
+def _interactive_reply(item: dict[str, Any], message_type: str) -> tuple[str, str]:
+    """An interactive reply's type and the id of the button or row tapped ("", "" otherwise)."""
+    if message_type != "interactive":
+        return "", ""
+    interactive = _mapping(item, "interactive")
+    reply_type = _text(interactive, "type")
+    if reply_type not in INTERACTIVE_REPLY_TYPES:
+        return "", ""
+    return reply_type, _text(_mapping(interactive, reply_type), "id")[:MAX_REPLY_ID_CHARS]
 
 
 def _content(item: dict[str, Any], message_type: str, where: str) -> tuple[InboundKind, str]:

@@ -76,6 +76,7 @@ from conversations.models import (
 )
 from prompts_admin.models import RuntimeConfig
 from whatsapp.payload import (
+    MAX_WAMID_CHARS,
     Echo,
     InboundKind,
     InboundMessage,
@@ -194,13 +195,15 @@ MESSAGE_STORE_SQL = """INSERT INTO conversations_message (
     session_id, direction, message_type, agent, content, raw_response, json_part, code, action,
     error, turn_id, part_index, wa_message_id, wa_timestamp, processed_at, delivery_status,
     delivery_status_at, delivery_error_code, delivery_error_title, send_attempts,
-    last_send_attempt_at, staff_user_id, created_at
+    last_send_attempt_at, staff_user_id, created_at, interactive, reply_to_wamid, reaction,
+    reaction_at
 ) VALUES (
     %(session_id)s, %(direction)s, %(message_type)s, %(agent)s, %(content)s, %(raw_response)s,
     %(json_part)s, %(code)s, %(action)s, %(error)s, %(turn_id)s, %(part_index)s,
     %(wa_message_id)s, %(wa_timestamp)s, %(processed_at)s, %(delivery_status)s,
     %(delivery_status_at)s, %(delivery_error_code)s, %(delivery_error_title)s,
-    %(send_attempts)s, %(last_send_attempt_at)s, %(staff_user_id)s, %(created_at)s
+    %(send_attempts)s, %(last_send_attempt_at)s, %(staff_user_id)s, %(created_at)s,
+    %(interactive)s, %(reply_to_wamid)s, %(reaction)s, %(reaction_at)s
 )
 ON CONFLICT (wa_message_id) DO NOTHING
 RETURNING id"""
@@ -442,6 +445,15 @@ def _inbound_store(
         wa_timestamp=message.timestamp,
         processed_at=None if pending else context.now,
         created_at=context.now,
+        # An id too long to be a wamid quotes nothing we could have stored.
+        reply_to_wamid=message.context_wamid
+        if len(message.context_wamid) <= MAX_WAMID_CHARS
+        else "",
+        interactive=(
+            {"type": message.reply_type, "id": message.reply_id, "title": message.text}
+            if message.reply_type
+            else None
+        ),
     )
     if not message_store_once(stored):
         logger.info("whatsapp_message_duplicate", extra={"wamid": message.wamid})

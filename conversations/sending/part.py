@@ -19,6 +19,7 @@ from conversations.sending.senders import dry_run_reason_of, sender_for
 from conversations.sending.template_payload import TEMPLATE_MESSAGE_TYPE, template_of
 from whatsapp import CUSTOMER_SERVICE_WINDOW
 from whatsapp.client import DryRunSender, GraphAPIError, SentMessage, WhatsAppSender
+from whatsapp.interactive import INTERACTIVE_MESSAGE_TYPE
 from whatsapp.status_order import send_callback_data
 
 logger = logging.getLogger(__name__)
@@ -91,6 +92,9 @@ def _graph_send(
             parameters=template.parameters,
             **address,
         )
+    if message.message_type == INTERACTIVE_MESSAGE_TYPE and message.interactive:
+        # The buttons or list are in `interactive`; `content` is its body, as staff read it.
+        return sender.send_interactive(interactive=message.interactive, **address)
     return sender.send_text(body=message.content, **address)
 
 

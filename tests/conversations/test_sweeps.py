@@ -544,6 +544,9 @@ class SlowSender:
     def send_template(self, **kwargs: Any) -> SentMessage:
         raise AssertionError("the sweeps resend text parts only")
 
+    def send_interactive(self, **kwargs: Any) -> SentMessage:
+        raise AssertionError("the sweeps resend text parts only")
+
 
 def run_concurrently(work: Any, workers: int) -> None:
     barrier = threading.Barrier(workers)

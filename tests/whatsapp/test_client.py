@@ -8,6 +8,7 @@ from pytest_httpserver import HTTPServer
 
 from tests.fakes.graph_server import FakeGraphAPI
 from whatsapp.client import GraphAPIError, GraphClient, SentMessage
+from whatsapp.interactive import Option, reply_buttons
 
 PNID = "100000000000001"
 
@@ -242,4 +243,40 @@ def test_a_template_without_parameters_has_no_components(
         "recipient": "BR.1",
         "type": "template",
         "template": {"name": "ola", "language": {"code": "pt_BR"}},
+    }
+
+
+def test_send_interactive_posts_the_interactive_object_as_given(
+    graph: FakeGraphAPI, client: GraphClient
+) -> None:
+    buttons = reply_buttons(
+        "Seus dados estão corretos?",
+        [Option("confirm", "Confirmar"), Option("correct", "Corrigir")],
+    )
+
+    sent = client.send_interactive(
+        phone_number_id=PNID,
+        access_token="t",
+        interactive=buttons,
+        to_phone="5511987654321",
+        callback_data="m:7",
+    )
+
+    assert sent == SentMessage(wamid="wamid.FAKE0001")
+    assert graph.requests[0].json == {
+        "messaging_product": "whatsapp",
+        "recipient_type": "individual",
+        "to": "5511987654321",
+        "type": "interactive",
+        "interactive": {
+            "type": "button",
+            "body": {"text": "Seus dados estão corretos?"},
+            "action": {
+                "buttons": [
+                    {"type": "reply", "reply": {"id": "confirm", "title": "Confirmar"}},
+                    {"type": "reply", "reply": {"id": "correct", "title": "Corrigir"}},
+                ]
+            },
+        },
+        "biz_opaque_callback_data": "m:7",
     }

@@ -79,6 +79,8 @@ EXPECTED_MESSAGES = {
         InboundKind.TEXT,
         "Sim, confirmo",
         context_wamid="wamid.OUT01",
+        reply_type="button_reply",
+        reply_id="sim",
     ),
     "interactive_list_reply": inbound(
         "wamid.LISTREPLY01",
@@ -86,6 +88,8 @@ EXPECTED_MESSAGES = {
         InboundKind.TEXT,
         "Análise de água",
         context_wamid="wamid.OUT02",
+        reply_type="list_reply",
+        reply_id="agua",
     ),
     "button": inbound(
         "wamid.TPLBUTTON01",
@@ -188,7 +192,13 @@ EXPECTED_MESSAGES = {
             },
         ),
     ),
-    "reaction": inbound("wamid.REACTION01", "reaction", InboundKind.LOG_ONLY, "\U0001f44d"),
+    "reaction": inbound(
+        "wamid.REACTION01",
+        "reaction",
+        InboundKind.LOG_ONLY,
+        "\U0001f44d",
+        reacted_wamid="wamid.OUT01",
+    ),
     "unsupported": inbound(
         "wamid.UNSUPPORTED01", "unsupported", InboundKind.LOG_ONLY, "poll_creation"
     ),

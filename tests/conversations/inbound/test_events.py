@@ -70,25 +70,45 @@ def test_a_text_from_a_new_customer_opens_a_session_and_enqueues_its_turn_after_
 
 
 @pytest.mark.parametrize(
-    ("fixture", "message_type", "content"),
+    ("fixture", "message_type", "content", "interactive", "reply_to"),
     [
-        ("interactive_button_reply", "interactive", "Sim, confirmo"),
-        ("interactive_list_reply", "interactive", "Análise de água"),
-        ("button", "button", "Quero um orçamento"),
+        (
+            "interactive_button_reply",
+            "interactive",
+            "Sim, confirmo",
+            {"type": "button_reply", "id": "sim", "title": "Sim, confirmo"},
+            "wamid.OUT01",
+        ),
+        (
+            "interactive_list_reply",
+            "interactive",
+            "Análise de água",
+            {"type": "list_reply", "id": "agua", "title": "Análise de água"},
+            "wamid.OUT02",
+        ),
+        ("button", "button", "Quero um orçamento", None, "wamid.TPL01"),
     ],
 )
 def test_interactive_replies_and_template_buttons_become_pending_text(
-    instance: Instance, receive: Receiver, fixture: str, message_type: str, content: str
+    instance: Instance,
+    receive: Receiver,
+    fixture: str,
+    message_type: str,
+    content: str,
+    interactive: dict[str, str] | None,
+    reply_to: str,
 ) -> None:
     receive(fixture)
 
     session = Session.objects.get()
     [message] = messages(session, Direction.INBOUND)
-    assert (message.message_type, message.content, message.processed_at) == (
-        message_type,
-        content,
-        None,
-    )
+    assert (
+        message.message_type,
+        message.content,
+        message.processed_at,
+        message.interactive,
+        message.reply_to_wamid,
+    ) == (message_type, content, None, interactive, reply_to)
     assert receive.turns.calls == [session.pk]
 
 

@@ -239,6 +239,10 @@ MESSAGE_COLUMNS = [
     "last_send_attempt_at",
     "staff_user_id",
     "created_at",
+    "interactive",
+    "reply_to_wamid",
+    "reaction",
+    "reaction_at",
 ]
 
 

@@ -82,6 +82,36 @@ def test_a_message_is_posted_with_the_exact_body_and_headers_and_its_wamid_store
     ) == ("wamid.FAKE0001", "sent", 1, None)
 
 
+def test_an_interactive_message_is_posted_with_its_buttons_and_its_body_as_staff_read_it(
+    fake_graph: FakeGraphAPI, session: Session
+) -> None:
+    buttons = {
+        "type": "button",
+        "body": {"text": "Posso confirmar?"},
+        "action": {
+            "buttons": [{"type": "reply", "reply": {"id": "confirm", "title": "Confirmar"}}]
+        },
+    }
+    message = outbound(session, "Posso confirmar?", message_type="interactive", interactive=buttons)
+
+    assert send(message) == "sent"
+
+    assert fake_graph.requests[0].json == {
+        "messaging_product": "whatsapp",
+        "recipient_type": "individual",
+        "to": CUSTOMER_PHONE,
+        "type": "interactive",
+        "interactive": {
+            "type": "button",
+            "body": {"text": "Posso confirmar?"},
+            "action": {
+                "buttons": [{"type": "reply", "reply": {"id": "confirm", "title": "Confirmar"}}]
+            },
+        },
+        "biz_opaque_callback_data": f"message:{message.pk}",
+    }
+
+
 def test_the_instance_s_own_token_wins_over_the_default(
     fake_graph: FakeGraphAPI, session: Session
 ) -> None:
