@@ -3,8 +3,9 @@
 DESIGN.md §6 and seed 001: only the session's own messages (checked here again, whatever the
 history source returned); INBOUND → ``user``, OUTBOUND → ``assistant``; SYSTEM events and
 drafts stored with ``error="superseded"`` are left out; the newest `limit` are kept, oldest
-first; the current message is appended unless it already is the last user entry. Entries with
-blank content (nothing the model could read) are left out too. Pure module.
+first; the current message is appended unless it already is the last user entry. A media
+message reads as its marker or transcript (`agents.media_markers`); entries with nothing the
+model could read are left out. Pure module.
 
 What the team wrote to the customer (a staff reply or template while the session was with a
 human) stays in the history once the conversation is given back to the bot, as an
@@ -46,13 +47,11 @@ def select_history(
         for entry in own
         if entry.direction in ROLE_FOR_DIRECTION
         and entry.error != SUPERSEDED
-        and entry.content.strip()
+        and entry.text.strip()
     ]
     kept = kept[-limit:] if limit > 0 else []
     messages = [
-        ChatMessage(
-            ROLE_FOR_DIRECTION[e.direction], STAFF_MARK + e.content if e.staff else e.content
-        )
+        ChatMessage(ROLE_FOR_DIRECTION[e.direction], STAFF_MARK + e.text if e.staff else e.text)
         for e in kept
     ]
     if current_message is not None and current_message.strip():

@@ -26,6 +26,7 @@ AGENT_LABELS: Mapping[AgentName, str] = {
     AgentName.COLETA: "collection",
     AgentName.ORCHESTRATOR: "orchestrator",
     AgentName.SUMMARY: "summary",
+    AgentName.MEDIA: "media reading",
 }
 
 STATE_LABELS: Mapping[SessionState, str] = {
@@ -52,6 +53,8 @@ HANDOFF_REASON_LABELS: Mapping[HandoffReason, str] = {
     HandoffReason.ROUTING_LOOP: "routing loop",
     HandoffReason.STAFF_TAKEOVER: "taken over by staff",
     HandoffReason.STRATEGIC_COMPANY: "strategic company",
+    HandoffReason.MEDIA: "media",
+    HandoffReason.TRANSCRIPTION_FAILED: "the audio could not be transcribed",
 }
 
 HANDOFF_MOTIVE_LABELS: Mapping[HandoffMotive, str] = {

@@ -5,13 +5,14 @@ the real adapter for the OpenAI Responses API. Errors are typed so the pipeline 
 precise handoff reason.
 """
 
+import base64
 import contextlib
 import functools
 import logging
 import ssl
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Role = Literal["user", "assistant"]
-CallPurpose = Literal["agent", "repair", "summary"]
+CallPurpose = Literal["agent", "repair", "summary", "transcription", "description"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,22 @@ class LLMClient(Protocol):
         messages: Sequence[ChatMessage],
         purpose: CallPurpose,
     ) -> LLMCallResult: ...
+
+
+class MediaReader(Protocol):
+    """What the bot needs to read a customer's media: a voice note as text, an image described."""
+
+    def transcribe(
+        self, *, model: str, audio: bytes, filename: str, mime_type: str, language: str
+    ) -> LLMCallResult:
+        """The audio's transcript as `raw_response`."""
+        ...
+
+    def describe(
+        self, *, model: str, image: bytes, mime_type: str, instructions: str
+    ) -> LLMCallResult:
+        """A description of the image as `raw_response` (Responses API, ``input_image``)."""
+        ...
 
 
 class OpenAIClient:
@@ -189,37 +206,79 @@ class OpenAIClient:
         messages: Sequence[ChatMessage],
         purpose: CallPurpose,
     ) -> LLMCallResult:
+        import httpx2
+
+        payload: list[Any] = [{"role": m.role, "content": m.content} for m in messages]
+        body = {"model": model, "store": False, "instructions": instructions, "input": payload}
+
+        def send(sdk: "openai.OpenAI") -> Any:
+            # POST /responses through the SDK's generic `post`, its documented way to call
+            # an endpoint as given: the SDK still sends the request (key, base URL, timeouts,
+            # its typed errors), and hands back the HTTP response, whose JSON is read here.
+            # `responses.create` would walk every message of the history through its
+            # request transform to return them unchanged, and build a typed model of the
+            # whole response for the three fields read: together a third of a turn's model
+            # call in CPU (bench/worker_cpu.py). The body sent is the same
+            # (tests/agents/test_openai_client.py).
+            return sdk.post("/responses", body=body, cast_to=httpx2.Response).json()
+
+        return self._call(model=model, purpose=purpose, send=send, read=_result_from)
+
+    def transcribe(
+        self, *, model: str, audio: bytes, filename: str, mime_type: str, language: str
+    ) -> LLMCallResult:
+        """``audio.transcriptions.create`` (multipart upload of the file, JSON answer)."""
+
+        def send(sdk: "openai.OpenAI") -> Any:
+            return sdk.audio.transcriptions.create(
+                model=model,
+                file=(filename, audio, mime_type),
+                language=language,
+                response_format="json",
+            )
+
+        return self._call(model=model, purpose="transcription", send=send, read=_transcript_from)
+
+    def describe(
+        self, *, model: str, image: bytes, mime_type: str, instructions: str
+    ) -> LLMCallResult:
+        import httpx2
+
+        data_url = f"data:{mime_type};base64,{base64.b64encode(image).decode()}"
+        body = {
+            "model": model,
+            "store": False,
+            "instructions": instructions,
+            "input": [
+                {"role": "user", "content": [{"type": "input_image", "image_url": data_url}]}
+            ],
+        }
+
+        def send(sdk: "openai.OpenAI") -> Any:
+            return sdk.post("/responses", body=body, cast_to=httpx2.Response).json()
+
+        return self._call(model=model, purpose="description", send=send, read=_result_from)
+
+    def _call(
+        self,
+        *,
+        model: str,
+        purpose: CallPurpose,
+        send: "Callable[[openai.OpenAI], Any]",
+        read: Callable[[Any, str, int, int], LLMCallResult],
+    ) -> LLMCallResult:
+        """`send` with this client's retry policy (see the class docstring); its answer `read`."""
         started = time.perf_counter()
         if not self._api_key:
             # No request is sent; the pipeline hands off like for any provider failure.
             raise LLMProviderError("OPENAI_API_KEY is not set", attempts=0)
-        import httpx2
         import openai
 
-        payload: list[Any] = [{"role": m.role, "content": m.content} for m in messages]
         max_attempts = 1 + self.retry_max
         last_error: LLMError | None = None
         for attempt in range(1, max_attempts + 1):
             try:
-                # POST /responses through the SDK's generic `post`, its documented way to call
-                # an endpoint as given: the SDK still sends the request (key, base URL, timeouts,
-                # its typed errors), and hands back the HTTP response, whose JSON is read here.
-                # `responses.create` would walk every message of the history through its
-                # request transform to return them unchanged, and build a typed model of the
-                # whole response for the three fields read: together a third of a turn's model
-                # call in CPU (bench/worker_cpu.py). The body sent is the same
-                # (tests/agents/test_openai_client.py).
-                response = self._sdk().post(
-                    "/responses",
-                    body={
-                        "model": model,
-                        "store": False,
-                        "instructions": instructions,
-                        "input": payload,
-                    },
-                    cast_to=httpx2.Response,
-                )
-                body = response.json()
+                answer = send(self._sdk())
             except ValueError as exc:  # a 2xx whose body is not JSON
                 raise LLMProviderError(
                     "malformed response: not JSON",
@@ -253,7 +312,7 @@ class OpenAIClient:
                     },
                 )
                 continue
-            return _result_from(body, model, attempt, _elapsed_ms(started))
+            return read(answer, model, attempt, _elapsed_ms(started))
         # Unreachable: the loop either returns or raises on its last attempt.
         raise last_error or LLMProviderError("no attempt made", attempts=0)
 
@@ -343,6 +402,25 @@ def _result_from(body: Any, model: str, attempts: int, latency_ms: int) -> LLMCa
         model=body.get("model") or model,
         tokens_input=int(usage.get("input_tokens") or 0),
         tokens_output=int(usage.get("output_tokens") or 0),
+        latency_ms=latency_ms,
+        attempts=attempts,
+    )
+
+
+def _transcript_from(answer: Any, model: str, attempts: int, latency_ms: int) -> LLMCallResult:
+    """The result of ``audio.transcriptions.create``: its text, and its token usage when the
+    model reports one (the gpt-4o transcription models do; whisper-1 reports seconds)."""
+    text = getattr(answer, "text", None)
+    if not isinstance(text, str) or not text.strip():
+        raise LLMProviderError("empty transcript", attempts=attempts, latency_ms=latency_ms)
+    usage = getattr(answer, "usage", None)
+    tokens_input = getattr(usage, "input_tokens", 0) if usage is not None else 0
+    tokens_output = getattr(usage, "output_tokens", 0) if usage is not None else 0
+    return LLMCallResult(
+        raw_response=text.strip(),
+        model=model,
+        tokens_input=int(tokens_input or 0),
+        tokens_output=int(tokens_output or 0),
         latency_ms=latency_ms,
         attempts=attempts,
     )

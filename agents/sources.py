@@ -12,6 +12,7 @@ from uuid import UUID
 
 from agents.context import CatalogSnapshot, PackageInfo
 from agents.llm import CallPurpose, LLMCallResult, LLMError
+from agents.media_markers import MediaView, media_text
 from agents.states import PROMPT_AGENTS, AgentName
 
 # Values of conversations.models.Direction (agents never imports conversations).
@@ -75,6 +76,13 @@ class HistoryEntry:
     message_id: int | None = None
     # OUTBOUND written by a member of the team (a staff reply or template), not by the model.
     staff: bool = False
+    # A media message's readable part: the model reads `agents.media_markers.media_text` of it.
+    media: MediaView | None = None
+
+    @property
+    def text(self) -> str:
+        """What the model reads of this row: the media's marker or transcript, else the text."""
+        return media_text(self.media) if self.media is not None else self.content
 
 
 class PromptSource(Protocol):

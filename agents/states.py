@@ -13,6 +13,7 @@ class AgentName(StrEnum):
     # Used only in the log, never chosen by the state machine.
     ORCHESTRATOR = "orchestrator"
     SUMMARY = "summary"
+    MEDIA = "media"  # the reading of a customer's media (transcription, image description)
 
 
 PROMPT_AGENTS: tuple[AgentName, ...] = (
@@ -61,6 +62,8 @@ class HandoffReason(StrEnum):
     ROUTING_LOOP = "routing_loop"
     STAFF_TAKEOVER = "staff_takeover"
     STRATEGIC_COMPANY = "strategic_company"
+    MEDIA = "media"  # the customer sent only media the bot could not read
+    TRANSCRIPTION_FAILED = "transcription_failed"
 
 
 class HandoffMotive(StrEnum):

@@ -370,6 +370,12 @@ OPENAI_MODEL_TRIAGE = env.str("OPENAI_MODEL_TRIAGE", default="gpt-4o-mini")
 OPENAI_MODEL_QUALIFICATION = env.str("OPENAI_MODEL_QUALIFICATION", default="gpt-4o-mini")
 OPENAI_MODEL_COLLECTION = env.str("OPENAI_MODEL_COLLECTION", default="gpt-4o-mini")
 OPENAI_MODEL_SUMMARY = env.str("OPENAI_MODEL_SUMMARY", default="gpt-4o-mini")
+# What the bot reads of a customer's media (conversations.media_reading): voice notes
+# transcribed (on whenever a model key is set), images described by a vision model (off).
+TRANSCRIBE_AUDIO = env.bool("TRANSCRIBE_AUDIO", default=bool(OPENAI_API_KEY))
+OPENAI_MODEL_TRANSCRIPTION = env.str("OPENAI_MODEL_TRANSCRIPTION", default="gpt-4o-mini-transcribe")
+DESCRIBE_IMAGES = env.bool("DESCRIBE_IMAGES", default=False)
+OPENAI_MODEL_VISION = env.str("OPENAI_MODEL_VISION", default="gpt-4o-mini")
 LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=30.0)
 LLM_RETRY_MAX = env.int("LLM_RETRY_MAX", default=1)
 # The provider's circuit breaker (agents/circuit.py): this many provider failures in a row within

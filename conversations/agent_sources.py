@@ -28,6 +28,7 @@ from agents.sources import (
     PromptSource,
 )
 from agents.states import AgentName
+from conversations.media_views import MEDIA_COLUMNS_SQL, MEDIA_JOIN_SQL, media_view_of
 from conversations.message_order import conversation_order
 from conversations.models import Direction, LLMCall, Message
 from conversations.prometheus import model_call_observed
@@ -47,11 +48,16 @@ _VERSION_CHARS = LLMCall._meta.get_field("prompt_version").max_length or 32
 # WhatsApp refused (e.g. 131047 outside the 24-hour window: the customer never saw it, so the
 # model must not believe it was said) or an empty text; newest first by id (`NEWEST_FIRST`),
 # limited, then put in conversation order.
-HISTORY_SQL = """SELECT id, session_id, direction, content, error, wa_timestamp, staff_user_id
-    FROM conversations_message
-    WHERE session_id = %s AND direction IN ('INBOUND', 'OUTBOUND') AND error <> 'superseded'
-        AND delivery_status <> 'failed' AND content <> ''{before}
-    ORDER BY id DESC LIMIT %s"""
+# A media message comes with its readable part (the one-to-one MessageMedia, on its unique
+# index), which the model reads instead of the text (`agents.media_markers`).
+HISTORY_SQL = f"""SELECT m.id, m.session_id, m.direction, m.content, m.error, m.wa_timestamp,
+        m.staff_user_id, {MEDIA_COLUMNS_SQL}
+    FROM conversations_message m
+    {MEDIA_JOIN_SQL}
+    WHERE m.session_id = %s AND m.direction IN ('INBOUND', 'OUTBOUND')
+        AND m.error <> 'superseded' AND m.delivery_status <> 'failed'
+        AND (m.content <> '' OR mm.id IS NOT NULL){{before}}
+    ORDER BY m.id DESC LIMIT %s"""
 _CREATED_AT = Message._meta.get_field("created_at")
 
 
@@ -68,7 +74,7 @@ class DatabaseHistorySource:
         params: list[object] = [session_id]
         before = ""
         if self._before is not None:
-            before = " AND created_at < %s"
+            before = " AND m.created_at < %s"
             params.append(
                 _CREATED_AT.get_db_prep_value(self._before, connections[Message.objects.db])
             )
@@ -83,6 +89,7 @@ class DatabaseHistorySource:
                 error=m.error,
                 message_id=m.pk,
                 staff=m.direction == Direction.OUTBOUND and m.staff_user_id is not None,
+                media=media_view_of(m),
             )
             for m in messages
         ]

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from django.conf import settings
 from django.db import connections
 
-from agents.llm import CallPurpose, ChatMessage, LLMCallResult, LLMClient
+from agents.llm import CallPurpose, ChatMessage, LLMCallResult, LLMClient, MediaReader
 
 
 def worker_connection_pool_enable() -> bool:
@@ -71,4 +71,27 @@ class ConnectionReleasingClient:
         pooled_connections_release()
         return self.inner.chat(
             model=model, instructions=instructions, messages=messages, purpose=purpose
+        )
+
+
+class ConnectionReleasingReader:
+    """A `MediaReader` that gives the thread's pooled connections back before each model call."""
+
+    def __init__(self, inner: MediaReader) -> None:
+        self.inner = inner
+
+    def transcribe(
+        self, *, model: str, audio: bytes, filename: str, mime_type: str, language: str
+    ) -> LLMCallResult:
+        pooled_connections_release()
+        return self.inner.transcribe(
+            model=model, audio=audio, filename=filename, mime_type=mime_type, language=language
+        )
+
+    def describe(
+        self, *, model: str, image: bytes, mime_type: str, instructions: str
+    ) -> LLMCallResult:
+        pooled_connections_release()
+        return self.inner.describe(
+            model=model, image=image, mime_type=mime_type, instructions=instructions
         )

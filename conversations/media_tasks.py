@@ -1,12 +1,17 @@
-"""The download of a customer's media file, enqueued after the webhook's commit; the work is in
-`conversations.media`."""
+"""The download of a customer's media file, enqueued after the webhook's commit, and the bot's
+reading of it right after (`conversations.media_reading`); the work is in `conversations.media`
+and `conversations.media_reading`."""
 
 from typing import Any
 
 from celery import shared_task
+from django.db import transaction
 from django.utils import timezone
 
-from conversations.media import media_download
+from conversations.agent_sources import DatabaseCallRecorder
+from conversations.media import DownloadOutcome, media_download
+from conversations.media_reading import media_read
+from conversations.provider_circuit import process_media_reader
 from conversations.sending.worker import graph_client
 
 # Meta's media URL lives about five minutes: the retries end within about four.
@@ -19,18 +24,28 @@ def download_message_media(self: Any, media_pk: int) -> str:
         # Eager mode (tests, the embedded default): the attempts run in this process, at once.
         for attempt in range(len(MEDIA_RETRY_COUNTDOWNS) + 1):
             last = attempt == len(MEDIA_RETRY_COUNTDOWNS)
-            outcome = media_download(
-                media_pk, client=graph_client(), now=timezone.now(), last_attempt=last
-            )
+            outcome = _attempt(media_pk, last=last)
             if not outcome.retry:
                 break
-        return outcome.status
+        return _read(media_pk, outcome)
     attempt = self.request.retries
-    last = attempt >= len(MEDIA_RETRY_COUNTDOWNS)
-    outcome = media_download(media_pk, client=graph_client(), now=timezone.now(), last_attempt=last)
+    outcome = _attempt(media_pk, last=attempt >= len(MEDIA_RETRY_COUNTDOWNS))
     if outcome.retry:
         raise self.retry(countdown=MEDIA_RETRY_COUNTDOWNS[attempt])
-    return outcome.status
+    return _read(media_pk, outcome)
+
+
+def _attempt(media_pk: int, *, last: bool) -> DownloadOutcome:
+    return media_download(media_pk, client=graph_client(), now=timezone.now(), last_attempt=last)
+
+
+def _read(media_pk: int, downloaded: DownloadOutcome) -> str:
+    """The bot's reading once the download ended (a failed download fails a pending reading);
+    the message's turn, which waited for it, is enqueued."""
+    reading = media_read(media_pk, reader=process_media_reader(), recorder=DatabaseCallRecorder())
+    if reading.message_pending:
+        transaction.on_commit(lambda: publishers.enqueue_turn(reading.session_id), robust=True)
+    return downloaded.status
 
 
 def enqueue_media_download(media_pk: int) -> None:

@@ -566,10 +566,13 @@ class LLMCallPurpose(models.TextChoices):
     AGENT = "agent", _("agent")
     REPAIR = "repair", _("format repair")
     SUMMARY = "summary", _("operational summary")
+    TRANSCRIPTION = "transcription", _("audio transcription")
+    DESCRIPTION = "description", _("image description")
 
 
 class LLMCall(models.Model):
-    """One model call (agent, repair or summary): its cost, outcome and what it was built from."""
+    """One model call (agent, repair, summary or the reading of a media): its cost, outcome and
+    what it was built from."""
 
     session = models.ForeignKey(
         Session, on_delete=models.CASCADE, related_name="llm_calls", verbose_name=_("conversation")

@@ -23,8 +23,8 @@ from agents.circuit import (
     CircuitSnapshot,
     CircuitState,
 )
-from agents.llm import LLMClient, OpenAIClient
-from conversations.db_connections import ConnectionReleasingClient
+from agents.llm import LLMClient, MediaReader, OpenAIClient
+from conversations.db_connections import ConnectionReleasingClient, ConnectionReleasingReader
 from conversations.models import ProviderCircuit
 
 T = TypeVar("T")
@@ -104,6 +104,20 @@ def process_llm_client() -> LLMClient:
             settings.LLM_TIMEOUT_SECONDS,
             settings.LLM_RETRY_MAX,
         )
+
+
+def process_media_reader() -> MediaReader:
+    """This process's OpenAI client as the media reader (transcriptions, image descriptions),
+    giving the thread's pooled connection back before each request; outside the circuit breaker,
+    whose state is the customers' turns' (a failed transcription hands off on its own)."""
+    with _client_lock:
+        client = _openai_client(
+            settings.OPENAI_API_KEY,
+            settings.OPENAI_BASE_URL,
+            settings.LLM_TIMEOUT_SECONDS,
+            settings.LLM_RETRY_MAX,
+        )
+    return ConnectionReleasingReader(client)
 
 
 _client_lock = threading.Lock()

@@ -89,11 +89,12 @@ class InboundKind(StrEnum):
     """What the channel does with a customer's message."""
 
     TEXT = "text"  # text, interactive reply or template button: becomes part of a turn
-    UNSUPPORTED_MEDIA = "unsupported_media"  # logged and answered with the fixed text
+    # image, audio, video, document, sticker, location, contacts: kept with their `MediaInfo`
+    MEDIA = "media"
     LOG_ONLY = "log_only"  # reaction, unsupported and unknown types: logged only
     IDENTITY_CHANGE = "identity_change"  # `system`: the customer's phone or user id changed
     # Its id and sender are readable, the rest is not (`InboundMessage.reason` says why): stored
-    # and answered with the fixed unsupported-content text, like media.
+    # and answered with the fixed unsupported-content text.
     UNREADABLE = "unreadable"
 
 
@@ -151,7 +152,7 @@ class InboundMessage:
     reason: str = ""
     # The timestamp Meta sent, when it was out of range and replaced by the reception time.
     timestamp_replaced: str = ""
-    # UNSUPPORTED_MEDIA: the media's metadata (MediaInfo).
+    # MEDIA: the media's metadata (MediaInfo).
     media: MediaInfo | None = None
     # An interactive reply: which one ("button_reply" or "list_reply") and the id our message
     # gave the button or row tapped (its title is `text`).
@@ -526,7 +527,7 @@ def _message(
         text = _text(system, "body")
     else:
         kind, text = _content(item, message_type, where)
-        if kind == InboundKind.UNSUPPORTED_MEDIA:
+        if kind == InboundKind.MEDIA:
             media = _media_info(message_type, item.get(message_type))
         reply_type, reply_id = _interactive_reply(item, message_type)
         reacted_wamid = ""
@@ -578,7 +579,7 @@ def _content(item: dict[str, Any], message_type: str, where: str) -> tuple[Inbou
         # Flow replies, product enquiries...: nothing the agents can read as text.
         return InboundKind.LOG_ONLY, ""
     if message_type in MEDIA_TYPES:
-        return InboundKind.UNSUPPORTED_MEDIA, _media_summary(message_type, body)
+        return InboundKind.MEDIA, _media_summary(message_type, body)
     if message_type == "reaction":
         return InboundKind.LOG_ONLY, _text(body if isinstance(body, dict) else None, "emoji")
     if message_type == "unsupported":

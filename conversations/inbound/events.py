@@ -11,9 +11,14 @@ Messages, by kind (`InboundKind`):
   null, ``wa_timestamp`` from the payload) and, in a bot state, the session's turn is enqueued
   once per delivery with ``transaction.on_commit`` through `enqueue_turn`; in HUMAN they are
   logged as read by staff (``processed_at`` set), since no turn will consume them;
-- image, audio, video, document, sticker, location and contacts are logged (``processed_at``
-  set); in a bot state the session gets RuntimeConfig's unsupported-media text as an OUTBOUND
-  message, once per session per delivery, sent through `enqueue_send` after commit (no LLM);
+- image, audio, video, document, sticker, location and contacts are kept with their metadata
+  (`MessageMedia`), the file downloaded after the commit (`conversations.media_tasks`); in a bot
+  state they are pending like text, and the agents read them as a marker or a transcript
+  (`agents.media_markers`). A media the bot reads first (`conversations.media_reading`: a voice
+  note transcribed, an image described) enqueues no turn: the end of its reading does. An audio
+  when nothing transcribes it is logged (``processed_at`` set) and, in a bot state, the session
+  gets RuntimeConfig's media text as an OUTBOUND message, once per session per delivery, sent
+  through `enqueue_send` after commit (no LLM);
 - a message the parser could not read but whose id and sender it could (``UNREADABLE``, e.g. an
   ``interactive`` WhatsApp itself failed to render) is logged as type ``unsupported`` with the
   reason in ``error`` and, in a bot state, answered like media (no LLM); the delivery's other
@@ -64,6 +69,7 @@ from conversations.inbound.session_rules import (
     turn_queue,
     waits_for_turn,
 )
+from conversations.media_reading import bot_reads, reading_for
 from conversations.models import (
     MEDIA_WITHOUT_FILE,
     DeliveryStatus,
@@ -71,6 +77,7 @@ from conversations.models import (
     MediaStatus,
     Message,
     MessageMedia,
+    ReadingStatus,
     Session,
     WebhookOutcome,
 )
@@ -310,17 +317,25 @@ def _text_receive(context: ApplyContext, message: InboundMessage) -> None:
 
 
 def _media_receive(context: ApplyContext, message: InboundMessage) -> None:
-    """Media and unreadable messages: logged, and answered once per session with RuntimeConfig's
-    text in a bot state (no LLM)."""
+    """Media: kept with its metadata, the file downloaded after the commit; in a bot state part
+    of a turn like text (its turn waits while the bot reads it: a transcription, a description).
+    A media the bot cannot read (an audio without transcription) and an unreadable message are
+    answered once per session with RuntimeConfig's text in a bot state (no LLM)."""
     received = _inbound_store(context, message)
     if received is None:
         return
     session, stored = received
+    reading: str = ReadingStatus.NOT_READ
     if message.media is not None:
         media = _media_store(stored, message.media, now=context.now)
+        reading = media.reading_status
         if media.status == MediaStatus.PENDING:
             context.outbox.media_downloads.append(media.pk)
-    if session.state in BOT_STATES and session.pk not in context.outbox.answered_media:
+    if stored.processed_at is None:
+        if reading != ReadingStatus.PENDING:
+            context.outbox.turn(session)
+        # else the end of the reading enqueues the turn (conversations.media_tasks)
+    elif session.state in BOT_STATES and session.pk not in context.outbox.answered_media:
         _unsupported_media_answer(context, session)
     _log_received(message, session, stored)
 
@@ -335,11 +350,13 @@ def _media_download_enqueue(media_pk: int) -> None:
 def _media_store(stored: Message, media: MediaInfo, *, now: datetime) -> MessageMedia:
     """The media's metadata next to its message, in the delivery's transaction: a file waits for
     its download (pending), or fails at once when Meta sent no usable media id."""
-    status, error = MediaStatus.PENDING, ""
+    status, error, reading = MediaStatus.PENDING, "", reading_for(media.kind)
     if media.kind in MEDIA_WITHOUT_FILE:
         status = MediaStatus.NOT_APPLICABLE
     elif not media.media_id:
         status, error = MediaStatus.FAILED, "no media id in the webhook"
+        if reading == ReadingStatus.PENDING:
+            reading = ReadingStatus.FAILED  # nothing to read: an audio's turn hands off
     return MessageMedia.objects.create(
         message=stored,
         kind=media.kind,
@@ -351,6 +368,7 @@ def _media_store(stored: Message, media: MediaInfo, *, now: datetime) -> Message
         voice=media.voice,
         status=status,
         error=error,
+        reading_status=reading,
         data=media.data,
         created_at=now,
     )
@@ -411,7 +429,7 @@ MessageHandler = Callable[[ApplyContext, InboundMessage], None]
 # What each kind of message does (`InboundKind` says what a kind is).
 MESSAGE_HANDLERS: dict[InboundKind, MessageHandler] = {
     InboundKind.TEXT: _text_receive,
-    InboundKind.UNSUPPORTED_MEDIA: _media_receive,
+    InboundKind.MEDIA: _media_receive,
     InboundKind.UNREADABLE: _media_receive,
     InboundKind.LOG_ONLY: _log_only_receive,
     InboundKind.IDENTITY_CHANGE: _identity_change,
@@ -434,7 +452,9 @@ def _inbound_store(
     )
     if session is None:
         return None  # not one of our numbers
-    pending = waits_for_turn(message.kind, session.state)
+    pending = waits_for_turn(message.kind, session.state) and (
+        message.media is None or bot_reads(message.media.kind)
+    )
     stored = Message(
         session=session,
         direction=Direction.INBOUND,

@@ -309,9 +309,10 @@ def session_identity_update(session: Session, changes: dict[str, str]) -> None:
 
 
 def waits_for_turn(kind: InboundKind, state: str) -> bool:
-    """Whether an INBOUND message is stored pending (``processed_at`` NULL) for a turn: text,
-    while a bot holds the session. In HUMAN staff read it in admin; media get a fixed answer."""
-    return kind is InboundKind.TEXT and state in BOT_STATES
+    """Whether an INBOUND message is stored pending (``processed_at`` NULL) for a turn: text and
+    media (those the bot reads, `conversations.media_reading.bot_reads`), while a bot holds the
+    session. In HUMAN staff read it in admin; an unreadable message gets a fixed answer."""
+    return kind in (InboundKind.TEXT, InboundKind.MEDIA) and state in BOT_STATES
 
 
 # --- queued turn -------------------------------------------------------------------------------

@@ -153,10 +153,21 @@ def _media_erase(session: Session) -> None:
     """The media of the session's messages: the files are deleted from the storage once the
     anonymisation commits (a rollback keeps them), and what described them — caption, file name,
     Meta's media id (with which it could be downloaded again) and hash, a location or contact
-    cards — is emptied; the kind, MIME type, size and download status stay for the aggregates."""
+    cards, the transcript and the description — is emptied; the kind, MIME type, size and
+    download status stay for the aggregates."""
     media = MessageMedia.objects.filter(message__session=session)
     names = [name for name in media.exclude(file="").values_list("file", flat=True) if name]
-    media.update(caption="", filename="", media_id="", sha256="", data={}, error="", file="")
+    media.update(
+        caption="",
+        filename="",
+        media_id="",
+        sha256="",
+        data={},
+        error="",
+        file="",
+        transcript="",
+        description="",
+    )
     if names:
         transaction.on_commit(partial(_files_delete, names), robust=True)
 

@@ -28,8 +28,11 @@ class Turn:
     state: SessionState
     inbound_ids: tuple[int, ...]
     last_inbound_id: int
-    # What the customer wrote this turn (searched for a strategic company's name or CNPJ).
+    # What the customer wrote this turn (searched for a strategic company's name or CNPJ); a
+    # media message as the agents read it (`agents.media_markers`).
     texts: tuple[str, ...] = ()
+    # The turn's media say it goes to a human before any model call (`media_handoff`).
+    media_handoff: HandoffReason | None = None
     # The prompt versions this turn pinned (the session's first turn; None: pinned before).
     # The commit writes them only if the session has none yet.
     pin: Mapping[str, str] | None = None

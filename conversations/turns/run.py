@@ -16,12 +16,16 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from enum import StrEnum
 from uuid import UUID, uuid4
 
+from agents.media_markers import media_handoff, media_text
 from agents.sources import prompt_versions_of
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.lease import lease_claim, lease_release
+from conversations.media_reading import READING_WAIT
+from conversations.media_views import media_being_read, media_view_of
 from conversations.models import Message
 from conversations.privacy.retention import late_calls_scrub
 from conversations.prometheus import turn_counted
@@ -44,6 +48,8 @@ class ProcessOutcome(StrEnum):
     BUSY = "busy"  # another worker holds the lease: it will drain this session
     DRAINED = "drained"  # no pending inbound message is left
     LEASE_LOST = "lease_lost"  # the lease expired and another worker took it over
+    # A pending message's media is being read: the end of the reading enqueues the turn.
+    AWAITING_MEDIA = "awaiting_media"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,12 @@ class ProcessReport:
 
 
 # --- The use case -------------------------------------------------------------------------------
+
+
+def _reading_awaited(pending: Sequence[Message], *, now: datetime) -> bool:
+    """Whether a pending message's media is still being read (within `READING_WAIT`: a reading
+    older than that was lost, and the turn goes on without it)."""
+    return any(media_being_read(m) and m.created_at > now - READING_WAIT for m in pending)
 
 
 def session_process(
@@ -86,6 +98,20 @@ def session_process(
                 token = lease_claim(session_id=session_id, now=deps.clock(), ttl=config.lease_ttl)
                 if token is None:
                     return ProcessReport(ProcessOutcome.DRAINED, turns, superseded)
+                continue
+            if _reading_awaited(pending, now=deps.clock()):
+                lease_release(session_id=session_id, token=token)
+                token = None
+                # A reading that ended while we held the lease found it taken and its turn
+                # left: look once more, and take the lease back if nothing is being read now.
+                if _reading_awaited(
+                    session_pending_inbound(session_id=session_id), now=deps.clock()
+                ):
+                    logger.info("turn_awaits_media", extra={"session_id": session_id})
+                    return ProcessReport(ProcessOutcome.AWAITING_MEDIA, turns, superseded)
+                token = lease_claim(session_id=session_id, now=deps.clock(), ttl=config.lease_ttl)
+                if token is None:
+                    return ProcessReport(ProcessOutcome.BUSY, turns, superseded)
                 continue
             outcome = _process_turn(
                 session_id=session_id,
@@ -121,6 +147,7 @@ def _process_turn(
     """One turn: read it, think it through, commit it; a HUMAN or CLOSED session's is skipped."""
     session = session_with_instance(session_id=session_id)
     last = pending[-1]
+    media = [media_view_of(m) for m in pending]
     turn = Turn(
         session_id=session_id,
         turn_id=uuid4(),
@@ -128,7 +155,10 @@ def _process_turn(
         state=SessionState(session.state),
         inbound_ids=tuple(m.pk for m in pending),
         last_inbound_id=last.pk,
-        texts=tuple(m.content for m in pending),
+        texts=tuple(
+            m.content if v is None else media_text(v) for m, v in zip(pending, media, strict=True)
+        ),
+        media_handoff=media_handoff(media),
     )
     log = {"session_id": session_id, "turn_id": str(turn.turn_id), "messages": len(pending)}
     if turn.state not in BOT_STATES:

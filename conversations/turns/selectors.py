@@ -11,6 +11,7 @@ from django.db import connections
 
 from agents.context import InstanceInfo, SessionContext
 from agents.states import SessionState
+from conversations.media_views import MEDIA_COLUMNS_SQL, MEDIA_JOIN_SQL
 from conversations.models import Message, Session
 
 
@@ -48,10 +49,13 @@ def session_context(session: Session) -> SessionContext:
 # turn cost 25.4-34.9 ms of worker CPU on the bench machine, over the 25 ms floor
 # (bench/worker_cpu.py); these cost 0.2-0.4 and 0.1 ms a call there, the ORM's 0.7-1.1.
 # The condition is `MessageQuerySet.pending_inbound`'s (INBOUND, processed_at NULL).
-PENDING_INBOUND_SQL = """SELECT id, content, wa_timestamp, wa_message_id
-    FROM conversations_message
-    WHERE session_id = %s AND direction = 'INBOUND' AND processed_at IS NULL
-    ORDER BY wa_timestamp ASC NULLS LAST, id"""
+# A media message comes with its readable part (`conversations.media_views`).
+PENDING_INBOUND_SQL = f"""SELECT m.id, m.content, m.wa_timestamp, m.wa_message_id,
+        m.created_at, {MEDIA_COLUMNS_SQL}
+    FROM conversations_message m
+    {MEDIA_JOIN_SQL}
+    WHERE m.session_id = %s AND m.direction = 'INBOUND' AND m.processed_at IS NULL
+    ORDER BY m.wa_timestamp ASC NULLS LAST, m.id"""
 HAS_PENDING_SQL = """SELECT 1 FROM conversations_message
     WHERE session_id = %s AND direction = 'INBOUND' AND processed_at IS NULL{excluding}
     LIMIT 1"""
@@ -59,7 +63,8 @@ HAS_PENDING_SQL = """SELECT 1 FROM conversations_message
 
 def session_pending_inbound(*, session_id: int) -> list[Message]:
     """The session's pending inbound messages, one turn, in WhatsApp's order (then arrival);
-    only their id, content, WhatsApp timestamp and wamid are loaded."""
+    only their id, content, WhatsApp timestamp, wamid, arrival and media's readable part
+    (`conversations.media_views`) are loaded."""
     return list(Message.objects.raw(PENDING_INBOUND_SQL, [session_id]))
 
 

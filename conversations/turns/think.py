@@ -72,6 +72,10 @@ def turn_think(
         result = TurnResult(
             context=context, handoff=Handoff(HandoffReason.STRATEGIC_COMPANY, company.name)
         )
+    elif turn.media_handoff is not None:
+        # Nothing the bot could read (only media, or an audio it could not transcribe): a
+        # person looks at it, instead of a model answering blind.
+        result = TurnResult(context=context, handoff=Handoff(turn.media_handoff))
     else:
         result = _agents_answer(turn=turn, context=context, deps=deps, config=config)
     return _apply_strategic_rule(result, before=context, runtime=runtime)

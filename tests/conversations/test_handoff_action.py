@@ -47,8 +47,10 @@ FAILURES = [
     "llm_provider_error",
     "llm_rate_limited",
     "llm_timeout",
+    "media",
     "routing_loop",
     "strategic_company",
+    "transcription_failed",
     "unknown_package",
 ]
 SENDS_THE_FIXED_TEXT = ["model_requested", *FAILURES]

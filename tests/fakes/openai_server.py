@@ -34,7 +34,20 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 RESPONSES_PATH = "/v1/responses"
+TRANSCRIPTIONS_PATH = "/v1/audio/transcriptions"
 _ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Transcription:
+    """One ``POST /v1/audio/transcriptions`` as received (a multipart form)."""
+
+    model: str
+    language: str
+    response_format: str
+    filename: str
+    content_type: str
+    content: bytes
 
 
 @dataclass(frozen=True)
@@ -119,7 +132,12 @@ class FakeOpenAIServer:
         self._requests: list[dict[str, Any]] = []
         self._headers: list[dict[str, str]] = []
         self.unanswered: list[dict[str, Any]] = []
+        self._transcript_queue: deque[_Answer] = deque()
+        self._transcriptions: list[Transcription] = []
         server.expect_request(RESPONSES_PATH, method="POST").respond_with_handler(self._handle)
+        server.expect_request(TRANSCRIPTIONS_PATH, method="POST").respond_with_handler(
+            self._transcribe
+        )
 
     @property
     def base_url(self) -> str:
@@ -200,6 +218,32 @@ class FakeOpenAIServer:
         """Answer only after `seconds` (longer than the client's timeout makes it time out)."""
         self.queue_text('{"s":1}tarde demais', delay=seconds)
 
+    def queue_transcript(
+        self, text: str, *, input_tokens: int = 0, output_tokens: int = 0, delay: float = 0.0
+    ) -> None:
+        """The next ``POST /v1/audio/transcriptions`` answers `text` (with token usage when
+        either count is given, as the gpt-4o transcription models report it)."""
+        body: dict[str, Any] = {"text": text}
+        if input_tokens or output_tokens:
+            body["usage"] = {
+                "type": "tokens",
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "total_tokens": input_tokens + output_tokens,
+            }
+        self._transcript_queue.append(_Answer(200, body, delay))
+
+    def queue_transcript_error(self, status: int, *, delay: float = 0.0) -> None:
+        default_type, default_message = _DEFAULT_ERRORS.get(status, ("error", "Error."))
+        body = error_body(message=default_message, type_=default_type, code=None)
+        self._transcript_queue.append(_Answer(status, body, delay))
+
+    @property
+    def transcriptions(self) -> list["Transcription"]:
+        """The transcription requests received, in order."""
+        with self._lock:
+            return list(self._transcriptions)
+
     # --- reading ----------------------------------------------------------------------------
 
     @property
@@ -230,6 +274,8 @@ class FakeOpenAIServer:
             self._requests.clear()
             self._headers.clear()
             self.unanswered.clear()
+            self._transcript_queue.clear()
+            self._transcriptions.clear()
 
     # --- server side ------------------------------------------------------------------------
 
@@ -253,6 +299,29 @@ class FakeOpenAIServer:
         if answer.delay:
             time.sleep(answer.delay)
         return self._render(answer, body)
+
+    def _transcribe(self, request: Request) -> Response:
+        upload = request.files.get("file")
+        received = Transcription(
+            model=request.form.get("model", ""),
+            language=request.form.get("language", ""),
+            response_format=request.form.get("response_format", ""),
+            filename=upload.filename or "" if upload else "",
+            content_type=upload.mimetype if upload else "",
+            content=upload.read() if upload else b"",
+        )
+        with self._lock:
+            self._transcriptions.append(received)
+            answer = self._transcript_queue.popleft() if self._transcript_queue else None
+            if answer is None:
+                self.unanswered.append({"transcription": received.filename})
+        if answer is None:
+            return Response("fake OpenAI server: no transcript queued", status=418)
+        if answer.delay:
+            time.sleep(answer.delay)
+        return Response(
+            json.dumps(answer.body), status=answer.status, content_type="application/json"
+        )
 
     @staticmethod
     def _render(answer: _Answer, request_body: dict[str, Any]) -> Response:

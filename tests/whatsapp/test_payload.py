@@ -65,7 +65,7 @@ def status(
     )
 
 
-MEDIA = InboundKind.UNSUPPORTED_MEDIA
+MEDIA = InboundKind.MEDIA
 EXPECTED_MESSAGES = {
     "text": inbound(
         "wamid.TEXT01",

@@ -3,6 +3,7 @@ media, log-only, identity changes — and staff echoes."""
 
 import pytest
 from model_bakery import baker
+from pytest_django import Settings
 
 from agents.states import HandoffReason, SessionState
 from conversations.event_codes import ACTION_UNSUPPORTED_MEDIA
@@ -21,6 +22,7 @@ from tests.helpers.inbound import HEADERS, Receiver, T, make_session, messages
 from tests.helpers.meta_payloads import (
     CUSTOMER_PHONE,
     CUSTOMER_USER_ID,
+    Recorder,
     encode,
     fixture_bytes,
     load_fixture,
@@ -179,15 +181,33 @@ def test_a_repeated_delivery_stores_nothing_twice_and_enqueues_no_second_turn(
         ("contacts", "João Souza"),
     ],
 )
-def test_media_in_a_bot_state_is_logged_and_answered_with_the_fixed_text_without_a_turn(
-    instance: Instance, receive: Receiver, fixture: str, content: str
+def test_media_in_a_bot_state_is_pending_for_a_turn_like_text(
+    instance: Instance, receive: Receiver, settings: Settings, fixture: str, content: str
 ) -> None:
+    settings.TRANSCRIBE_AUDIO = True
+    settings.DESCRIBE_IMAGES = False
     receive(fixture)
 
     session = Session.objects.get()
     [inbound_message] = messages(session, Direction.INBOUND)
-    [reply] = messages(session, Direction.OUTBOUND)
     assert (inbound_message.message_type, inbound_message.content) == (fixture, content)
+    assert inbound_message.processed_at is None  # the agents read it in the next turn
+    assert messages(session, Direction.OUTBOUND) == []
+    assert receive.sends.calls == []
+    # A voice note's turn waits for its transcription, whose end enqueues it.
+    assert receive.turns.calls == ([] if fixture == "audio" else [session.pk])
+
+
+def test_an_audio_nothing_transcribes_is_answered_with_the_fixed_text_without_a_turn(
+    instance: Instance, receive: Receiver, settings: Settings
+) -> None:
+    settings.TRANSCRIBE_AUDIO = False
+    receive("audio")
+
+    session = Session.objects.get()
+    [inbound_message] = messages(session, Direction.INBOUND)
+    [reply] = messages(session, Direction.OUTBOUND)
+    assert (inbound_message.message_type, inbound_message.content) == ("audio", "")
     assert inbound_message.processed_at is not None  # consumed: no turn will take it
     assert (reply.content, reply.action, reply.delivery_status, reply.wa_message_id) == (
         DEFAULT_UNSUPPORTED_MEDIA_MESSAGE,
@@ -197,34 +217,70 @@ def test_media_in_a_bot_state_is_logged_and_answered_with_the_fixed_text_without
     )
     assert receive.sends.calls == [reply.pk]
     assert receive.turns.calls == []
+    assert inbound_message.media.reading_status == ""
 
 
-def test_the_unsupported_media_text_comes_from_runtime_config(
-    instance: Instance, receive: Receiver
+def test_the_media_text_comes_from_runtime_config(
+    instance: Instance, receive: Receiver, settings: Settings
 ) -> None:
+    settings.TRANSCRIBE_AUDIO = False
     config = RuntimeConfig.load()
     config.unsupported_media_message = "Só leio texto por aqui."
     config.save()
 
-    receive("image")
+    receive("audio")
 
     assert messages(Session.objects.get(), Direction.OUTBOUND)[0].content == (
         "Só leio texto por aqui."
     )
 
 
-def test_several_media_in_one_delivery_get_a_single_answer(
-    instance: Instance, receive: Receiver
+def test_several_untranscribed_audios_in_one_delivery_get_a_single_answer(
+    instance: Instance, receive: Receiver, settings: Settings
 ) -> None:
-    document = load_fixture("image")
+    settings.TRANSCRIBE_AUDIO = False
+    document = load_fixture("audio")
     first = document["entry"][0]["changes"][0]["value"]["messages"][0]
-    document["entry"][0]["changes"][0]["value"]["messages"].append(first | {"id": "wamid.IMG2"})
+    document["entry"][0]["changes"][0]["value"]["messages"].append(first | {"id": "wamid.AUD2"})
 
     receive(encode(document))
 
     session = Session.objects.get()
     assert len(messages(session, Direction.INBOUND)) == 2
     assert len(messages(session, Direction.OUTBOUND)) == 1
+
+
+@pytest.mark.parametrize(
+    ("fixture", "transcribe", "describe", "reading", "turns"),
+    [
+        ("audio", True, False, "pending", False),
+        ("image", False, True, "pending", False),
+        ("image", True, False, "", True),
+        ("video", True, True, "", True),
+        ("document", True, True, "", True),
+    ],
+)
+def test_a_media_the_bot_reads_first_enqueues_its_download_and_no_turn(
+    instance: Instance,
+    receive: Receiver,
+    settings: Settings,
+    media_downloads: Recorder,
+    fixture: str,
+    transcribe: bool,
+    describe: bool,
+    reading: str,
+    turns: bool,
+) -> None:
+    settings.TRANSCRIBE_AUDIO = transcribe
+    settings.DESCRIBE_IMAGES = describe
+
+    receive(fixture)
+
+    session = Session.objects.get()
+    [inbound_message] = messages(session, Direction.INBOUND)
+    assert inbound_message.media.reading_status == reading
+    assert media_downloads.calls == [inbound_message.media.pk]
+    assert receive.turns.calls == ([session.pk] if turns else [])
 
 
 @pytest.mark.parametrize(

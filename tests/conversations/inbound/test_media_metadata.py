@@ -89,7 +89,7 @@ EXPECTED = {
 
 
 @pytest.mark.parametrize(("fixture", "expected"), list(EXPECTED.items()))
-def test_each_media_message_stores_its_metadata_and_still_gets_the_fixed_text(
+def test_each_media_message_stores_its_metadata_and_waits_for_a_turn_without_a_fixed_text(
     instance: Instance,
     receive: Receiver,
     downloads: Recorder,
@@ -104,7 +104,8 @@ def test_each_media_message_stores_its_metadata_and_still_gets_the_fixed_text(
     assert media.message_id == inbound_message.pk
     assert media_row(media) == expected
     assert (media.file.name, media.file_size, media.downloaded_at) == ("", None, None)
-    assert len(messages(session, Direction.OUTBOUND)) == 1  # the unsupported-media text
+    assert messages(session, Direction.OUTBOUND) == []  # the agents read it instead
+    assert inbound_message.processed_at is None
     pending = expected["status"] == MediaStatus.PENDING
     assert downloads.calls == ([media.pk] if pending else [])
 

@@ -381,7 +381,7 @@ def test_an_identical_body_replayed_is_stored_once_with_a_counter(
         1,
     )
     assert (different.times_received, WebhookDelivery.objects.count()) == (1, 2)
-    assert Message.objects.filter(action=ACTION_UNSUPPORTED_MEDIA).count() == 1
+    assert Message.objects.filter(message_type="image").count() == 1
 
 
 def test_a_replay_of_a_failed_body_takes_the_outcome_of_its_successful_application(

@@ -45,6 +45,7 @@ def test_anonymising_deletes_the_files_after_commit_and_empties_the_descriptions
         caption="Foto do laudo da Maria",
         status=MediaStatus.DOWNLOADED,
         file_size=4,
+        description="Laudo com o nome Maria Silva",
     )
     photo.file.save("laudo.jpg", ContentFile(b"\xff\xd8\xff\xe0"), save=True)
     stored_name = str(photo.file.name)
@@ -53,6 +54,13 @@ def test_anonymising_deletes_the_files_after_commit_and_empties_the_descriptions
         kind="location",
         status=MediaStatus.NOT_APPLICABLE,
         data={"latitude": -23.5, "longitude": -46.6, "name": "Casa da Maria", "address": ""},
+    )
+    voice = media_of(
+        session,
+        kind="audio",
+        status=MediaStatus.DOWNLOADED,
+        transcript="Meu CPF é 529.982.247-25",
+        reading_status="done",
     )
     assert stored_name.startswith("whatsapp-media/")
     assert default_storage.exists(stored_name)
@@ -78,6 +86,8 @@ def test_anonymising_deletes_the_files_after_commit_and_empties_the_descriptions
         photo.status,
     ) == ("", "", "", "", "image", "image/jpeg", 4, MediaStatus.DOWNLOADED)
     assert (place.data, place.kind) == ({}, "location")
+    voice.refresh_from_db()
+    assert (photo.description, voice.transcript, voice.reading_status) == ("", "", "done")
 
 
 def test_a_conversation_without_media_files_registers_no_deletion(

@@ -24,7 +24,7 @@ def inbound(session: Session, wamid: str, **fields: Any) -> Message:
     return message
 
 
-def test_the_pending_messages_come_in_whatsapp_s_order_then_arrival_with_four_fields() -> None:
+def test_the_pending_messages_come_in_whatsapp_s_order_then_arrival_with_five_fields() -> None:
     session, other = baker.make(Session, _quantity=2)
     inbound(session, "wamid.LATER", wa_timestamp=NOW, content="depois")
     inbound(session, "wamid.NO_TIME_1", wa_timestamp=None, content="sem hora 1")
@@ -44,7 +44,9 @@ def test_the_pending_messages_come_in_whatsapp_s_order_then_arrival_with_four_fi
         ("wamid.NO_TIME_1", "sem hora 1", None),
         ("wamid.NO_TIME_2", "sem hora 2", None),
     ]
-    assert {"direction", "raw_response", "created_at"} <= pending[0].get_deferred_fields()
+    assert {"direction", "raw_response", "processed_at"} <= pending[0].get_deferred_fields()
+    # A text has no media: the joined columns are NULL.
+    assert (pending[0].__dict__["media_kind"], pending[0].__dict__["media_reading"]) == (None, None)
 
 
 def test_the_pending_check_leaves_out_the_turn_s_own_messages() -> None:

@@ -1,0 +1,42 @@
+"""A media message's readable part as the hand-written worker reads select it
+(`conversations.agent_sources.HISTORY_SQL`, `conversations.turns.selectors.PENDING_INBOUND_SQL`):
+one column list and one reading of it, for the model's history and the turn alike."""
+
+from django.db import connections
+
+from agents.media_markers import MediaView
+from conversations.models import Message, MessageMedia, ReadingStatus
+
+# The columns of the one-to-one MessageMedia joined as ``mm`` (LEFT JOIN on its unique index).
+MEDIA_COLUMNS_SQL = """mm.kind AS media_kind, mm.caption AS media_caption,
+        mm.filename AS media_filename, mm.transcript AS media_transcript,
+        mm.description AS media_description, mm.data AS media_data,
+        mm.reading_status AS media_reading"""
+MEDIA_JOIN_SQL = "LEFT JOIN conversations_messagemedia mm ON mm.message_id = m.id"
+_MEDIA_DATA = MessageMedia._meta.get_field("data")
+
+
+def media_view_of(row: Message) -> MediaView | None:
+    """The readable part of a message read with `MEDIA_COLUMNS_SQL`; None without media."""
+    # `raw()` sets the joined columns as plain attributes of the row.
+    columns = row.__dict__
+    kind = columns.get("media_kind")
+    if kind is None:
+        return None
+    connection = connections[Message.objects.db]
+    # As the ORM reads the column (a JSON text on SQLite, as psycopg hands it on PostgreSQL).
+    data = _MEDIA_DATA.from_db_value(columns["media_data"], None, connection)  # type: ignore[arg-type]
+    return MediaView(
+        kind=kind,
+        caption=columns["media_caption"],
+        filename=columns["media_filename"],
+        transcript=columns["media_transcript"],
+        description=columns["media_description"],
+        data=data if isinstance(data, dict) else {},
+    )
+
+
+def media_being_read(row: Message) -> bool:
+    """Whether the bot is still reading this message's media (a transcription, a description):
+    its turn waits for it."""
+    return row.__dict__.get("media_reading") == ReadingStatus.PENDING
