@@ -13,6 +13,7 @@ from conversations.media import DownloadOutcome, media_download
 from conversations.media_reading import media_read
 from conversations.provider_circuit import process_media_reader
 from conversations.sending.worker import graph_client
+from conversations.turns.tasks import process_session
 
 # Meta's media URL lives about five minutes: the retries end within about four.
 MEDIA_RETRY_COUNTDOWNS = (10, 30, 60, 120)
@@ -44,7 +45,10 @@ def _read(media_pk: int, downloaded: DownloadOutcome) -> str:
     the message's turn, which waited for it, is enqueued."""
     reading = media_read(media_pk, reader=process_media_reader(), recorder=DatabaseCallRecorder())
     if reading.message_pending:
-        transaction.on_commit(lambda: publishers.enqueue_turn(reading.session_id), robust=True)
+        # The task itself, not `publishers.enqueue_turn`: the webhook's modules import this one,
+        # and the publishers import the inbound tasks (an import cycle); a reading's end is rare
+        # enough not to need the publishers' cheaper publish.
+        transaction.on_commit(lambda: process_session.delay(reading.session_id), robust=True)
     return downloaded.status
 
 
