@@ -30,7 +30,7 @@ from typing import Any
 from uuid import UUID
 
 from django.contrib.auth.models import User
-from django.db.models import F
+from django.db.models import F, Q
 
 from agents.business_hours import business_hours_status
 from agents.llm import LLMClient, LLMError
@@ -53,6 +53,7 @@ from conversations.announcements import HandoffCommitted, handoff_committed
 from conversations.commit_hooks import on_commit_call
 from conversations.dispatcher import Handoff, handoff_event
 from conversations.event_codes import EventCode
+from conversations.media_views import message_text
 from conversations.message_order import newest_in_conversation_order
 from conversations.models import (
     DeliveryStatus,
@@ -305,12 +306,15 @@ def summary_facts(session: Session) -> SummaryFacts:
     messages, _older = newest_in_conversation_order(
         Message.objects.conversational()
         .filter(session_id=session.pk)
-        .exclude(content="")
-        .only("id", "direction", "staff_user_id", "content", "wa_timestamp"),
+        .filter(Q(media__isnull=False) | ~Q(content=""))
+        .select_related("media")
+        .only("id", "direction", "staff_user_id", "content", "wa_timestamp", "media"),
         SUMMARY_TRANSCRIPT_MESSAGES,
     )
     transcript = tuple(
-        TranscriptLine("equipe" if m.staff_user_id else _AUTHOR[Direction(m.direction)], m.content)
+        TranscriptLine(
+            "equipe" if m.staff_user_id else _AUTHOR[Direction(m.direction)], message_text(m)
+        )
         for m in messages
     )
     # A strategic company's name (the detail of its handoff) is not sent to the summary model:

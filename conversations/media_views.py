@@ -1,10 +1,11 @@
-"""A media message's readable part as the hand-written worker reads select it
-(`conversations.agent_sources.HISTORY_SQL`, `conversations.turns.selectors.PENDING_INBOUND_SQL`):
-one column list and one reading of it, for the model's history and the turn alike."""
+"""A media message's readable part, as the models read it (`agents.media_markers`): from the
+columns the hand-written worker reads select (`conversations.agent_sources.HISTORY_SQL`,
+`conversations.turns.selectors.PENDING_INBOUND_SQL`: one column list for both), or from the
+ORM's MessageMedia (the operational summary's transcript)."""
 
 from django.db import connections
 
-from agents.media_markers import MediaView
+from agents.media_markers import MediaView, media_text
 from conversations.models import Message, MessageMedia, ReadingStatus
 
 # The columns of the one-to-one MessageMedia joined as ``mm`` (LEFT JOIN on its unique index).
@@ -34,6 +35,28 @@ def media_view_of(row: Message) -> MediaView | None:
         description=columns["media_description"],
         data=data if isinstance(data, dict) else {},
     )
+
+
+def media_view(media: MessageMedia) -> MediaView:
+    """The readable part of a media read through the ORM (the summary's transcript)."""
+    return MediaView(
+        kind=media.kind,
+        caption=media.caption,
+        filename=media.filename,
+        transcript=media.transcript,
+        description=media.description,
+        data=media.data if isinstance(media.data, dict) else {},
+    )
+
+
+def message_text(message: Message) -> str:
+    """What the model reads of a message read through the ORM with its media
+    (``select_related("media")``): the media's marker or transcript, else its text."""
+    try:
+        media = message.media
+    except MessageMedia.DoesNotExist:
+        return message.content
+    return media_text(media_view(media))
 
 
 def media_being_read(row: Message) -> bool:

@@ -8,13 +8,14 @@ run's worker takes these tasks.
 """
 
 import http.client
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
 
-from conversations.models import Direction, Message, Session
+from conversations.models import Direction, LLMCall, Message, MessageMedia, Session
 from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -23,7 +24,9 @@ from tests.helpers.meta_payloads import (
     CUSTOMER_PHONE,
     PHONE_NUMBER_ID,
     WEBHOOK_URL,
+    encode,
     fixture_bytes,
+    load_fixture,
 )
 from tests.helpers.processes import project_env, wait_for, web_and_worker
 from whatsapp.signature import compute_signature
@@ -59,6 +62,8 @@ def servers(
         LLM_RETRY_MAX="0",
         WHATSAPP_API_BASE_URL=fake_graph.base_url,
         WHATSAPP_ACCESS_TOKEN="e2e-access-token",
+        TRANSCRIBE_AUDIO="True",
+        MEDIA_ROOT=str(tmp_path / "media"),
     )
     with web_and_worker(env=env, logs=tmp_path, name="whatsapp-e2e") as port:
         yield port
@@ -117,3 +122,61 @@ def test_a_signed_webhook_is_answered_by_a_real_worker_through_the_graph_api(
     assert callback_data == f"message:{reply.pk}"
     inbound = Message.objects.get(direction=Direction.INBOUND)
     assert inbound.processed_at is not None
+
+
+# A voice note of about ten seconds: what the transcription and the agent's model take.
+TRANSCRIPTION_DELAY = 0.8
+AGENT_DELAY = 1.0
+
+
+def test_a_voice_note_is_downloaded_transcribed_and_answered_by_a_real_worker(
+    servers: int, fake_openai: FakeOpenAIServer, fake_graph: FakeGraphAPI
+) -> None:
+    recipes.instance.make()
+    voice = b"OggS\x00\x02" + b"v" * 4_000
+    document = load_fixture("audio")
+    audio = document["entry"][0]["changes"][0]["value"]["messages"][0]["audio"]
+    audio["sha256"] = fake_graph.set_media(audio["id"], voice, "audio/ogg; codecs=opus")
+    # The customer's first message warms the processes up (imports, connections), as a live
+    # server is; the voice note comes second.
+    fake_openai.queue_text('{"s":1}Olá, Maria! Qual análise você precisa?')
+    fake_openai.queue_transcript(
+        "Quero um orçamento de potabilidade", input_tokens=80, delay=TRANSCRIPTION_DELAY
+    )
+    fake_openai.queue_text('{"s":1}Claro! Quantas amostras?', delay=AGENT_DELAY)
+    web = http.client.HTTPConnection("127.0.0.1", servers, timeout=10)
+
+    def deliver(body: bytes) -> None:
+        signature = compute_signature(body=body, secret=APP_SECRET)
+        web.request(
+            "POST",
+            WEBHOOK_URL,
+            body=body,
+            headers={"Content-Type": "application/json", "X-Hub-Signature-256": signature},
+        )
+        response = web.getresponse()
+        assert (response.status, response.read()) == (200, b"ok")
+
+    deliver(fixture_bytes("text"))
+    wait_for(lambda: len(fake_graph.sends) == 1, timeout=60, what="the first reply")
+    started = time.monotonic()
+    deliver(encode(document))
+    wait_for(lambda: len(fake_graph.sends) == 2, timeout=60, what="the voice note's reply")
+    elapsed_ms = (time.monotonic() - started) * 1000
+
+    assert fake_graph.sends[1].json["text"] == {"body": "Claro! Quantas amostras?"}
+    [transcription] = fake_openai.transcriptions
+    assert (transcription.content, transcription.language) == (voice, "pt")
+    assert fake_openai.requests[1]["input"][-1] == {
+        "role": "user",
+        "content": "Quero um orçamento de potabilidade",
+    }
+    media = MessageMedia.objects.get()
+    assert (media.status, media.reading_status) == ("downloaded", "done")
+    transcribed = LLMCall.objects.get(purpose="transcription")
+    # The figures of the closing note: webhook to reply, and the transcription's share of it.
+    print(
+        f"\nvoice note: webhook -> reply {elapsed_ms:.0f} ms; transcription "
+        f"{transcribed.latency_ms} ms ({transcribed.latency_ms / elapsed_ms:.0%}); models "
+        f"{(TRANSCRIPTION_DELAY + AGENT_DELAY) * 1000:.0f} ms of it"
+    )
