@@ -587,7 +587,8 @@ AXES_DISABLE_ACCESS_LOG = True
 USE_X_FORWARDED_FOR = env.bool("USE_X_FORWARDED_FOR", default=False)
 
 # --- Content-Security-Policy (django-csp) on every response, the admin's above all ---
-# The admin loads scripts, styles and images from its own static files only: no inline script or
+# The admin loads scripts, styles and images from its own static files (and a conversation's
+# images, audio and video from the permission-checked media view) only: no inline script or
 # style (the project's templates link static CSS; Django's admin has no inline script), no
 # 'unsafe-inline', no 'unsafe-eval'. A STATIC_URL on another origin would need that origin here.
 CONTENT_SECURITY_POLICY = {
@@ -596,6 +597,8 @@ CONTENT_SECURITY_POLICY = {
         "script-src": [SELF],
         "style-src": [SELF],
         "img-src": [SELF],
+        # The conversation's audio and video players read the media view (same origin).
+        "media-src": [SELF],
         "font-src": [SELF],
         "connect-src": [SELF],
         "form-action": [SELF],
