@@ -17,7 +17,6 @@ from django.utils import timezone
 from django.utils.formats import date_format, number_format
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString
-from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -334,7 +333,7 @@ def quote_text(message: Message, *, masker: Masker | None) -> str:
     text = " ".join(text.split())
     if not text:
         text = str(KIND_LABELS.get(message.message_type, message.message_type))
-    return Truncator(text).chars(QUOTE_CHARS)
+    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1].rstrip() + "…"
 
 
 def quotes_find(
