@@ -400,13 +400,14 @@ def transcript_entry(
             delivery="",
             delivery_failed=False,
         )
-    if message.message_type != "text":
+    found = message_media(message)
+    media = media_block(found, masker=masker) if found is not None else None
+    # A media block names its kind itself.
+    if message.message_type != "text" and media is None:
         meta.append(message.message_type)
     origin = message_origin(message.code, message.action)
     delivery, failed = message_delivery(message, session=session, masker=masker)
     text = mask(message.content)
-    found = message_media(message)
-    media = media_block(found, masker=masker) if found is not None else None
     quote = ""
     if message.reply_to_wamid:
         quote = (quotes or {}).get(message.reply_to_wamid) or str(_("message not found"))
