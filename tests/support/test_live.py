@@ -345,8 +345,9 @@ def test_the_heartbeat_row_moves_at_most_every_10_seconds(
 @pytest.mark.parametrize(
     ("group", "queries"),
     # Login session and user; the user's own and group permissions (then cached); the
-    # session with its instance and assignee; the new messages with their staff authors; the
-    # latest outbound messages' delivery; the viewers; the heartbeat upsert (first poll).
+    # session with its instance and assignee; the new messages with their staff authors and
+    # media (joined, tests/support/test_live_media.py); the latest outbound messages' delivery;
+    # the viewers; the heartbeat upsert (first poll).
     [(SUPPORT, 9), (PROMPT_EDITORS, 9), ("superuser", 7)],
 )
 def test_the_query_count_does_not_grow_with_the_conversation(

@@ -271,6 +271,27 @@ def test_the_workspace_shows_the_customer_s_media(
         timeout=5000,
     )
     assert page.locator(".media[data-media-pending]").count() == 0
+
+    # A new media message and a quoted reply arrive while the page is open: the same blocks.
+    media_message(
+        session,
+        timezone.now(),
+        "document",
+        b"%PDF-1.4\n",
+        mime_type="application/pdf",
+        filename="requisicao.pdf",
+    )
+    Message.objects.create(
+        session=session,
+        direction=Direction.INBOUND,
+        content="Esse é o pedido",
+        reply_to_wamid="wamid.OFFER",
+    )
+    page.wait_for_selector(".bubble .media-download:has-text('requisicao.pdf')", timeout=12000)
+    page.wait_for_selector(".bubble:has-text('Esse é o pedido') .quote", timeout=12000)
+    assert page.locator(".bubble:has-text('Esse é o pedido') .quote").inner_text() == (
+        "Em resposta a: Confirma a análise de potabilidade de duas amostras?"
+    )
     assert blocked == []
     page.evaluate("window.scrollTo(0, document.scrollingElement.scrollHeight)")
     page.screenshot(path=str(screenshots_dir / "workspace-media-downloaded-1366x900.png"))

@@ -389,6 +389,20 @@ def test_a_reply_shows_the_message_it_quotes(session: Session, support_client: C
     assert "quote" not in bubble_of(page, quoted)
 
 
+def test_a_quote_is_masked_for_staff_who_may_not_read_personal_data(
+    session: Session, prompt_editor_client: Client
+) -> None:
+    message(session, 0, content="Sou a Maria Souza, CPF 529.982.247-25", wa_message_id="w.M")
+    reply = message(
+        session, 1, direction=Direction.OUTBOUND, content="Obrigado!", reply_to_wamid="w.M"
+    )
+
+    page = page_of(prompt_editor_client, session)
+
+    assert "Em resposta a: Sou a M*** S***, CPF ***.***.***-**" in text_of(bubble_of(page, reply))
+    assert "529.982" not in page
+
+
 def test_a_quoted_media_message_without_text_is_named_by_its_kind(
     session: Session, support_client: Client
 ) -> None:
