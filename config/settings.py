@@ -8,6 +8,7 @@ Every variable is listed, with its default and meaning, in `.env.example` and do
 import base64
 import binascii
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -226,8 +227,20 @@ WHATSAPP_MEDIA_MAX_BYTES_VIDEO = env.int("WHATSAPP_MEDIA_MAX_BYTES_VIDEO", defau
 WHATSAPP_MEDIA_MAX_BYTES_DOCUMENT = env.int(
     "WHATSAPP_MEDIA_MAX_BYTES_DOCUMENT", default=100 * 1024 * 1024
 )
+# The default storage can be any Django storage backend, e.g. django-storages' S3 one for object
+# storage (installed separately, docs/media.md), with its options as a JSON object.
+MEDIA_STORAGE_BACKEND = env.str(
+    "MEDIA_STORAGE_BACKEND", default="django.core.files.storage.FileSystemStorage"
+)
+_media_storage_options = env.str("MEDIA_STORAGE_OPTIONS", default="{}")
+try:
+    MEDIA_STORAGE_OPTIONS = json.loads(_media_storage_options)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"MEDIA_STORAGE_OPTIONS is not a JSON object: {exc}") from exc
+if not isinstance(MEDIA_STORAGE_OPTIONS, dict):
+    raise ImproperlyConfigured("MEDIA_STORAGE_OPTIONS is not a JSON object.")
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": {"BACKEND": MEDIA_STORAGE_BACKEND, "OPTIONS": MEDIA_STORAGE_OPTIONS},
     # Production serves hashed, compressed copies (far-future cache headers) that
     # `collectstatic` writes; a developer's runserver serves the apps' files as they are.
     "staticfiles": {
@@ -593,7 +606,8 @@ AXES_DISABLE_ACCESS_LOG = True
 USE_X_FORWARDED_FOR = env.bool("USE_X_FORWARDED_FOR", default=False)
 
 # --- Content-Security-Policy (django-csp) on every response, the admin's above all ---
-# The admin loads scripts, styles and images from its own static files only: no inline script or
+# The admin loads scripts, styles and images from its own static files (and a conversation's
+# images, audio and video from the permission-checked media view) only: no inline script or
 # style (the project's templates link static CSS; Django's admin has no inline script), no
 # 'unsafe-inline', no 'unsafe-eval'. A STATIC_URL on another origin would need that origin here.
 CONTENT_SECURITY_POLICY = {
@@ -602,6 +616,8 @@ CONTENT_SECURITY_POLICY = {
         "script-src": [SELF],
         "style-src": [SELF],
         "img-src": [SELF],
+        # The conversation's audio and video players read the media view (same origin).
+        "media-src": [SELF],
         "font-src": [SELF],
         "connect-src": [SELF],
         "form-action": [SELF],

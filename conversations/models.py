@@ -271,6 +271,10 @@ UNSENT_OUTBOUND = models.Q(
 )
 
 
+# Message.message_type of the INBOUND row that logs a reaction (WhatsApp's type).
+REACTION_MESSAGE_TYPE = "reaction"
+
+
 class MessageQuerySet(models.QuerySet["Message"]):
     """The message log's named filters: each rule written once, used by every caller.
 
@@ -295,6 +299,11 @@ class MessageQuerySet(models.QuerySet["Message"]):
         """What was said in the conversation: INBOUND and OUTBOUND, no SYSTEM events, no
         superseded drafts (the customer never saw them)."""
         return self.filter(direction__in=(Direction.INBOUND, Direction.OUTBOUND)).not_superseded()
+
+    def without_reaction_events(self) -> "MessageQuerySet":
+        """Without the INBOUND rows that log a customer's reaction: the reaction is shown on the
+        message it reacts to (`Message.reaction`), not as a message of its own."""
+        return self.exclude(direction=Direction.INBOUND, message_type=REACTION_MESSAGE_TYPE)
 
     def unsent_outbound(self) -> "MessageQuerySet":
         """OUTBOUND messages still waiting for the Graph API to accept them (`UNSENT_OUTBOUND`):

@@ -8,10 +8,13 @@ status of the latest outbound messages already shown, and the viewers; the reade
 row is written at most every `HEARTBEAT_WRITE_SECONDS` (one more query then). With
 ``after_note`` (the newest internal note shown), the notes after it too (one query, at most
 `MAX_LIVE_NOTES`), and when there are any, the reader's mentions in this conversation are seen
-(one UPDATE). Given a masker, every text is masked as on the page.
+(one UPDATE). New messages come with their media; a reply quoting a message older than them
+costs one query for all of them. With ``media`` (the messages whose media block is still
+changing on the page: a download or a transcription under way), those blocks as they are now
+(one query). Given a masker, every text is masked as on the page.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,13 +25,15 @@ from django.utils.translation import ngettext
 
 from agents.masking import Masker
 from conversations.labels import state_label
-from conversations.models import Direction, Session, SessionViewer
+from conversations.models import Direction, MessageMedia, Session, SessionViewer
 from staff_auth.names import staff_name
+from support.admin.media_block import media_block, media_html
 from support.admin.notes import note_json
 from support.admin.transcript import (
     TranscriptEntry,
     message_delivery,
     note_entry,
+    quotes_find,
     transcript_entry,
 )
 from support.models import InternalNote
@@ -41,6 +46,8 @@ MAX_LIVE_MESSAGES = 100
 MAX_LIVE_NOTES = 50
 # Outbound bubbles whose delivery status the answer carries: the ones staff are looking at.
 STATUS_MESSAGES = 30
+# Media blocks a poll may ask for again (those still downloading or being transcribed).
+MAX_LIVE_MEDIA = 30
 # A viewer whose last poll is older than this has left. Hidden pages poll every 10 s.
 VIEWER_TTL = timedelta(seconds=30)
 # A viewer's row is moved forward at most this often: a write every poll (2 s) would be
@@ -64,6 +71,11 @@ class LiveMessage:
     created_at: str  # ISO 8601
     technical: str = ""  # where an outbound text came from ("código 1"), for the details
     retryable: bool = False  # a failed team text reply: the page offers "Tentar de novo"
+    media_html: str = ""  # the media block (media.html), rendered as the page renders it
+    quote: str = ""
+    reaction: str = ""
+    options: tuple[str, ...] = ()
+    reply_kind: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +85,17 @@ class LiveStatus:
     id: int
     delivery: str
     delivery_failed: bool
+    reaction: str = ""  # the customer's emoji on it ("" when none or removed)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveMedia:
+    """A media block shown on the page, as it is now (`state` tells the page whether it
+    changed)."""
+
+    id: int  # the message's
+    state: str
+    html: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +119,19 @@ class SessionLive:
     presence: str  # "Ana também está nesta conversa"; "" when nobody else is here
     notes: list[dict[str, Any]]  # {id, author, text, html, meta, created_at}, oldest first
     notes_more: bool  # more notes after the last one returned
+    media: list[LiveMedia] = field(default_factory=list)  # the blocks asked for (`media`)
 
     def as_json(self) -> dict[str, Any]:
         return {
             "messages": [_message_json(m) for m in self.messages],
             "more": self.more,
             "statuses": [
-                {"id": s.id, "delivery": s.delivery, "delivery_failed": s.delivery_failed}
+                {
+                    "id": s.id,
+                    "delivery": s.delivery,
+                    "delivery_failed": s.delivery_failed,
+                    "reaction": s.reaction,
+                }
                 for s in self.statuses
             ],
             "state": self.state,
@@ -115,6 +144,7 @@ class SessionLive:
             "presence": self.presence,
             "notes": self.notes,
             "notes_more": self.notes_more,
+            "media": [{"id": m.id, "state": m.state, "html": m.html} for m in self.media],
         }
 
 
@@ -134,6 +164,11 @@ def _message_json(message: LiveMessage) -> dict[str, Any]:
         "created_at": message.created_at,
         "technical": message.technical,
         "retryable": message.retryable,
+        "media_html": message.media_html,
+        "quote": message.quote,
+        "reaction": message.reaction,
+        "options": list(message.options),
+        "reply_kind": message.reply_kind,
     }
 
 
@@ -154,6 +189,11 @@ def _live_message(entry: TranscriptEntry) -> LiveMessage:
         created_at=message.created_at.isoformat(),
         technical=entry.technical,
         retryable=entry.retryable,
+        media_html=str(media_html(entry.media)) if entry.media is not None else "",
+        quote=entry.quote,
+        reaction=entry.reaction,
+        options=tuple(entry.options),
+        reply_kind=entry.reply_kind,
     )
 
 
@@ -203,6 +243,7 @@ def session_live(
     now: datetime,
     masker: Masker | None = None,
     after_note: int | None = None,
+    media: list[int] | None = None,
 ) -> SessionLive:
     """What the page at message `after` (and note `after_note`, when given) has not shown yet,
     and records `user` as viewing.
@@ -211,7 +252,8 @@ def session_live(
     costs no query here."""
     rows = list(
         session.messages.filter(pk__gt=after)
-        .select_related("staff_user")
+        .without_reaction_events()
+        .select_related("staff_user", "media")
         .defer("raw_response")
         .order_by("pk")[: MAX_LIVE_MESSAGES + 1]
     )
@@ -229,6 +271,7 @@ def session_live(
             "delivery_status_at",
             "delivery_error_code",
             "delivery_error_title",
+            "reaction",
         )
         .order_by("-pk")[:STATUS_MESSAGES]
     )
@@ -245,13 +288,24 @@ def session_live(
     notes_more = len(note_rows) > MAX_LIVE_NOTES
     note_rows = note_rows[:MAX_LIVE_NOTES]
     names = [staff_name(v.user) for v in viewers]
+    blocks = []
+    if media:
+        blocks = [
+            media_block(found, masker=masker)
+            for found in MessageMedia.objects.filter(
+                message__session=session, message_id__in=media[:MAX_LIVE_MEDIA]
+            ).order_by("message_id")
+        ]
 
+    quotes = quotes_find(rows, session=session, masker=masker)
     messages = [
-        _live_message(transcript_entry(m, session=session, turn_cost=None, masker=masker))
+        _live_message(
+            transcript_entry(m, session=session, turn_cost=None, masker=masker, quotes=quotes)
+        )
         for m in rows
     ]
     statuses = [
-        LiveStatus(m.pk, *message_delivery(m, session=session, masker=masker))
+        LiveStatus(m.pk, *message_delivery(m, session=session, masker=masker), reaction=m.reaction)
         for m in reversed(shown)
     ]
     closes_at = (
@@ -281,4 +335,5 @@ def session_live(
         presence=presence_text(names),
         notes=[note_json(note_entry(n, masker=masker)) for n in note_rows],
         notes_more=notes_more,
+        media=[LiveMedia(b.message_id, b.state, str(media_html(b))) for b in blocks],
     )

@@ -44,6 +44,7 @@ from conversations.models import (
     Lead,
     LLMCall,
     Message,
+    MessageMedia,
     Session,
     WebhookDelivery,
 )
@@ -383,8 +384,11 @@ def _session_export(session: Session) -> dict[str, Any]:
                 "direction": m.direction,
                 "content": m.content,
                 "created_at": m.created_at.isoformat(),
+                "media": _media_export(m),
             }
-            for m in session.messages.exclude(direction=Direction.SYSTEM).order_by("id")
+            for m in session.messages.exclude(direction=Direction.SYSTEM)
+            .select_related("media")
+            .order_by("id")
         ],
         "summaries": [
             {"summary_text": s.summary_text, "created_at": s.created_at.isoformat()}
@@ -422,6 +426,27 @@ def _session_export(session: Session) -> dict[str, Any]:
     for holder in session_data_holders():
         exported[holder.section] = holder.export(session_id=session.pk)
     return exported
+
+
+def _media_export(message: Message) -> dict[str, Any] | None:
+    """A message's media as the export lists it: what the file is (not its bytes, which staff
+    hand over from the admin's media view), what it said, and what the bot read in it."""
+    try:
+        media = message.media
+    except MessageMedia.DoesNotExist:
+        return None
+    return {
+        "kind": media.kind,
+        "file_name": media.filename,
+        "mime_type": media.mime_type,
+        "size": media.file_size,
+        "sha256": media.sha256,
+        "status": media.status,
+        "caption": media.caption,
+        "data": media.data,
+        "transcript": media.transcript,
+        "description": media.description,
+    }
 
 
 # --- Erasure ----------------------------------------------------------------------------------

@@ -10,10 +10,10 @@
 Anonymising replaces the customer's identity fields with nothing and masks names, phones,
 CPF/CNPJ and e-mails in every text and JSON column of the conversation — its messages, their
 delivery statuses, model calls (whose context snapshot, a copy of the session, is dropped),
-summaries, lead, admin log entries (named "Conversa #12" again), the media's descriptions (its
-files are deleted) and the rows other apps keep
-about it (`conversations.privacy.data_holders`: the replay results, the internal notes) — with
-the same masker the admin uses for staff without the personal-data permission
+summaries, lead, admin log entries (named "Conversa #12" again), the media (their files are
+deleted, their captions emptied, their transcripts and descriptions masked) and the rows other
+apps keep about it (`conversations.privacy.data_holders`: the replay results, the internal
+notes) — with the same masker the admin uses for staff without the personal-data permission
 (`agents.masking`: the session's known values wherever written, and the patterns). What stays
 is what the aggregates need: states, codes, segment, service, handoff reasons, timestamps, token
 counts and costs.
@@ -62,7 +62,7 @@ def session_anonymise(session_id: int, *, now: datetime) -> bool:
             return False
         masker = session_masker(session)
         _messages_mask(session, masker)
-        _media_erase(session)
+        _media_erase(session, masker)
         _calls_mask(session, masker)
         _summaries_mask(session, masker)
         _lead_mask(session, masker)
@@ -149,25 +149,23 @@ def _messages_mask(session: Session, masker: Masker) -> None:
     )
 
 
-def _media_erase(session: Session) -> None:
+def _media_erase(session: Session, masker: Masker) -> None:
     """The media of the session's messages: the files are deleted from the storage once the
     anonymisation commits (a rollback keeps them), and what described them — caption, file name,
     Meta's media id (with which it could be downloaded again) and hash, a location or contact
-    cards, the transcript and the description — is emptied; the kind, MIME type, size and
-    download status stay for the aggregates."""
+    cards — is emptied; what the bot read in them (an audio's transcript, an image's
+    description) is masked as the messages' texts are. The kind, MIME type, size and download
+    status stay for the aggregates."""
     media = MessageMedia.objects.filter(message__session=session)
     names = [name for name in media.exclude(file="").values_list("file", flat=True) if name]
-    media.update(
-        caption="",
-        filename="",
-        media_id="",
-        sha256="",
-        data={},
-        error="",
-        file="",
-        transcript="",
-        description="",
+    read = list(
+        media.exclude(transcript="", description="").only("id", "transcript", "description")
     )
+    for item in read:
+        item.transcript = masker.text(item.transcript)
+        item.description = masker.text(item.description)
+    MessageMedia.objects.bulk_update(read, ["transcript", "description"], batch_size=500)
+    media.update(caption="", filename="", media_id="", sha256="", data={}, error="", file="")
     if names:
         transaction.on_commit(partial(_files_delete, names), robust=True)
 

@@ -2,7 +2,8 @@
 
 A thin view over `support.live.session_live`; ``&after_note=<note id>`` (the newest internal note
 the page shows, 0 for none) adds the notes after it under ``notes``, and without it ``notes``
-is empty and no note is read. The same permission as the page (the admin's view
+is empty and no note is read; ``&media=<message ids>`` (the bubbles whose media block is still
+changing) adds those blocks under ``media``. The same permission as the page (the admin's view
 permission on sessions: Support, prompt editors, superusers; anyone else gets 403 after the
 admin's own login check) and the same masking (staff without
 `conversations.view_personal_data` read every text masked). Bad input is answered with a 400
@@ -30,7 +31,7 @@ from django.views.decorators.http import require_GET
 
 from conversations.models import Session
 from conversations.privacy.personal_data import can_view_personal_data, session_masker
-from support.live import session_live
+from support.live import MAX_LIVE_MEDIA, session_live
 
 LIVE_URL_NAME = "conversations_session_live"
 # Message ids are PostgreSQL bigints: a larger number cannot name a message.
@@ -47,6 +48,17 @@ def parse_after(raw: str) -> int | None:
         return None
     value = int(raw)
     return value if value <= MAX_MESSAGE_ID else None
+
+
+def parse_ids(raw: str) -> list[int] | None:
+    """The ``media`` parameter ("12,15": message ids) as ids, at most `MAX_LIVE_MEDIA` of them;
+    [] when empty; None when it is not such a list."""
+    if not raw:
+        return []
+    ids = [parse_after(part) for part in raw.split(",")[: MAX_LIVE_MEDIA + 1]]
+    if len(ids) > MAX_LIVE_MEDIA or any(i is None for i in ids):
+        return None
+    return [i for i in ids if i is not None]
 
 
 def session_live_view(
@@ -67,6 +79,9 @@ def session_live_view(
             400,
             _("after_note: the id of the last note shown, a whole number (0 for none)."),
         )
+    media = parse_ids(request.GET.get("media", ""))
+    if media is None:
+        return _error(400, _("media: the ids of messages, separated by commas."))
     session = (
         model_admin.get_queryset(request)
         .select_related("instance", "assigned_to")
@@ -85,6 +100,7 @@ def session_live_view(
         now=timezone.now(),
         masker=masker,
         after_note=after_note,
+        media=media,
     )
     return polled_json(request, live.as_json(), vary=["Cookie"])
 

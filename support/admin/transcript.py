@@ -7,7 +7,8 @@ first message written after it, the messages keeping their conversation order. G
 (staff without `conversations.view_personal_data`), every text it returns is masked.
 """
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -48,13 +49,20 @@ from conversations.models import (
 from conversations.privacy.personal_data import masked_copy
 from knowledge_base.models import Service
 from staff_auth.names import staff_name
+from support.admin.media_block import KIND_LABELS, MediaBlock, media_block, message_media
 from support.models import InternalNote
 from whatsapp import CUSTOMER_SERVICE_WINDOW
+from whatsapp.interactive import INTERACTIVE_MESSAGE_TYPE, options_of
 
 # The transcript shows the newest messages of a session; older ones are in the message log.
 MAX_TRANSCRIPT_MESSAGES = 500
 # And the newest notes: a conversation has a few; this bounds the page all the same.
 MAX_TRANSCRIPT_NOTES = 200
+
+# A quoted message is shown to about this many characters above the reply.
+QUOTE_CHARS = 120
+# An INBOUND tap's marker, by the reply's type (Message.interactive["type"]).
+REPLY_KINDS = {"button_reply": _("button"), "list_reply": _("list")}
 
 # The handoffs and summaries the history panel lists, newest first.
 MAX_HANDOFFS = 20
@@ -131,6 +139,13 @@ class TranscriptEntry:
     # "Detalhes técnicos" for Support.
     technical: str = ""
     retryable: bool = False  # a failed team reply not sent again yet: "Tentar de novo"
+    media: MediaBlock | None = None  # a media message's file, place or card (media.html)
+    # A quoted reply: the quoted message's text ("" when the message quotes none; "mensagem não
+    # encontrada" when it is not in this conversation).
+    quote: str = ""
+    reaction: str = ""  # the customer's emoji on this message
+    options: list[str] = field(default_factory=list)  # an interactive message's buttons or rows
+    reply_kind: str = ""  # an INBOUND tap: "botão" or "lista"
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +326,39 @@ def event_html(text: str, code: int | None) -> SafeString:
     return escape(text)
 
 
+def quote_text(message: Message, *, masker: Masker | None) -> str:
+    """A quoted message as the reply's quote block shows it: its text (a media message without
+    one: its kind), masked, cut to about `QUOTE_CHARS`."""
+    text = masker.text(message.content) if masker is not None else message.content
+    text = " ".join(text.split())
+    if not text:
+        text = str(KIND_LABELS.get(message.message_type, message.message_type))
+    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1].rstrip() + "…"
+
+
+def quotes_find(
+    messages: Iterable[Message], *, session: Session, masker: Masker | None
+) -> dict[str, str]:
+    """The quote text of every message that `messages` reply to, by wamid: those among
+    `messages` at no cost, the others of the session in one query (none when every quoted
+    message is at hand)."""
+    messages = list(messages)
+    wanted = {m.reply_to_wamid for m in messages if m.reply_to_wamid}
+    if not wanted:
+        return {}
+    at_hand = {m.wa_message_id: m for m in messages if m.wa_message_id in wanted}
+    missing = wanted - at_hand.keys()
+    if missing:
+        at_hand |= {
+            m.wa_message_id: m
+            for m in session.messages.filter(wa_message_id__in=missing).only(
+                "id", "session_id", "wa_message_id", "content", "message_type"
+            )
+            if m.wa_message_id is not None
+        }
+    return {wamid: quote_text(m, masker=masker) for wamid, m in at_hand.items()}
+
+
 def transcript_entry(
     message: Message,
     *,
@@ -318,7 +366,10 @@ def transcript_entry(
     turn_cost: LLMCost | None,
     masker: Masker | None,
     retried: bool = False,
+    quotes: Mapping[str, str] | None = None,
 ) -> TranscriptEntry:
+    """One bubble; `message` is loaded with its media (`select_related("media")`) and
+    `quotes` holds the text of the message it replies to (`quotes_find`)."""
     side = _side(message)
     superseded = message.error == SUPERSEDED
     mask = masker.text if masker is not None else str
@@ -349,11 +400,24 @@ def transcript_entry(
             delivery="",
             delivery_failed=False,
         )
-    if message.message_type != "text":
+    found = message_media(message)
+    media = media_block(found, masker=masker) if found is not None else None
+    # A media block names its kind itself.
+    if message.message_type != "text" and media is None:
         meta.append(message.message_type)
     origin = message_origin(message.code, message.action)
     delivery, failed = message_delivery(message, session=session, masker=masker)
     text = mask(message.content)
+    quote = ""
+    if message.reply_to_wamid:
+        quote = (quotes or {}).get(message.reply_to_wamid) or str(_("message not found"))
+    interactive = message.interactive if isinstance(message.interactive, dict) else None
+    options: list[str] = []
+    reply_kind = ""
+    if message.direction == Direction.OUTBOUND and message.message_type == INTERACTIVE_MESSAGE_TYPE:
+        options = [mask(option.title) for option in options_of(interactive)]
+    elif message.direction == Direction.INBOUND and interactive is not None:
+        reply_kind = str(REPLY_KINDS.get(str(interactive.get("type")), _("button")))
     retryable = (
         side == "staff"
         and failed
@@ -364,7 +428,8 @@ def transcript_entry(
     return TranscriptEntry(
         message=message,
         text=text,
-        html=whatsapp_html(text),
+        # A media message's text is its caption, place or contact names: the block shows them.
+        html=whatsapp_html(text) if media is None else SafeString(""),
         side=side,
         superseded=superseded,
         turn_cost=turn_cost.turn_text() if turn_cost else "",
@@ -374,18 +439,27 @@ def transcript_entry(
         delivery_failed=failed,
         technical=origin,
         retryable=retryable,
+        media=media,
+        quote=quote,
+        reaction=message.reaction,
+        options=options,
+        reply_kind=reply_kind,
     )
 
 
 def session_transcript(
     *, session: Session, now: datetime, masker: Masker | None = None
 ) -> SessionTranscript:
-    """Everything the session page shows, in a fixed number of queries whatever its length;
-    with `masker`, its personal data masked (no extra query)."""
+    """Everything the session page shows, in a fixed number of queries whatever its length
+    (the messages come with their media; one more when a reply quotes a message older than
+    the page); with `masker`, its personal data masked (no extra query)."""
     messages, omitted = newest_in_conversation_order(
-        session.messages.select_related("staff_user").defer("raw_response"),
+        session.messages.without_reaction_events()
+        .select_related("staff_user", "media")
+        .defer("raw_response"),
         MAX_TRANSCRIPT_MESSAGES,
     )
+    quotes = quotes_find(messages, session=session, masker=masker)
 
     costs = {
         row["turn_id"]: LLMCost(
@@ -418,6 +492,7 @@ def session_transcript(
             ),
             masker=masker,
             retried=m.pk in retried,
+            quotes=quotes,
         )
         for m in messages
     ]

@@ -24,6 +24,7 @@ EXPECTED_POLICY = {
     "script-src": ["'self'"],
     "style-src": ["'self'"],
     "img-src": ["'self'"],
+    "media-src": ["'self'"],
     "font-src": ["'self'"],
     "connect-src": ["'self'"],
     "form-action": ["'self'"],

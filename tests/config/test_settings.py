@@ -194,7 +194,7 @@ def test_every_variable_settings_reads_is_documented() -> None:
     configuration = operations.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
     example = (ROOT / ".env.example").read_text()
 
-    assert len(variables) == 85
+    assert len(variables) == 87
     assert [v for v in variables if f"`{v}`" not in configuration] == []
     assert [v for v in variables if v not in example] == []
 
@@ -372,3 +372,39 @@ def test_beat_keeps_its_schedule_outside_the_checkout_unless_told_where() -> Non
     assert default == str(Path(tempfile.gettempdir()) / "lab-attendance-celerybeat-schedule")
     assert not Path(default).is_relative_to(ROOT)
     assert chosen == "/var/lib/lab/beat-schedule"
+
+
+def test_the_media_storage_is_read_from_the_environment() -> None:
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.STORAGES['default'])"
+    )
+    s3 = {
+        "DEBUG": "True",
+        "MEDIA_STORAGE_BACKEND": "storages.backends.s3.S3Storage",
+        "MEDIA_STORAGE_OPTIONS": '{"bucket_name": "media", "endpoint_url": "https://s3.example"}',
+    }
+
+    assert run_python(code, {"DEBUG": "True"}).stdout.strip() == (
+        "{'BACKEND': 'django.core.files.storage.FileSystemStorage', 'OPTIONS': {}}"
+    )
+    assert run_python(code, s3).stdout.strip() == (
+        "{'BACKEND': 'storages.backends.s3.S3Storage', "
+        "'OPTIONS': {'bucket_name': 'media', 'endpoint_url': 'https://s3.example'}}"
+    )
+
+
+@pytest.mark.parametrize("options", ['{"bucket_name": ', '["media"]'])
+def test_media_storage_options_that_are_not_a_json_object_refuse_to_start(options: str) -> None:
+    result = run_python(
+        "import django; django.setup()", {"DEBUG": "True", "MEDIA_STORAGE_OPTIONS": options}
+    )
+
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "django.core.exceptions.ImproperlyConfigured: MEDIA_STORAGE_OPTIONS is not a JSON object"
+        )
+    )

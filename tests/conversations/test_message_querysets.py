@@ -114,3 +114,28 @@ def test_pending_inbound_works_in_a_subquery(log: dict[str, Message]) -> None:
     log["pending"].processed_at = timezone.now()
     log["pending"].save(update_fields=["processed_at"])
     assert list(with_pending.values_list("pk", flat=True)) == [log["other_pending"].session_id]
+
+
+def test_without_reaction_events_drops_only_the_customer_s_reaction_rows() -> None:
+    session = baker.make(Session, customer_phone="5511912345678")
+    rows = {
+        "reaction": baker.make(
+            Message, session=session, direction=Direction.INBOUND, message_type="reaction"
+        ),
+        "text": baker.make(
+            Message, session=session, direction=Direction.INBOUND, message_type="text"
+        ),
+        "reacted_to": baker.make(
+            Message, session=session, direction=Direction.OUTBOUND, reaction="👍"
+        ),
+        # Not one WhatsApp sends: an event named like it stays (only INBOUND rows are reactions).
+        "system": baker.make(
+            Message, session=session, direction=Direction.SYSTEM, message_type="reaction"
+        ),
+    }
+
+    assert names(rows, Message.objects.without_reaction_events()) == {
+        "text",
+        "reacted_to",
+        "system",
+    }

@@ -28,7 +28,8 @@ from tests import baker_recipes as recipes
 pytestmark = pytest.mark.django_db
 
 # Login session and user; the session; RuntimeConfig's "can add" for the sidebar; the reader's
-# note mentions marked seen; messages, internal notes, LLM costs grouped by turn, the summaries,
+# note mentions marked seen; messages (with their media, joined: a media message adds no query,
+# tests/support/test_transcript_media.py), internal notes, LLM costs grouped by turn, the summaries,
 # the handoff events and the service's schema; the staff actions' list of colleagues to assign
 # to; the labels box; the header's waiting count.
 TRANSCRIPT_QUERIES = 14

@@ -119,6 +119,11 @@ def test_support_reads_the_messages_after_the_one_shown() -> None:
                 "created_at": "2026-11-20T13:00:01+00:00",
                 "technical": "",
                 "retryable": False,
+                "media_html": "",
+                "quote": "",
+                "reaction": "",
+                "options": [],
+                "reply_kind": "",
             }
         ],
         "more": False,
@@ -134,6 +139,8 @@ def test_support_reads_the_messages_after_the_one_shown() -> None:
         # No `after_note` asked: no note is read (tests/support/test_notes.py).
         "notes": [],
         "notes_more": False,
+        # No `media` asked: no media block is read again.
+        "media": [],
     }
 
 
@@ -181,6 +188,7 @@ def test_the_delivery_of_the_bubbles_shown_is_in_the_answer() -> None:
             "delivery": "falhou 10:00 · erro 131047: mais de 24 horas desde a última mensagem do cliente: só"
             " um modelo de mensagem do WhatsApp pode ser enviado",
             "delivery_failed": True,
+            "reaction": "",
         }
     ]
 
@@ -337,8 +345,9 @@ def test_the_heartbeat_row_moves_at_most_every_10_seconds(
 @pytest.mark.parametrize(
     ("group", "queries"),
     # Login session and user; the user's own and group permissions (then cached); the
-    # session with its instance and assignee; the new messages with their staff authors; the
-    # latest outbound messages' delivery; the viewers; the heartbeat upsert (first poll).
+    # session with its instance and assignee; the new messages with their staff authors and
+    # media (joined, tests/support/test_live_media.py); the latest outbound messages' delivery;
+    # the viewers; the heartbeat upsert (first poll).
     [(SUPPORT, 9), (PROMPT_EDITORS, 9), ("superuser", 7)],
 )
 def test_the_query_count_does_not_grow_with_the_conversation(

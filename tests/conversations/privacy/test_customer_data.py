@@ -21,7 +21,10 @@ from conversations.models import (
     DeliveryStatusEvent,
     Instance,
     LLMCall,
+    MediaStatus,
     Message,
+    MessageMedia,
+    ReadingStatus,
     Session,
     WebhookDelivery,
 )
@@ -475,4 +478,62 @@ def test_the_export_adds_model_calls_replays_admin_log_and_webhook_items(
     assert delivery["items"] == [
         {"profile": {"name": NAME}, "wa_id": PHONE},
         {"from": PHONE, "id": f"wamid.{PHONE}", "type": "text", "text": {"body": "Oi"}},
+    ]
+
+
+@pytest.mark.django_db
+def test_the_export_lists_each_media_of_the_messages(instance: Instance) -> None:
+    session = customer(instance)
+    report = Message.objects.create(
+        session=session, direction="INBOUND", message_type="document", content="laudo.pdf"
+    )
+    MessageMedia.objects.create(
+        message=report,
+        kind="document",
+        filename="laudo.pdf",
+        mime_type="application/pdf",
+        file_size=48_213,
+        sha256="n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=",
+        status=MediaStatus.DOWNLOADED,
+    )
+    voice = Message.objects.create(session=session, direction="INBOUND", message_type="audio")
+    MessageMedia.objects.create(
+        message=voice,
+        kind="audio",
+        mime_type="audio/ogg; codecs=opus",
+        voice=True,
+        status=MediaStatus.EXPIRED,
+        transcript="Quero analisar a água do poço",
+        reading_status=ReadingStatus.DONE,
+    )
+    Message.objects.create(session=session, direction="OUTBOUND", content="Recebido!")
+
+    [exported] = customer_data_export(CustomerSelector(phone=PHONE))["sessions"]
+
+    assert [m["media"] for m in exported["messages"]] == [
+        {
+            "kind": "document",
+            "file_name": "laudo.pdf",
+            "mime_type": "application/pdf",
+            "size": 48_213,
+            "sha256": "n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=",
+            "status": "downloaded",
+            "caption": "",
+            "data": {},
+            "transcript": "",
+            "description": "",
+        },
+        {
+            "kind": "audio",
+            "file_name": "",
+            "mime_type": "audio/ogg; codecs=opus",
+            "size": None,
+            "sha256": "",
+            "status": "expired",
+            "caption": "",
+            "data": {},
+            "transcript": "Quero analisar a água do poço",
+            "description": "",
+        },
+        None,
     ]

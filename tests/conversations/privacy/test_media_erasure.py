@@ -11,7 +11,7 @@ from django.utils import timezone
 from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from conversations.models import Instance, MediaStatus, Message, MessageMedia, Session
-from conversations.privacy.retention import session_anonymise
+from conversations.privacy.retention import closed_sessions_anonymise, session_anonymise
 from tests import baker_recipes as recipes
 
 pytestmark = pytest.mark.django_db
@@ -87,7 +87,12 @@ def test_anonymising_deletes_the_files_after_commit_and_empties_the_descriptions
     ) == ("", "", "", "", "image", "image/jpeg", 4, MediaStatus.DOWNLOADED)
     assert (place.data, place.kind) == ({}, "location")
     voice.refresh_from_db()
-    assert (photo.description, voice.transcript, voice.reading_status) == ("", "", "done")
+    # Masked as the messages' texts are: the CPF by its pattern (the session knows no name).
+    assert (photo.description, voice.transcript, voice.reading_status) == (
+        "Laudo com o nome Maria Silva",
+        "Meu CPF é ***.***.***-**",
+        "done",
+    )
 
 
 def test_a_conversation_without_media_files_registers_no_deletion(
@@ -101,3 +106,79 @@ def test_a_conversation_without_media_files_registers_no_deletion(
         session_anonymise(session.pk, now=now)
 
     assert callbacks == []
+
+
+def test_the_retention_run_deletes_the_files_of_expired_conversations_only(
+    instance: Instance,
+    settings: Settings,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    settings.RETENTION_DAYS = 365
+    now = timezone.now()
+    expired: Session = recipes.session.make(
+        instance=instance,
+        customer_name="Maria Souza",
+        state="CLOSED",
+        closed_at=now - timedelta(days=365, seconds=1),
+    )
+    kept: Session = recipes.session.make(
+        instance=instance, state="CLOSED", closed_at=now - timedelta(days=364)
+    )
+    voice = media_of(
+        expired,
+        kind="audio",
+        status=MediaStatus.DOWNLOADED,
+        transcript="Aqui é a Maria Souza, meu CPF é 529.982.247-25",
+        description="",
+        reading_status="done",
+    )
+    voice.file.save("voz.ogg", ContentFile(b"OggS"), save=True)
+    other = media_of(kept, kind="image", status=MediaStatus.DOWNLOADED, caption="Rótulo")
+    other.file.save("rotulo.jpg", ContentFile(b"\xff\xd8"), save=True)
+    expired_name, kept_name = str(voice.file.name), str(other.file.name)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert closed_sessions_anonymise(now=now) == 1
+
+    voice.refresh_from_db()
+    other.refresh_from_db()
+    assert (default_storage.exists(expired_name), default_storage.exists(kept_name)) == (
+        False,
+        True,
+    )
+    assert (voice.file.name, voice.transcript, voice.status) == (
+        "",
+        "Aqui é a M*** S***, meu CPF é ***.***.***-**",
+        MediaStatus.DOWNLOADED,
+    )
+    assert (other.file.name, other.caption) == (kept_name, "Rótulo")
+
+
+def test_anonymising_masks_an_image_s_description_and_keeps_an_unread_media_as_it_is(
+    instance: Instance, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
+) -> None:
+    now = timezone.now()
+    session: Session = recipes.session.make(
+        instance=instance, customer_name="Maria Souza", state="CLOSED", closed_at=now
+    )
+    photo = media_of(
+        session,
+        kind="image",
+        status=MediaStatus.EXPIRED,
+        description="Um documento com o nome Maria Souza",
+    )
+    unread = media_of(session, kind="video", status=MediaStatus.TOO_LARGE, mime_type="video/mp4")
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        session_anonymise(session.pk, now=now)
+
+    photo.refresh_from_db()
+    unread.refresh_from_db()
+    assert photo.description == "Um documento com o nome M*** S***"
+    assert (unread.transcript, unread.description, unread.mime_type, unread.status) == (
+        "",
+        "",
+        "video/mp4",
+        MediaStatus.TOO_LARGE,
+    )
+    assert callbacks == []  # no file to delete

@@ -11,6 +11,10 @@
  * newest note shown: `after_note`) are appended as note bubbles; a failed team text reply gets the
  * "Tentar de novo" button (workspace.js handles it) when #transcript names its label. Every answer
  * is announced as a `session:live` event with the data, for the workspace's other parts.
+ * A media block comes rendered by the server (media.html, `media_html`); the blocks still
+ * changing (`data-media-pending`: a download or a transcription under way) are asked for again
+ * with each poll (`media=<message ids>`) and replaced when their state changed. A reaction on
+ * an outbound bubble already shown comes with its delivery (`statuses`).
  */
 (function () {
   "use strict";
@@ -74,6 +78,21 @@
     return span;
   }
 
+  function reactionSpan(emoji) {
+    var span = document.createElement("span");
+    span.className = "reaction";
+    span.title = list.getAttribute("data-reaction-label") || "";
+    span.textContent = emoji;
+    return span;
+  }
+
+  function chip(text) {
+    var element = document.createElement("li");
+    element.className = "chip";
+    element.textContent = text;
+    return element;
+  }
+
   // An internal note: {id, author, text, html, created_at}.
   function noteItem(note) {
     var li = document.createElement("li");
@@ -110,10 +129,41 @@
     if (message.superseded) {
       li.appendChild(div("mark", list.getAttribute("data-superseded-mark")));
     }
-    var text = div("text");
-    // Escaped by the server (whatsapp_html): only its <strong> and <em> are markup.
-    text.innerHTML = message.html;
-    li.appendChild(text);
+    if (message.quote) {
+      var quote = document.createElement("blockquote");
+      quote.className = "quote";
+      var label = document.createElement("span");
+      label.className = "quote-label";
+      label.textContent = list.getAttribute("data-quote-label") || "";
+      quote.appendChild(label);
+      quote.appendChild(document.createTextNode(" " + message.quote));
+      li.appendChild(quote);
+    }
+    if (message.reply_kind) {
+      var kind = div("reply-kind");
+      var mark = document.createElement("span");
+      mark.className = "chip";
+      mark.textContent = message.reply_kind;
+      kind.appendChild(mark);
+      li.appendChild(kind);
+    }
+    if (message.media_html) {
+      // Rendered by the server from the page's own partial (media.html), its texts escaped.
+      li.insertAdjacentHTML("beforeend", message.media_html);
+    } else {
+      var text = div("text");
+      // Escaped by the server (whatsapp_html): only its <strong> and <em> are markup.
+      text.innerHTML = message.html;
+      li.appendChild(text);
+    }
+    if (message.options && message.options.length) {
+      var options = document.createElement("ul");
+      options.className = "options";
+      message.options.forEach(function (title) {
+        options.appendChild(chip(title));
+      });
+      li.appendChild(options);
+    }
     var meta = div("meta", message.meta);
     if (message.technical) {
       meta.appendChild(techSpan(message.technical));
@@ -123,6 +173,9 @@
       meta.appendChild(deliverySpan(message.delivery, message.delivery_failed));
     }
     li.appendChild(meta);
+    if (message.reaction) {
+      li.appendChild(reactionSpan(message.reaction));
+    }
     if (message.retryable) {
       var box = retryBox(message.id);
       if (box) {
@@ -132,9 +185,54 @@
     return li;
   }
 
+  function updateReaction(bubble, emoji) {
+    var current = bubble.querySelector(".reaction");
+    if (!emoji) {
+      if (current) {
+        current.remove();
+      }
+      return;
+    }
+    if (current) {
+      current.textContent = emoji;
+      return;
+    }
+    var span = reactionSpan(emoji);
+    var retry = bubble.querySelector(".retry");
+    bubble.insertBefore(span, retry);
+  }
+
+  // A media block shown, as it is now: replaced when it changed.
+  function updateMedia(block) {
+    var current = list.querySelector('[data-message-id="' + block.id + '"] .media');
+    if (!current || current.getAttribute("data-media-state") === block.state) {
+      return;
+    }
+    var holder = document.createElement("div");
+    holder.innerHTML = block.html;
+    if (holder.firstElementChild) {
+      current.replaceWith(holder.firstElementChild);
+    }
+  }
+
+  function pendingMedia() {
+    var ids = [];
+    list.querySelectorAll(".media[data-media-pending]").forEach(function (block) {
+      var bubble = block.closest("[data-message-id]");
+      if (bubble && ids.length < 30) {
+        ids.push(bubble.getAttribute("data-message-id"));
+      }
+    });
+    return ids;
+  }
+
   function updateDelivery(status) {
     var bubble = list.querySelector('[data-message-id="' + status.id + '"]');
-    if (!bubble || !status.delivery) {
+    if (!bubble) {
+      return;
+    }
+    updateReaction(bubble, status.reaction || "");
+    if (!status.delivery) {
       return;
     }
     if (
@@ -204,6 +302,7 @@
       added += 1;
     });
     data.statuses.forEach(updateDelivery);
+    (data.media || []).forEach(updateMedia);
     var state = document.getElementById("live-state");
     if (state) {
       state.textContent = data.status_text;
@@ -229,7 +328,12 @@
     if (etag) {
       headers["If-None-Match"] = etag;
     }
-    running = fetch(url + "?after=" + after + "&after_note=" + afterNote, {
+    var media = pendingMedia();
+    var query = "?after=" + after + "&after_note=" + afterNote;
+    if (media.length) {
+      query += "&media=" + media.join(",");
+    }
+    running = fetch(url + query, {
       credentials: "same-origin",
       headers: headers,
       cache: "no-store",
