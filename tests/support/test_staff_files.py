@@ -259,7 +259,7 @@ def test_the_composer_answers_json_and_the_file_shows_in_the_transcript(
     assert f'href="/admin/conversations/message/{message.pk}/media/"' in page
     served = client.get(f"/admin/conversations/message/{message.pk}/media/")
     assert served.status_code == 200
-    assert b"".join(served.streaming_content) == PDF
+    assert b"".join(served.streaming_content) == PDF  # type: ignore[attr-defined]
     assert served["Content-Disposition"] == 'attachment; filename="laudo.pdf"'
 
 
