@@ -7,6 +7,8 @@ import base64
 import hashlib
 import io
 import json
+import re
+import time
 import zipfile
 from datetime import timedelta
 from pathlib import Path
@@ -34,6 +36,7 @@ from conversations.models import (
 from tests import baker_recipes as recipes
 from tests.baker_recipes import CUSTOMER_PHONE, PHONE_NUMBER_ID
 from tests.fakes.graph_server import FakeGraphAPI
+from tests.helpers.meta_payloads import encode, load_fixture, signed_post
 from tests.helpers.staff import SUPPORT, logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
@@ -301,6 +304,30 @@ def test_without_a_whatsapp_token_the_file_is_simulated_and_nothing_leaves(
     assert message.delivery_status == DeliveryStatus.SENT
     assert str(message.wa_message_id).startswith("sim.")
     assert message.media.media_id.startswith("sim.")
+
+
+def test_the_file_s_delivery_status_follows_meta_s_callbacks(
+    session: Session,
+    support: User,
+    fake_graph: FakeGraphAPI,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    client = logged_in(support)
+    with django_capture_on_commit_callbacks(execute=True):
+        send_file(client, session, upload("laudo.pdf", PDF))
+    document = load_fixture("status_delivered")
+    [status] = document["entry"][0]["changes"][0]["value"]["statuses"]
+    status.update(id="wamid.FAKE0001", timestamp=str(int(time.time())))
+
+    assert signed_post(Client(), encode(document)).status_code == 200
+
+    message = Message.objects.get(session=session, direction=Direction.OUTBOUND)
+    assert (message.wa_message_id, message.delivery_status) == (
+        "wamid.FAKE0001",
+        DeliveryStatus.DELIVERED,
+    )
+    page = client.get(f"/admin/conversations/session/{session.pk}/change/").content.decode()
+    assert re.search(r'<span class="delivery">entregue \d\d:\d\d</span>', page) is not None
 
 
 # --- Refused ---------------------------------------------------------------------------------
