@@ -33,6 +33,7 @@ from conversations.models import (
     MessageMedia,
     Session,
 )
+from conversations.privacy.retention import session_anonymise
 from tests import baker_recipes as recipes
 from tests.baker_recipes import CUSTOMER_PHONE, PHONE_NUMBER_ID
 from tests.fakes.graph_server import FakeGraphAPI
@@ -328,6 +329,31 @@ def test_the_file_s_delivery_status_follows_meta_s_callbacks(
     )
     page = client.get(f"/admin/conversations/session/{session.pk}/change/").content.decode()
     assert re.search(r'<span class="delivery">entregue \d\d:\d\d</span>', page) is not None
+
+
+def test_erasing_the_conversation_deletes_the_file_staff_sent(
+    session: Session,
+    support: User,
+    fake_graph: FakeGraphAPI,
+    media_root: Path,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        send_file(logged_in(support), session, upload("laudo.pdf", PDF), caption="Laudo da Maria")
+    assert len(stored_files(media_root)) == 1
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert session_anonymise(session.pk, now=timezone.now()) is True
+
+    assert stored_files(media_root) == []
+    media = MessageMedia.objects.get(message__session=session)
+    assert (media.file.name, media.filename, media.caption, media.media_id, media.sha256) == (
+        "",
+        "",
+        "",
+        "",
+        "",
+    )
 
 
 # --- Refused ---------------------------------------------------------------------------------
