@@ -18,9 +18,12 @@ from uuid import uuid4
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import User
+from django.contrib.contenttypes.models import ContentType
 from django.contrib.messages import get_messages
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
@@ -192,6 +195,21 @@ def test_an_image_is_stored_uploaded_once_and_sent_with_the_exact_requests(
         (e.user, e.action_flag, e.change_message)
         for e in LogEntry.objects.filter(object_id=str(session.pk))
     ] == [(support, CHANGE, "Enviou um arquivo ao cliente.")]
+
+
+def test_the_request_stores_the_file_in_a_fixed_number_of_queries(
+    session: Session, support: User, fake_graph: FakeGraphAPI
+) -> None:
+    client = logged_in(support)
+    ContentType.objects.get_for_model(Session)  # cached, as in any process after a while
+
+    with CaptureQueriesContext(connection) as queries:
+        send_file(client, session, upload("laudo.pdf", PDF), caption="Seu laudo")
+
+    # The admin's session, user and permissions (4); then, in one transaction, the session
+    # locked, the form token, the message, the session's times, the media, the admin log and
+    # the instance for the dry-run answer (7, and the savepoint's 2).
+    assert len(queries) == 13
 
 
 def test_a_document_keeps_its_file_name_and_goes_without_a_caption_when_none_is_given(

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 from django.core.files.base import ContentFile
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from pytest_django import Settings
 
@@ -114,6 +116,21 @@ def test_a_document_is_uploaded_then_sent_naming_the_upload(
         1,
     )
     assert message.media.media_id == "800000000000001"
+
+
+def test_a_file_s_send_costs_three_queries_more_than_a_text_s(
+    fake_graph: FakeGraphAPI, client: GraphClient, known_customer: Session
+) -> None:
+    text: Message = recipes.reply.make(session=known_customer)
+    message = staff_file(known_customer)
+
+    with CaptureQueriesContext(connection) as text_queries:
+        outbound_message_send(message_id=text.pk, client=client)
+    with CaptureQueriesContext(connection) as file_queries:
+        outbound_message_send(message_id=message.pk, client=client)
+
+    # Its media read, its media id stored, its claim renewed.
+    assert (len(text_queries), len(file_queries)) == (9, 12)
 
 
 def test_an_image_goes_without_a_file_name(
