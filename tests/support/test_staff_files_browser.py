@@ -99,6 +99,9 @@ def test_support_attaches_an_image_with_a_caption_and_a_wrong_file_is_refused(
     bubble = page.locator("li.bubble.staff[data-kind=image]")
     assert bubble.locator(".text").inner_text() == "Esta é a etiqueta, Maria."
     assert "enviada" in bubble.locator(".delivery").inner_text()
+    message_id = Message.objects.get(session=session, message_type="image").pk
+    media_link = f"/admin/conversations/message/{message_id}/media/"
+    assert bubble.locator(".media-link a").get_attribute("href") == media_link  # by the poll
     assert page.locator("#composer-attachment").is_hidden()
     assert page.locator("#action-reply").inner_text() == "Enviar resposta"
     assert page.locator("#reply-text").input_value() == ""
@@ -118,10 +121,7 @@ def test_support_attaches_an_image_with_a_caption_and_a_wrong_file_is_refused(
 
     page.reload()
     link = page.locator("li.bubble.staff[data-kind=image] .media-link a")
-    assert link.get_attribute("href") == (
-        f"/admin/conversations/message/"
-        f"{Message.objects.get(session=session, message_type='image').pk}/media/"
-    )
+    assert link.get_attribute("href") == media_link
     message = Message.objects.get(session=session, direction=Direction.OUTBOUND)
     assert (message.delivery_status, message.media.filename, message.media.media_id) == (
         DeliveryStatus.SENT,

@@ -114,6 +114,16 @@
     // Escaped by the server (whatsapp_html): only its <strong> and <em> are markup.
     text.innerHTML = message.html;
     li.appendChild(text);
+    if ((message.kind === "image" || message.kind === "document") && list.getAttribute("data-media-url")) {
+      var mediaBox = div("media-link");
+      var link = document.createElement("a");
+      link.href = list.getAttribute("data-media-url").replace("/0/", "/" + message.id + "/");
+      link.target = "_blank";
+      link.rel = "noopener";
+      link.textContent = list.getAttribute("data-media-label");
+      mediaBox.appendChild(link);
+      li.appendChild(mediaBox);
+    }
     var meta = div("meta", message.meta);
     if (message.technical) {
       meta.appendChild(techSpan(message.technical));
