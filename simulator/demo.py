@@ -153,6 +153,12 @@ class DemoSender:
     def send_interactive(self, **_kwargs: Any) -> SentMessage:
         return self._accept()
 
+    def media_upload(self, **_kwargs: Any) -> str:
+        return f"{DEMO_WAMID_PREFIX}media.{self.sent + 1}"
+
+    def send_media(self, **_kwargs: Any) -> SentMessage:
+        return self._accept()
+
     def mark_read(self, **_kwargs: Any) -> None:
         return None
 

@@ -17,8 +17,12 @@ they have checked ``conversations.attend_session`` and parsed the form. Each use
 Rules chosen here:
 
 - Reply and template only while the session is HUMAN (take it over first): the bot and a person
-  never answer the same customer at the same time. A free-text reply only inside WhatsApp's
-  24-hour window; templates are allowed at any time, so the refusal names them.
+  never answer the same customer at the same time. A free-text reply or a file only inside
+  WhatsApp's 24-hour window; templates are allowed at any time, so the refusal names them.
+- A file (`session_send_file`) is what its content says it is (`whatsapp.outbound_media`), within
+  Meta's limits and the settings' (``WHATSAPP_MEDIA_MAX_BYTES_*``); the request only stores it
+  (an OUTBOUND message with its `MessageMedia`, as a downloaded inbound file is kept) and the
+  send task uploads it to the Graph API after the commit.
 - Take over goes through `conversations.handoff.session_handoff` (reason ``staff_takeover``, no
   fixed text, no summary: staff are in the conversation). The customer's pending messages are
   marked processed, as the Business-app echo does: staff read them on the page. A turn already
@@ -31,20 +35,25 @@ Rules chosen here:
   become the ones active now, so its next turn uses them.
 """
 
+import base64
+import hashlib
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from django.conf import settings
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser, AnonymousUser, Permission, User
+from django.core.files.storage import default_storage
+from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import Q
+from django.template.defaultfilters import filesizeformat
 from django.utils.translation import gettext as _
 
 from agents.sources import prompt_versions_of
@@ -52,12 +61,15 @@ from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.commit_hooks import on_commit_call
 from conversations.event_codes import EventCode
 from conversations.handoff import HandoffRequest, session_handoff
+from conversations.media import media_max_bytes
 from conversations.models import (
     SUPERSEDED,
     DeliveryStatus,
     Direction,
     HandoffSummary,
+    MediaStatus,
     Message,
+    MessageMedia,
     MessageTemplate,
     Session,
 )
@@ -72,6 +84,14 @@ from conversations.turns.tasks import generate_handoff_summary
 from prompts_admin.selectors import DatabasePromptSource, override_ids_of
 from staff_auth.names import staff_name
 from whatsapp import CUSTOMER_SERVICE_WINDOW
+from whatsapp.outbound_media import (
+    FILE_MESSAGE_TYPES,
+    MAX_CAPTION_CHARS,
+    SendableType,
+    max_bytes_of,
+    sendable_filename,
+    sendable_type,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -189,10 +209,14 @@ def _locked_session(session_id: int) -> Session:
     return Session.objects.select_for_update(of=("self",)).get(pk=session_id)
 
 
-def _token_used(session_id: int, token: UUID, *, kind: str) -> bool:
-    """Whether a row of `kind` (its ``message_type``) was written with this form's token."""
+def _token_used(session_id: int, token: UUID, *, kind: str | Sequence[str]) -> bool:
+    """Whether a row of `kind` (its ``message_type``, or one of them) was written with this
+    form's token."""
+    kinds = [kind] if isinstance(kind, str) else list(kind)
     return (
-        Message.objects.filter(session_id=session_id, staff_user__isnull=False, message_type=kind)
+        Message.objects.filter(
+            session_id=session_id, staff_user__isnull=False, message_type__in=kinds
+        )
         .filter(json_part__form_token=str(token))
         .exists()
     )
@@ -231,6 +255,21 @@ def _require_human(session: Session) -> None:
         raise StaffActionRefused(
             _("Take the conversation over first: it is not with the team now.")
         )
+
+
+def _require_window(session: Session, now: datetime) -> None:
+    """Refuse a free-form message (text or file) once WhatsApp's 24-hour window is closed,
+    naming the templates that may be sent instead."""
+    if window_is_open(session, now):
+        return
+    names = ", ".join(sendable_templates(session).order_by("name").values_list("name", flat=True))
+    raise StaffActionRefused(
+        _(
+            "WhatsApp's 24-hour window is closed: the customer last wrote more than 24 "
+            "hours ago. Send an approved template instead: %(templates)s."
+        )
+        % {"templates": names or _("none registered yet")}
+    )
 
 
 def _send_later(message_id: int) -> None:
@@ -356,17 +395,7 @@ def session_reply(
             return ActionOutcome(False, _("This reply was sent already."))
         _require_human(session)
         _confirm_assignee(session, user, confirmed=confirm_other_assignee)
-        if not window_is_open(session, now):
-            names = ", ".join(
-                sendable_templates(session).order_by("name").values_list("name", flat=True)
-            )
-            raise StaffActionRefused(
-                _(
-                    "WhatsApp's 24-hour window is closed: the customer last wrote more than 24 "
-                    "hours ago. Send an approved template instead: %(templates)s."
-                )
-                % {"templates": names or _("none registered yet")}
-            )
+        _require_window(session, now)
         json_part: dict[str, Any] = {"form_token": str(form_token)}
         if retry_of is not None:
             json_part["retry_of"] = retry_of
@@ -439,6 +468,150 @@ def _sent_logged(
             "dry_run": dry_run.value if dry_run else "",
         },
     )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedFile:
+    """A file staff chose, checked: what it is, the name the customer sees, its size and
+    SHA-256 (base64, as Meta announces a customer's)."""
+
+    sendable: SendableType
+    filename: str
+    size: int
+    sha256: str
+
+
+def upload_max_bytes(kind: str) -> int:
+    """The largest file of a kind staff may send: Meta's limit or the settings' lower one."""
+    return min(max_bytes_of(kind), media_max_bytes(kind))
+
+
+def file_check(upload: UploadedFile[bytes] | None) -> CheckedFile:
+    """What `upload` is by its content (never the browser's Content-Type), or the pt-BR
+    refusal that says what is wrong with it."""
+    if upload is None:
+        raise StaffActionRefused(_("Choose the file to send."))
+    size = upload.size or 0
+    if size == 0:
+        raise StaffActionRefused(_("The file is empty."))
+    largest = max(upload_max_bytes(kind) for kind in FILE_MESSAGE_TYPES)
+    if size > largest:
+        raise StaffActionRefused(_too_large(size, largest))
+    upload.open("rb")
+    sendable = sendable_type(upload, upload.name or "")
+    if sendable is None:
+        raise StaffActionRefused(
+            _(
+                "This file cannot be sent: its content is not a JPEG or PNG image nor a PDF, "
+                "Word, Excel or PowerPoint document (whatever its name says)."
+            )
+        )
+    limit = upload_max_bytes(sendable.kind)
+    if size > limit:
+        raise StaffActionRefused(_too_large(size, limit, image=sendable.kind == "image"))
+    digest = hashlib.sha256()
+    for chunk in upload.chunks():
+        digest.update(chunk)
+    upload.seek(0)
+    return CheckedFile(
+        sendable=sendable,
+        filename=sendable_filename(upload.name or "", sendable),
+        size=size,
+        sha256=base64.b64encode(digest.digest()).decode(),
+    )
+
+
+def _too_large(size: int, limit: int, *, image: bool = False) -> str:
+    values = {"size": filesizeformat(size), "limit": filesizeformat(limit)}
+    if image:
+        return _("The image has %(size)s; WhatsApp accepts images of at most %(limit)s.") % values
+    return _("The file has %(size)s; WhatsApp accepts files of at most %(limit)s.") % values
+
+
+def _file_stored(upload: UploadedFile[bytes], checked: CheckedFile) -> str:
+    """The file saved in the default storage under a name of ours (never the customer's nor
+    staff's file name); the name the storage chose."""
+    field = MessageMedia._meta.get_field("file")
+    name = field.generate_filename(MessageMedia(), f"{uuid4().hex}{checked.sendable.extensions[0]}")
+    upload.seek(0)
+    stored: str = default_storage.save(name, upload)
+    return stored
+
+
+def session_send_file(
+    *,
+    session_id: int,
+    user: User,
+    upload: UploadedFile[bytes] | None,
+    caption: str,
+    form_token: UUID,
+    now: datetime,
+    confirm_other_assignee: bool = False,
+    send: Callable[[int], None] = _send_later,
+) -> ActionOutcome:
+    """Send a file (an image or a document, `file_check`) with an optional caption, under the
+    reply's rules (HUMAN, the 24-hour window, a colleague's conversation only confirmed). The
+    request stores it; the send task uploads it to the Graph API after the commit."""
+    _refuse_nul(caption)
+    caption = caption.strip()
+    if len(caption) > MAX_CAPTION_CHARS:
+        raise StaffActionRefused(
+            _("The caption has %(count)d characters; WhatsApp accepts at most %(limit)d.")
+            % {"count": len(caption), "limit": MAX_CAPTION_CHARS}
+        )
+    checked = file_check(upload)
+    assert upload is not None  # file_check refuses a missing file
+    # Written before the session's lock is taken (a storage may be a network away) and deleted
+    # again unless the message that names it is committed.
+    stored = _file_stored(upload, checked)
+    kept = False
+    try:
+        with transaction.atomic():
+            session = _locked_session(session_id)
+            if _token_used(session_id, form_token, kind=FILE_MESSAGE_TYPES):
+                return ActionOutcome(False, _("This file was sent already."))
+            _require_human(session)
+            _confirm_assignee(session, user, confirmed=confirm_other_assignee)
+            _require_window(session, now)
+            message = _outbound(
+                session_id=session_id,
+                user=user,
+                content=caption,
+                json_part={"form_token": str(form_token)},
+                message_type=checked.sendable.kind,
+                now=now,
+            )
+            MessageMedia.objects.create(
+                message=message,
+                kind=checked.sendable.kind,
+                mime_type=checked.sendable.mime_type,
+                sha256=checked.sha256,
+                caption=caption,
+                filename=checked.filename,
+                file_size=checked.size,
+                file=stored,
+                status=MediaStatus.DOWNLOADED,
+                downloaded_at=now,
+                created_at=now,
+            )
+            on_commit_call(send, message.pk)
+            _admin_log(user=user, session=session, text=_("Sent a file to the customer."))
+            dry_run = dry_run_reason(session)
+        kept = True
+    finally:
+        if not kept:
+            default_storage.delete(stored)
+    _sent_logged("staff_file", session_id=session_id, user=user, message=message, dry_run=dry_run)
+    sent = {
+        None: _("File sent to WhatsApp."),
+        DryRunReason.NO_ACCESS_TOKEN: _(
+            "File simulated (no WhatsApp token): nothing was sent to the customer."
+        ),
+        DryRunReason.SIMULATED_SESSION: _(
+            "File simulated (simulator conversation): nothing was sent to WhatsApp."
+        ),
+    }
+    return ActionOutcome(True, sent[dry_run], message.pk)
 
 
 def session_send_template(

@@ -23,6 +23,12 @@ the same URL with ``{"messaging_product": "whatsapp", "status": "read", "message
 answering ``{"data": [...], "paging": {"cursors": {"before": ..., "after": ...}, "next": <url>}}``
 (no ``next`` on the last page).
 
+A file staff send goes up first (`media_upload`): ``POST {base}/{phone_number_id}/media``, a
+multipart form with ``messaging_product=whatsapp``, ``type=<MIME type>`` and the ``file``,
+answering ``{"id": <media id>}``; then an image or document message names it (`send_media`):
+``"type": "image", "image": {"id": ..., "caption": ...}`` or ``"type": "document", "document":
+{"id": ..., "caption": ..., "filename": ...}``.
+
 Each thread that calls a `GraphClient` gets an httpx client of its own (one kept-alive
 connection), all sharing one TLS context. One httpx client shared by a threads worker's 100
 threads costs more CPU per request the more requests are in flight (httpcore's pool re-scans
@@ -36,7 +42,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, BinaryIO, Protocol, Self
 from uuid import uuid4
 
 import httpx
@@ -45,6 +51,9 @@ from agents.redaction import redact
 
 # Bounded: a send runs inside a Celery task, never inside the webhook request.
 DEFAULT_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+# An upload of up to 100 MB: each read or write may wait longer than a message's (the whole
+# upload has no bound of its own; the send refreshes its claim once it is done).
+UPLOAD_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 TEMPLATE_FIELDS = "name,language,status,category,components,id"
 TEMPLATE_PAGE_SIZE = 100
 # A WABA has at most a few thousand templates (Meta's limit is 6,000 per account): past this
@@ -122,6 +131,30 @@ class WhatsAppSender(Protocol):
         callback_data: str = "",
     ) -> SentMessage: ...
 
+    def media_upload(
+        self,
+        *,
+        phone_number_id: str,
+        access_token: str,
+        content: BinaryIO,
+        mime_type: str,
+        filename: str,
+    ) -> str: ...
+
+    def send_media(
+        self,
+        *,
+        phone_number_id: str,
+        access_token: str,
+        kind: str,
+        media_id: str,
+        caption: str = "",
+        filename: str = "",
+        to_phone: str = "",
+        to_user_id: str = "",
+        callback_data: str = "",
+    ) -> SentMessage: ...
+
     def mark_read(
         self, *, phone_number_id: str, access_token: str, wamid: str, typing_indicator: bool = True
     ) -> None: ...
@@ -175,6 +208,32 @@ class DryRunSender:
         phone_number_id: str,
         access_token: str,
         interactive: Mapping[str, Any],
+        to_phone: str = "",
+        to_user_id: str = "",
+        callback_data: str = "",
+    ) -> SentMessage:
+        return SentMessage(wamid=f"{SIMULATED_WAMID_PREFIX}{uuid4()}")
+
+    def media_upload(
+        self,
+        *,
+        phone_number_id: str,
+        access_token: str,
+        content: BinaryIO,
+        mime_type: str,
+        filename: str,
+    ) -> str:
+        return f"{SIMULATED_WAMID_PREFIX}{uuid4()}"
+
+    def send_media(
+        self,
+        *,
+        phone_number_id: str,
+        access_token: str,
+        kind: str,
+        media_id: str,
+        caption: str = "",
+        filename: str = "",
         to_phone: str = "",
         to_user_id: str = "",
         callback_data: str = "",
@@ -332,6 +391,61 @@ class GraphClient:
             callback_data=callback_data,
         )
 
+    def media_upload(
+        self,
+        *,
+        phone_number_id: str,
+        access_token: str,
+        content: BinaryIO,
+        mime_type: str,
+        filename: str,
+    ) -> str:
+        """Upload a file for a later `send_media`; Meta's media id. `content` is streamed."""
+        answer = self._request(
+            "POST",
+            f"{self.base_url}/{phone_number_id}/media",
+            access_token,
+            data={"messaging_product": "whatsapp", "type": mime_type},
+            files={"file": (filename, content, mime_type)},
+            timeout=UPLOAD_TIMEOUT,
+        )
+        media_id = answer.get("id")
+        if not isinstance(media_id, str) or not media_id:
+            # Uploading again costs an unused copy at Meta, never a second message.
+            raise GraphAPIError(
+                code=None, title="Resposta da Graph API sem ID da mídia", retryable=True
+            )
+        return media_id
+
+    def send_media(
+        self,
+        *,
+        phone_number_id: str,
+        access_token: str,
+        kind: str,
+        media_id: str,
+        caption: str = "",
+        filename: str = "",
+        to_phone: str = "",
+        to_user_id: str = "",
+        callback_data: str = "",
+    ) -> SentMessage:
+        """Send an uploaded file as an ``image`` or ``document`` message; a document carries
+        the file name the customer sees."""
+        media: dict[str, str] = {"id": media_id}
+        if caption:
+            media["caption"] = caption
+        if filename and kind == "document":
+            media["filename"] = filename
+        return self._send(
+            phone_number_id,
+            access_token,
+            {"type": kind, kind: media},
+            to_phone=to_phone,
+            to_user_id=to_user_id,
+            callback_data=callback_data,
+        )
+
     def _send(
         self,
         phone_number_id: str,
@@ -481,10 +595,22 @@ class GraphClient:
         *,
         json: dict[str, Any] | None = None,
         params: dict[str, str | int] | None = None,
+        data: dict[str, str] | None = None,
+        files: dict[str, tuple[str, BinaryIO, str]] | None = None,
+        timeout: httpx.Timeout | None = None,
     ) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {access_token}"}
         try:
-            response = self._http().request(method, url, json=json, params=params, headers=headers)
+            response = self._http().request(
+                method,
+                url,
+                json=json,
+                params=params,
+                data=data,
+                files=files,
+                headers=headers,
+                timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
+            )
         except httpx.TimeoutException as exc:
             raise GraphAPIError(
                 code=None, title="Tempo esgotado na Graph API", retryable=True

@@ -57,6 +57,14 @@ def message_claim(message_id: int) -> Message | SendOutcome:
     return message
 
 
+def claim_refresh(message: Message) -> None:
+    """Renew this worker's claim after a long step of the send (a file's upload), so the claim
+    stays live for the message request that follows."""
+    Message.objects.filter(pk=message.pk, delivery_status=DeliveryStatus.PENDING).update(
+        delivery_status_at=timezone.now()
+    )
+
+
 def claim_release(message: Message, *, code: int | None, title: str) -> None:
     """Give the claim up for a retry: the last error stays visible in admin while the retry
     waits; the claim time goes, so the retry (or another task) may claim at once."""

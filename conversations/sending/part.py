@@ -1,14 +1,21 @@
 """Sending one claimed part: the Graph API call with no transaction open, and what its answer
-does to the claim (`conversations.sending.claim`)."""
+does to the claim (`conversations.sending.claim`).
+
+A file staff send (an ``image`` or ``document`` message with its `MessageMedia`) is uploaded
+first, once: the media id Meta answers is kept in ``MessageMedia.media_id`` at once, so a retry
+after a failed message request names the same upload instead of uploading again.
+"""
 
 import logging
+from typing import BinaryIO, cast
 
 from django.conf import settings
 from django.utils import timezone
 
-from conversations.models import Instance, Message, Session
+from conversations.models import Instance, Message, MessageMedia, Session
 from conversations.prometheus import send_counted
 from conversations.sending.claim import (
+    claim_refresh,
     claim_release,
     message_claim,
     message_fail,
@@ -20,11 +27,13 @@ from conversations.sending.template_payload import TEMPLATE_MESSAGE_TYPE, templa
 from whatsapp import CUSTOMER_SERVICE_WINDOW
 from whatsapp.client import DryRunSender, GraphAPIError, SentMessage, WhatsAppSender
 from whatsapp.interactive import INTERACTIVE_MESSAGE_TYPE
+from whatsapp.outbound_media import FILE_MESSAGE_TYPES
 from whatsapp.status_order import send_callback_data
 
 logger = logging.getLogger(__name__)
 
 NO_RECIPIENT = "Conversa sem telefone nem ID de usuário do cliente"
+NO_FILE = "Arquivo da mensagem não encontrado"
 
 
 def part_send(
@@ -95,7 +104,46 @@ def _graph_send(
     if message.message_type == INTERACTIVE_MESSAGE_TYPE and message.interactive:
         # The buttons or list are in `interactive`; `content` is its body, as staff read it.
         return sender.send_interactive(interactive=message.interactive, **address)
+    if message.message_type in FILE_MESSAGE_TYPES:
+        return _file_send(sender, message, address)
     return sender.send_text(body=message.content, **address)
+
+
+def _file_send(sender: WhatsAppSender, message: Message, address: dict[str, str]) -> SentMessage:
+    """Upload the message's file unless a previous attempt did, then send the message naming
+    it; `content` is the caption."""
+    media = MessageMedia.objects.filter(message_id=message.pk).first()
+    if media is None or not media.file:
+        # Nothing to send, ever: failed for good like a refusal (its title is ours).
+        raise GraphAPIError(code=None, title=NO_FILE, retryable=False)
+    if not media.media_id:
+        try:
+            opened = media.file.open("rb")
+        except OSError as exc:
+            raise GraphAPIError(code=None, title=NO_FILE, retryable=False) from exc
+        with opened:
+            media_id = sender.media_upload(
+                phone_number_id=address["phone_number_id"],
+                access_token=address["access_token"],
+                # A storage's File proxies read, seek and tell: httpx streams it from there.
+                content=cast(BinaryIO, opened),
+                mime_type=media.mime_type,
+                filename=media.filename,
+            )
+        MessageMedia.objects.filter(pk=media.pk).update(media_id=media_id)
+        media.media_id = media_id
+        claim_refresh(message)
+        logger.info(
+            "whatsapp_media_uploaded",
+            extra={"message_id": message.pk, "media_pk": media.pk, "bytes": media.file_size},
+        )
+    return sender.send_media(
+        kind=message.message_type,
+        media_id=media.media_id,
+        caption=message.content,
+        filename=media.filename,
+        **address,
+    )
 
 
 def _refused(

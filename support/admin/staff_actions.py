@@ -22,6 +22,7 @@ from django.contrib import admin, messages
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.template.defaultfilters import filesizeformat
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.formats import date_format
@@ -46,17 +47,21 @@ from support.staff_actions import (
     session_prompts_update,
     session_reply,
     session_reply_retry,
+    session_send_file,
     session_send_template,
     session_summary_regenerate,
     session_take_over,
+    upload_max_bytes,
     window_closes_at,
     window_is_open,
 )
+from whatsapp.outbound_media import ACCEPT
 
 ACTION_NAMES = (
     "take_over",
     "assign",
     "reply",
+    "send_file",
     "send_template",
     "give_back",
     "close",
@@ -111,6 +116,18 @@ def _reply(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcom
         session_id=session_id,
         user=_staff(request),
         text=request.POST.get("text", ""),
+        form_token=parse_form_token(request.POST.get("form_token", "")),
+        now=now,
+        confirm_other_assignee=_confirmed(request),
+    )
+
+
+def _send_file(request: HttpRequest, session_id: int, now: datetime) -> ActionOutcome:
+    return session_send_file(
+        session_id=session_id,
+        user=_staff(request),
+        upload=request.FILES.get("file"),
+        caption=request.POST.get("caption", ""),
         form_token=parse_form_token(request.POST.get("form_token", "")),
         now=now,
         confirm_other_assignee=_confirmed(request),
@@ -175,6 +192,7 @@ RUNS: dict[str, Run] = {
     "take_over": _take_over,
     "assign": _assign,
     "reply": _reply,
+    "send_file": _send_file,
     "send_template": _send_template,
     "give_back": _give_back,
     "close": _close,
@@ -273,6 +291,8 @@ class StaffActionsPanel:
     default_state: str
     templates: list[TemplateChoice]
     form_token: str
+    file_accept: str = ACCEPT  # what the file picker offers (the server reads the content)
+    file_limits: str = ""  # "Imagens JPEG ou PNG até 5,0 MB; …"
 
 
 def staff_actions_panel(*, session: Session, user: Any, now: datetime) -> StaffActionsPanel | None:
@@ -328,4 +348,12 @@ def staff_actions_panel(*, session: Session, user: Any, now: datetime) -> StaffA
         default_state=default_state,
         templates=templates,
         form_token=str(uuid4()),
+        file_limits=_(
+            "JPEG or PNG images up to %(image)s; PDF, Word, Excel or PowerPoint documents up "
+            "to %(document)s."
+        )
+        % {
+            "image": filesizeformat(upload_max_bytes("image")),
+            "document": filesizeformat(upload_max_bytes("document")),
+        },
     )

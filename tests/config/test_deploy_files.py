@@ -145,6 +145,17 @@ def test_nginx_overwrites_the_forwarded_headers_and_buffers_bodies() -> None:
     assert re.search(r"client_max_body_size 7m;", site) is not None
 
 
+def test_nginx_lets_the_staff_file_sends_through_above_whatsapp_s_100_mb() -> None:
+    site = (DEPLOY / "nginx" / "lab-attendance.conf").read_text()
+    location = re.search(r"location ~ (\S+) \{([^}]*)\}", site)
+
+    assert location is not None
+    assert re.fullmatch(location.group(1), "/admin/conversations/session/42/send-file/")
+    assert re.fullmatch(location.group(1), "/admin/conversations/session/42/reply/") is None
+    assert "client_max_body_size 101m;" in location.group(2)
+    assert "proxy_set_header X-Forwarded-For $remote_addr;" in location.group(2)
+
+
 def test_the_image_copies_every_package_the_project_installs() -> None:
     # pip installs the packages pyproject.toml lists; the image must hold each of them, or an
     # app in INSTALLED_APPS is missing at start.

@@ -547,6 +547,12 @@ class SlowSender:
     def send_interactive(self, **kwargs: Any) -> SentMessage:
         raise AssertionError("the sweeps resend text parts only")
 
+    def media_upload(self, **kwargs: Any) -> str:
+        raise AssertionError("the sweeps resend text parts only")
+
+    def send_media(self, **kwargs: Any) -> SentMessage:
+        raise AssertionError("the sweeps resend text parts only")
+
 
 def run_concurrently(work: Any, workers: int) -> None:
     barrier = threading.Barrier(workers)

@@ -19,6 +19,10 @@ Script other answers, consumed in order, with `respond_error`, `respond_delay` o
 (``GET /media-bytes/<media_id>`` on this server) serves the bytes; the scripted answers apply to
 the first of the two.
 
+``POST /<version>/<phone_number_id>/media`` (a file staff send) answers ``{"id": <media id>}``
+(``800000000000001``, ``800000000000002``...) and records the multipart form in `uploads`: its
+fields, the file's name, Content-Type and bytes; the scripted answers apply to it too.
+
 ``GET /<version>/<waba_id>/message_templates`` answers the templates given to `set_templates`
 for that account, `page_size` at a time, paged as Meta pages (``paging.cursors.after`` and a
 ``paging.next`` URL on every page but the last); the scripted answers apply to it too.
@@ -56,6 +60,18 @@ class GraphRequest:
 
 
 @dataclass(frozen=True)
+class GraphUpload:
+    """One ``POST /<phone_number_id>/media``, as the server read its multipart form."""
+
+    path: str
+    headers: dict[str, str]
+    form: dict[str, str]
+    filename: str
+    content_type: str
+    content: bytes
+
+
+@dataclass(frozen=True)
 class _Scripted:
     status: int
     body: Any
@@ -84,12 +100,16 @@ class FakeGraphAPI:
         self.requests: list[GraphRequest] = []
         self._scripted: deque[_Scripted] = deque()
         self._wamids = (f"wamid.FAKE{n:04d}" for n in itertools.count(1))
+        self.uploads: list[GraphUpload] = []
+        self._media_ids = (f"{800000000000000 + n}" for n in itertools.count(1))
         self._lock = threading.Lock()
         # Called with each request before it is answered (e.g. to look at the database then).
         self.on_request: Callable[[GraphRequest], None] | None = None
         # Any phone_number_id; the requests list records which one was called.
         uri = re.compile(rf"^/{re.escape(version)}/[0-9]+/messages$")
         httpserver.expect_request(uri, method="POST").respond_with_handler(self._handle)
+        upload = re.compile(rf"^/{re.escape(version)}/[0-9]+/media$")
+        httpserver.expect_request(upload, method="POST").respond_with_handler(self._upload)
         self._templates: dict[str, list[dict[str, Any]]] = {}
         self._page_size = 100
         listing = re.compile(rf"^/{re.escape(version)}/[0-9]+/message_templates$")
@@ -176,6 +196,27 @@ class FakeGraphAPI:
             "contacts": [{"input": recipient, key: recipient}],
             "messages": [{"id": wamid}],
         }
+
+    def _upload(self, request: Request) -> Response:
+        file = request.files.get("file")
+        recorded = GraphUpload(
+            path=request.path,
+            headers=dict(request.headers),
+            form=request.form.to_dict(),
+            filename=file.filename or "" if file is not None else "",
+            content_type=file.content_type or "" if file is not None else "",
+            content=file.read() if file is not None else b"",
+        )
+        with self._lock:
+            self.uploads.append(recorded)
+            scripted = self._scripted.popleft() if self._scripted else None
+        if scripted is not None and scripted.delay:
+            time.sleep(scripted.delay)
+        if scripted is not None and scripted.body is not None:
+            return _json_response(scripted.status, scripted.body)
+        with self._lock:
+            media_id = next(self._media_ids)
+        return _json_response(200, {"id": media_id})
 
     def _list(self, request: Request) -> Response:
         query = request.query_string.decode()

@@ -43,6 +43,7 @@ ACTIONS = (
     "take-over",
     "assign",
     "reply",
+    "send-file",
     "send-template",
     "give-back",
     "close",

@@ -1,5 +1,6 @@
 """The Graph API client against a fake Graph server on 127.0.0.1 (real httpx, real HTTP)."""
 
+import io
 from collections.abc import Iterator
 
 import httpx
@@ -279,4 +280,101 @@ def test_send_interactive_posts_the_interactive_object_as_given(
             },
         },
         "biz_opaque_callback_data": "m:7",
+    }
+
+
+def test_media_upload_posts_a_multipart_form_and_answers_meta_s_media_id(
+    graph: FakeGraphAPI, client: GraphClient
+) -> None:
+    media_id = client.media_upload(
+        phone_number_id=PNID,
+        access_token="tok-123",
+        content=io.BytesIO(b"%PDF-1.7 laudo"),
+        mime_type="application/pdf",
+        filename="laudo.pdf",
+    )
+
+    assert media_id == "800000000000001"
+    [upload] = graph.uploads
+    assert upload.path == f"/v23.0/{PNID}/media"
+    assert upload.headers["Authorization"] == "Bearer tok-123"
+    assert upload.headers["Content-Type"].startswith("multipart/form-data; boundary=")
+    assert upload.form == {"messaging_product": "whatsapp", "type": "application/pdf"}
+    assert (upload.filename, upload.content_type, upload.content) == (
+        "laudo.pdf",
+        "application/pdf",
+        b"%PDF-1.7 laudo",
+    )
+    assert graph.requests == []  # no message was sent
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "code", "retryable"),
+    [
+        (200, {"success": True}, None, True),  # no id: uploading again sends nothing twice
+        (500, {"error": {"code": 2, "message": "Service temporarily unavailable"}}, 2, True),
+        (400, {"error": {"code": 131053, "message": "Media upload error"}}, 131053, False),
+    ],
+)
+def test_an_upload_without_an_id_or_refused_is_a_typed_error(
+    status: int,
+    body: dict[str, object],
+    code: int | None,
+    retryable: bool,
+    graph: FakeGraphAPI,
+    client: GraphClient,
+) -> None:
+    graph.respond_json(status, body)
+
+    with pytest.raises(GraphAPIError) as raised:
+        client.media_upload(
+            phone_number_id=PNID,
+            access_token="tok-123",
+            content=io.BytesIO(b"\xff\xd8\xff"),
+            mime_type="image/jpeg",
+            filename="foto.jpg",
+        )
+
+    assert (raised.value.code, raised.value.retryable) == (code, retryable)
+
+
+@pytest.mark.parametrize(
+    ("kind", "caption", "filename", "expected"),
+    [
+        ("image", "Etiqueta", "foto.jpg", {"id": "777", "caption": "Etiqueta"}),
+        ("image", "", "", {"id": "777"}),
+        ("document", "", "laudo.pdf", {"id": "777", "filename": "laudo.pdf"}),
+        (
+            "document",
+            "Seu laudo",
+            "laudo.pdf",
+            {"id": "777", "caption": "Seu laudo", "filename": "laudo.pdf"},
+        ),
+    ],
+)
+def test_send_media_names_the_upload_with_its_caption_and_a_document_s_file_name(
+    kind: str,
+    caption: str,
+    filename: str,
+    expected: dict[str, str],
+    graph: FakeGraphAPI,
+    client: GraphClient,
+) -> None:
+    sent = client.send_media(
+        phone_number_id=PNID,
+        access_token="tok-123",
+        kind=kind,
+        media_id="777",
+        caption=caption,
+        filename=filename,
+        to_phone="5511987654321",
+    )
+
+    assert sent == SentMessage(wamid="wamid.FAKE0001")
+    assert graph.requests[0].json == {
+        "messaging_product": "whatsapp",
+        "recipient_type": "individual",
+        "to": "5511987654321",
+        "type": kind,
+        kind: expected,
     }

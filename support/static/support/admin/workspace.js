@@ -6,6 +6,9 @@
  *   note mode, to the note URL; Ctrl+Enter sends. On success the text is cleared, the page's
  *   one-time token replaced by the answer's and the live poll asked at once (the message arrives
  *   through it); on failure the text stays and the reason is shown in #composer-error;
+ * - with a file attached (#attach-file, "Anexar arquivo") the same button sends #staff-send-file
+ *   instead, the text as the file's caption; the attachment's name shows in #composer-attachment
+ *   until it is sent or removed (the server checks what the file is and answers why not);
  * - asks "Está atribuída a Bruno — responder mesmo assim?" before a reply to a conversation
  *   assigned to a colleague (and when the server answers 409 with that question), then sends
  *   with confirm_other_assignee=1;
@@ -21,6 +24,7 @@
   var composer;
   var textarea;
   var errorBox;
+  var fileInput;
   var sending = false;
 
   function setError(text) {
@@ -44,7 +48,7 @@
     if (!token) {
       return;
     }
-    document.querySelectorAll("#staff-reply input[name=form_token], #staff-retry input[name=form_token]").forEach(function (input) {
+    document.querySelectorAll("#staff-reply input[name=form_token], #staff-send-file input[name=form_token], #staff-retry input[name=form_token]").forEach(function (input) {
       input.value = token;
     });
   }
@@ -106,6 +110,45 @@
     return composer.getAttribute("data-failed");
   }
 
+  function attached() {
+    return Boolean(fileInput && fileInput.files && fileInput.files.length);
+  }
+
+  function sizeText(bytes) {
+    if (bytes < 1024 * 1024) {
+      return Math.max(1, Math.round(bytes / 1024)) + " KB";
+    }
+    return (bytes / (1024 * 1024)).toFixed(1).replace(".", ",") + " MB";
+  }
+
+  // The attachment's name beside the composer, the button's label and the caption's limit.
+  function updateAttachment() {
+    var box = document.getElementById("composer-attachment");
+    var button = document.getElementById("action-reply");
+    var file = attached() ? fileInput.files[0] : null;
+    if (box) {
+      box.hidden = !file;
+      document.getElementById("attachment-name").textContent = file ? file.name + " (" + sizeText(file.size) + ")" : "";
+    }
+    if (button) {
+      button.textContent = composer.getAttribute(file ? "data-send-file" : "data-send-reply");
+    }
+    if (textarea) {
+      if (!textarea.hasAttribute("data-placeholder")) {
+        textarea.setAttribute("data-placeholder", textarea.getAttribute("placeholder") || "");
+      }
+      textarea.setAttribute("placeholder", file ? composer.getAttribute("data-caption-placeholder") : textarea.getAttribute("data-placeholder"));
+      textarea.setAttribute("maxlength", file ? "1024" : "4096");
+    }
+  }
+
+  function removeAttachment() {
+    if (fileInput) {
+      fileInput.value = "";
+    }
+    updateAttachment();
+  }
+
   function send(event) {
     event.preventDefault();
     if (sending || !textarea) {
@@ -114,7 +157,8 @@
     var form = document.getElementById("staff-reply");
     var noteUrl = composer.getAttribute("data-note-url");
     var asNote = mode() === "note" && noteUrl;
-    if (!textarea.value.trim()) {
+    var asFile = !asNote && attached();
+    if (!asFile && !textarea.value.trim()) {
       textarea.focus();
       return;
     }
@@ -124,7 +168,15 @@
     if (button) {
       button.disabled = true;
     }
-    var request = asNote ? post(noteUrl, form, { text: textarea.value }) : sendConfirming(form.action, form);
+    var request;
+    if (asNote) {
+      request = post(noteUrl, form, { text: textarea.value });
+    } else if (asFile) {
+      var fileForm = document.getElementById("staff-send-file");
+      request = sendConfirming(fileForm.action, fileForm, { caption: textarea.value });
+    } else {
+      request = sendConfirming(form.action, form);
+    }
     request
       .then(function (answer) {
         if (answer.cancelled) {
@@ -132,6 +184,9 @@
         }
         if (answer.data && answer.data.ok) {
           textarea.value = "";
+          if (asFile) {
+            removeAttachment();
+          }
           setTokens(answer.data.form_token);
           refreshLive();
           return;
@@ -191,6 +246,13 @@
     var note = mode() === "note";
     var usable = note || windowOpen();
     textarea.disabled = !usable;
+    if (fileInput) {
+      // A note carries no file; a closed window takes templates only.
+      if (note && attached()) {
+        removeAttachment();
+      }
+      fileInput.disabled = note || !windowOpen();
+    }
     var button = document.getElementById("action-reply");
     if (button && !sending) {
       button.disabled = !usable;
@@ -282,6 +344,17 @@
     composer = document.getElementById("composer");
     textarea = document.getElementById("reply-text");
     errorBox = document.getElementById("composer-error");
+    fileInput = document.getElementById("attach-file");
+    if (fileInput) {
+      fileInput.addEventListener("change", function () {
+        setError("");
+        updateAttachment();
+        if (textarea) {
+          textarea.focus();
+        }
+      });
+      document.getElementById("attachment-remove").addEventListener("click", removeAttachment);
+    }
     var replyForm = document.getElementById("staff-reply");
     if (composer && textarea && replyForm) {
       replyForm.addEventListener("submit", send);
