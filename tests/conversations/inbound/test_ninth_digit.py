@@ -228,3 +228,32 @@ def test_a_reply_goes_to_the_wa_id_whatsapp_gave_last(
     )
     [reply] = session.messages.filter(direction=Direction.OUTBOUND)
     assert reply.wa_message_id == "wamid.FAKE0001"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_gives_the_existing_sessions_their_keys() -> None:
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("conversations", "0021_message_interactive_reply_reaction_media_reading")]
+    after = [("conversations", "0022_session_customer_phone_key")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old_apps = executor.loader.project_state(before).apps
+    old_instance = old_apps.get_model("conversations", "Instance").objects.create(
+        phone_number_id="100000000000009", name="Antiga"
+    )
+    old_session = old_apps.get_model("conversations", "Session")
+    for phone in (WITHOUT_NINTH, "551133334444", ""):
+        old_session.objects.create(instance=old_instance, customer_phone=phone)
+    try:
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+        assert sorted(Session.objects.values_list("customer_phone", "customer_phone_key")) == [
+            ("", ""),
+            ("551133334444", "551133334444"),
+            (WITHOUT_NINTH, WITH_NINTH),
+        ]
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
