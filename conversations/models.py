@@ -284,6 +284,8 @@ class DeliveryStatus(models.TextChoices):
 
 
 SUPERSEDED = "superseded"
+# The message type of a reaction's own row (its emoji is stored on the message it reacts to).
+REACTION_TYPE = "reaction"
 # An OUTBOUND message not accepted by the Graph API yet and not failed: no wamid, no error (a
 # superseded draft has one), delivery status pending (or never set).
 UNSENT_OUTBOUND = models.Q(

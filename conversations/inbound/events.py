@@ -25,8 +25,10 @@ Messages, by kind (`InboundKind`):
   time; an empty emoji, a reaction taken off, clears it), when that message is in one of the
   customer's sessions on the number; a later reaction replaces an earlier one by WhatsApp time,
   so one that arrives late does not undo a newer; a reaction to a message we do not hold is
-  only logged. Staff's reactions in the Business app (echoes) are stored the same way and do not
-  take the conversation from the bot (an emoji answers nothing);
+  only logged. A reaction is not the customer writing: it moves ``last_message_at``, not
+  ``last_inbound_at`` (the support queue's "waiting" and the 24-hour window read that one).
+  Staff's reactions in the Business app (echoes) are stored the same way and do not take the
+  conversation from the bot (an emoji answers nothing);
 - unsupported and unknown types are logged only;
 - ``system`` messages change the open session's phone or user id and are logged as a SYSTEM event;
 - echoes (``smb_message_echoes``, coexistence) are logged as staff OUTBOUND messages and move the
@@ -75,6 +77,7 @@ from conversations.inbound.session_rules import (
 )
 from conversations.models import (
     MEDIA_WITHOUT_FILE,
+    REACTION_TYPE,
     DeliveryStatus,
     Direction,
     MediaStatus,
@@ -104,7 +107,6 @@ EnqueueFn = Callable[[int], None]
 _ERROR_CHARS = 2_000
 _MESSAGE_ERROR_CHARS = 64  # Message.error
 _REACTION_CHARS = Message._meta.get_field("reaction").max_length or 32
-REACTION_TYPE = "reaction"
 # Unreadable items listed in the delivery's error (the rest counted): enough to diagnose.
 _UNREADABLE_LISTED = 20
 
@@ -492,12 +494,15 @@ def _inbound_store(
     """A customer's message in their session (pending for a turn per
     `session_rules.waits_for_turn`), the session's times moved; None when the number is not ours
     or the wamid was received before."""
+    # A reaction is not the customer writing: it moves the session's last activity, not its last
+    # inbound message (which the support queue and the 24-hour window read).
+    inbound = message.kind is not InboundKind.REACTION
     session = session_for(
         context.sessions,
         message.phone_number_id,
         message.customer,
         message.timestamp,
-        inbound=True,
+        inbound=inbound,
         now=context.now,
     )
     if session is None:
@@ -527,7 +532,7 @@ def _inbound_store(
         logger.info("whatsapp_message_duplicate", extra={"wamid": message.wamid})
         return None
     context.messages_count += 1
-    context.sessions.touch(session, message.timestamp, inbound=True, now=context.now)
+    context.sessions.touch(session, message.timestamp, inbound=inbound, now=context.now)
     if message.timestamp_replaced:
         _timestamp_replaced(context, session, message.wamid, message.timestamp_replaced)
     return session, stored

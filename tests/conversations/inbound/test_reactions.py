@@ -9,6 +9,7 @@ from model_bakery import baker
 
 from agents.states import SessionState
 from conversations.models import Direction, Instance, Message, Session
+from support.queue import waiting_sessions
 from tests import baker_recipes as recipes
 from tests.helpers.inbound import Receiver, T, make_session, messages
 from tests.helpers.meta_payloads import encode, load_fixture
@@ -196,6 +197,47 @@ def test_a_reaction_in_a_human_conversation_is_stored_and_nothing_is_sent(
 
     assert reaction_of(target) == (THUMBS_UP, T)
     assert (receive.turns.calls, receive.sends.calls) == ([], [])
+
+
+def test_a_reaction_moves_the_last_activity_but_is_not_the_customer_writing(
+    instance: Instance, receive: Receiver
+) -> None:
+    before = T - timedelta(minutes=5)
+    session = make_session(instance, last_message_at=before, last_inbound_at=before)
+    bubble(session)
+
+    receive(reaction())
+
+    session.refresh_from_db()
+    assert (session.last_message_at, session.last_inbound_at) == (T, before)
+
+
+def test_a_customer_who_reacts_to_the_team_s_answer_is_not_waiting_again(
+    instance: Instance, receive: Receiver
+) -> None:
+    answered = T - timedelta(minutes=1)
+    session = make_session(
+        instance,
+        state=SessionState.HUMAN,
+        handed_off_at=T - timedelta(minutes=10),
+        last_staff_reply_at=answered,
+        last_inbound_at=T - timedelta(minutes=2),
+    )
+    bubble(session, "Seu laudo sai amanhã.", created_at=answered)
+
+    receive(reaction())
+
+    assert list(waiting_sessions()) == []
+    baker.make(
+        Message,
+        session=session,
+        direction=Direction.INBOUND,
+        content="Obrigada!",
+        wa_timestamp=T + timedelta(seconds=5),
+    )
+    Session.objects.filter(pk=session.pk).update(last_inbound_at=T + timedelta(seconds=5))
+    [waiting] = waiting_sessions()
+    assert waiting.waiting_since == T + timedelta(seconds=5)
 
 
 def test_a_staff_reaction_from_the_app_lands_on_the_customer_s_message_and_keeps_the_bot(
