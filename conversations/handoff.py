@@ -55,6 +55,7 @@ from conversations.dispatcher import Handoff, handoff_event
 from conversations.event_codes import EventCode
 from conversations.message_order import newest_in_conversation_order
 from conversations.models import (
+    REACTION_TYPE,
     DeliveryStatus,
     Direction,
     HandoffSummary,
@@ -306,6 +307,8 @@ def summary_facts(session: Session) -> SummaryFacts:
         Message.objects.conversational()
         .filter(session_id=session.pk)
         .exclude(content="")
+        # As in the agents' history: a reaction's emoji is on its message, not a line said.
+        .exclude(message_type=REACTION_TYPE)
         .only("id", "direction", "staff_user_id", "content", "wa_timestamp"),
         SUMMARY_TRANSCRIPT_MESSAGES,
     )

@@ -17,6 +17,7 @@ from agents.parameters import ParameterSpec
 from agents.sources import CallRecord, HistoryEntry, OverrideTemplate, StrategicCompanyInfo
 from agents.states import AgentName
 from conversations.agent_sources import DatabaseCallRecorder, DatabaseHistorySource
+from conversations.handoff import summary_facts
 from conversations.models import Direction, LLMCall, Message, Session
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from knowledge_base.selectors import DatabaseKBSource
@@ -487,7 +488,7 @@ def test_history_reads_a_long_quote_only_as_far_as_the_model_could_read_it() -> 
     assert entries[-1].quoted == "x" * 1_000
 
 
-def test_history_leaves_out_reactions_which_are_shown_on_the_message_they_react_to() -> None:
+def test_history_and_summary_leave_out_reactions_which_are_shown_on_their_message() -> None:
     session = baker.make(Session)
     asked = make_message(session, Direction.OUTBOUND, "Posso confirmar?", 1, reaction="👍")
     make_message(session, Direction.INBOUND, "👍", 2, message_type="reaction")
@@ -495,3 +496,4 @@ def test_history_leaves_out_reactions_which_are_shown_on_the_message_they_react_
     assert DatabaseHistorySource().history(session.pk, 50) == [
         HistoryEntry(session.pk, "OUTBOUND", "Posso confirmar?", "", asked.pk)
     ]
+    assert [line.text for line in summary_facts(session).transcript] == ["Posso confirmar?"]
