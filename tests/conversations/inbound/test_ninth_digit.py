@@ -11,8 +11,12 @@ from model_bakery import baker
 from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from agents.states import SessionState
-from conversations.models import Direction, Instance, Lead, Session
-from conversations.privacy.customer_data import CustomerSelector, customer_find
+from conversations.models import Direction, Instance, Lead, Session, WebhookDelivery
+from conversations.privacy.customer_data import (
+    CustomerSelector,
+    customer_data_erase,
+    customer_find,
+)
 from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -205,6 +209,27 @@ def test_the_customer_data_requests_find_both_forms(
     )
     assert len(found.sessions) == 2
     assert found.webhook_deliveries == 2
+
+
+def test_an_erasure_asked_in_one_form_covers_the_other_and_clears_the_key(
+    instance: Instance, receive: Receiver
+) -> None:
+    receive(text_from(WITHOUT_NINTH, wamid="wamid.WITHOUT"))
+    receive(text_from(WITH_NINTH, wamid="wamid.WITH", at=1))
+
+    report = customer_data_erase(
+        CustomerSelector(phone=WITHOUT_NINTH), now=T + timedelta(hours=1), operator="dpo"
+    )
+
+    [session] = Session.objects.all()
+    assert (session.customer_phone, session.customer_phone_key, session.anonymised_at) == (
+        "",
+        "",
+        T + timedelta(hours=1),
+    )
+    assert report.webhook_deliveries == 2
+    bodies = b"".join(bytes(d.raw_body) for d in WebhookDelivery.objects.all())
+    assert (WITH_NINTH.encode() in bodies, WITHOUT_NINTH.encode() in bodies) == (False, False)
 
 
 def test_a_reply_goes_to_the_wa_id_whatsapp_gave_last(
