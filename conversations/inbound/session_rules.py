@@ -125,8 +125,9 @@ def open_session_find(
 # touched. (SQLite 3.40 returns the columns of an ``UPDATE ... FROM`` out of order: hence the
 # idle test repeated in each CASE rather than computed once in a FROM.) The customer's other
 # phone form (the ninth digit) becomes the session's phone when an inbound message newer than
-# the last brings it; the EXISTS, reached only then (CASE tries its WHENs in order), leaves the
-# phone as it is when another open session holds that form (one open session per phone).
+# the last brings it (not the phone of an idle session it closes); the EXISTS, reached only
+# then (CASE tries its WHENs in order), leaves the phone as it is when another open session
+# holds that form (one open session per phone).
 SESSION_TOUCH_SQL = (
     """UPDATE conversations_session SET
     state = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
@@ -137,8 +138,9 @@ SESSION_TOUCH_SQL = (
         OR last_message_at >= %(at)s THEN last_message_at ELSE %(at)s END,
     last_inbound_at = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
         OR NOT %(inbound)s OR last_inbound_at >= %(at)s THEN last_inbound_at ELSE %(at)s END,
-    customer_phone = CASE WHEN NOT %(inbound)s OR customer_phone = %(phone)s
-        OR customer_phone_key <> %(phone_key)s OR last_inbound_at > %(at)s THEN customer_phone
+    customer_phone = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
+        OR NOT %(inbound)s OR customer_phone = %(phone)s OR customer_phone_key <> %(phone_key)s
+        OR last_inbound_at > %(at)s THEN customer_phone
         WHEN EXISTS (SELECT 1 FROM conversations_session d
             WHERE d.instance_id = conversations_session.instance_id
               AND d.customer_phone = %(phone)s AND d.state <> 'CLOSED'

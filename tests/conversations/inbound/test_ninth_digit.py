@@ -282,3 +282,23 @@ def test_the_migration_gives_the_existing_sessions_their_keys() -> None:
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+def test_an_idle_session_keeps_its_phone_and_the_new_one_takes_the_sender_s_form(
+    instance: Instance, receive: Receiver
+) -> None:
+    idle_since = T - timedelta(days=2)
+    idle = customer_session(
+        instance, WITH_NINTH, last_message_at=idle_since, last_inbound_at=idle_since
+    )
+
+    receive(text_from(WITHOUT_NINTH, wamid="wamid.AFTERIDLE"))
+
+    idle.refresh_from_db()
+    assert (idle.state, idle.customer_phone) == (SessionState.CLOSED, WITH_NINTH)
+    new = Session.objects.exclude(pk=idle.pk).get()
+    assert (new.customer_phone, new.customer_phone_key, new.state) == (
+        WITHOUT_NINTH,
+        WITH_NINTH,
+        SessionState.TRIAGE,
+    )
