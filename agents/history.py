@@ -11,6 +11,13 @@ What the team wrote to the customer (a staff reply or template while the session
 human) stays in the history once the conversation is given back to the bot, as an
 ``assistant`` turn marked with `STAFF_MARK`: the customer read it from this number, so the model
 must know it was said, and that a person of the team said it, not the model itself.
+
+A customer's quoted reply (WhatsApp's ``context.id``) reads as the text it quotes, then the
+reply: `QUOTE_MARK` as a prefix, ``(em resposta a: "Qual é o seu segmento?") Alimentos`` — in
+the order the customer saw them, the quote above the reply; the quoted text on one line, cut at
+`QUOTE_CHARS` characters with "…". Only a message of the same session is quoted (the history
+source looks it up there); a reply quoting one it cannot find, or one with no text, reads as it
+was written.
 """
 
 from collections.abc import Sequence
@@ -24,6 +31,9 @@ SUPERSEDED = "superseded"
 ROLE_FOR_DIRECTION: dict[str, Role] = {"INBOUND": "user", "OUTBOUND": "assistant"}
 # Prefix of an assistant turn the team wrote (the model reads Portuguese prompts).
 STAFF_MARK = "[Mensagem da equipe humana] "
+# A quoted reply's prefix; the quote is cut at QUOTE_CHARS (enough to recognise a question).
+QUOTE_MARK = '(em resposta a: "{quoted}") '
+QUOTE_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +60,7 @@ def select_history(
         and entry.text.strip()
     ]
     kept = kept[-limit:] if limit > 0 else []
-    messages = [
-        ChatMessage(ROLE_FOR_DIRECTION[e.direction], STAFF_MARK + e.text if e.staff else e.text)
-        for e in kept
-    ]
+    messages = [ChatMessage(ROLE_FOR_DIRECTION[e.direction], entry_text(e)) for e in kept]
     if current_message is not None and current_message.strip():
         last = messages[-1] if messages else None
         already_last = (
@@ -64,3 +71,21 @@ def select_history(
         if not already_last:
             messages.append(ChatMessage("user", current_message))
     return HistorySelection(tuple(messages), foreign_dropped=len(entries) - len(own))
+
+
+def entry_text(entry: HistoryEntry) -> str:
+    """The entry as the model reads it: marked when the team wrote it or when it quotes one."""
+    if entry.staff:
+        return STAFF_MARK + entry.text
+    quoted = quoted_text(entry.quoted)
+    if quoted:
+        return QUOTE_MARK.format(quoted=quoted) + entry.text
+    return entry.text
+
+
+def quoted_text(text: str) -> str:
+    """A quoted message's text on one line, at most `QUOTE_CHARS` characters ("…" when cut)."""
+    line = " ".join(text.split())
+    if len(line) > QUOTE_CHARS:
+        return line[: QUOTE_CHARS - 1].rstrip() + "…"
+    return line

@@ -76,6 +76,9 @@ class HistoryEntry:
     message_id: int | None = None
     # OUTBOUND written by a member of the team (a staff reply or template), not by the model.
     staff: bool = False
+    # A quoted reply: the text of the session's message it answers ("" when it quotes none, or
+    # one the session does not hold); `agents.history` marks the entry with it.
+    quoted: str = ""
     # A media message's readable part: the model reads `agents.media_markers.media_text` of it.
     media: MediaView | None = None
 

@@ -16,6 +16,7 @@ from typing import cast
 from django.conf import settings
 from django.db import connections
 
+from agents.history import QUOTE_CHARS
 from agents.invoker import AgentInvoker, InvokerConfig
 from agents.llm import LLMClient, OpenAIClient
 from agents.sources import (
@@ -46,18 +47,25 @@ _VERSION_CHARS = LLMCall._meta.get_field("prompt_version").max_length or 32
 # the ORM's history the costliest of its reads (1.1-1.7 ms a call there). The conditions are
 # `MessageQuerySet.conversational`'s (INBOUND or OUTBOUND, not superseded), without a reply
 # WhatsApp refused (e.g. 131047 outside the 24-hour window: the customer never saw it, so the
-# model must not believe it was said) or an empty text; newest first by id (`NEWEST_FIRST`),
-# limited, then put in conversation order.
-# A media message comes with its readable part (the one-to-one MessageMedia, on its unique
-# index), which the model reads instead of the text (`agents.media_markers`).
+# model must not believe it was said), an empty text or a reaction (its emoji is shown on the
+# message it reacts to, not said in the conversation); newest first by id (`NEWEST_FIRST`),
+# limited, then put in conversation order. A quoted reply brings the text it quotes, from the
+# same session, by the unique wamid index (one LEFT JOIN; `agents.history` marks it), read up
+# to `_QUOTE_READ_CHARS`: more than the quote keeps, even with its spaces folded. A media
+# message comes with its readable part (the one-to-one MessageMedia, on its unique index), which
+# the model reads instead of the text (`agents.media_markers`).
 HISTORY_SQL = f"""SELECT m.id, m.session_id, m.direction, m.content, m.error, m.wa_timestamp,
-        m.staff_user_id, {MEDIA_COLUMNS_SQL}
+        m.staff_user_id, SUBSTR(q.content, 1, {{quote_chars}}) AS quoted, {MEDIA_COLUMNS_SQL}
     FROM conversations_message m
+    LEFT JOIN conversations_message q ON m.reply_to_wamid <> ''
+        AND q.wa_message_id = m.reply_to_wamid AND q.session_id = m.session_id
     {MEDIA_JOIN_SQL}
     WHERE m.session_id = %s AND m.direction IN ('INBOUND', 'OUTBOUND')
         AND m.error <> 'superseded' AND m.delivery_status <> 'failed'
-        AND (m.content <> '' OR mm.id IS NOT NULL){{before}}
+        AND (m.content <> '' OR mm.id IS NOT NULL)
+        AND m.message_type <> 'reaction'{{before}}
     ORDER BY m.id DESC LIMIT %s"""
+_QUOTE_READ_CHARS = 5 * QUOTE_CHARS
 _CREATED_AT = Message._meta.get_field("created_at")
 
 
@@ -78,7 +86,9 @@ class DatabaseHistorySource:
             params.append(
                 _CREATED_AT.get_db_prep_value(self._before, connections[Message.objects.db])
             )
-        newest_first = Message.objects.raw(HISTORY_SQL.format(before=before), [*params, limit])
+        newest_first = Message.objects.raw(
+            HISTORY_SQL.format(before=before, quote_chars=_QUOTE_READ_CHARS), [*params, limit]
+        )
         messages = conversation_order(reversed(list(newest_first)))
         return [
             HistoryEntry(
@@ -89,6 +99,8 @@ class DatabaseHistorySource:
                 error=m.error,
                 message_id=m.pk,
                 staff=m.direction == Direction.OUTBOUND and m.staff_user_id is not None,
+                # The statement's extra column: a raw queryset sets it on the instance.
+                quoted=getattr(m, "quoted", None) or "",
                 media=media_view_of(m),
             )
             for m in messages

@@ -56,6 +56,7 @@ from conversations.event_codes import EventCode
 from conversations.media_views import message_text
 from conversations.message_order import newest_in_conversation_order
 from conversations.models import (
+    REACTION_TYPE,
     DeliveryStatus,
     Direction,
     HandoffSummary,
@@ -307,6 +308,8 @@ def summary_facts(session: Session) -> SummaryFacts:
         Message.objects.conversational()
         .filter(session_id=session.pk)
         .filter(Q(media__isnull=False) | ~Q(content=""))
+        # As in the agents' history: a reaction's emoji is on its message, not a line said.
+        .exclude(message_type=REACTION_TYPE)
         .select_related("media")
         .only("id", "direction", "staff_user_id", "content", "wa_timestamp", "media"),
         SUMMARY_TRANSCRIPT_MESSAGES,

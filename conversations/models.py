@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.conf import settings
 from django.core.validators import MaxLengthValidator, RegexValidator
 from django.db import models
@@ -7,6 +9,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.circuit import CircuitState
 from agents.labels import AGENT_LABELS, HANDOFF_REASON_LABELS, STATE_LABELS, choices
+from agents.phones import customer_phone_key
 from agents.states import SessionState
 from conversations.privacy.encryption import EncryptedTextField
 
@@ -99,6 +102,12 @@ class Session(models.Model):
         blank=True,
         validators=[E164_DIGITS_VALIDATOR],
         help_text=_("E.164, digits only"),
+    )
+    # What the customer is matched by (`agents.phones.customer_phone_key`: a Brazilian mobile
+    # with its ninth digit, whichever form WhatsApp sent); `customer_phone` stays the wa_id
+    # WhatsApp gave last, the one sends go to. Written by `save` and with every phone update.
+    customer_phone_key = models.CharField(
+        _("customer phone key"), max_length=20, blank=True, editable=False
     )
     customer_user_id = models.CharField(_("user ID (BSUID)"), max_length=128, blank=True)
     customer_name = models.CharField(_("customer name"), max_length=200, blank=True)
@@ -207,7 +216,7 @@ class Session(models.Model):
         ]
         indexes = [
             models.Index(
-                fields=["instance", "customer_phone", "-created_at"], name="session_phone"
+                fields=["instance", "customer_phone_key", "-created_at"], name="session_phone_key"
             ),
             models.Index(
                 fields=["instance", "customer_user_id", "-created_at"], name="session_user"
@@ -244,6 +253,20 @@ class Session(models.Model):
         # staff member reads in "Ações recentes" and which outlives an erasure.
         return gettext("Conversation #%(id)s") % {"id": self.pk}
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.customer_phone_key = customer_phone_key(self.customer_phone)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "customer_phone" in update_fields:
+            kwargs["update_fields"] = {*update_fields, "customer_phone_key"}
+        super().save(*args, **kwargs)
+
+
+def phone_changes(changes: dict[str, Any]) -> dict[str, Any]:
+    """`changes` to a session's fields for an ``update()``, its phone key with its phone."""
+    if "customer_phone" in changes:
+        return {**changes, "customer_phone_key": customer_phone_key(changes["customer_phone"])}
+    return changes
+
 
 class Direction(models.TextChoices):
     INBOUND = "INBOUND", _("inbound")
@@ -261,6 +284,8 @@ class DeliveryStatus(models.TextChoices):
 
 
 SUPERSEDED = "superseded"
+# The message type of a reaction's own row (its emoji is stored on the message it reacts to).
+REACTION_TYPE = "reaction"
 # An OUTBOUND message not accepted by the Graph API yet and not failed: no wamid, no error (a
 # superseded draft has one), delivery status pending (or never set).
 UNSENT_OUTBOUND = models.Q(

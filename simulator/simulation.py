@@ -41,6 +41,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from agents.contract import parse_llm_response
+from agents.phones import customer_phone_key
 from agents.states import AgentName, SessionState
 from conversations.agent_sources import DatabaseCallRecorder
 from conversations.handoff import handoff_summary_generate
@@ -455,7 +456,8 @@ def calls_cost_usd(calls: Sequence[Mapping[str, Any]]) -> float | None:
 def _refuse_real_customer(instance: Instance, phone: str) -> None:
     """A phone of the reserved range that a real conversation used (open or closed) stays
     theirs."""
-    if Session.objects.filter(instance=instance, customer_phone=phone, is_simulated=False).exists():
+    real = Session.objects.filter(instance=instance, is_simulated=False)
+    if real.filter(customer_phone_key=customer_phone_key(phone)).exists():
         raise SimulationError(
             f"{phone} has a conversation of a real customer; use another simulator phone."
         )

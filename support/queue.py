@@ -32,7 +32,7 @@ from django.utils.translation import gettext, pgettext
 
 from agents.states import SessionState
 from conversations.labels import handoff_label
-from conversations.models import Direction, HandoffSummary, Message, Session
+from conversations.models import REACTION_TYPE, Direction, HandoffSummary, Message, Session
 from support.labels import with_label
 from whatsapp import CUSTOMER_SERVICE_WINDOW
 
@@ -112,6 +112,8 @@ def waiting_sessions(
             direction=Direction.INBOUND,
             wa_timestamp__gt=OuterRef("last_staff_reply_at"),
         )
+        # A reaction is not the customer writing (it moves no `last_inbound_at` either).
+        .exclude(message_type=REACTION_TYPE)
         .order_by("wa_timestamp", "id")
         .values("wa_timestamp")[:1]
     )

@@ -91,7 +91,10 @@ class InboundKind(StrEnum):
     TEXT = "text"  # text, interactive reply or template button: becomes part of a turn
     # image, audio, video, document, sticker, location, contacts: kept with their `MediaInfo`
     MEDIA = "media"
-    LOG_ONLY = "log_only"  # reaction, unsupported and unknown types: logged only
+    LOG_ONLY = "log_only"  # unsupported and unknown types: logged only
+    # An emoji put on (or, empty, taken off) one of the conversation's messages: stored on that
+    # message (`InboundMessage.reacted_wamid`); it starts no turn.
+    REACTION = "reaction"
     IDENTITY_CHANGE = "identity_change"  # `system`: the customer's phone or user id changed
     # Its id and sender are readable, the rest is not (`InboundMessage.reason` says why): stored
     # and answered with the fixed unsupported-content text.
@@ -194,6 +197,9 @@ class Echo:
     customer: Customer
     text: str
     timestamp_replaced: str = ""
+    # A reaction staff gave in the app: the wamid of the message reacted to (`text` is the
+    # emoji, empty when taken off).
+    reacted_wamid: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -581,7 +587,7 @@ def _content(item: dict[str, Any], message_type: str, where: str) -> tuple[Inbou
     if message_type in MEDIA_TYPES:
         return InboundKind.MEDIA, _media_summary(message_type, body)
     if message_type == "reaction":
-        return InboundKind.LOG_ONLY, _text(body if isinstance(body, dict) else None, "emoji")
+        return InboundKind.REACTION, _text(body if isinstance(body, dict) else None, "emoji")
     if message_type == "unsupported":
         return InboundKind.LOG_ONLY, _text(body if isinstance(body, dict) else None, "type")
     return InboundKind.LOG_ONLY, ""
@@ -691,8 +697,13 @@ def _echo(item: dict[str, Any], phone_number_id: str, received_at: datetime | No
     if not phone and not user_id:
         raise PayloadError(f"{where}: no recipient (neither to nor to_user_id)")
     body = item.get(message_type)
+    reacted_wamid = ""
     if message_type == "text":
         text = _text(body if isinstance(body, dict) else None, "body")
+    elif message_type == "reaction":
+        reaction = body if isinstance(body, dict) else None
+        text = _text(reaction, "emoji")
+        reacted_wamid = _text(reaction, "message_id")[:MAX_WAMID_CHARS]
     else:
         text = _media_summary(message_type, body)
     timestamp, replaced = _timestamp(item, where, received_at)
@@ -704,6 +715,7 @@ def _echo(item: dict[str, Any], phone_number_id: str, received_at: datetime | No
         customer=Customer(phone=phone, user_id=user_id),
         text=text,
         timestamp_replaced=replaced,
+        reacted_wamid=reacted_wamid,
     )
 
 

@@ -25,7 +25,16 @@ Messages, by kind (`InboundKind`):
   items are applied, and every unreadable item's reason is kept in the delivery's ``error``;
 - a message or echo whose timestamp the parser replaced by the reception time (year 9999, before
   the Cloud API) gets a SYSTEM ``timestamp_replaced`` event naming the value Meta sent;
-- reaction, unsupported and unknown types are logged only;
+- a reaction is logged (its own row, processed: it starts no turn and gets no answer) and its
+  emoji stored on the message it reacts to (`Message.reaction`, ``reaction_at`` its WhatsApp
+  time; an empty emoji, a reaction taken off, clears it), when that message is in one of the
+  customer's sessions on the number; a later reaction replaces an earlier one by WhatsApp time,
+  so one that arrives late does not undo a newer; a reaction to a message we do not hold is
+  only logged. A reaction is not the customer writing: it moves ``last_message_at``, not
+  ``last_inbound_at`` (the support queue's "waiting" and the 24-hour window read that one).
+  Staff's reactions in the Business app (echoes) are stored the same way and do not take the
+  conversation from the bot (an emoji answers nothing);
+- unsupported and unknown types are logged only;
 - ``system`` messages change the open session's phone or user id and are logged as a SYSTEM event;
 - echoes (``smb_message_echoes``, coexistence) are logged as staff OUTBOUND messages and move the
   session to HUMAN (``staff_takeover``, `conversations.handoff.session_handoff`: a SYSTEM event,
@@ -52,8 +61,10 @@ from functools import partial
 from typing import Any
 
 from django.db import connections, transaction
+from django.db.models import Q
 from django.utils import timezone
 
+from agents.phones import customer_phone_key
 from agents.redaction import redact
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from compat.django_private import mark_saved
@@ -72,6 +83,7 @@ from conversations.inbound.session_rules import (
 from conversations.media_reading import bot_reads, reading_for
 from conversations.models import (
     MEDIA_WITHOUT_FILE,
+    REACTION_TYPE,
     DeliveryStatus,
     Direction,
     MediaStatus,
@@ -84,6 +96,7 @@ from conversations.models import (
 from prompts_admin.models import RuntimeConfig
 from whatsapp.payload import (
     MAX_WAMID_CHARS,
+    Customer,
     Echo,
     InboundKind,
     InboundMessage,
@@ -100,6 +113,7 @@ EnqueueFn = Callable[[int], None]
 
 _ERROR_CHARS = 2_000
 _MESSAGE_ERROR_CHARS = 64  # Message.error
+_REACTION_CHARS = Message._meta.get_field("reaction").max_length or 32
 # Unreadable items listed in the delivery's error (the rest counted): enough to diagnose.
 _UNREADABLE_LISTED = 20
 
@@ -375,10 +389,65 @@ def _media_store(stored: Message, media: MediaInfo, *, now: datetime) -> Message
 
 
 def _log_only_receive(context: ApplyContext, message: InboundMessage) -> None:
-    """Reactions, unsupported and unknown types: logged only."""
+    """Unsupported and unknown types: logged only."""
     received = _inbound_store(context, message)
     if received is not None:
         _log_received(message, *received)
+
+
+def _reaction_receive(context: ApplyContext, message: InboundMessage) -> None:
+    """A customer's reaction: logged, and stored on the message it reacts to."""
+    received = _inbound_store(context, message)
+    if received is None:
+        return
+    session, stored = received
+    reaction_apply(
+        context,
+        session,
+        message.customer,
+        wamid=message.reacted_wamid,
+        emoji=message.text,
+        at=message.timestamp,
+    )
+    _log_received(message, session, stored)
+
+
+def reaction_apply(
+    context: ApplyContext,
+    session: Session,
+    customer: Customer,
+    *,
+    wamid: str,
+    emoji: str,
+    at: datetime,
+) -> bool:
+    """Put `emoji` ("" takes it off) on the message `wamid` of one of the customer's sessions on
+    the session's number, unless it holds a reaction newer than `at`; True when it did."""
+    if not wamid:
+        logger.info("whatsapp_reaction_without_message", extra={"session_id": session.pk})
+        return False
+    customers = Q(session_id=session.pk)
+    if customer.user_id:
+        customers |= Q(session__customer_user_id=customer.user_id)
+    if customer.phone:
+        customers |= Q(session__customer_phone_key=customer_phone_key(customer.phone))
+    target = Message.objects.filter(
+        customers,
+        wa_message_id=wamid,
+        session__instance_id=session.instance_id,
+        session__is_simulated=context.sessions.simulated,
+    )
+    # Ties go to the one applied last: two reactions in one second arrive in WhatsApp's order.
+    newer = Q(reaction_at__isnull=True) | Q(reaction_at__lte=at)
+    if target.filter(newer).update(reaction=emoji[:_REACTION_CHARS], reaction_at=at):
+        return True
+    if target.exists():
+        logger.info("whatsapp_reaction_older", extra={"session_id": session.pk, "wamid": wamid})
+    else:
+        logger.info(
+            "whatsapp_reaction_target_unknown", extra={"session_id": session.pk, "wamid": wamid}
+        )
+    return False
 
 
 def _identity_change(context: ApplyContext, message: InboundMessage) -> None:
@@ -432,6 +501,7 @@ MESSAGE_HANDLERS: dict[InboundKind, MessageHandler] = {
     InboundKind.MEDIA: _media_receive,
     InboundKind.UNREADABLE: _media_receive,
     InboundKind.LOG_ONLY: _log_only_receive,
+    InboundKind.REACTION: _reaction_receive,
     InboundKind.IDENTITY_CHANGE: _identity_change,
 }
 
@@ -442,12 +512,15 @@ def _inbound_store(
     """A customer's message in their session (pending for a turn per
     `session_rules.waits_for_turn`), the session's times moved; None when the number is not ours
     or the wamid was received before."""
+    # A reaction is not the customer writing: it moves the session's last activity, not its last
+    # inbound message (which the support queue and the 24-hour window read).
+    inbound = message.kind is not InboundKind.REACTION
     session = session_for(
         context.sessions,
         message.phone_number_id,
         message.customer,
         message.timestamp,
-        inbound=True,
+        inbound=inbound,
         now=context.now,
     )
     if session is None:
@@ -479,7 +552,7 @@ def _inbound_store(
         logger.info("whatsapp_message_duplicate", extra={"wamid": message.wamid})
         return None
     context.messages_count += 1
-    context.sessions.touch(session, message.timestamp, inbound=True, now=context.now)
+    context.sessions.touch(session, message.timestamp, inbound=inbound, now=context.now)
     if message.timestamp_replaced:
         _timestamp_replaced(context, session, message.wamid, message.timestamp_replaced)
     return session, stored
@@ -565,6 +638,19 @@ def echo_receive(context: ApplyContext, echo: Echo) -> None:
     context.sessions.touch(session, echo.timestamp, inbound=False, now=context.now)
     if echo.timestamp_replaced:
         _timestamp_replaced(context, session, echo.wamid, echo.timestamp_replaced)
+    if echo.message_type == REACTION_TYPE:
+        reaction_apply(
+            context,
+            session,
+            echo.customer,
+            wamid=echo.reacted_wamid,
+            emoji=echo.text,
+            at=echo.timestamp,
+        )
+        logger.info(
+            "whatsapp_echo_reaction", extra={"message_id": stored.pk, "session_id": session.pk}
+        )
+        return
     if session.state != SessionState.HUMAN:
         _staff_takeover(context, session)
     logger.info("whatsapp_echo_received", extra={"message_id": stored.pk, "session_id": session.pk})

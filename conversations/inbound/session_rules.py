@@ -3,7 +3,10 @@
 The rules:
 
 - **open session**: a customer's open session (state other than CLOSED) on the active instance
-  of the number, looked up by business-scoped user id first, then by phone (`IDENTIFIERS`) — a
+  of the number, looked up by business-scoped user id first, then by phone (`IDENTIFIERS`; the
+  phone by its key, `Session.customer_phone_key`, so a Brazilian mobile with or without its
+  ninth digit is one customer, and the session's phone becomes the wa_id of the customer's
+  newest message: sends go to the form WhatsApp gave last) — a
   real delivery's among the real sessions only, a simulated one's (`simulator.simulation`)
   among the simulated ones (`Session.is_simulated`), so the two never share a session. The
   database allows at most one open session per user id and one per phone on an instance, so two
@@ -42,9 +45,10 @@ from django.db import IntegrityError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DateTimeField, Value
 
+from agents.phones import customer_phone_key
 from agents.states import BOT_STATES, SessionState
 from conversations.event_codes import CLOSED_IDLE, EventCode
-from conversations.models import Direction, Instance, Message, Session
+from conversations.models import Direction, Instance, Message, Session, phone_changes
 from whatsapp.payload import Customer, InboundKind
 
 # The package's name, not the module's: every inbound module logs under one logger name.
@@ -71,8 +75,8 @@ OPEN_SESSION_SQL = """SELECT o.id FROM conversations_session o
     WHERE i.phone_number_id = %(phone_number_id)s AND i.is_active
       AND o.state <> 'CLOSED' AND o.is_simulated = %(simulated)s
       AND ((%(user_id)s <> '' AND o.customer_user_id = %(user_id)s)
-        OR (%(phone)s <> '' AND o.customer_phone = %(phone)s))
-    ORDER BY o.customer_user_id = %(user_id)s DESC
+        OR (%(phone)s <> '' AND o.customer_phone_key = %(phone_key)s))
+    ORDER BY o.customer_user_id = %(user_id)s DESC, o.customer_phone = %(phone)s DESC
     LIMIT 1"""
 
 
@@ -84,6 +88,7 @@ def _open_session_params(
         "simulated": simulated,
         "user_id": customer.user_id,
         "phone": customer.phone,
+        "phone_key": customer_phone_key(customer.phone),
     }
 
 
@@ -118,7 +123,11 @@ def open_session_find(
 # and the SELECT is a round trip of its own. The outer ``state <> 'CLOSED'`` is re-checked by
 # PostgreSQL on a row another transaction updated meanwhile, so a session closed under us is not
 # touched. (SQLite 3.40 returns the columns of an ``UPDATE ... FROM`` out of order: hence the
-# idle test repeated in each CASE rather than computed once in a FROM.)
+# idle test repeated in each CASE rather than computed once in a FROM.) The customer's other
+# phone form (the ninth digit) becomes the session's phone when an inbound message newer than
+# the last brings it (not the phone of an idle session it closes); the EXISTS, reached only
+# then (CASE tries its WHENs in order), leaves the phone as it is when another open session
+# holds that form (one open session per phone).
 SESSION_TOUCH_SQL = (
     """UPDATE conversations_session SET
     state = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
@@ -128,7 +137,15 @@ SESSION_TOUCH_SQL = (
     last_message_at = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
         OR last_message_at >= %(at)s THEN last_message_at ELSE %(at)s END,
     last_inbound_at = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
-        OR NOT %(inbound)s OR last_inbound_at >= %(at)s THEN last_inbound_at ELSE %(at)s END
+        OR NOT %(inbound)s OR last_inbound_at >= %(at)s THEN last_inbound_at ELSE %(at)s END,
+    customer_phone = CASE WHEN COALESCE(last_message_at, created_at) < %(idle_cutoff)s
+        OR NOT %(inbound)s OR customer_phone = %(phone)s OR customer_phone_key <> %(phone_key)s
+        OR last_inbound_at > %(at)s THEN customer_phone
+        WHEN EXISTS (SELECT 1 FROM conversations_session d
+            WHERE d.instance_id = conversations_session.instance_id
+              AND d.customer_phone = %(phone)s AND d.state <> 'CLOSED'
+              AND d.is_simulated = conversations_session.is_simulated) THEN customer_phone
+        ELSE %(phone)s END
 WHERE state <> 'CLOSED' AND id = (
 """
     + OPEN_SESSION_SQL
@@ -288,7 +305,7 @@ def session_identity_update(session: Session, changes: dict[str, str]) -> None:
         # The rare case (a gap to fill, an identity change) pays the savepoint, so that a
         # refused identity does not abort the delivery's transaction.
         with transaction.atomic():
-            Session.objects.filter(pk=session.pk).update(**changes)
+            Session.objects.filter(pk=session.pk).update(**phone_changes(changes))
     except IntegrityError:
         # Another open session holds that phone or user id; leave both as they are.
         logger.warning(
@@ -296,7 +313,7 @@ def session_identity_update(session: Session, changes: dict[str, str]) -> None:
             extra={"session_id": session.pk, "fields": sorted(changes)},
         )
         return
-    for name, value in changes.items():
+    for name, value in phone_changes(changes).items():
         setattr(session, name, value)
 
 
@@ -353,13 +370,15 @@ def turn_queue(session: Session, *, now: datetime) -> bool:
 
 # --- the delivery's sessions -------------------------------------------------------------------
 
-# (phone_number_id, user id, phone): a customer as one delivery names them.
+# (phone_number_id, user id, phone key): a customer as one delivery names them.
 CustomerKey = tuple[str, str, str]
 _NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 def customer_key(phone_number_id: str, customer: Customer) -> CustomerKey:
-    return (phone_number_id, customer.user_id, customer.phone)
+    """The customer by their number, user id and phone key (both forms of a Brazilian mobile
+    name one customer; the key is cached, `customer_phone_key`)."""
+    return (phone_number_id, customer.user_id, customer_phone_key(customer.phone))
 
 
 @dataclass(slots=True)

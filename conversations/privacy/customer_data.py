@@ -3,7 +3,8 @@
 A customer is chosen by a `CustomerSelector`: their phone (E.164 digits) or their WhatsApp user
 id (BSUID), never empty. Their sessions are those with that phone or user id, and with any phone
 or user id those sessions carry (a customer who wrote from two numbers under one user id is one
-customer): `customer_sessions`.
+customer; a Brazilian mobile with or without its ninth digit is one phone,
+`agents.phones.phone_forms`): `customer_sessions`.
 
 What is held about them, and what each request does with it:
 
@@ -37,6 +38,7 @@ from django.db.models import F, Lookup, Q, Value
 from django.utils.translation import gettext as _
 
 from agents.masking import KnownValues, Masker
+from agents.phones import customer_phone_key, phone_forms
 from conversations.event_codes import EventCode
 from conversations.models import (
     Direction,
@@ -129,7 +131,10 @@ def customer_sessions(selector: CustomerSelector) -> list[Session]:
     sessions: list[Session] = []
     for _round in range(MAX_SELECTION_ROUNDS):
         sessions = list(
-            Session.objects.filter(Q(customer_phone__in=phones) | Q(customer_user_id__in=user_ids))
+            Session.objects.filter(
+                Q(customer_phone_key__in={customer_phone_key(p) for p in phones})
+                | Q(customer_user_id__in=user_ids)
+            )
             .select_related("instance")
             .order_by("created_at", "id")
         )
@@ -142,9 +147,14 @@ def customer_sessions(selector: CustomerSelector) -> list[Session]:
 
 
 def _identifiers(selector: CustomerSelector, sessions: Iterable[Session]) -> frozenset[str]:
+    """Every id the customer is known by: user ids, and each phone in every form WhatsApp may
+    have sent it in (a webhook body names the form of its day)."""
     found = {selector.phone, selector.user_id}
     for session in sessions:
         found |= {session.customer_phone, session.customer_user_id}
+    phones = [value for value in found if value.isdigit()]
+    for phone in phones:
+        found |= phone_forms(phone)
     return frozenset(found - {""})
 
 

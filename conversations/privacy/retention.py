@@ -72,6 +72,7 @@ def session_anonymise(session_id: int, *, now: datetime) -> bool:
         fields: dict[str, Any] = {
             "customer_name": "",
             "customer_phone": "",
+            "customer_phone_key": "",
             "customer_user_id": "",
             "customer_document": "",
             "registration_data": masker.value(session.registration_data),

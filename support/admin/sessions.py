@@ -17,7 +17,7 @@ from django.utils.text import capfirst
 from django.utils.translation import gettext_lazy as _
 
 from agents.masking import contains_personal_data
-from agents.phones import format_phone
+from agents.phones import customer_phone_key, format_phone
 from conversations.admin.customer_data import CUSTOMER_DATA_URL_NAME, customer_data_urls
 from conversations.admin.display import format_document
 from conversations.admin.failed_sends import SessionFailedSendsFilter
@@ -86,6 +86,8 @@ def sessions_search(
         # The term is a number, maybe written with punctuation: "(11) 91234-5678", "123.456.789-09".
         digits = re.sub(r"\D", "", term)
         condition |= Q(customer_phone__contains=digits) | Q(customer_document__startswith=digits)
+        # The whole number in the customer's other form (a Brazilian mobile's ninth digit).
+        condition |= Q(customer_phone_key=customer_phone_key(digits))
     if len(term) >= MIN_MESSAGE_SEARCH_CHARS:
         condition |= Exists(Message.objects.filter(session=OuterRef("pk"), content__icontains=term))
     return queryset.filter(condition)

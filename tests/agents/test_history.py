@@ -1,6 +1,6 @@
 import pytest
 
-from agents.history import HistorySelection, select_history
+from agents.history import QUOTE_CHARS, HistorySelection, select_history
 from agents.llm import ChatMessage
 from agents.sources import HistoryEntry
 
@@ -151,4 +151,52 @@ def test_the_teams_messages_are_assistant_turns_marked_as_the_teams() -> None:
             "assistant", "[Mensagem da equipe humana] Olá, sou a Ana, da equipe. Posso ajudar?"
         ),
         ChatMessage("user", "Pode voltar para o robô"),
+    )
+
+
+# --- quoted replies ----------------------------------------------------------------------------
+
+
+def quoting(text: str, quoted: str) -> HistoryEntry:
+    return HistoryEntry(SID, "INBOUND", text, quoted=quoted)
+
+
+def test_a_quoted_reply_reads_as_the_quote_then_the_reply() -> None:
+    entries = [outbound("Qual é o seu segmento?"), quoting("Alimentos", "Qual é o seu segmento?")]
+
+    assert select_history(entries, session_id=SID, limit=50).messages == (
+        ChatMessage("assistant", "Qual é o seu segmento?"),
+        ChatMessage("user", '(em resposta a: "Qual é o seu segmento?") Alimentos'),
+    )
+
+
+def test_a_quote_is_read_on_one_line() -> None:
+    entries = [quoting("Sim", "Confirma os dados?\n\nNome: Ana\n  E-mail: ana@example.com")]
+
+    assert select_history(entries, session_id=SID, limit=50).messages == (
+        ChatMessage(
+            "user", '(em resposta a: "Confirma os dados? Nome: Ana E-mail: ana@example.com") Sim'
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("length", "quote"),
+    [
+        pytest.param(QUOTE_CHARS - 1, "a" * (QUOTE_CHARS - 1), id="1 under the limit"),
+        pytest.param(QUOTE_CHARS, "a" * QUOTE_CHARS, id="at the limit"),
+        pytest.param(QUOTE_CHARS + 1, "a" * (QUOTE_CHARS - 1) + "…", id="1 over: cut"),
+    ],
+)
+def test_a_long_quote_is_cut_at_the_limit_with_an_ellipsis(length: int, quote: str) -> None:
+    [message] = select_history([quoting("Isso", "a" * length)], session_id=SID, limit=50).messages
+
+    assert message.content == f'(em resposta a: "{quote}") Isso'
+    assert len(quote) <= QUOTE_CHARS
+
+
+@pytest.mark.parametrize("quoted", ["", " \n "])
+def test_a_reply_that_quotes_nothing_readable_reads_as_written(quoted: str) -> None:
+    assert select_history([quoting("Isso", quoted)], session_id=SID, limit=50).messages == (
+        ChatMessage("user", "Isso"),
     )

@@ -17,6 +17,7 @@ from agents.parameters import ParameterSpec
 from agents.sources import CallRecord, HistoryEntry, OverrideTemplate, StrategicCompanyInfo
 from agents.states import AgentName
 from conversations.agent_sources import DatabaseCallRecorder, DatabaseHistorySource
+from conversations.handoff import summary_facts
 from conversations.models import Direction, LLMCall, Message, Session
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from knowledge_base.selectors import DatabaseKBSource
@@ -449,3 +450,50 @@ def test_history_marks_what_the_team_wrote(
         HistoryEntry(session.pk, "OUTBOUND", "Sou a Ana.", "", reply.pk, staff=True),
     ]
     assert event.pk not in [e.message_id for e in entries]
+
+
+def test_history_brings_the_text_a_reply_quotes_from_the_same_session_only(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
+    session, other = baker.make(Session, _quantity=2)
+    make_message(other, Direction.OUTBOUND, "De outra conversa", 1, wa_message_id="wamid.OTHER")
+    asked = make_message(
+        session, Direction.OUTBOUND, "Qual é o seu segmento?", 2, wa_message_id="wamid.ASKED"
+    )
+    answer = make_message(session, Direction.INBOUND, "Alimentos", 3, reply_to_wamid="wamid.ASKED")
+    foreign = make_message(session, Direction.INBOUND, "Esse", 4, reply_to_wamid="wamid.OTHER")
+    unknown = make_message(session, Direction.INBOUND, "Aquele", 5, reply_to_wamid="wamid.GONE")
+
+    with django_assert_num_queries(1):
+        entries = DatabaseHistorySource().history(session.pk, 50)
+
+    assert entries == [
+        HistoryEntry(session.pk, "OUTBOUND", "Qual é o seu segmento?", "", asked.pk),
+        HistoryEntry(
+            session.pk, "INBOUND", "Alimentos", "", answer.pk, quoted="Qual é o seu segmento?"
+        ),
+        HistoryEntry(session.pk, "INBOUND", "Esse", "", foreign.pk),
+        HistoryEntry(session.pk, "INBOUND", "Aquele", "", unknown.pk),
+    ]
+
+
+def test_history_reads_a_long_quote_only_as_far_as_the_model_could_read_it() -> None:
+    session = baker.make(Session)
+    long_text = "x" * 5_000
+    make_message(session, Direction.OUTBOUND, long_text, 1, wa_message_id="wamid.LONG")
+    make_message(session, Direction.INBOUND, "Isso", 2, reply_to_wamid="wamid.LONG")
+
+    entries = DatabaseHistorySource().history(session.pk, 50)
+
+    assert entries[-1].quoted == "x" * 1_000
+
+
+def test_history_and_summary_leave_out_reactions_which_are_shown_on_their_message() -> None:
+    session = baker.make(Session)
+    asked = make_message(session, Direction.OUTBOUND, "Posso confirmar?", 1, reaction="👍")
+    make_message(session, Direction.INBOUND, "👍", 2, message_type="reaction")
+
+    assert DatabaseHistorySource().history(session.pk, 50) == [
+        HistoryEntry(session.pk, "OUTBOUND", "Posso confirmar?", "", asked.pk)
+    ]
+    assert [line.text for line in summary_facts(session).transcript] == ["Posso confirmar?"]

@@ -3,6 +3,7 @@
 import re
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from django.db import connection
@@ -146,6 +147,21 @@ def test_search_by_name_phone_document_user_id_and_message_text(
     baker.make(Message, session=sessions["message"], content="Tenho um poço artesiano no sítio")
     baker.make(Message, session=sessions["message"], content="O poço artesiano fica longe")
     assert listed_ids(admin_client, "?" + f"q={term}") == [sessions[expected].pk]
+
+
+@pytest.mark.parametrize(
+    ("stored", "term"),
+    [
+        pytest.param("5511987654321", "551187654321", id="stored with the ninth digit"),
+        pytest.param("551187654321", "+55 11 98765-4321", id="searched with it"),
+    ],
+)
+def test_search_finds_a_whole_mobile_number_in_its_other_form(
+    admin_client: Client, stored: str, term: str
+) -> None:
+    wanted = baker.make(Session, customer_phone=stored)
+    baker.make(Session, customer_phone="551133334444")
+    assert listed_ids(admin_client, "?" + urlencode({"q": term})) == [wanted.pk]
 
 
 def test_search_finding_many_messages_lists_the_session_once(admin_client: Client) -> None:

@@ -195,7 +195,7 @@ EXPECTED_MESSAGES = {
     "reaction": inbound(
         "wamid.REACTION01",
         "reaction",
-        InboundKind.LOG_ONLY,
+        InboundKind.REACTION,
         "\U0001f44d",
         reacted_wamid="wamid.OUT01",
     ),
