@@ -24,6 +24,8 @@ def form_data(config: RuntimeConfig, **hours: str) -> dict[str, Any]:
             "handoff_message_closed",
             "unsupported_media_message",
             "invalid_format_message",
+            "satisfaction_question",
+            "satisfaction_style",
         )
     }
     days = {
