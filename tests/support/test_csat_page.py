@@ -74,10 +74,12 @@ def table(page: str, table_id: str) -> list[list[str]]:
     ]
 
 
-def period_data(ana: User) -> None:
-    bruno = staff_member(SUPPORT)
-    User.objects.filter(pk=bruno.pk).update(username="bruno")
-    bruno.refresh_from_db()
+def period_data(ana: User, bruno: User | None = None) -> None:
+    """Six surveys due from 16/11 to 29/11/2026, and one on each side of the period."""
+    if bruno is None:
+        bruno = staff_member(SUPPORT)
+        User.objects.filter(pk=bruno.pk).update(username="bruno")
+        bruno.refresh_from_db()
     # Week of 16/11: its first moment counts.
     survey(at(16, 0), by=ana, reason="model_requested", score=5)
     survey(at(18), by=ana, reason="staff_takeover", score=3)

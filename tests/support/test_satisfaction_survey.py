@@ -5,6 +5,8 @@ nothing sent back. The 24-hour window and the 7 days to answer at their boundari
 conversations, a second close and the lead option."""
 
 import copy
+import html
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -537,3 +539,26 @@ def test_the_number_of_the_tap_must_be_ours(
     assert (status, callbacks) == (200, [])
     assert SatisfactionSurvey.objects.get().score is None
     assert PHONE_NUMBER_ID != "100000000000999"
+
+
+def test_the_closed_conversation_shows_the_question_and_the_tap(
+    asked: SatisfactionSurvey,
+    session: Session,
+    ana: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    assert asked.asked_at is not None
+    answer(
+        tap("csat:3", "Regular", at=asked.asked_at + timedelta(minutes=1)),
+        django_capture_on_commit_callbacks,
+    )
+
+    page = logged_in(ana).get(f"/admin/conversations/session/{session.pk}/change/")
+
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page.content.decode())).split())
+    moment = r"\d\d/\d\d/\d{4} \d\d:\d\d"
+    assert re.search(
+        rf"Como você avalia o atendimento\? {moment} · interactive · pergunta de satisfação · "
+        rf"enviada \d\d:\d\d Maria Silva Regular {moment} · interactive Cliente",
+        text,
+    ), text
