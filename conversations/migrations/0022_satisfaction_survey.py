@@ -62,7 +62,7 @@ class Migration(migrations.Migration):
                 ('handoff_reason', models.CharField(blank=True, choices=[('model_requested', 'requested by the model'), ('qualified_lead', 'qualified lead'), ('llm_invalid_json', 'model answer in an invalid format'), ('llm_invalid_contract', 'model answer outside the contract'), ('llm_timeout', 'model timed out'), ('llm_rate_limited', 'model rate limited'), ('llm_provider_error', 'model provider error'), ('unknown_package', 'unknown knowledge package'), ('enrichment_limit', 'enrichment limit'), ('routing_loop', 'routing loop'), ('staff_takeover', 'taken over by staff'), ('strategic_company', 'strategic company')], max_length=32, verbose_name='handoff reason')),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now, verbose_name='created at')),
                 ('asked_at', models.DateTimeField(blank=True, null=True, verbose_name='asked at')),
-                ('score', models.PositiveSmallIntegerField(blank=True, null=True, verbose_name='score (1–5)')),
+                ('score', models.PositiveSmallIntegerField(blank=True, null=True, verbose_name='score (1-5)')),
                 ('answered_at', models.DateTimeField(blank=True, null=True, verbose_name='answered at')),
                 ('closed_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL, verbose_name='closed by')),
                 ('question', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='satisfaction_question', to='conversations.message', verbose_name='question message')),

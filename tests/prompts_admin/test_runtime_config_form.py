@@ -154,7 +154,7 @@ def test_turning_the_survey_on_is_saved_with_history(admin_client: Client) -> No
         config.satisfaction_question,
         config.satisfaction_style,
     ) == (True, False, "De 1 a 5, como foi?", "list")
-    assert config.history.latest().satisfaction_style == "list"  # type: ignore[attr-defined]
+    assert config.history.latest().satisfaction_style == "list"
 
 
 @pytest.mark.parametrize("switch", ["satisfaction_after_close", "satisfaction_after_lead"])
