@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from pytest_django import DjangoCaptureOnCommitCallbacks
 
@@ -562,3 +564,26 @@ def test_the_closed_conversation_shows_the_question_and_the_tap(
         rf"enviada \d\d:\d\d Maria Silva Regular {moment} · interactive Cliente",
         text,
     ), text
+
+
+def test_a_tap_costs_three_statements_beside_the_deliverys_own(
+    asked: SatisfactionSurvey,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    """The survey's lookup, the tap's INSERT and the score's UPDATE; every other message pays
+    nothing for the survey (its reply id is checked in Python)."""
+    assert asked.asked_at is not None
+    body = tap("csat:5", "Ótimo", at=asked.asked_at + timedelta(minutes=1))
+
+    with CaptureQueriesContext(connection) as queries:
+        answer(body, django_capture_on_commit_callbacks)
+
+    survey_sql = [
+        q["sql"].split()[0] for q in queries.captured_queries if "satisfactionsurvey" in q["sql"]
+    ]
+    assert survey_sql == ["SELECT", "UPDATE"]
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    assert [sql.split()[2] for sql in inserts] == [
+        "conversations_message",
+        "conversations_webhookdelivery",
+    ]
