@@ -605,10 +605,21 @@ def session_close(
                 send=send,
                 closed_by=user,
             )
+        # A simulated session is never asked; without a token the question goes nowhere.
+        no_token = survey is SurveyOutcome.ASKED and dry_run_reason(session) is not None
     logger.info(
         "staff_close",
         extra={"session_id": session_id, "user_id": user.pk, "survey": survey.value},
     )
+    if no_token:
+        return ActionOutcome(
+            True,
+            _(
+                "Conversation closed. The satisfaction question was simulated (no WhatsApp "
+                "token): nothing was sent to the customer."
+            ),
+            event.pk,
+        )
     closed = {
         SurveyOutcome.NOT_DUE: _("Conversation closed."),
         SurveyOutcome.ASKED: _(

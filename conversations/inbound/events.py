@@ -340,18 +340,26 @@ def _survey_answer_receive(context: ApplyContext, message: InboundMessage, score
         wa_timestamp=message.timestamp,
         processed_at=context.now,
         created_at=context.now,
+        reply_to_wamid=_quoted(message),
         interactive=_tapped(message),
     )
     if not message_store_once(stored):
         logger.info("whatsapp_message_duplicate", extra={"wamid": message.wamid})
         return True
     context.messages_count += 1
+    if message.timestamp_replaced:
+        _timestamp_replaced(context, session, message.wamid, message.timestamp_replaced)
     counted = survey_answer_record(survey, score=score, at=message.timestamp)
     logger.info(
         "satisfaction_answer_received" if counted else "satisfaction_answer_late",
         extra={"session_id": session.pk, "message_id": stored.pk, "score": score},
     )
     return True
+
+
+def _quoted(message: InboundMessage) -> str:
+    # An id too long to be a wamid quotes nothing we could have stored.
+    return message.context_wamid if len(message.context_wamid) <= MAX_WAMID_CHARS else ""
 
 
 def _tapped(message: InboundMessage) -> dict[str, str] | None:
@@ -497,10 +505,7 @@ def _inbound_store(
         wa_timestamp=message.timestamp,
         processed_at=None if pending else context.now,
         created_at=context.now,
-        # An id too long to be a wamid quotes nothing we could have stored.
-        reply_to_wamid=message.context_wamid
-        if len(message.context_wamid) <= MAX_WAMID_CHARS
-        else "",
+        reply_to_wamid=_quoted(message),
         interactive=_tapped(message),
     )
     if not message_store_once(stored):

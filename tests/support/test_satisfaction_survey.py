@@ -17,7 +17,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from pytest_django import DjangoCaptureOnCommitCallbacks
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from agents.states import SessionState
 from conversations.models import (
@@ -234,6 +234,27 @@ def test_with_the_survey_off_closing_sends_nothing_and_records_no_survey(
     assert not Message.objects.filter(direction=Direction.OUTBOUND).exists()
 
 
+def test_without_a_whatsapp_token_the_close_says_the_question_was_simulated(
+    session: Session,
+    ana: User,
+    settings: Settings,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    """The `make run` default: neither the instance's token nor WHATSAPP_ACCESS_TOKEN."""
+    settings.WHATSAPP_ACCESS_TOKEN = ""
+    survey_on()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = close(logged_in(ana), session)
+
+    assert flash(response) == [
+        "Conversa encerrada. A pergunta de satisfação foi simulada (sem token do WhatsApp): "
+        "nada foi enviado ao cliente."
+    ]
+    question = Message.objects.get(action="satisfaction_survey")
+    assert str(question.wa_message_id).startswith("sim.")
+
+
 # --- The 24-hour window --------------------------------------------------------------------------
 
 
@@ -251,8 +272,10 @@ def test_the_question_is_sent_only_inside_the_window(
     ana: User,
     since_inbound: timedelta,
     asked: bool,
+    settings: Settings,
     django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
 ) -> None:
+    settings.WHATSAPP_ACCESS_TOKEN = "test-access-token"
     survey_on()
     assert session.last_inbound_at is not None
     now = session.last_inbound_at + since_inbound
@@ -399,7 +422,7 @@ def test_a_tap_is_stored_on_the_survey_with_no_session_no_turn_and_no_reply(
         {"type": "button_reply", "id": "csat:5", "title": "Ótimo"},
         "wamid.CSAT01",
         True,
-        "",
+        "wamid.FAKE0001",  # the question
     )
     assert not Message.objects.filter(action="unsupported_media").exists()
 
