@@ -1,10 +1,10 @@
-"""The CSAT page: the satisfaction surveys' admin, whose list is the report — the score by week,
-by staff member and by handoff reason over a period (`support.satisfaction`), with the
-surveys' own rows behind it read-only.
+"""The satisfaction surveys' admin and the CSAT page (``/admin/conversations/satisfactionsurvey/
+csat/``): the score by week, by staff member and by handoff reason over a period
+(`support.satisfaction`). The surveys' list is read-only.
 
-Staff with ``conversations.view_satisfactionsurvey`` (Support, superusers) see it, from the admin
-index like any model; the others get 403. Nothing here writes: surveys are written by
-`conversations.satisfaction` only.
+Staff with ``conversations.view_satisfactionsurvey`` (Support, superusers) see both, from the
+admin index (its "Customer satisfaction (CSAT)" module) or the list; the others get 403. Nothing
+here writes: surveys are written by `conversations.satisfaction` only.
 """
 
 from dataclasses import dataclass
@@ -16,8 +16,10 @@ from django.contrib import admin
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.formats import date_format, number_format
+from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -118,10 +120,27 @@ def reason_label(reason: str) -> str:
     return _(handoff_label_msgid(reason)) if reason else _("No handoff")
 
 
+REPORT_URL_NAME = "conversations_satisfactionsurvey_report"
+
+
 @admin.register(SatisfactionSurvey)
 class SatisfactionSurveyAdmin(admin.ModelAdmin[SatisfactionSurvey]):
-    """The list is the CSAT page; a survey's own page is read-only."""
+    """The surveys, read-only (to find the answers and open their conversations), and the CSAT
+    page at ``csat/``, linked from the list and the admin index."""
 
+    list_display = (
+        "__str__",
+        "conversation",
+        "trigger",
+        "created_at",
+        "not_sent",
+        "score",
+        "answered_at",
+        "closed_by",
+        "handoff_reason",
+    )
+    list_filter = ("trigger", "score", "not_sent", "style")
+    list_select_related = ("closed_by",)
     fields = (
         "session",
         "trigger",
@@ -137,6 +156,11 @@ class SatisfactionSurveyAdmin(admin.ModelAdmin[SatisfactionSurvey]):
     )
     readonly_fields = fields
 
+    @admin.display(description=gettext_lazy("conversation"))
+    def conversation(self, survey: SatisfactionSurvey) -> str:
+        url = reverse("admin:conversations_session_change", args=[survey.session_id])
+        return format_html('<a href="{}">#{}</a>', url, survey.session_id)
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
@@ -146,7 +170,12 @@ class SatisfactionSurveyAdmin(admin.ModelAdmin[SatisfactionSurvey]):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+    def get_urls(self) -> list[URLPattern]:
+        report = path("csat/", self.admin_site.admin_view(self.report_view), name=REPORT_URL_NAME)
+        return [report, *super().get_urls()]
+
+    def report_view(self, request: HttpRequest) -> HttpResponse:
+        """The CSAT page; 403 for staff who may not view the surveys."""
         if not self.has_view_permission(request):
             raise PermissionDenied
         form = period_form(request, today=timezone.localdate())

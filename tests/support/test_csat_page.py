@@ -18,7 +18,8 @@ from tests.helpers.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
 
-URL = "/admin/conversations/satisfactionsurvey/"
+LIST_URL = "/admin/conversations/satisfactionsurvey/"
+URL = LIST_URL + "csat/"
 PERIOD = "?date_from=2026-11-16&date_to=2026-11-29"
 LOCAL = ZoneInfo("America/Sao_Paulo")
 
@@ -164,17 +165,35 @@ def test_a_wrong_period_is_refused_in_pt_br(ana: User, query: str, error: str) -
     assert 'id="satisfaction-weeks"' not in page
 
 
-def test_support_reaches_the_page_from_the_admin_index(ana: User) -> None:
-    index = logged_in(ana).get("/admin/").content.decode()
+def test_support_reaches_the_page_from_the_admin_index_and_the_surveys_list(ana: User) -> None:
+    client = logged_in(ana)
 
-    assert f'<a href="{URL}">Pesquisas de satisfação</a>' in index
+    index = client.get("/admin/").content.decode()
+    surveys = client.get(LIST_URL).content.decode()
+
+    assert f'<a class="section" href="{URL}">Satisfação dos clientes (CSAT)</a>' in index
+    assert f'<a href="{LIST_URL}">Pesquisas de satisfação</a>' in index
+    assert f'href="{URL}" class="button" id="csat-report-link"' in surveys
+
+
+def test_the_index_shows_no_csat_link_to_a_prompt_editor() -> None:
+    index = logged_in(staff_member(PROMPT_EDITORS)).get("/admin/").content.decode()
+
+    assert 'id="csat-module"' not in index
+
+
+@pytest.mark.parametrize("value", ["\x00", "2026-11-16\x00"])
+def test_nul_in_the_period_never_yields_a_500(ana: User, value: str) -> None:
+    for params in ({"date_from": value}, {"date_to": value}, {"date_from\x00": value}):
+        assert logged_in(ana).get(URL, params).status_code == 200
 
 
 @pytest.mark.parametrize("who", ["prompt editor", "staff without the permission"])
-def test_others_get_403(who: str) -> None:
+@pytest.mark.parametrize("url", [URL, LIST_URL])
+def test_others_get_403(who: str, url: str) -> None:
     user = staff_member(PROMPT_EDITORS) if who == "prompt editor" else staff_member()
 
-    assert logged_in(user).get(URL).status_code == 403
+    assert logged_in(user).get(url).status_code == 403
 
 
 def test_anonymous_users_go_to_the_login_page() -> None:
@@ -187,9 +206,11 @@ def test_the_surveys_themselves_are_read_only(ana: User) -> None:
     one = survey(at(16), by=ana, reason="model_requested", score=5)
     client = logged_in(ana)
 
-    assert client.get(f"{URL}{one.pk}/change/").status_code == 200
-    assert client.post(f"{URL}{one.pk}/change/", {"score": "1"}).status_code == 403
-    assert client.get(f"{URL}add/").status_code == 403
-    assert client.post(f"{URL}{one.pk}/delete/", {"post": "yes"}).status_code == 403
+    listed = client.get(LIST_URL).content.decode()
+    assert f'<a href="/admin/conversations/session/{one.session_id}/change/">' in listed
+    assert client.get(f"{LIST_URL}{one.pk}/change/").status_code == 200
+    assert client.post(f"{LIST_URL}{one.pk}/change/", {"score": "1"}).status_code == 403
+    assert client.get(f"{LIST_URL}add/").status_code == 403
+    assert client.post(f"{LIST_URL}{one.pk}/delete/", {"post": "yes"}).status_code == 403
     one.refresh_from_db()
     assert one.score == 5
