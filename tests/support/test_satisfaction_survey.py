@@ -610,3 +610,26 @@ def test_a_tap_costs_three_statements_beside_the_deliverys_own(
         "conversations_message",
         "conversations_webhookdelivery",
     ]
+
+
+def test_a_tap_after_the_customer_started_a_new_conversation_still_answers_the_survey(
+    asked: SatisfactionSurvey,
+    session: Session,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    """The customer wrote again (a new conversation with the bot), then tapped the old question:
+    the tap is the survey's, and the new conversation neither gets it nor runs a turn."""
+    newer = recipes.known_customer.make(
+        instance=session.instance, state="TRIAGE", last_inbound_at=timezone.now()
+    )
+    assert asked.asked_at is not None
+
+    status, callbacks = answer(
+        tap("csat:1", "Ruim", at=asked.asked_at + timedelta(minutes=30)),
+        django_capture_on_commit_callbacks,
+    )
+
+    asked.refresh_from_db()
+    assert (status, callbacks, asked.score) == (200, [], 1)
+    assert newer.messages.count() == 0
+    assert session.messages.filter(direction=Direction.INBOUND).get().content == "Ruim"
