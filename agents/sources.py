@@ -63,6 +63,10 @@ class RuntimeSettings:
     handoff_message_closed: str = ""
     unsupported_media_message: str = ""
     invalid_format_message: str = ""
+    # The satisfaction question after a confirmed lead (conversations.satisfaction).
+    satisfaction_after_lead: bool = False
+    satisfaction_question: str = ""
+    satisfaction_style: str = "buttons"
 
 
 @dataclass(frozen=True, slots=True)

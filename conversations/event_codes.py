@@ -59,3 +59,5 @@ class EventCode(StrEnum):
 CLOSED_IDLE = "idle"
 # `Message.action` of the OUTBOUND text answering media the bot cannot read.
 ACTION_UNSUPPORTED_MEDIA = "unsupported_media"
+# `Message.action` of the OUTBOUND satisfaction question (conversations.satisfaction).
+ACTION_SATISFACTION_SURVEY = "satisfaction_survey"

@@ -21,7 +21,12 @@ from django.utils.translation import gettext, gettext_lazy
 from agents.labels import AGENT_LABELS, STATE_LABELS, handoff_label_msgid
 from agents.sources import BUILTIN_PROMPT_VERSION
 from agents.states import PROMPT_AGENTS, AgentName, HandoffMotive, HandoffReason, SessionState
-from conversations.event_codes import ACTION_UNSUPPORTED_MEDIA, CLOSED_IDLE, EventCode
+from conversations.event_codes import (
+    ACTION_SATISFACTION_SURVEY,
+    ACTION_UNSUPPORTED_MEDIA,
+    CLOSED_IDLE,
+    EventCode,
+)
 from conversations.models import DeliveryStatus, Message
 from prompts_admin.selectors import unversioned_override_id, version_history_id
 from whatsapp.client import is_simulated_wamid
@@ -179,6 +184,8 @@ def message_origin(code: int | None, action: str) -> str:
         return gettext("fixed handoff text")
     if action == ACTION_UNSUPPORTED_MEDIA:
         return gettext("unsupported media answer")
+    if action == ACTION_SATISFACTION_SURVEY:
+        return gettext("satisfaction question")
     return action
 
 

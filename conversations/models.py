@@ -12,6 +12,7 @@ from agents.labels import AGENT_LABELS, HANDOFF_REASON_LABELS, STATE_LABELS, cho
 from agents.phones import customer_phone_key
 from agents.states import SessionState
 from conversations.privacy.encryption import EncryptedTextField
+from prompts_admin.models import SatisfactionStyle
 
 # Derived from the one label table (agents.labels), translated when shown.
 STATE_CHOICES = choices(STATE_LABELS, translate=_)
@@ -770,6 +771,81 @@ class Lead(models.Model):
 
     def __str__(self) -> str:
         return f"lead {self.session_id}"
+
+
+class SurveyTrigger(models.TextChoices):
+    """What asked the satisfaction question (conversations.satisfaction)."""
+
+    STAFF_CLOSE = "staff_close", _("closed by staff")
+    LEAD_CONFIRMED = "lead_confirmed", _("confirmed lead")
+
+
+class SurveyNotSent(models.TextChoices):
+    """Why a satisfaction question was due and not sent."""
+
+    WINDOW_CLOSED = "window_closed", _("not sent: window closed")
+
+
+class SatisfactionSurvey(models.Model):
+    """The satisfaction question of one conversation (docs/decisions/0051-satisfaction-survey.md):
+    asked once, when staff close it or after a confirmed lead, inside WhatsApp's 24-hour window;
+    the customer's answer on the 1-5 scale with its time. A row whose `not_sent` is set records a
+    question that was due when the window had closed already (`asked_at` stays empty)."""
+
+    session = models.OneToOneField(
+        Session,
+        on_delete=models.CASCADE,
+        related_name="satisfaction_survey",
+        verbose_name=_("conversation"),
+    )
+    trigger = models.CharField(_("asked after"), max_length=16, choices=SurveyTrigger.choices)
+    style = models.CharField(_("answers"), max_length=8, choices=SatisfactionStyle.choices)
+    not_sent = models.CharField(
+        _("not sent"), max_length=16, choices=SurveyNotSent.choices, blank=True
+    )
+    question = models.OneToOneField(
+        "Message",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="satisfaction_question",
+        verbose_name=_("question message"),
+    )
+    # Who closed the conversation (none after a confirmed lead) and why it had gone to the team,
+    # as they were then: giving back or anonymising the session later changes neither.
+    closed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("closed by"),
+    )
+    handoff_reason = models.CharField(
+        _("handoff reason"), max_length=32, choices=HANDOFF_REASON_CHOICES, blank=True
+    )
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    asked_at = models.DateTimeField(_("asked at"), null=True, blank=True)
+    score = models.PositiveSmallIntegerField(_("score (1-5)"), null=True, blank=True)
+    answered_at = models.DateTimeField(_("answered at"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("satisfaction survey")
+        verbose_name_plural = _("satisfaction surveys")
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(score__isnull=True) | models.Q(score__gte=1, score__lte=5),
+                name="satisfaction_score_1_to_5",
+            ),
+        ]
+        indexes = [
+            # The CSAT page reads a period of surveys.
+            models.Index(fields=["created_at"], name="satisfaction_created"),
+        ]
+
+    def __str__(self) -> str:
+        return gettext("Survey of conversation #%(id)s") % {"id": self.session_id}
 
 
 class ProviderCircuit(models.Model):

@@ -258,6 +258,17 @@ class RuntimeConfigAdmin(VersionedAdmin[RuntimeConfig]):
                 )
             },
         ),
+        (
+            _("Satisfaction survey"),
+            {
+                "fields": (
+                    "satisfaction_after_close",
+                    "satisfaction_after_lead",
+                    "satisfaction_question",
+                    "satisfaction_style",
+                )
+            },
+        ),
     )
 
     def get_fieldsets(self, request: HttpRequest, obj: RuntimeConfig | None = None) -> Any:

@@ -8,7 +8,7 @@ problem and its line; its help text lists the chosen agent's variables (from
 `agents.prompts.variables`, the one place they are documented) and what the allow-list permits.
 
 `RuntimeConfigForm` edits the runtime configuration with its business hours as one field per
-weekday instead of raw JSON.
+weekday instead of raw JSON, and refuses a satisfaction survey turned on without a question.
 """
 
 from typing import Any
@@ -335,6 +335,10 @@ class RuntimeConfigForm(forms.ModelForm[RuntimeConfig]):
             "handoff_message_closed",
             "unsupported_media_message",
             "invalid_format_message",
+            "satisfaction_after_close",
+            "satisfaction_after_lead",
+            "satisfaction_question",
+            "satisfaction_style",
         ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -353,6 +357,15 @@ class RuntimeConfigForm(forms.ModelForm[RuntimeConfig]):
                 hours[day] = parse_spans(str(cleaned.get(name) or ""))
             except ValidationError as error:
                 self.add_error(name, error)
+        asks = cleaned.get("satisfaction_after_close") or cleaned.get("satisfaction_after_lead")
+        if asks and not str(cleaned.get("satisfaction_question") or "").strip():
+            self.add_error(
+                "satisfaction_question",
+                ValidationError(
+                    _("Write the satisfaction question, or turn the survey off."),
+                    code="required",
+                ),
+            )
         if not self.errors:
             self.instance.business_hours = hours
         return cleaned

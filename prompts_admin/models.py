@@ -38,6 +38,9 @@ DEFAULT_INVALID_FORMAT_MESSAGE = (
     "Tive um problema para processar sua mensagem. "
     "Vou transferir seu atendimento para um especialista da nossa equipe."
 )
+DEFAULT_SATISFACTION_QUESTION = "Como você avalia o atendimento?"
+# WhatsApp's limit for an interactive message's body (whatsapp.interactive.MAX_BODY_CHARS).
+MAX_SATISFACTION_QUESTION_CHARS = 1_024
 DEFAULT_BUSINESS_HOURS: dict[str, list[list[str]]] = {
     "mon": [["08:00", "18:00"]],
     "tue": [["08:00", "18:00"]],
@@ -47,6 +50,13 @@ DEFAULT_BUSINESS_HOURS: dict[str, list[list[str]]] = {
     "sat": [],
     "sun": [],
 }
+
+
+class SatisfactionStyle(models.TextChoices):
+    """How the satisfaction question offers its answers (conversations.satisfaction)."""
+
+    BUTTONS = "buttons", _("three buttons (Ótimo, Regular, Ruim)")
+    LIST = "list", _("a list from 1 to 5")
 
 
 def prompt_content_hash(content: str) -> str:
@@ -170,6 +180,29 @@ class RuntimeConfig(models.Model):
         _("invalid format message"),
         default=DEFAULT_INVALID_FORMAT_MESSAGE,
         validators=[MaxLengthValidator(MAX_FIXED_TEXT_CHARS)],
+    )
+    # The satisfaction question (conversations.satisfaction): off until the lab chooses to ask.
+    satisfaction_after_close = models.BooleanField(
+        _("ask for satisfaction when staff close a conversation"), default=False
+    )
+    satisfaction_after_lead = models.BooleanField(
+        _("ask for satisfaction after a confirmed lead"), default=False
+    )
+    satisfaction_question = models.TextField(
+        _("satisfaction question"),
+        default=DEFAULT_SATISFACTION_QUESTION,
+        blank=True,
+        validators=[MaxLengthValidator(MAX_SATISFACTION_QUESTION_CHARS)],
+        help_text=_(
+            "Sent once per conversation, only inside WhatsApp's 24-hour window, "
+            "never to a simulated conversation."
+        ),
+    )
+    satisfaction_style = models.CharField(
+        _("satisfaction answers"),
+        max_length=8,
+        choices=SatisfactionStyle.choices,
+        default=SatisfactionStyle.BUTTONS,
     )
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
     history = HistoricalRecords()

@@ -142,6 +142,9 @@ class DatabasePromptSource:
             handoff_message_closed=config.handoff_message_closed,
             unsupported_media_message=config.unsupported_media_message,
             invalid_format_message=config.invalid_format_message,
+            satisfaction_after_lead=config.satisfaction_after_lead,
+            satisfaction_question=config.satisfaction_question,
+            satisfaction_style=config.satisfaction_style,
         )
 
 

@@ -72,7 +72,9 @@ from conversations.models import (
     MessageMedia,
     MessageTemplate,
     Session,
+    SurveyTrigger,
 )
+from conversations.satisfaction import SurveyOutcome, SurveySettings, survey_ask
 from conversations.sending import (
     TEMPLATE_MESSAGE_TYPE,
     DryRunReason,
@@ -81,6 +83,7 @@ from conversations.sending import (
 )
 from conversations.sending.worker import send_message
 from conversations.turns.tasks import generate_handoff_summary
+from prompts_admin.models import RuntimeConfig
 from prompts_admin.selectors import DatabasePromptSource, override_ids_of
 from staff_auth.names import staff_name
 from whatsapp import CUSTOMER_SERVICE_WINDOW
@@ -744,8 +747,12 @@ def session_give_back(*, session_id: int, user: User, state: str, now: datetime)
     return ActionOutcome(True, text, event.pk)
 
 
-def session_close(*, session_id: int, user: User, now: datetime) -> ActionOutcome:
-    """Any open state → CLOSED; the customer's next message opens a new session."""
+def session_close(
+    *, session_id: int, user: User, now: datetime, send: Callable[[int], None] = _send_later
+) -> ActionOutcome:
+    """Any open state → CLOSED; the customer's next message opens a new session. With the
+    satisfaction question on (RuntimeConfig), the customer is asked it once
+    (`conversations.satisfaction.survey_ask`: inside the 24-hour window, never when simulated)."""
     with transaction.atomic():
         session = _locked_session(session_id)
         if session.state == SessionState.CLOSED:
@@ -760,8 +767,43 @@ def session_close(*, session_id: int, user: User, now: datetime) -> ActionOutcom
             from_state=session.state,
         )
         _admin_log(user=user, session=session, text=_("Closed the conversation."))
-    logger.info("staff_close", extra={"session_id": session_id, "user_id": user.pk})
-    return ActionOutcome(True, _("Conversation closed."), event.pk)
+        config = RuntimeConfig.load()
+        survey = SurveyOutcome.NOT_DUE
+        if config.satisfaction_after_close:
+            survey = survey_ask(
+                session_id=session_id,
+                trigger=SurveyTrigger.STAFF_CLOSE,
+                survey=SurveySettings.of(config),
+                now=now,
+                send=send,
+                closed_by=user,
+            )
+        # A simulated session is never asked; without a token the question goes nowhere.
+        no_token = survey is SurveyOutcome.ASKED and dry_run_reason(session) is not None
+    logger.info(
+        "staff_close",
+        extra={"session_id": session_id, "user_id": user.pk, "survey": survey.value},
+    )
+    if no_token:
+        return ActionOutcome(
+            True,
+            _(
+                "Conversation closed. The satisfaction question was simulated (no WhatsApp "
+                "token): nothing was sent to the customer."
+            ),
+            event.pk,
+        )
+    closed = {
+        SurveyOutcome.NOT_DUE: _("Conversation closed."),
+        SurveyOutcome.ASKED: _(
+            "Conversation closed. The satisfaction question was sent to the customer."
+        ),
+        SurveyOutcome.WINDOW_CLOSED: _(
+            "Conversation closed. The satisfaction question was not sent: WhatsApp's 24-hour "
+            "window is closed."
+        ),
+    }
+    return ActionOutcome(True, closed[survey], event.pk)
 
 
 def session_summary_regenerate(

@@ -93,6 +93,11 @@ from conversations.models import (
     Session,
     WebhookOutcome,
 )
+from conversations.satisfaction import (
+    score_of_reply,
+    survey_answer_find,
+    survey_answer_record,
+)
 from prompts_admin.models import RuntimeConfig
 from whatsapp.payload import (
     MAX_WAMID_CHARS,
@@ -321,6 +326,9 @@ def payload_apply(
 
 def _text_receive(context: ApplyContext, message: InboundMessage) -> None:
     """Text, interactive reply, template button: pending for a turn in a bot state."""
+    score = score_of_reply(message.reply_id)
+    if score is not None and _survey_answer_receive(context, message, score):
+        return
     received = _inbound_store(context, message)
     if received is None:
         return
@@ -328,6 +336,58 @@ def _text_receive(context: ApplyContext, message: InboundMessage) -> None:
     if stored.processed_at is None:
         context.outbox.turn(session)
     _log_received(message, session, stored)
+
+
+def _survey_answer_receive(context: ApplyContext, message: InboundMessage, score: int) -> bool:
+    """A tap on the satisfaction question (`conversations.satisfaction`): stored, processed, in
+    the conversation it was asked in, and its score on the survey; no session is opened or
+    moved, no turn runs, nothing is sent back. False when this customer was never asked: the
+    reply is then an ordinary one."""
+    survey = survey_answer_find(
+        phone_number_id=message.phone_number_id,
+        customer=message.customer,
+        simulated=context.sessions.simulated,
+    )
+    if survey is None:
+        return False
+    session = survey.session
+    context.sessions.known(message.phone_number_id, session)
+    stored = Message(
+        session=session,
+        direction=Direction.INBOUND,
+        message_type=message.message_type,
+        content=message.text,
+        wa_message_id=message.wamid,
+        wa_timestamp=message.timestamp,
+        processed_at=context.now,
+        created_at=context.now,
+        reply_to_wamid=_quoted(message),
+        interactive=_tapped(message),
+    )
+    if not message_store_once(stored):
+        logger.info("whatsapp_message_duplicate", extra={"wamid": message.wamid})
+        return True
+    context.messages_count += 1
+    if message.timestamp_replaced:
+        _timestamp_replaced(context, session, message.wamid, message.timestamp_replaced)
+    counted = survey_answer_record(survey, score=score, at=message.timestamp)
+    logger.info(
+        "satisfaction_answer_received" if counted else "satisfaction_answer_late",
+        extra={"session_id": session.pk, "message_id": stored.pk, "score": score},
+    )
+    return True
+
+
+def _quoted(message: InboundMessage) -> str:
+    # An id too long to be a wamid quotes nothing we could have stored.
+    return message.context_wamid if len(message.context_wamid) <= MAX_WAMID_CHARS else ""
+
+
+def _tapped(message: InboundMessage) -> dict[str, str] | None:
+    """`Message.interactive` of an INBOUND reply: the tapped button or row."""
+    if not message.reply_type:
+        return None
+    return {"type": message.reply_type, "id": message.reply_id, "title": message.text}
 
 
 def _media_receive(context: ApplyContext, message: InboundMessage) -> None:
@@ -538,15 +598,8 @@ def _inbound_store(
         wa_timestamp=message.timestamp,
         processed_at=None if pending else context.now,
         created_at=context.now,
-        # An id too long to be a wamid quotes nothing we could have stored.
-        reply_to_wamid=message.context_wamid
-        if len(message.context_wamid) <= MAX_WAMID_CHARS
-        else "",
-        interactive=(
-            {"type": message.reply_type, "id": message.reply_id, "title": message.text}
-            if message.reply_type
-            else None
-        ),
+        reply_to_wamid=_quoted(message),
+        interactive=_tapped(message),
     )
     if not message_store_once(stored):
         logger.info("whatsapp_message_duplicate", extra={"wamid": message.wamid})

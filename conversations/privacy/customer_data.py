@@ -47,6 +47,7 @@ from conversations.models import (
     LLMCall,
     Message,
     MessageMedia,
+    SatisfactionSurvey,
     Session,
     WebhookDelivery,
 )
@@ -372,8 +373,21 @@ def customer_data_export(
     return export
 
 
+def _survey_export(survey: SatisfactionSurvey) -> dict[str, Any]:
+    def moment(value: datetime | None) -> str | None:
+        return value.isoformat() if value else None
+
+    return {
+        "asked_at": moment(survey.asked_at),
+        "not_sent": survey.not_sent,
+        "score": survey.score,
+        "answered_at": moment(survey.answered_at),
+    }
+
+
 def _session_export(session: Session) -> dict[str, Any]:
     lead = Lead.objects.filter(session=session).first()
+    survey = SatisfactionSurvey.objects.filter(session=session).first()
     exported: dict[str, Any] = {
         "id": session.pk,
         "instance": session.instance.phone_number_id,
@@ -407,6 +421,7 @@ def _session_export(session: Session) -> dict[str, Any]:
         "lead": None
         if lead is None
         else {"data": lead.data, "created_at": lead.created_at.isoformat()},
+        "satisfaction": None if survey is None else _survey_export(survey),
         "model_calls": [
             {
                 "id": c.pk,

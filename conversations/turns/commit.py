@@ -28,7 +28,8 @@ from agents.states import HandoffReason, SessionState
 from conversations.commit_hooks import on_commit_call
 from conversations.handoff import HandoffEffects, HandoffRequest, session_handoff
 from conversations.leads import lead_create
-from conversations.models import SUPERSEDED, Direction, Message, Session
+from conversations.models import SUPERSEDED, Direction, Message, Session, SurveyTrigger
+from conversations.satisfaction import SurveySettings, survey_ask
 from conversations.turns.deps import PipelineDeps
 from conversations.turns.result import Reply, Turn, TurnResult, turn_failure
 from conversations.turns.rows import (
@@ -259,5 +260,16 @@ def _write_turn(
             session_id=turn.session_id,
             data=lead_data(result.context),
         )
+        if runtime.satisfaction_after_lead:
+            # Its send is registered after the parts', so it follows the model's message.
+            survey_ask(
+                session_id=turn.session_id,
+                trigger=SurveyTrigger.LEAD_CONFIRMED,
+                survey=SurveySettings(
+                    question=runtime.satisfaction_question, style=runtime.satisfaction_style
+                ),
+                now=now,
+                send=send,
+            )
     _mark_processed(turn, now)
     return part_ids

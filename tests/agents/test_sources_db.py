@@ -249,6 +249,9 @@ def test_runtime_settings_from_config_and_active_strategic_companies(
     config.agent_name = "Bia"
     config.company_name = "Lab Sul"
     config.business_hours = {"mon": [["09:00", "12:00"]]}
+    config.satisfaction_after_lead = True
+    config.satisfaction_question = "De 1 a 5, como foi?"
+    config.satisfaction_style = "list"
     config.save()
     StrategicCompany.objects.create(
         name="Zeta Indústria",
@@ -267,6 +270,11 @@ def test_runtime_settings_from_config_and_active_strategic_companies(
     )
     assert runtime.handoff_message_open == config.handoff_message_open
     assert runtime.invalid_format_message == config.invalid_format_message
+    assert (
+        runtime.satisfaction_after_lead,
+        runtime.satisfaction_question,
+        runtime.satisfaction_style,
+    ) == (True, "De 1 a 5, como foi?", "list")
 
 
 def test_runtime_creates_the_config_row_with_defaults_on_first_use(settings: Settings) -> None:

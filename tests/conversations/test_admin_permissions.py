@@ -51,6 +51,7 @@ EXPECTED_PERMISSIONS = {
         "conversations.attend_session",
         "conversations.export_lead",
         "conversations.view_messagetemplate",
+        "conversations.view_satisfactionsurvey",
         "knowledge_base.view_kbpackage",
         "knowledge_base.view_segment",
         "knowledge_base.view_intent",
@@ -191,7 +192,7 @@ def _every_admin_url() -> list[str]:
 
 def test_anonymous_users_are_sent_to_login_from_every_admin_url(client: Client) -> None:
     urls = _every_admin_url()
-    assert len(urls) == 1 + 4 * 19 + 2 * 9
+    assert len(urls) == 1 + 4 * 20 + 2 * 9
     for url in urls:
         response = client.get(url)
         assert (response.status_code, response.headers.get("Location")) == (

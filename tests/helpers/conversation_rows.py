@@ -48,3 +48,6 @@ def ensure_staff_groups() -> None:
     ).grant_personal_data_to_support(apps, editor)
     import_module("conversations.migrations.0010_staff_workflow").grant_to_support(apps, editor)
     import_module("support.migrations.0002_quick_replies_labels").grant_to_support(apps, editor)
+    import_module("conversations.migrations.0024_satisfaction_survey").grant_to_support(
+        apps, editor
+    )

@@ -24,6 +24,8 @@ def form_data(config: RuntimeConfig, **hours: str) -> dict[str, Any]:
             "handoff_message_closed",
             "unsupported_media_message",
             "invalid_format_message",
+            "satisfaction_question",
+            "satisfaction_style",
         )
     }
     days = {
@@ -118,3 +120,76 @@ def test_a_prompt_editor_edits_the_hours_and_a_version_is_recorded() -> None:
     config.refresh_from_db()
     assert config.business_hours["sun"] == [["10:00", "14:00"]]
     assert config.history.count() == 2
+
+
+# --- The satisfaction survey ---------------------------------------------------------------
+
+
+def test_the_survey_is_off_by_default_with_the_default_question() -> None:
+    config = RuntimeConfig.load()
+
+    assert (
+        config.satisfaction_after_close,
+        config.satisfaction_after_lead,
+        config.satisfaction_question,
+        config.satisfaction_style,
+    ) == (False, False, "Como você avalia o atendimento?", "buttons")
+
+
+def test_turning_the_survey_on_is_saved_with_history(admin_client: Client) -> None:
+    config = RuntimeConfig.load()
+    data = form_data(config) | {
+        "satisfaction_after_close": "on",
+        "satisfaction_question": "De 1 a 5, como foi?",
+        "satisfaction_style": "list",
+    }
+
+    response = admin_client.post(URL, data)
+
+    assert response.status_code == 302
+    config.refresh_from_db()
+    assert (
+        config.satisfaction_after_close,
+        config.satisfaction_after_lead,
+        config.satisfaction_question,
+        config.satisfaction_style,
+    ) == (True, False, "De 1 a 5, como foi?", "list")
+    assert config.history.latest().satisfaction_style == "list"
+
+
+@pytest.mark.parametrize("switch", ["satisfaction_after_close", "satisfaction_after_lead"])
+def test_a_survey_turned_on_without_a_question_is_refused_in_pt_br(
+    admin_client: Client, switch: str
+) -> None:
+    config = RuntimeConfig.load()
+    data = form_data(config) | {switch: "on", "satisfaction_question": "   "}
+
+    response = admin_client.post(URL, data)
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert errors["satisfaction_question"] == [
+        "Escreva a pergunta de satisfação ou desligue a pesquisa."
+    ]
+    config.refresh_from_db()
+    assert getattr(config, switch) is False
+
+
+def test_a_question_over_whatsapps_limit_is_refused(admin_client: Client) -> None:
+    config = RuntimeConfig.load()
+    data = form_data(config) | {"satisfaction_question": "x" * 1025}
+
+    response = admin_client.post(URL, data)
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["satisfaction_question"] == [
+        "Certifique-se de que o valor tenha no máximo 1024 caracteres (ele possui 1025)."
+    ]
+
+
+def test_an_empty_question_is_allowed_while_the_survey_is_off(admin_client: Client) -> None:
+    config = RuntimeConfig.load()
+
+    response = admin_client.post(URL, form_data(config) | {"satisfaction_question": ""})
+
+    assert response.status_code == 302

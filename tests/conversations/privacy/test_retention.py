@@ -2,7 +2,7 @@
 export / erase commands."""
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 from typing import Any
 
@@ -17,6 +17,7 @@ from conversations.models import (
     Lead,
     LLMCall,
     Message,
+    SatisfactionSurvey,
     Session,
     WebhookDelivery,
 )
@@ -193,6 +194,31 @@ def test_export_prints_everything_held_about_the_customer(instance: Instance) ->
         "Obrigada, Maria! Confirmo o CPF 529.982.247-25 e o telefone (11) 98888-7777.",
     ]
     assert exported["lead"]["data"] == {"nome_cliente": "Maria Souza", "email": "maria@example.com"}
+    assert exported["satisfaction"] is None
+
+
+def test_export_includes_the_satisfaction_answer(instance: Instance) -> None:
+    session = customer(instance, state="CLOSED")
+    asked = datetime(2026, 11, 20, 14, 0, tzinfo=UTC)
+    SatisfactionSurvey.objects.create(
+        session=session,
+        trigger="staff_close",
+        style="buttons",
+        asked_at=asked,
+        score=5,
+        answered_at=asked + timedelta(minutes=2),
+    )
+    out = StringIO()
+
+    call_command("export_customer_data", "--phone", PHONE, stdout=out)
+
+    [exported] = json.loads(out.getvalue())["sessions"]
+    assert exported["satisfaction"] == {
+        "asked_at": "2026-11-20T14:00:00+00:00",
+        "not_sent": "",
+        "score": 5,
+        "answered_at": "2026-11-20T14:02:00+00:00",
+    }
 
 
 def test_erase_anonymises_every_conversation_of_the_phone_open_ones_included(
