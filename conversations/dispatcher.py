@@ -23,17 +23,16 @@ from enum import StrEnum
 from typing import Any
 
 from agents.actions import Action
-from agents.codes import Code
+from agents.codes import CONFIRM_BUTTON, CORRECT_BUTTON, Code
 from agents.context import SessionContext
 from agents.states import AgentName, HandoffMotive, HandoffReason, SessionState
 from conversations.event_codes import EventCode
 from whatsapp.interactive import Option
 
-# Code 4's buttons. Their titles are what a tap brings back as the customer's text, so they say
-# what a typed answer would ("Confirmar" reads as "sim", the coleta prompt says so); their ids
-# are stable words, never the customer's data.
-CONFIRM_OPTION = Option("confirmar", "Confirmar")
-CORRECT_OPTION = Option("corrigir", "Corrigir")
+# Code 4's buttons (their titles: `agents.codes`); their ids are stable words, never the
+# customer's data.
+CONFIRM_OPTION = Option("confirmar", CONFIRM_BUTTON)
+CORRECT_OPTION = Option("corrigir", CORRECT_BUTTON)
 CONFIRMATION_OPTIONS: tuple[Option, ...] = (CONFIRM_OPTION, CORRECT_OPTION)
 
 
