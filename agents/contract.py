@@ -28,7 +28,7 @@ from typing import Any
 OPTIONS_KEY = "opcoes"
 MAX_OPTIONS = 10
 MAX_OPTION_CHARS = 24
-# Up to these, options go out as reply buttons rather than a list (Meta's limits; told to the model).
+# Up to these, options go out as reply buttons, not a list (Meta's limits; told to the model).
 MAX_BUTTON_OPTIONS = 3
 MAX_BUTTON_OPTION_CHARS = 20
 
