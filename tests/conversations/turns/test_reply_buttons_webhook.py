@@ -85,6 +85,7 @@ def ask_confirmation(
     openai.queue_text(CODE_4)
     post(client, capture, text_delivery("wamid.EMAIL01", "ana@example.com"))
     [summary] = Message.objects.filter(direction=Direction.OUTBOUND)
+    assert summary.wa_message_id is not None
     return summary
 
 
@@ -144,7 +145,10 @@ def test_a_tap_on_confirmar_reaches_the_model_as_the_customer_s_text_and_code_5_
         client,
         django_capture_on_commit_callbacks,
         tap_delivery(
-            "wamid.TAP01", button_id="confirmar", title="Confirmar", quoted=summary.wa_message_id
+            "wamid.TAP01",
+            button_id="confirmar",
+            title="Confirmar",
+            quoted=str(summary.wa_message_id),
         ),
     )
 
@@ -186,7 +190,7 @@ def test_a_tap_on_corrigir_leads_back_to_the_data_collection_and_no_lead(
         client,
         django_capture_on_commit_callbacks,
         tap_delivery(
-            "wamid.TAP02", button_id="corrigir", title="Corrigir", quoted=summary.wa_message_id
+            "wamid.TAP02", button_id="corrigir", title="Corrigir", quoted=str(summary.wa_message_id)
         ),
     )
 
