@@ -14,7 +14,7 @@ from typing import Any
 from django.db.models import Count, Sum
 from django.utils import timezone
 from django.utils.formats import date_format, number_format
-from django.utils.html import escape, format_html
+from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
@@ -50,6 +50,7 @@ from knowledge_base.models import Service
 from staff_auth.names import staff_name
 from support.models import InternalNote
 from whatsapp import CUSTOMER_SERVICE_WINDOW
+from whatsapp.interactive import options_of
 
 # The transcript shows the newest messages of a session; older ones are in the message log.
 MAX_TRANSCRIPT_MESSAGES = 500
@@ -311,6 +312,20 @@ def event_html(text: str, code: int | None) -> SafeString:
     return escape(text)
 
 
+def _with_options(html: SafeString, message: Message, mask: Any) -> SafeString:
+    """`html` followed by the reply buttons or list rows an OUTBOUND message offered, as chips
+    (in the html, so the live page's bubbles carry them too); titles masked like the text."""
+    if message.direction != Direction.OUTBOUND:
+        return html
+    options = options_of(message.interactive)
+    if not options:
+        return html
+    chips = format_html_join(
+        "", '<span class="option">{}</span>', ((mask(o.title),) for o in options)
+    )
+    return format_html('{}<span class="options">{}</span>', html, chips)
+
+
 def transcript_entry(
     message: Message,
     *,
@@ -364,7 +379,7 @@ def transcript_entry(
     return TranscriptEntry(
         message=message,
         text=text,
-        html=whatsapp_html(text),
+        html=_with_options(whatsapp_html(text), message, mask),
         side=side,
         superseded=superseded,
         turn_cost=turn_cost.turn_text() if turn_cost else "",
