@@ -213,3 +213,46 @@ def test_a_tap_on_corrigir_leads_back_to_the_data_collection_and_no_lead(
             },
         },
     )
+
+
+def test_four_options_reach_the_graph_api_as_a_list_opened_by_ver_opcoes(
+    client: Client,
+    openai_settings: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    recipes.instance.make(access_token="")
+    openai_settings.queue_text(
+        '{"s":1,"opcoes":["Alimentos","Ambiental","Saúde humana","Saúde animal"]}'
+        "Olá! Em qual área você precisa da análise?"
+    )
+
+    post(client, django_capture_on_commit_callbacks, text_delivery("wamid.HELLO01", "Oi"))
+
+    [send] = fake_graph.sends
+    reply = Message.objects.get(direction=Direction.OUTBOUND)
+    assert send.json == {
+        "messaging_product": "whatsapp",
+        "recipient_type": "individual",
+        "to": CUSTOMER_PHONE,
+        "type": "interactive",
+        "interactive": {
+            "type": "list",
+            "body": {"text": "Olá! Em qual área você precisa da análise?"},
+            "action": {
+                "button": "Ver opções",
+                "sections": [
+                    {
+                        "rows": [
+                            {"id": "opt1", "title": "Alimentos"},
+                            {"id": "opt2", "title": "Ambiental"},
+                            {"id": "opt3", "title": "Saúde humana"},
+                            {"id": "opt4", "title": "Saúde animal"},
+                        ]
+                    }
+                ],
+            },
+        },
+        "biz_opaque_callback_data": f"message:{reply.pk}",
+    }
+    assert (reply.message_type, reply.interactive) == ("interactive", send.json["interactive"])
