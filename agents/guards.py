@@ -125,8 +125,9 @@ def _options_lines(inputs: PromptInputs) -> list[str]:
     state = inputs.session.state
     codes = [spec.code.value for spec in codes_allowed(state) if spec.code in OPTION_CODES]
     listed = " e ".join(str(code) for code in codes)
+    with_codes = f"com os códigos {listed}" if len(codes) > 1 else f"com o código {listed}"
     lines = [
-        f'   - Opções (opcional, com o código {listed}): "opcoes", uma lista de até {MAX_OPTIONS} '
+        f'   - Opções (opcional, {with_codes}): "opcoes", uma lista de até {MAX_OPTIONS} '
         f"textos curtos (até {MAX_OPTION_CHARS} caracteres cada, sem repetir) que o cliente pode "
         f"tocar em vez de digitar, como em "
         '{"s":1,"opcoes":["Orçamento","Agendar coleta"]}Como posso ajudar?'

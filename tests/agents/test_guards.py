@@ -240,10 +240,10 @@ TAP_MEANS = (
 @pytest.mark.parametrize(
     ("state", "codes", "buttons_added", "tap_means"),
     [
-        (SessionState.TRIAGE, "1", False, False),
-        (SessionState.QUALIFYING, "1", False, False),
-        (SessionState.DATA_COLLECT, "1", True, False),
-        (SessionState.CONFIRM, "1 e 6", False, True),
+        (SessionState.TRIAGE, "o código 1", False, False),
+        (SessionState.QUALIFYING, "o código 1", False, False),
+        (SessionState.DATA_COLLECT, "o código 1", True, False),
+        (SessionState.CONFIRM, "os códigos 1 e 6", False, True),
     ],
 )
 def test_the_contract_guard_describes_the_options_and_code_4_s_buttons_per_state(
@@ -254,7 +254,7 @@ def test_the_contract_guard_describes_the_options_and_code_4_s_buttons_per_state
 
     lines = runtime_guards(inputs)[-1].text.splitlines()
 
-    assert f"   - Opções (opcional, com o código {codes}): {OPTIONS_RULE}" in lines
+    assert f"   - Opções (opcional, com {codes}): {OPTIONS_RULE}" in lines
     assert (BUTTONS_ADDED in lines, TAP_MEANS in lines) == (buttons_added, tap_means)
 
 
