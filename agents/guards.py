@@ -5,7 +5,8 @@ segment and intention of this session; (3) never promise a time for a human to a
 confirm before changing subject, then code 7 (where the state allows 7); (5) in `qualificacao`
 and `coleta`, the health limits when the instance, the segment or a loaded package is
 health-sensitive — even with no package loaded; (6) the output contract with the codes of this
-state and their required fields, generated from `agents/codes.py`.
+state and their required fields, generated from `agents/codes.py`, and the options: ``opcoes``
+with the codes that take it, code 4's Confirmar / Corrigir and what a tap on them means.
 
 They come last in the system prompt (after the override or built-in text and the metadata), so
 they are also the last word when an override contradicts them. Pure module.
