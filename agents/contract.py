@@ -15,8 +15,9 @@ One optional field has a shape the parser checks too, because it is the answer's
 business data: ``"opcoes"``, the short options the agent offers the customer (sent as reply
 buttons or a list, `conversations.dispatcher`). When present it must be a list of at most
 `MAX_OPTIONS` texts, each non-blank and at most `MAX_OPTION_CHARS` characters once stripped, no
-two the same (ignoring case and spacing); ``[]`` offers nothing. Anything else is a parse error, so the one
-format-repair call applies to it as to any other malformed answer. Pure module: no Django import.
+two the same (ignoring case and spacing); ``[]`` offers nothing. Anything else is a parse
+error, so the one format-repair call applies to it as to any other malformed answer. Pure
+module: no Django import.
 """
 
 import json
