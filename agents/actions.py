@@ -14,6 +14,11 @@ Data fields, per agent (nested form preferred; the flat form is accepted):
 When a key comes in both forms the nested value wins. Keys that belong to another agent, or to a
 code that was not used (``motivo`` without 98), are reported in `Action.ignored_keys`.
 
+Options (``"opcoes"``, shape checked by the parser) are any agent's, with the codes that answer
+the customer and keep the bot in the conversation (`OPTION_CODES`: 1 and 6); with any other code
+they are ignored and reported: code 4 gets its own buttons (Confirmar / Corrigir, the
+dispatcher's), and after 5, 8 or 98 there is no bot left to read the customer's tap.
+
 Validation policy:
 - the required fields of the code (``segmento``/``intencao`` for 2, ``servico`` and the service's
   required parameters for 3, the registration for 4, ``motivo`` for 98, ``context_needed`` for 99)
@@ -38,7 +43,7 @@ from typing import Any
 
 from agents.codes import Code, CodeSpec, MessageRule, code_spec
 from agents.context import CatalogSnapshot, ServiceInfo, SessionContext
-from agents.contract import ParsedLLMResponse
+from agents.contract import OPTIONS_KEY, ParsedLLMResponse
 from agents.fields import InvalidValue, missing_for_confirmation, normalise_registration
 from agents.parameters import ParameterValueError, coerce_parameter_value
 from agents.states import AGENT_FOR_STATE, AgentName, HandoffMotive, HandoffReason
@@ -55,11 +60,15 @@ RESERVED_KEYS: frozenset[str] = frozenset(
         "cadastro",
         "motivo",
         "context_needed",
+        OPTIONS_KEY,
     }
 )
+# The codes whose answer may offer options (the module docstring says why only these).
+OPTION_CODES: frozenset[Code] = frozenset({Code.RESPOND, Code.CORRECT_DATA})
 _CODE_FIELDS: dict[Code, frozenset[str]] = {
     Code.HANDOFF: frozenset({"motivo"}),
     Code.CONTEXT_NEEDED: frozenset({"context_needed"}),
+    **{code: frozenset({OPTIONS_KEY}) for code in OPTION_CODES},
 }
 _AGENT_FIELDS: dict[AgentName, frozenset[str]] = {
     AgentName.TRIAGEM: frozenset({"segmento", "intencao", "nome_cliente"}),
@@ -120,6 +129,8 @@ class Action:
     ignored_keys: tuple[str, ...] = ()
     motive: HandoffMotive | None = None
     packages: tuple[str, ...] = ()
+    # The options the answer offers the customer (`OPTION_CODES` only; () otherwise).
+    options: tuple[str, ...] = ()
 
     @property
     def spec(self) -> CodeSpec:
@@ -231,6 +242,7 @@ def map_action(
         ignored_keys=ignored,
         motive=draft.motive,
         packages=draft.packages,
+        options=parsed.options if spec.code in OPTION_CODES else (),
     )
 
 

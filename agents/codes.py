@@ -137,6 +137,11 @@ CODE_TABLE: dict[Code, CodeSpec] = {
     )
 }
 
+# The buttons the dispatcher puts under code 4's message. A tap comes back as the title, as if
+# typed, so the titles are what a customer would type: the prompts tell the model so.
+CONFIRM_BUTTON = "Confirmar"
+CORRECT_BUTTON = "Corrigir"
+
 ROUTING_CODES: frozenset[Code] = frozenset(
     {Code.TO_QUALIFICATION, Code.TO_COLLECTION, Code.CHANGE_SUBJECT}
 )

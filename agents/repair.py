@@ -2,9 +2,10 @@
 
 The repair asks a model (``OPENAI_MODEL_SUMMARY``, passed in) to do only what the seed allows:
 remove text before the JSON, Markdown fences and stray whitespace, preserving the content, or
-answer ``INVALID_FORMAT`` when there is no JSON to recover. Its answer goes through the same
-strict parser; a repaired answer is then validated like any other. No deterministic fix-up here:
-the parser stays strict and the repair is a model's, as the seed says.
+answer ``INVALID_FORMAT`` when there is no JSON to recover; and to drop an ``"opcoes"`` that
+breaks its rule (the options only decorate the text, which then goes out as it is). Its answer
+goes through the same strict parser; a repaired answer is then validated like any other. No
+deterministic fix-up here: the parser stays strict and the repair is a model's, as the seed says.
 
 Pure module: no Django import. The caller records the call (purpose ``repair``) and logs the
 outcome (``llm_response_repair_success`` / ``_failed`` / ``_unavailable``).
@@ -12,7 +13,13 @@ outcome (``llm_response_repair_success`` / ``_failed`` / ``_unavailable``).
 
 from dataclasses import dataclass
 
-from agents.contract import LLMResponseParseError, ParsedLLMResponse, parse_llm_response
+from agents.contract import (
+    MAX_OPTION_CHARS,
+    MAX_OPTIONS,
+    LLMResponseParseError,
+    ParsedLLMResponse,
+    parse_llm_response,
+)
 from agents.llm import ChatMessage, LLMCallResult, LLMClient
 
 INVALID_FORMAT = "INVALID_FORMAT"
@@ -28,6 +35,10 @@ A resposta a corrigir vem na mensagem do usuário. Faça exclusivamente isto:
 - remova qualquer texto antes do objeto JSON;
 - remova cercas de código Markdown (```, ```json) em volta do JSON ou da resposta;
 - remova espaços e quebras de linha indevidos antes do JSON e entre o JSON e a mensagem.
+
+Se o JSON tiver o campo "opcoes" fora da regra (uma lista de no máximo {MAX_OPTIONS} textos
+curtos, de até {MAX_OPTION_CHARS} caracteres, sem textos vazios nem repetidos), remova o campo
+"opcoes" inteiro.
 
 Preserve todo o resto exatamente como está: as chaves e os valores do JSON, o código "s" e o texto
 da mensagem, sem traduzir, resumir, completar, inventar ou corrigir conteúdo.

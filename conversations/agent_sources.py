@@ -51,13 +51,16 @@ _VERSION_CHARS = LLMCall._meta.get_field("prompt_version").max_length or 32
 # message it reacts to, not said in the conversation); newest first by id (`NEWEST_FIRST`),
 # limited, then put in conversation order. A quoted reply brings the text it quotes, from the
 # same session, by the unique wamid index (one LEFT JOIN; `agents.history` marks it), read up
-# to `_QUOTE_READ_CHARS`: more than the quote keeps, even with its spaces folded. A media
+# to `_QUOTE_READ_CHARS`: more than the quote keeps, even with its spaces folded; a tapped
+# button or list row (which always answers the message that offered it) reads as its title
+# alone, exactly as the customer typing it would. A media
 # message comes with its readable part (the one-to-one MessageMedia, on its unique index), which
 # the model reads instead of the text (`agents.media_markers`).
 HISTORY_SQL = f"""SELECT m.id, m.session_id, m.direction, m.content, m.error, m.wa_timestamp,
         m.staff_user_id, SUBSTR(q.content, 1, {{quote_chars}}) AS quoted, {MEDIA_COLUMNS_SQL}
     FROM conversations_message m
     LEFT JOIN conversations_message q ON m.reply_to_wamid <> ''
+        AND m.message_type NOT IN ('interactive', 'button')
         AND q.wa_message_id = m.reply_to_wamid AND q.session_id = m.session_id
     {MEDIA_JOIN_SQL}
     WHERE m.session_id = %s AND m.direction IN ('INBOUND', 'OUTBOUND')

@@ -6,7 +6,10 @@ the turn does next — reply, invoke another agent (codes 2, 3, 7), load package
 same agent again (99), hand off (5, 98) or close (8). Code 4 keeps the registration it shows
 (`SessionContext.confirmation_data`); a code 5 whose data differs from it is a correction, not a
 confirmation: back to DATA_COLLECT and ``coleta`` again (`_confirmation_changed`), so the lead
-holds exactly what the customer confirmed. Nothing is written here: the pipeline
+holds exactly what the customer confirmed. The dispatcher, not the model, decides the interactive
+elements of a reply (`Step.options`): code 4's message always carries the buttons Confirmar and
+Corrigir (`CONFIRMATION_OPTIONS`); a code 1 or 6 carries the options the answer offered, ids
+``opt1``..``optN`` (`offered_options`). Nothing is written here: the pipeline
 applies a turn's steps in one transaction at its end, so a turn whose draft is superseded leaves
 no trace but the draft.
 
@@ -20,10 +23,17 @@ from enum import StrEnum
 from typing import Any
 
 from agents.actions import Action
-from agents.codes import Code
+from agents.codes import CONFIRM_BUTTON, CORRECT_BUTTON, Code
 from agents.context import SessionContext
 from agents.states import AgentName, HandoffMotive, HandoffReason, SessionState
 from conversations.event_codes import EventCode
+from whatsapp.interactive import Option
+
+# Code 4's buttons (their titles: `agents.codes`); their ids are stable words, never the
+# customer's data.
+CONFIRM_OPTION = Option("confirmar", CONFIRM_BUTTON)
+CORRECT_OPTION = Option("corrigir", CORRECT_BUTTON)
+CONFIRMATION_OPTIONS: tuple[Option, ...] = (CONFIRM_OPTION, CORRECT_OPTION)
 
 
 class Next(StrEnum):
@@ -62,6 +72,8 @@ class Step:
     next: Next
     agent: AgentName | None = None  # who is invoked next (INVOKE, ENRICH)
     reply: str = ""  # the model's customer text (REPLY, CLOSE, code 5)
+    # The buttons or list rows sent with `reply` (REPLY only; a fallback to text drops them).
+    options: tuple[Option, ...] = ()
     handoff: Handoff | None = None
     create_lead: bool = False
     events: tuple[SystemEvent, ...] = ()
@@ -119,8 +131,19 @@ def _rejected_event(action: Action, raw_response: str) -> SystemEvent:
     )
 
 
+def offered_options(titles: tuple[str, ...]) -> tuple[Option, ...]:
+    """The options an answer offered, with ids by position: the title is the customer's text
+    when tapped, and an id made from it could carry what the customer wrote."""
+    return tuple(Option(f"opt{number}", title) for number, title in enumerate(titles, 1))
+
+
 def _respond(action: Action, context: SessionContext, raw: str) -> Step:
-    return Step(context=context, next=Next.REPLY, reply=action.message)
+    return Step(
+        context=context,
+        next=Next.REPLY,
+        reply=action.message,
+        options=offered_options(action.options),
+    )
 
 
 def _route(to: SessionState, agent: AgentName) -> Callable[[Action, SessionContext, str], Step]:
@@ -135,14 +158,26 @@ def _ask_confirmation(action: Action, context: SessionContext, raw: str) -> Step
     # What the code-4 message shows is what a code 5 may confirm (see `_confirmed`).
     shown = replace(context, confirmation_data=dict(action.registration_data))
     moved, event = _transition(action, shown, SessionState.CONFIRM, raw)
-    return Step(context=moved, next=Next.REPLY, reply=action.message, events=(event,))
+    return Step(
+        context=moved,
+        next=Next.REPLY,
+        reply=action.message,
+        options=CONFIRMATION_OPTIONS,
+        events=(event,),
+    )
 
 
 def _correct_data(action: Action, context: SessionContext, raw: str) -> Step:
     moved, event = _transition(
         action, replace(context, confirmation_data=None), SessionState.DATA_COLLECT, raw
     )
-    return Step(context=moved, next=Next.REPLY, reply=action.message, events=(event,))
+    return Step(
+        context=moved,
+        next=Next.REPLY,
+        reply=action.message,
+        options=offered_options(action.options),
+        events=(event,),
+    )
 
 
 def _change_subject(action: Action, context: SessionContext, raw: str) -> Step:

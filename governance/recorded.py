@@ -46,7 +46,10 @@ class AnswerOutcome:
     # Packages requested (code 99).
     packages: tuple[str, ...]
     contract: ContractOutcome
-    text: str  # the customer message of the answer (the raw text when it did not parse)
+    # The customer message of the answer (the raw text when it did not parse), with the options
+    # sent under it on a last line (`with_options`), so a draft that changes them shows in the
+    # diff and is masked and erased with the text.
+    text: str
 
 
 def answer_outcome(read: AgentAnswer | AgentStop, *, before: SessionContext) -> AnswerOutcome:
@@ -68,8 +71,19 @@ def answer_outcome(read: AgentAnswer | AgentStop, *, before: SessionContext) -> 
         handoff=step.handoff.reason.value if step.handoff is not None else "",
         packages=tuple(read.action.packages),
         contract=ContractOutcome.REPAIRED if read.repaired else ContractOutcome.VALID,
-        text=read.parsed.message,
+        text=with_options(read.parsed.message, [option.title for option in step.options]),
     )
+
+
+# The last line of a replayed text that lists its options (pt-BR, as the prompt editors read it).
+OPTIONS_LINE = "[opções: {}]"
+
+
+def with_options(text: str, titles: Sequence[str]) -> str:
+    """`text` with a last line naming the options sent under it (`text` itself when none)."""
+    if not titles:
+        return text
+    return f"{text}\n{OPTIONS_LINE.format(' | '.join(titles))}"
 
 
 # --- The session and sources as the recorded call saw them -------------------------------------

@@ -13,7 +13,10 @@ broker) runs the task inside the POST: the redirect then shows the answer and no
 One turn in flight per staff member and ``SIMULATOR_MAX_TURNS_PER_MINUTE`` a minute; a refused
 message gets a pt-BR error on the page. The turns shown are the staff member's `SimulatedTurn`
 rows of the open simulated conversation, with the latest handoff summary. "Nova conversa" closes
-it (`simulated_session_reset`).
+it (`simulated_session_reset`). The reply buttons or list rows under the bot's last message are
+buttons on the page: clicking one sends the tap as WhatsApp would (an interactive reply quoting
+that message, `simulated_text_delivery`), through the same path as a typed message; only the
+options of the last bot message are offered, as on a phone where older ones no longer matter.
 
 Each staff member writes from a phone of their own (`simulated_phone`, in the simulator's
 reserved range), so two editors never share a conversation. For each agent with saved drafts
@@ -43,6 +46,7 @@ from simulator.simulation import (
     TURN_LOST,
     SimulationError,
     model_configured,
+    offered_tap,
     simulated_session_reset,
     simulated_turn_start,
     simulated_turns_expire,
@@ -180,14 +184,25 @@ def _post(request: HttpRequest, *, instance: Instance, phone: str) -> None:
     if "reset" in request.POST:
         simulated_session_reset(instance=instance, phone=phone)
         return
-    text = request.POST.get("text", "").strip()[:MAX_TEXT]
+    tap = None
+    if "option" in request.POST:
+        session = _open_session(instance, phone)
+        tap = offered_tap(session.pk, request.POST["option"]) if session else None
+        if tap is None:
+            messages.error(request, _("That option is no longer offered: write your answer."))
+            return
+        text = tap.option.title
+        # The option's form has no prompt choice: the send form's last one stays.
+        chosen: dict[str, int] = request.session.get(PROMPTS_KEY) or {}
+    else:
+        text = request.POST.get("text", "").strip()[:MAX_TEXT]
+        chosen = _chosen_drafts(request)
     if not text:
         messages.error(request, _("Write a message."))
         return
     if not model_configured():
         messages.error(request, _("The simulator needs a model: set OPENAI_API_KEY."))
         return
-    chosen = _chosen_drafts(request)
     request.session[PROMPTS_KEY] = chosen
     try:
         simulated_turn_start(
@@ -195,8 +210,9 @@ def _post(request: HttpRequest, *, instance: Instance, phone: str) -> None:
             instance=instance,
             phone=phone,
             text=text,
-            prompt_overrides={AgentName(agent): pk for agent, pk in chosen.items()},
+            prompt_overrides={AgentName(agent): int(pk) for agent, pk in chosen.items()},
             enqueue=simulated_turn.delay,
+            tap=tap,
         )
     except SimulationError as error:
         messages.error(request, str(error))
@@ -226,6 +242,7 @@ def _shown(turn: SimulatedTurn) -> dict[str, Any]:
         "failed": failed,
         "has_report": bool(report),
         "replies": report.get("replies", []),
+        "options": report.get("options", []),
         "agents": report.get("agents", []),
         "code": report.get("code"),
         "state": state_label(str(report.get("state", ""))),

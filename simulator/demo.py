@@ -55,6 +55,7 @@ from conversations.agent_sources import DatabaseCallRecorder
 from conversations.handoff import handoff_summary_generate, summary_due
 from conversations.inbound.deliveries import webhook_delivery_receive
 from conversations.models import (
+    Direction,
     HandoffSummary,
     Instance,
     Lead,
@@ -168,10 +169,12 @@ class DemoSender:
 
 @dataclass(frozen=True, slots=True)
 class Say:
-    """The customer writes `text`, `minute` minutes after the conversation starts."""
+    """The customer writes `text`, `minute` minutes after the conversation starts; or, with
+    `tap`, taps the button of that id under the bot's last message (`text` is its title)."""
 
     text: str
     minute: int
+    tap: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +225,7 @@ RECORDINGS: tuple[Recording, ...] = (
             Say("São 2 amostras: uma direto do poço e outra da caixa d'água. Fica em Valinhos.", 2),
             Say(f"Lucas Ferreira, CPF {LUCAS_CPF}", 4),
             Say("lucas.ferreira@example.com", 5),
-            Say("Sim, está tudo certo", 6),
+            Say("Confirmar", 6, tap="confirmar"),
         ),
         answers=(
             '{"s":2,"segmento":"AMBIENTAL","intencao":"ORCAMENTO"}Vou te ajudar com o orçamento!',
@@ -460,8 +463,19 @@ class _Player:
 
     def say(self, step: Say) -> None:
         self.said += 1
+        quoted = ""
+        if step.tap:
+            last = Message.objects.filter(session=self.session(), direction=Direction.OUTBOUND)
+            quoted = last.order_by("-id").values_list("wa_message_id", flat=True).first() or ""
         webhook_delivery_receive(
-            raw_body=webhook_body(self.recording, self.said, step.text, self.at(step.minute)),
+            raw_body=webhook_body(
+                self.recording,
+                self.said,
+                step.text,
+                self.at(step.minute),
+                tap=step.tap,
+                quoted=quoted,
+            ),
             headers={"Content-Type": "application/json", "User-Agent": DEMO_USER_AGENT},
             enqueue_turn=_later,
             enqueue_send=_later,
@@ -537,8 +551,25 @@ def _later(_id: int) -> None:
     return None
 
 
-def webhook_body(recording: Recording, index: int, text: str, at: datetime) -> bytes:
-    """The WhatsApp Cloud API body of one customer text (the shape of a real delivery)."""
+def webhook_body(
+    recording: Recording, index: int, text: str, at: datetime, *, tap: str = "", quoted: str = ""
+) -> bytes:
+    """The WhatsApp Cloud API body of one customer text, or of a tap on the reply button `tap`
+    of the message `quoted` (the shape of a real delivery)."""
+    message: dict[str, Any] = {
+        "from": recording.phone,
+        "id": f"wamid.demo.{recording.key}.{index}",
+        "timestamp": str(int(at.timestamp())),
+        "type": "text",
+        "text": {"body": text},
+    }
+    if tap:
+        del message["text"]
+        message |= {
+            "type": "interactive",
+            "interactive": {"type": "button_reply", "button_reply": {"id": tap, "title": text}},
+            "context": {"from": "551932000000", "id": quoted},
+        }
     document = {
         "object": "whatsapp_business_account",
         "entry": [
@@ -556,15 +587,7 @@ def webhook_body(recording: Recording, index: int, text: str, at: datetime) -> b
                             "contacts": [
                                 {"profile": {"name": recording.name}, "wa_id": recording.phone}
                             ],
-                            "messages": [
-                                {
-                                    "from": recording.phone,
-                                    "id": f"wamid.demo.{recording.key}.{index}",
-                                    "timestamp": str(int(at.timestamp())),
-                                    "type": "text",
-                                    "text": {"body": text},
-                                }
-                            ],
+                            "messages": [message],
                         },
                     }
                 ],

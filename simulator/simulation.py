@@ -65,6 +65,7 @@ from conversations.turns.deps import PipelineConfig, no_read_receipt
 from conversations.turns.run import session_process
 from conversations.turns.tasks import build_pipeline_deps
 from prompts_admin.selectors import ChosenOverridesPromptSource
+from whatsapp.interactive import Option, options_of
 from whatsapp.payload import Customer, parse_payload
 
 logger = logging.getLogger(__name__)
@@ -105,11 +106,23 @@ class SimulatedDelivery:
 
 
 @dataclass(frozen=True, slots=True)
+class SimulatedTap:
+    """A tap on a reply button or list row of the bot's message, as the customer's phone sends
+    it: the reply's type (``button_reply`` or ``list_reply``), the option, the message quoted."""
+
+    reply_type: str
+    option: Option
+    quoted_wamid: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnReport:
     """What one customer message did (`--json` prints it as is)."""
 
     session_id: int
     replies: list[str]
+    # The buttons or list rows under the last reply ({"id", "title"}; [] for a plain text).
+    options: list[dict[str, str]]
     state: str
     code: int | None
     handoff_reason: str
@@ -141,9 +154,32 @@ def simulation_instance(phone_number_id: str | None) -> Instance:
 
 
 def simulated_text_delivery(
-    *, phone_number_id: str, phone: str, text: str, wamid: str, timestamp: int, name: str
+    *,
+    phone_number_id: str,
+    phone: str,
+    text: str,
+    wamid: str,
+    timestamp: int,
+    name: str,
+    tap: SimulatedTap | None = None,
 ) -> dict[str, Any]:
-    """One customer text as the Cloud API delivers it (the shape of the webhook fixtures)."""
+    """One customer text, or a tap on one of the bot's options, as the Cloud API delivers it
+    (the shape of the webhook fixtures)."""
+    message: dict[str, Any] = {
+        "from": phone,
+        "id": wamid,
+        "timestamp": str(timestamp),
+        "type": "text",
+        "text": {"body": text},
+    }
+    if tap is not None:
+        del message["text"]
+        reply = {"id": tap.option.id, "title": tap.option.title}
+        message |= {
+            "type": "interactive",
+            "interactive": {"type": tap.reply_type, tap.reply_type: reply},
+            "context": {"from": phone_number_id, "id": tap.quoted_wamid},
+        }
     return {
         "object": "whatsapp_business_account",
         "entry": [
@@ -159,15 +195,7 @@ def simulated_text_delivery(
                                 "phone_number_id": phone_number_id,
                             },
                             "contacts": [{"profile": {"name": name}, "wa_id": phone}],
-                            "messages": [
-                                {
-                                    "from": phone,
-                                    "id": wamid,
-                                    "timestamp": str(timestamp),
-                                    "type": "text",
-                                    "text": {"body": text},
-                                }
-                            ],
+                            "messages": [message],
                         },
                     }
                 ],
@@ -211,10 +239,16 @@ def simulated_phone_check(phone: str) -> None:
 
 
 def simulated_message_deliver(
-    *, instance: Instance, phone: str, text: str, now: datetime | None = None
+    *,
+    instance: Instance,
+    phone: str,
+    text: str,
+    now: datetime | None = None,
+    tap: SimulatedTap | None = None,
 ) -> SimulatedDelivery:
-    """Apply one customer text, as the Cloud API would deliver it, to the phone's simulated
-    session (opened when it has none); its turn is the caller's to run."""
+    """Apply one customer text (or `tap`, whose title is then the text), as the Cloud API would
+    deliver it, to the phone's simulated session (opened when it has none); its turn is the
+    caller's to run."""
     now = now or timezone.now()
     simulated_phone_check(phone)
     _refuse_real_customer(instance, phone)
@@ -226,6 +260,7 @@ def simulated_message_deliver(
         wamid=wamid,
         timestamp=int(now.timestamp()),
         name=SIMULATED_CUSTOMER_NAME,
+        tap=tap,
     )
     last_call = LLMCall.objects.aggregate(last=Max("id"))["last"] or 0
     with transaction.atomic():
@@ -279,6 +314,7 @@ def simulated_turn_start(
     prompt_overrides: Mapping[AgentName, int],
     enqueue: Callable[[int], object],
     now: datetime | None = None,
+    tap: SimulatedTap | None = None,
 ) -> SimulatedTurn:
     """The page's message: refused (`SimulationLimited`) while the staff member has a turn in
     flight or has started ``SIMULATOR_MAX_TURNS_PER_MINUTE`` in the last minute; else the
@@ -304,7 +340,9 @@ def simulated_turn_start(
                 user_id=user_id,
                 # The delivery's session and message rows wait for this commit.
                 **_delivered_fields(
-                    simulated_message_deliver(instance=instance, phone=phone, text=text, now=now)
+                    simulated_message_deliver(
+                        instance=instance, phone=phone, text=text, now=now, tap=tap
+                    )
                 ),
                 prompt_overrides={agent.value: pk for agent, pk in prompt_overrides.items()},
                 started_at=now,
@@ -381,6 +419,25 @@ def _turn_end(
     )
 
 
+def offered_tap(session_id: int, option_id: str) -> SimulatedTap | None:
+    """The tap on option `option_id` of the session's last OUTBOUND message; None when that
+    message offers no such option (a text, or an option of an older message)."""
+    last = (
+        Message.objects.filter(session_id=session_id, direction=Direction.OUTBOUND)
+        .exclude(error=SUPERSEDED)
+        .only("interactive", "wa_message_id")
+        .order_by("-id")
+        .first()
+    )
+    if last is None or not last.interactive:
+        return None
+    reply_type = "button_reply" if last.interactive.get("type") == "button" else "list_reply"
+    for option in options_of(last.interactive):
+        if option.id == option_id:
+            return SimulatedTap(reply_type, option, last.wa_message_id or "")
+    return None
+
+
 def simulated_session_reset(*, instance: Instance, phone: str) -> int | None:
     """Close the phone's open simulated session (the next message opens a new one); its id."""
     session = open_session_find(
@@ -401,8 +458,9 @@ def turn_report(*, session_id: int, after_message_id: int, after_call_id: int) -
         Message.objects.filter(session_id=session_id, pk__gt=after_message_id)
         .exclude(error=SUPERSEDED)
         .order_by("id")
-        .values("direction", "content", "code")
+        .values("direction", "content", "code", "interactive")
     )
+    outbound = [r for r in rows if r["direction"] == Direction.OUTBOUND]
     calls = list(
         LLMCall.objects.filter(session_id=session_id, pk__gt=after_call_id)
         .order_by("id")
@@ -419,7 +477,11 @@ def turn_report(*, session_id: int, after_message_id: int, after_call_id: int) -
             agents.append(call["agent"])
     return TurnReport(
         session_id=session_id,
-        replies=[r["content"] for r in rows if r["direction"] == Direction.OUTBOUND],
+        replies=[r["content"] for r in outbound],
+        options=[
+            {"id": o.id, "title": o.title}
+            for o in options_of(outbound[-1]["interactive"] if outbound else None)
+        ],
         state=session.state,
         code=codes[-1] if codes else None,
         handoff_reason=session.handoff_reason,

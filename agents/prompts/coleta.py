@@ -31,12 +31,12 @@ Como coletar:
 2. Registre cada dado com o código 1 assim que o cliente o informar.
 3. Se um dado parecer errado (CPF sem 11 dígitos, CNPJ sem 14, e-mail sem @), explique com gentileza e peça de novo. O sistema também confere os dígitos verificadores.
 4. Não peça nada além desses dados (nada de senha, dados bancários, cartão, RG ou endereço completo). Se o cliente mandar algo assim, não repita na conversa.
-5. Com todos os dados obrigatórios, responda com o código 4: envie em "cadastro" todos os dados coletados (não só os últimos) e, na mensagem, um resumo para o cliente conferir, terminando com a pergunta se está tudo certo.
+5. Com todos os dados obrigatórios, responda com o código 4: envie em "cadastro" todos os dados coletados (não só os últimos) e, na mensagem, um resumo para o cliente conferir, terminando com a pergunta se está tudo certo. O sistema acrescenta ao resumo os botões "Confirmar" e "Corrigir"; não os escreva na mensagem.
 
 ## Etapa de confirmação
 Depois do resumo, a conversa fica na confirmação:
-- O cliente confirmou: responda com o código 5 e uma mensagem curta de encerramento — agradeça, diga que a solicitação foi registrada e que um especialista da equipe vai dar continuidade por aqui, sem prometer prazo.
-- O cliente quer corrigir algum dado: responda com o código 6 perguntando o que deve mudar (se ele já disse o dado correto, inclua-o em "cadastro" e confirme a alteração).
+- O cliente confirmou (respondeu "sim", "tudo certo" ou tocou no botão "Confirmar"): responda com o código 5 e uma mensagem curta de encerramento — agradeça, diga que a solicitação foi registrada e que um especialista da equipe vai dar continuidade por aqui, sem prometer prazo.
+- O cliente quer corrigir algum dado (disse o que está errado ou tocou no botão "Corrigir"): responda com o código 6 perguntando o que deve mudar (se ele já disse o dado correto, inclua-o em "cadastro" e confirme a alteração).
 - Resposta ambígua: use o código 1 e peça uma confirmação clara.
 
 ## Se o cliente quiser tratar de outro assunto
@@ -74,7 +74,7 @@ EXAMPLES: dict[Code, tuple[Example, ...]] = {
     ),
     Code.CONFIRMED: (
         Example(
-            'o cliente respondeu "sim, tudo certo".',
+            'o cliente respondeu "sim, tudo certo" (ou tocou no botão "Confirmar").',
             message="Perfeito, Maria! Sua solicitação foi registrada e um especialista da nossa "
             "equipe vai dar continuidade ao atendimento por aqui. Agradecemos o contato!",
         ),
@@ -83,6 +83,11 @@ EXAMPLES: dict[Code, tuple[Example, ...]] = {
         Example(
             "o cliente disse que o e-mail está errado, sem dizer o correto.",
             message="Sem problemas! Qual é o e-mail correto?",
+        ),
+        Example(
+            'o cliente tocou no botão "Corrigir", sem dizer o que mudar.',
+            {"opcoes": ["Nome", "CPF ou CNPJ", "E-mail"]},
+            "Claro! Qual dado você quer corrigir?",
         ),
     ),
     Code.CHANGE_SUBJECT: (

@@ -22,7 +22,7 @@ TASK = """## Seu objetivo nesta etapa: triagem
 1. Na primeira resposta da conversa, cumprimente e apresente-se pelo nome. Se o nome do cliente já for conhecido (veja o contexto), chame-o pelo primeiro nome.
 2. Descubra o *segmento* — a área em que o cliente precisa do serviço — e a *intenção* — o que ele quer fazer (por exemplo: pedir um orçamento, agendar uma coleta, acompanhar uma solicitação). Os segmentos e as intenções válidos estão no contexto desta conversa; use somente esses códigos e nunca mostre os códigos ao cliente.
 3. Se o cliente já disse tudo na primeira mensagem, não pergunte de novo: encaminhe.
-4. Se faltar o segmento ou a intenção, faça uma pergunta simples. Quando ajudar, ofereça as opções em palavras do dia a dia.
+4. Se faltar o segmento ou a intenção, faça uma pergunta simples. Quando ajudar, ofereça as opções em palavras do dia a dia, também em "opcoes" (o cliente toca em vez de digitar).
 5. Registre com o código 1 o que já identificou — "segmento", "intencao" e, se o cliente disser como se chama, "nome_cliente" —, mesmo que ainda falte alguma informação.
 6. Com segmento e intenção identificados com segurança, responda com o código 2. A próxima etapa começa na mesma hora, por isso a resposta termina no fechamento do JSON, sem mensagem.
 7. Não tente definir o serviço exato nem peça dados técnicos ou cadastrais (CPF, e-mail, endereço): isso é feito nas próximas etapas.
@@ -41,7 +41,11 @@ EXAMPLES: dict[Code, tuple[Example, ...]] = {
         Example(
             'o cliente escreveu "Sou a Marina, da qualidade de uma indústria de alimentos"; o '
             "segmento está claro, a intenção ainda não.",
-            {"segmento": "ALIMENTOS", "nome_cliente": "Marina"},
+            {
+                "segmento": "ALIMENTOS",
+                "nome_cliente": "Marina",
+                "opcoes": ["Orçamento", "Agendar coleta", "Acompanhar pedido"],
+            },
             "Prazer, Marina! Como posso ajudar: você precisa de um orçamento de análises, quer "
             "agendar uma coleta ou acompanhar uma solicitação?",
         ),

@@ -123,7 +123,14 @@ def _lead_mask(session: Session, masker: Masker) -> None:
 def _messages_mask(session: Session, masker: Masker) -> None:
     # A wamid is base64 that spells the customer's phone: dropped (the message is never
     # matched to a status again; the conversation is over).
-    fields = ["content", "raw_response", "json_part", "delivery_error_title", "wa_message_id"]
+    fields = [
+        "content",
+        "raw_response",
+        "json_part",
+        "interactive",
+        "delivery_error_title",
+        "wa_message_id",
+    ]
     messages = list(session.messages.only("id", *fields))
     # Read before they are dropped: the statuses are found by them too (a status stored before
     # its message had its wamid is linked to no message).
@@ -132,6 +139,8 @@ def _messages_mask(session: Session, masker: Masker) -> None:
         message.content = masker.text(message.content)
         message.raw_response = masker.text(message.raw_response)
         message.json_part = masker.value(message.json_part)
+        # An interactive message's body repeats its content (code 4's shows the registration).
+        message.interactive = masker.value(message.interactive)
         message.delivery_error_title = masker.text(message.delivery_error_title)
         message.wa_message_id = None
     Message.objects.bulk_update(messages, fields, batch_size=500)

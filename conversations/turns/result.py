@@ -14,6 +14,7 @@ from agents.context import SessionContext
 from agents.contract import ParsedLLMResponse
 from agents.states import AgentName, HandoffReason, SessionState
 from conversations.dispatcher import Handoff, SystemEvent
+from whatsapp.interactive import Option
 
 _DETAIL_CHARS = 255
 
@@ -40,12 +41,14 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """The model's customer text and the answer it came from."""
+    """The model's customer text, the options sent with it, and the answer it came from."""
 
     text: str
     agent: AgentName
     parsed: ParsedLLMResponse
     raw_response: str
+    # Reply buttons or list rows under the text (the dispatcher's `Step.options`).
+    options: tuple[Option, ...] = ()
 
 
 @dataclass(slots=True)

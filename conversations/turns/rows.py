@@ -1,6 +1,15 @@
 """The rows a turn writes, built in memory: the session's fields, the SYSTEM events, the model's
-reply as OUTBOUND parts, the lead's snapshot (`conversations.turns.commit` writes them)."""
+reply as OUTBOUND parts, the lead's snapshot (`conversations.turns.commit` writes them).
 
+A reply with options (`Reply.options`: code 4's Confirmar / Corrigir, an answer's ``opcoes``)
+goes out as an interactive message: up to 3 options that fit a button title become reply
+buttons, else up to 10 that fit a list row a list message opened by `LIST_BUTTON_LABEL`. Only
+the last part of a split reply carries them (WhatsApp shows them under the text they answer),
+and that part must fit Meta's 1,024-character body, or it goes out as the text it is and the
+drop is logged (``reply_options_dropped``): the customer can still type the answer.
+"""
+
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -11,6 +20,19 @@ from conversations.dispatcher import SystemEvent, action_name
 from conversations.models import DeliveryStatus, Direction, Message
 from conversations.turns.result import Reply, Turn, TurnResult
 from whatsapp.formatting import format_ai_message_for_whatsapp, split_for_whatsapp
+from whatsapp.interactive import (
+    INTERACTIVE_MESSAGE_TYPE,
+    Option,
+    fits_buttons,
+    fits_list,
+    list_message,
+    reply_buttons,
+)
+
+logger = logging.getLogger(__name__)
+
+# The label of the button that opens a list message (customer text: pt-BR, at most 20 chars).
+LIST_BUTTON_LABEL = "Ver opções"
 
 
 def session_fields(result: TurnResult, now: datetime) -> dict[str, Any]:
@@ -61,11 +83,26 @@ def event_rows(turn: Turn, events: Sequence[SystemEvent], now: datetime) -> list
 def reply_rows(turn: Turn, reply: Reply, now: datetime) -> list[Message]:
     """The model's message as OUTBOUND parts (a handoff's fixed text is `session_handoff`'s)."""
     parts = split_for_whatsapp(format_ai_message_for_whatsapp(reply.text))
+    last = len(parts) - 1
+    interactive = reply_interactive(parts[last], reply.options) if parts else None
+    if reply.options and interactive is None:
+        logger.warning(
+            "reply_options_dropped",
+            extra={
+                "session_id": turn.session_id,
+                "turn_id": str(turn.turn_id),
+                "options": len(reply.options),
+                "body_chars": len(parts[last]) if parts else 0,
+            },
+        )
     return [
         Message(
             session_id=turn.session_id,
             direction=Direction.OUTBOUND,
-            message_type="text",
+            message_type=INTERACTIVE_MESSAGE_TYPE
+            if index == last and interactive is not None
+            else "text",
+            interactive=interactive if index == last else None,
             content=part,
             part_index=index,
             turn_id=turn.turn_id,
@@ -82,6 +119,18 @@ def reply_rows(turn: Turn, reply: Reply, now: datetime) -> list[Message]:
         )
         for index, part in enumerate(parts)
     ]
+
+
+def reply_interactive(body: str, options: Sequence[Option]) -> dict[str, Any] | None:
+    """The Graph API ``interactive`` object of `body` with `options`, or None to send the text
+    (no options, or a body or options over Meta's limits)."""
+    if not options:
+        return None
+    if fits_buttons(body, options):
+        return reply_buttons(body, options)
+    if fits_list(body, options):
+        return list_message(body, options, button=LIST_BUTTON_LABEL)
+    return None
 
 
 def action_name_of(code: int) -> str:

@@ -276,7 +276,7 @@ def _advance(loop: _Loop, step: Step) -> None:
 
 def _finish(answer: AgentAnswer, loop: _Loop) -> TurnResult:
     step = answer.step
-    reply = Reply(step.reply, loop.agent, answer.parsed, answer.raw)
+    reply = Reply(step.reply, loop.agent, answer.parsed, answer.raw, options=step.options)
     return TurnResult(
         context=step.context,
         agent=reply.agent,

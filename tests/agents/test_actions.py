@@ -663,3 +663,52 @@ def test_the_session_context_is_not_mutated() -> None:
     act('{"s":1,"quantidade_amostras":3}Ok', ctx)
 
     assert ctx.technical_data == {"tipo_amostra": "poço"}
+
+
+# --- Options ("opcoes") -------------------------------------------------------------------------
+
+CONFIRMING = replace(COLLECTING, state=S.CONFIRM)
+
+
+@pytest.mark.parametrize(
+    ("raw", "ctx"),
+    [
+        ('{"s":1,"opcoes":["Alimentos","Ambiental"]}Qual é o segmento?', context()),
+        ('{"s":1,"opcoes":["Alimentos","Ambiental"]}Qual?', QUALIFYING),
+        ('{"s":1,"opcoes":["Alimentos","Ambiental"]}Qual?', COLLECTING),
+        ('{"s":6,"opcoes":["Alimentos","Ambiental"]}O que mudou?', CONFIRMING),
+    ],
+    ids=["1-triagem", "1-qualificacao", "1-coleta", "6-coleta"],
+)
+def test_codes_1_and_6_offer_the_answer_s_options(raw: str, ctx: SessionContext) -> None:
+    action = act(raw, ctx)
+
+    assert (action.options, action.ignored_keys) == (("Alimentos", "Ambiental"), ())
+
+
+@pytest.mark.parametrize(
+    ("raw", "ctx"),
+    [
+        (
+            '{"s":4,"opcoes":["Sim","Não"],"cadastro":{"nome":"Ana Lima","documento":"'
+            + VALID_CPF
+            + '","email":"ana@example.com"}}Confere?',
+            COLLECTING,
+        ),
+        ('{"s":5,"opcoes":["Sim"]}Registrado!', CONFIRMING),
+        ('{"s":8,"opcoes":["Sim"]}Até logo!', context()),
+        ('{"s":98,"motivo":"outro","opcoes":["Sim"]}', context()),
+    ],
+    ids=["4", "5", "8", "98"],
+)
+def test_other_codes_ignore_and_report_the_options(raw: str, ctx: SessionContext) -> None:
+    action = act(raw, ctx)
+
+    assert (action.options, action.ignored_keys) == ((), ("opcoes",))
+
+
+def test_options_are_never_read_as_flat_form_data() -> None:
+    qualifying = act('{"s":1,"opcoes":["Poço"]}Qual?', QUALIFYING)
+    collecting = act('{"s":1,"opcoes":["Poço"]}Qual?', COLLECTING)
+
+    assert (qualifying.technical_extras, collecting.registration_extras) == ({}, {})

@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.contract import LLMResponseParseError, ParsedLLMResponse, parse_llm_response
+from agents.contract import (
+    MAX_OPTION_CHARS,
+    MAX_OPTIONS,
+    LLMResponseParseError,
+    ParsedLLMResponse,
+    parse_llm_response,
+)
+from whatsapp.interactive import MAX_LIST_ROWS, MAX_ROW_TITLE_CHARS
 
 
 @pytest.mark.parametrize(
@@ -167,3 +174,84 @@ def test_property_any_object_with_int_s_roundtrips(
     separators = (",", ":") if compact else None
     raw = json.dumps(obj, ensure_ascii=False, separators=separators) + message
     assert parse_llm_response(raw) == ParsedLLMResponse(code, obj, message.lstrip())
+
+
+# --- "opcoes": the options an answer offers -------------------------------------------------------
+
+
+def titles(count: int, *, chars: int = 5) -> list[str]:
+    """`count` distinct titles of exactly `chars` characters."""
+    return [f"{number:0{chars}d}" for number in range(1, count + 1)]
+
+
+def with_options(options: object) -> str:
+    return json.dumps({"s": 1, "opcoes": options}, ensure_ascii=False) + "Qual é o segmento?"
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (["Alimentos", "Ambiental", "Saúde"], ("Alimentos", "Ambiental", "Saúde")),
+        (titles(4), tuple(titles(4))),
+        (titles(10), tuple(titles(10))),
+        (titles(3, chars=20), tuple(titles(3, chars=20))),
+        (titles(3, chars=21), tuple(titles(3, chars=21))),
+        (titles(2, chars=24), tuple(titles(2, chars=24))),
+        (["  Água  ", "Solo\n"], ("Água", "Solo")),
+        ([" " + "x" * 24 + " "], ("x" * 24,)),
+        ([], ()),
+    ],
+    ids=[
+        "three", "four", "ten", "twenty-chars", "twenty-one-chars", "twenty-four-chars",
+        "stripped", "twenty-four-after-strip", "empty-list",
+    ],
+)  # fmt: skip
+def test_valid_options_are_kept_stripped_in_order(
+    options: list[str], expected: tuple[str, ...]
+) -> None:
+    parsed = parse_llm_response(with_options(options))
+
+    assert (parsed.s, parsed.options, parsed.message) == (1, expected, "Qual é o segmento?")
+    assert parsed.json_part["opcoes"] == options
+
+
+def test_an_answer_without_options_offers_none() -> None:
+    assert parse_llm_response('{"s":1}Olá.').options == ()
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ("Alimentos, Ambiental", "invalid 'opcoes': must be a list of texts, got a string"),
+        ({"a": "Alimentos"}, "invalid 'opcoes': must be a list of texts, got an object"),
+        (None, "invalid 'opcoes': must be a list of texts, got null"),
+        (3, "invalid 'opcoes': must be a list of texts, got a number"),
+        (titles(11), "invalid 'opcoes': 11 options, at most 10"),
+        (["Água", 2], "invalid 'opcoes': option 2 is a number, not a text"),
+        (["Água", True], "invalid 'opcoes': option 2 is a boolean, not a text"),
+        ([["Água"]], "invalid 'opcoes': option 1 is a list, not a text"),
+        ([{"title": "Água"}], "invalid 'opcoes': option 1 is an object, not a text"),
+        ([None], "invalid 'opcoes': option 1 is null, not a text"),
+        (["Água", ""], "invalid 'opcoes': option 2 is empty"),
+        (["Água", "  \n"], "invalid 'opcoes': option 2 is empty"),
+        (["x" * 25], "invalid 'opcoes': option 1 has 25 characters, at most 24"),
+        (["Água", "Solo", "água"], "invalid 'opcoes': option 3 repeats an earlier one"),
+        (["Análise  de solo", "análise de Solo "], "invalid 'opcoes': option 2 repeats an earlier one"),
+    ],
+    ids=[
+        "string", "object", "null", "number", "eleven", "number-item", "bool-item", "list-item",
+        "object-item", "null-item", "empty-item", "blank-item", "twenty-five-chars",
+        "duplicate-ignoring-case", "duplicate-ignoring-spaces",
+    ],
+)  # fmt: skip
+def test_malformed_options_are_a_parse_error_that_names_no_option(
+    options: object, error: str
+) -> None:
+    with pytest.raises(LLMResponseParseError) as excinfo:
+        parse_llm_response(with_options(options))
+
+    assert str(excinfo.value) == error
+
+
+def test_the_option_limits_are_the_list_message_s() -> None:
+    assert (MAX_OPTIONS, MAX_OPTION_CHARS) == (MAX_LIST_ROWS, MAX_ROW_TITLE_CHARS) == (10, 24)

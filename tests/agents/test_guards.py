@@ -3,17 +3,19 @@
 import pytest
 
 from agents.codes import codes_allowed
+from agents.contract import MAX_BUTTON_OPTION_CHARS, MAX_BUTTON_OPTIONS
 from agents.guards import GUARDS_HEADING, runtime_guards, with_runtime_guards
 from agents.prompts.assembly import assemble_system_prompt
 from agents.prompts.metadata import HEADING as METADATA_HEADING
 from agents.sources import RuntimeSettings
-from agents.states import AgentName, SessionState
+from agents.states import AGENT_FOR_STATE, AgentName, SessionState
 from tests.helpers.fake_collaborators import (
     INSTANCE,
     WEEKLY,
     make_inputs,
     make_session,
 )
+from whatsapp.interactive import MAX_BUTTON_TITLE_CHARS, MAX_BUTTONS
 
 CONTRADICTING_OVERRIDE = (
     "Você é o Carlos, atendente humano. Sempre prometa que um atendente responde em 5 minutos. "
@@ -214,3 +216,47 @@ def test_session_guard_in_triage_says_what_is_not_known_yet() -> None:
     assert "segmento: ainda não identificado; intenção: ainda não identificada." in (
         runtime_guards(inputs)[1].text
     )
+
+
+OPTIONS_RULE = (
+    '"opcoes", uma lista de até 10 textos curtos (até 24 caracteres cada, sem repetir) que o '
+    "cliente pode tocar em vez de digitar, como em "
+    '{"s":1,"opcoes":["Orçamento","Agendar coleta"]}Como posso ajudar? Até 3 opções de até 20 '
+    "caracteres viram botões; mais, uma lista. A mensagem continua obrigatória e faz a pergunta "
+    "sozinha, porque o cliente também pode digitar; o toque chega como o texto da opção. Sem "
+    'opções, não envie "opcoes".'
+)
+BUTTONS_ADDED = (
+    '   - A mensagem do código 4 recebe do sistema os botões "Confirmar" e "Corrigir": não os '
+    'escreva no texto nem em "opcoes".'
+)
+TAP_MEANS = (
+    '   - O resumo do código 4 vai com os botões "Confirmar" e "Corrigir": a resposta '
+    '"Confirmar" confirma os dados, como um "sim" (código 5); "Corrigir" pede uma correção '
+    "(código 6)."
+)
+
+
+@pytest.mark.parametrize(
+    ("state", "codes", "buttons_added", "tap_means"),
+    [
+        (SessionState.TRIAGE, "o código 1", False, False),
+        (SessionState.QUALIFYING, "o código 1", False, False),
+        (SessionState.DATA_COLLECT, "o código 1", True, False),
+        (SessionState.CONFIRM, "os códigos 1 e 6", False, True),
+    ],
+)
+def test_the_contract_guard_describes_the_options_and_code_4_s_buttons_per_state(
+    state: SessionState, codes: str, buttons_added: bool, tap_means: bool
+) -> None:
+    agent = AGENT_FOR_STATE[state]
+    inputs = make_inputs(agent, session=make_session(agent, state=state))
+
+    lines = runtime_guards(inputs)[-1].text.splitlines()
+
+    assert f"   - Opções (opcional, com {codes}): {OPTIONS_RULE}" in lines
+    assert (BUTTONS_ADDED in lines, TAP_MEANS in lines) == (buttons_added, tap_means)
+
+
+def test_the_guard_s_option_limits_are_the_channel_s() -> None:
+    assert (MAX_BUTTON_OPTIONS, MAX_BUTTON_OPTION_CHARS) == (MAX_BUTTONS, MAX_BUTTON_TITLE_CHARS)

@@ -85,3 +85,11 @@ def test_a_provider_error_propagates_to_the_caller() -> None:
 
     assert excinfo.value is error
     assert len(llm.calls) == 1
+
+
+def test_the_instructions_allow_dropping_a_malformed_opcoes_and_state_its_rule() -> None:
+    assert (
+        'Se o JSON tiver o campo "opcoes" fora da regra (uma lista de no máximo 10 textos\n'
+        "curtos, de até 24 caracteres, sem textos vazios nem repetidos), remova o campo\n"
+        '"opcoes" inteiro.'
+    ) in REPAIR_INSTRUCTIONS

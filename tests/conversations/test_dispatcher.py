@@ -19,6 +19,7 @@ from conversations.dispatcher import (
     handoff_event,
 )
 from conversations.event_codes import EventCode
+from whatsapp.interactive import Option
 
 S = SessionState
 CONTEXT = SessionContext(
@@ -122,7 +123,7 @@ def test_3_moves_to_data_collection_and_invokes_coleta_now() -> None:
     )
 
 
-def test_4_moves_to_confirm_and_replies() -> None:
+def test_4_moves_to_confirm_and_replies_with_the_confirmar_and_corrigir_buttons() -> None:
     step = dispatch(
         action(Code.ASK_CONFIRMATION, AgentName.COLETA, message="Confere?"),
         context=in_state(S.DATA_COLLECT),
@@ -133,8 +134,48 @@ def test_4_moves_to_confirm_and_replies() -> None:
         context=confirming(),
         next=Next.REPLY,
         reply="Confere?",
+        options=(Option("confirmar", "Confirmar"), Option("corrigir", "Corrigir")),
         events=(transition(4, AgentName.COLETA, S.DATA_COLLECT, S.CONFIRM),),
     )
+
+
+def test_1_offers_the_answer_s_options_with_ids_by_position() -> None:
+    step = dispatch(
+        action(
+            Code.RESPOND,
+            AgentName.TRIAGEM,
+            message="Qual é o segmento?",
+            options=("Alimentos", "Ambiental"),
+        ),
+        context=in_state(S.TRIAGE),
+        raw_response="RAW",
+    )
+
+    assert (step.reply, step.options) == (
+        "Qual é o segmento?",
+        (Option("opt1", "Alimentos"), Option("opt2", "Ambiental")),
+    )
+
+
+def test_6_offers_the_answer_s_options() -> None:
+    step = dispatch(
+        action(Code.CORRECT_DATA, AgentName.COLETA, message="O que mudou?", options=("E-mail",)),
+        context=confirming(),
+        raw_response="RAW",
+    )
+
+    assert (step.next, step.options) == (Next.REPLY, (Option("opt1", "E-mail"),))
+
+
+def test_5_and_8_carry_no_options() -> None:
+    confirmed = dispatch(
+        action(Code.CONFIRMED, AgentName.COLETA, message="Registrado!"),
+        context=confirming(),
+        raw_response="RAW",
+    )
+    closed = dispatch(action(Code.END, AgentName.COLETA, message="Até logo!"), context=confirming())
+
+    assert (confirmed.options, closed.options) == ((), ())
 
 
 def test_5_hands_off_as_a_qualified_lead_with_the_model_message() -> None:

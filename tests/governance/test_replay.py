@@ -452,3 +452,33 @@ def test_loaded_packages_are_replayed_at_the_version_the_call_was_given(
     assert (call.context_snapshot or {})["loaded_packages"] == [
         {"package_id": "COLETA_AGUA", "version": package.history.earliest().history_id}
     ]
+
+
+def test_the_options_of_both_answers_are_compared_on_the_text_s_last_line(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    offered = '{"s":1,"opcoes":["Orçamento","Agendar coleta"]}Como posso ajudar?'
+    call = record_turn(
+        conversation(instance),
+        "Oi",
+        offered,
+        model=model,
+        capture=django_capture_on_commit_callbacks,
+    )
+    model.reset()
+    model.queue_text('{"s":1,"opcoes":["Orçamento","Acompanhar pedido"]}Como posso ajudar?')
+
+    run = replay()
+
+    result = ReplayResult.objects.get(run=run, llm_call=call)
+    assert (result.recorded_text, result.replayed_text, result.code_changed) == (
+        "Como posso ajudar?\n[opções: Orçamento | Agendar coleta]",
+        "Como posso ajudar?\n[opções: Orçamento | Acompanhar pedido]",
+        False,
+    )
+    assert result.replayed_raw == (
+        '{"s":1,"opcoes":["Orçamento","Acompanhar pedido"]}Como posso ajudar?'
+    )

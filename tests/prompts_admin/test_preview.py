@@ -430,3 +430,18 @@ def test_a_view_only_user_sees_no_unsaved_preview_button() -> None:
     page = client.get(f"{BASE}{override.pk}/change/").content.decode()
 
     assert 'id="preview-unsaved"' not in page
+
+
+def test_the_preview_shows_the_options_rule_and_code_4_s_buttons_in_the_guards(
+    admin_client: Client, catalog: None
+) -> None:
+    override = PromptOverride.objects.create(agent="coleta", content="Colete.", is_active=False)
+
+    prompt = final_prompt(admin_client.get(f"{BASE}{override.pk}/preview/"))
+
+    guards = prompt[prompt.index(GUARDS) :]
+    assert '   - Opções (opcional, com o código 1): "opcoes", uma lista de até 10 textos' in guards
+    assert (
+        '   - A mensagem do código 4 recebe do sistema os botões "Confirmar" e "Corrigir": não '
+        'os escreva no texto nem em "opcoes".'
+    ) in guards

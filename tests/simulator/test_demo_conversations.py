@@ -179,6 +179,28 @@ def test_the_qualified_lead_has_its_lead_and_summary(demo_catalog: None) -> None
     )
 
 
+def test_the_qualified_lead_confirms_with_a_tap_on_the_confirmar_button(
+    demo_catalog: None,
+) -> None:
+    load()
+
+    session = demo_sessions().get(customer_name="Lucas Ferreira")
+    confirmation = session.messages.get(direction=Direction.OUTBOUND, code=4)
+    tap = session.messages.filter(direction=Direction.INBOUND).order_by("id").last()
+    assert tap is not None
+    assert confirmation.message_type == "interactive"
+    assert confirmation.interactive is not None
+    assert [b["reply"] for b in confirmation.interactive["action"]["buttons"]] == [
+        {"id": "confirmar", "title": "Confirmar"},
+        {"id": "corrigir", "title": "Corrigir"},
+    ]
+    assert (tap.content, tap.interactive, tap.reply_to_wamid) == (
+        "Confirmar",
+        {"type": "button_reply", "id": "confirmar", "title": "Confirmar"},
+        confirmation.wa_message_id,
+    )
+
+
 def test_every_reply_is_marked_sent_with_a_demo_wamid(demo_catalog: None) -> None:
     load()
 

@@ -125,7 +125,11 @@ def test_json_prints_one_exact_object_per_customer_message(
     demo_instance: Instance, model: FakeOpenAIServer, fake_graph: FakeGraphAPI
 ) -> None:
     model.queue_text('{"s":1}Olá! Como posso ajudar?', input_tokens=1000, output_tokens=100)
-    model.queue_text('{"s":1}Certo, de qual análise?', input_tokens=2000, output_tokens=10)
+    model.queue_text(
+        '{"s":1,"opcoes":["Orçamento","Coleta"]}Certo, de qual análise?',
+        input_tokens=2000,
+        output_tokens=10,
+    )
 
     output = simulate("--json", "--say", "Oi", "--say", "Quero um orçamento")
 
@@ -142,12 +146,14 @@ def test_json_prints_one_exact_object_per_customer_message(
         {
             **common,
             "replies": ["Olá! Como posso ajudar?"],
+            "options": [],
             "tokens": {"input": 1000, "output": 100},
             "cost_usd": 0.00021,
         },
         {
             **common,
             "replies": ["Certo, de qual análise?"],
+            "options": [{"id": "opt1", "title": "Orçamento"}, {"id": "opt2", "title": "Coleta"}],
             "tokens": {"input": 2000, "output": 10},
             "cost_usd": 0.000306,
         },
@@ -199,6 +205,7 @@ def test_a_handoff_shows_its_reason_and_the_fixed_text(
     assert later == {
         "session_id": session.pk,
         "replies": [],
+        "options": [],
         "state": "HUMAN",
         "code": None,
         "handoff_reason": "model_requested",
@@ -441,3 +448,15 @@ def test_the_simulator_s_sender_is_the_dry_run_one_whatever_the_session_says(
     assert fake_graph.requests == []
     message.refresh_from_db()
     assert (is_simulated_wamid(message.wa_message_id), message.delivery_status) == (True, "sent")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_say_prints_the_last_reply_s_options_in_brackets(
+    demo_instance: Instance, model: FakeOpenAIServer, fake_graph: FakeGraphAPI
+) -> None:
+    model.queue_text('{"s":1,"opcoes":["Alimentos","Ambiental"]}Qual é o segmento?')
+
+    output = simulate("--say", "Oi")
+
+    assert output.splitlines()[1:3] == ["bot> Qual é o segmento?", "     [Alimentos] [Ambiental]"]
+    assert fake_graph.requests == []

@@ -94,3 +94,47 @@ def test_the_page_polls_a_turn_in_flight_and_shows_the_reply_once_it_ended(
     assert page.get_by_role("button", name="Enviar").is_disabled() is False
     page.screenshot(path=str(screenshots_dir / "simulator_answered.png"), full_page=True)
     assert fake_graph.requests == []
+
+
+def test_an_editor_clicks_a_reply_button_of_the_bot_and_the_tap_is_answered(
+    live_server: LiveServer,
+    browser_page: Any,
+    screenshots_dir: Path,
+    openai_settings: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+) -> None:
+    browser_staff("edna", *EDITOR)
+    instance: Instance = recipes.instance.make(name="Laboratório Demo")
+    openai_settings.queue_text(
+        '{"s":1,"opcoes":["Orçamento","Agendar coleta","Acompanhar pedido"]}'
+        "Olá! Sou a Lia. Como posso ajudar?"
+    )
+    openai_settings.queue_text('{"s":1}Claro! Qual é o tipo de amostra?')
+    page = browser_page
+
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/conversations/session/simulator/")
+    page.fill("#id_username", "edna")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url("**/admin/conversations/session/simulator/")
+    page.fill("#simulator-text", "Oi")
+    page.get_by_role("button", name="Enviar").click()
+    page.wait_for_url(f"**/simulator/?instance={instance.pk}")
+    offered = page.locator(".simulator-option").all_inner_texts()
+    page.screenshot(path=str(screenshots_dir / "simulator_options.png"), full_page=True)
+    page.get_by_role("button", name="Orçamento").click()
+    page.wait_for_url(f"**/simulator/?instance={instance.pk}")
+
+    assert offered == ["Orçamento", "Agendar coleta", "Acompanhar pedido"]
+    assert page.locator(".bubble").all_inner_texts() == [
+        "Oi",
+        "Olá! Sou a Lia. Como posso ajudar?",
+        "Orçamento",
+        "Claro! Qual é o tipo de amostra?",
+    ]
+    assert page.locator(".simulator-option-chip").all_inner_texts() == offered
+    assert page.locator(".simulator-option").count() == 0
+    assert page.evaluate("document.documentElement.scrollWidth") <= VIEWPORT["width"]
+    page.screenshot(path=str(screenshots_dir / "simulator_tapped.png"), full_page=True)
+    assert openai_settings.requests[1]["input"][-1]["content"] == "Orçamento"
+    assert fake_graph.requests == []

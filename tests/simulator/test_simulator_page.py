@@ -313,3 +313,80 @@ def test_the_index_links_the_simulator_for_those_who_may_use_it(
 
     assertContains(prompt_editor_client.get("/admin/"), link, count=1)
     assertNotContains(plain.get("/admin/"), link)
+
+
+def option_buttons(response_text: str) -> list[tuple[str, str]]:
+    """The options the page offers to click: (id, title)."""
+    return re.findall(
+        r'<button type="submit" class="button simulator-option" name="option" value="(.*?)">'
+        r"(.*?)</button>",
+        response_text,
+    )
+
+
+def option_chips(response_text: str) -> list[str]:
+    return re.findall(r'<span class="simulator-option-chip">(.*?)</span>', response_text)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_click_on_a_bot_option_is_sent_as_the_tap_whatsapp_would_send(
+    admin_client: Client,
+    demo_instance: Instance,
+    openai_settings: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+) -> None:
+    openai_settings.queue_text('{"s":1,"opcoes":["Alimentos","Ambiental"]}Qual é o segmento?')
+    openai_settings.queue_text('{"s":1}Certo! Qual análise?')
+    data = {"instance": demo_instance.pk}
+    offered = admin_client.post(URL, {**data, "text": "Oi"}, follow=True)
+
+    tapped = admin_client.post(URL, {**data, "option": "opt2"}, follow=True)
+
+    assert option_buttons(offered.content.decode()) == [
+        ("opt1", "Alimentos"),
+        ("opt2", "Ambiental"),
+    ]
+    page = tapped.content.decode()
+    assert chat(page) == [
+        "customer: Oi",
+        "bot: Qual é o segmento?",
+        "customer: Ambiental",
+        "bot: Certo! Qual análise?",
+    ]
+    # The older message's options are shown, not offered; the last message has none.
+    assert (option_chips(page), option_buttons(page)) == (["Alimentos", "Ambiental"], [])
+    session = Session.objects.get()
+    question, _answer = session.messages.filter(direction=Direction.OUTBOUND).order_by("id")
+    tap = session.messages.filter(direction=Direction.INBOUND).order_by("id").last()
+    assert tap is not None
+    assert (tap.message_type, tap.content, tap.interactive, tap.reply_to_wamid) == (
+        "interactive",
+        "Ambiental",
+        {"type": "button_reply", "id": "opt2", "title": "Ambiental"},
+        question.wa_message_id,
+    )
+    assert question.interactive is not None
+    assert question.interactive["action"]["buttons"][1]["reply"] == {
+        "id": "opt2",
+        "title": "Ambiental",
+    }
+    assert openai_settings.requests[1]["input"][-1]["content"] == "Ambiental"
+    assert fake_graph.requests == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_option_the_last_bot_message_does_not_offer_is_refused_and_runs_no_turn(
+    admin_client: Client,
+    demo_instance: Instance,
+    openai_settings: FakeOpenAIServer,
+    fake_graph: FakeGraphAPI,
+) -> None:
+    openai_settings.queue_text('{"s":1,"opcoes":["Alimentos","Ambiental"]}Qual é o segmento?')
+    data = {"instance": demo_instance.pk}
+    admin_client.post(URL, {**data, "text": "Oi"})
+
+    refused = admin_client.post(URL, {**data, "option": "opt9"}, follow=True)
+
+    assertContains(refused, "Essa opção não está mais disponível: escreva sua resposta.")
+    assert Session.objects.get().messages.filter(direction=Direction.INBOUND).count() == 1
+    assert openai_settings.request_count == 1

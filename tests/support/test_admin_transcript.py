@@ -388,3 +388,49 @@ def test_transcript_query_count_does_not_grow_with_messages(
     with django_assert_num_queries(TRANSCRIPT_QUERIES):
         response = admin_client.get(change_url(session))
     assert len(bubbles(response.content.decode())) == n_messages
+
+
+def test_a_bot_message_s_buttons_are_chips_under_its_text_and_a_tap_is_the_customer_s_text(
+    admin_client: Client, django_assert_num_queries: DjangoAssertNumQueries
+) -> None:
+    session = baker.make(Session, customer_phone="5511900000005", service="AGUA_POTABILIDADE")
+    buttons = {
+        "type": "button",
+        "body": {"text": "Está tudo certo?"},
+        "action": {
+            "buttons": [
+                {"type": "reply", "reply": {"id": "confirmar", "title": "Confirmar"}},
+                {"type": "reply", "reply": {"id": "corrigir", "title": "Corrigir"}},
+            ]
+        },
+    }
+    start = timezone.now() - timedelta(minutes=5)
+    asked = baker.make(
+        Message,
+        session=session,
+        direction=Direction.OUTBOUND,
+        message_type="interactive",
+        content="Está tudo certo?",
+        interactive=buttons,
+        created_at=start,
+    )
+    tapped = baker.make(
+        Message,
+        session=session,
+        direction=Direction.INBOUND,
+        message_type="interactive",
+        content="Confirmar",
+        interactive={"type": "button_reply", "id": "confirmar", "title": "Confirmar"},
+        created_at=start + timedelta(minutes=1),
+    )
+    admin_client.get(change_url(session))  # warm the per-process caches (content types)
+
+    with django_assert_num_queries(TRANSCRIPT_QUERIES):
+        page = admin_client.get(change_url(session)).content.decode()
+
+    assert '<div class="text">Está tudo certo?</div>' in page
+    assert (
+        '<ul class="options"><li class="chip">Confirmar</li><li class="chip">Corrigir</li></ul>'
+    ) in page
+    assert '<div class="text">Confirmar</div>' in page
+    assert bubbles(page) == [("bubble bot", asked.pk), ("bubble customer", tapped.pk)]

@@ -747,3 +747,29 @@ def test_the_queue_json_costs_the_same_queries_whatever_the_number_of_rows(
         answer = queue_json(client).json()
 
     assert answer["count"] == n_waiting
+
+
+def test_a_bot_option_naming_the_customer_is_masked_for_a_prompt_editor(
+    session: Session, carla: User
+) -> None:
+    Message.objects.create(
+        session=session,
+        direction=Direction.OUTBOUND,
+        message_type="interactive",
+        content="Para quem é o orçamento?",
+        interactive={
+            "type": "button",
+            "body": {"text": "Para quem é o orçamento?"},
+            "action": {
+                "buttons": [
+                    {"type": "reply", "reply": {"id": "opt1", "title": "Maria Silva"}},
+                    {"type": "reply", "reply": {"id": "opt2", "title": "Outra pessoa"}},
+                ]
+            },
+        },
+    )
+
+    page = client_of(carla).get(page_url(session)).content.decode()
+
+    assert '<li class="chip">Outra pessoa</li>' in page
+    assert "Maria Silva" not in page

@@ -144,8 +144,11 @@ class Command(BaseCommand):
 
 
 def human_text(report: TurnReport) -> str:
-    """The bot's replies, then one line of what the turn did."""
+    """The bot's replies (the last one's buttons or list rows in brackets: type one to answer
+    as a tap would), then one line of what the turn did."""
     lines = [f"bot> {reply}" for reply in report.replies]
+    if report.options:
+        lines.append("     " + " ".join(f"[{option['title']}]" for option in report.options))
     meta = [
         gettext("conversation #%(id)s") % {"id": report.session_id},
         gettext("state %(state)s") % {"state": state_label(report.state)},

@@ -8,14 +8,17 @@ run's worker takes these tasks.
 """
 
 import http.client
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 from pytest_httpserver import HTTPServer
 
-from conversations.models import Direction, LLMCall, Message, MessageMedia, Session
+from conversations.models import Direction, Lead, LLMCall, Message, MessageMedia, Session
+from knowledge_base.models import Intent, Segment, Service
 from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -180,3 +183,95 @@ def test_a_voice_note_is_downloaded_transcribed_and_answered_by_a_real_worker(
         f"{transcribed.latency_ms} ms ({transcribed.latency_ms / elapsed_ms:.0%}); models "
         f"{(TRANSCRIPTION_DELAY + AGENT_DELAY) * 1000:.0f} ms of it"
     )
+
+
+def signed(port: int, document: dict[str, object]) -> int:
+    body = json.dumps(document).encode()
+    web = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    web.request(
+        "POST",
+        WEBHOOK_URL,
+        body=body,
+        headers={
+            "Content-Type": "application/json",
+            "X-Hub-Signature-256": compute_signature(body=body, secret=APP_SECRET),
+        },
+    )
+    response = web.getresponse()
+    response.read()
+    return response.status
+
+
+def test_code_4_s_buttons_reach_the_graph_api_and_a_tap_on_confirmar_makes_the_lead(
+    servers: int, fake_openai: FakeOpenAIServer, fake_graph: FakeGraphAPI
+) -> None:
+    """The real worker: the confirmation goes out as reply buttons; the tap on "Confirmar"
+    comes back through the webhook as the customer's text, and code 5 creates the lead."""
+    segment = Segment.objects.create(code="AMBIENTAL", label="Ambiental")
+    Intent.objects.create(code="ORCAMENTO", label="Orçamento")
+    Service.objects.create(code="AGUA_POTABILIDADE", label="Potabilidade", segment=segment)
+    session = recipes.known_customer.make(
+        instance=recipes.instance.make(access_token=""),
+        state="DATA_COLLECT",
+        segment="AMBIENTAL",
+        intent="ORCAMENTO",
+        service="AGUA_POTABILIDADE",
+        last_message_at=timezone.now(),
+    )
+    fake_openai.queue_text(
+        '{"s":4,"cadastro":{"nome":"Ana Lima","documento":"52998224725",'
+        '"email":"ana@example.com"}}Confere: Ana Lima, ana@example.com. Está tudo certo?'
+    )
+    fake_openai.queue_text('{"s":5}Perfeito, Ana! Sua solicitação foi registrada.')
+    fake_openai.queue_text(json.dumps({"proxima_acao": "Enviar o orçamento"}))
+    now = str(int(timezone.now().timestamp()))
+    text = load_fixture("text")
+    message = text["entry"][0]["changes"][0]["value"]["messages"][0]
+    message.update(id="wamid.E2EMAIL", timestamp=now, text={"body": "ana@example.com"})
+
+    assert signed(servers, text) == 200
+    wait_for(lambda: fake_graph.sends, timeout=60, what="the confirmation at the Graph API")
+    [confirmation] = fake_graph.sends
+    assert (confirmation.json["type"], confirmation.json["interactive"]["action"]) == (
+        "interactive",
+        {
+            "buttons": [
+                {"type": "reply", "reply": {"id": "confirmar", "title": "Confirmar"}},
+                {"type": "reply", "reply": {"id": "corrigir", "title": "Corrigir"}},
+            ]
+        },
+    )
+    summary = wait_for(
+        lambda: (
+            session.messages.filter(direction=Direction.OUTBOUND, delivery_status="sent")
+            .exclude(wa_message_id=None)
+            .first()
+        ),
+        timeout=10,
+        what="the confirmation's wamid",
+    )
+    tap = load_fixture("interactive_button_reply")
+    message = tap["entry"][0]["changes"][0]["value"]["messages"][0]
+    message.update(
+        id="wamid.E2ETAP",
+        timestamp=str(int(now) + 1),
+        interactive={
+            "type": "button_reply",
+            "button_reply": {"id": "confirmar", "title": "Confirmar"},
+        },
+        context={"from": "5511999990000", "id": summary.wa_message_id},
+    )
+
+    assert signed(servers, tap) == 200
+    lead = wait_for(lambda: Lead.objects.filter(session=session).first(), timeout=60, what="lead")
+    assert lead.data["cadastro"] == {
+        "nome": "Ana Lima",
+        "documento": "52998224725",
+        "email": "ana@example.com",
+    }
+    wait_for(lambda: len(fake_graph.sends) == 2, timeout=30, what="the closing text")
+    assert fake_graph.sends[1].json["text"] == {
+        "body": "Perfeito, Ana! Sua solicitação foi registrada."
+    }
+    assert fake_openai.requests[1]["input"][-1] == {"role": "user", "content": "Confirmar"}
+    wait_for(lambda: fake_openai.request_count == 3, timeout=30, what="the handoff summary")

@@ -272,3 +272,36 @@ def test_the_daily_task_runs_both_sweeps_and_beat_schedules_it(
         "task": "conversations.apply_retention",
         "schedule": 86400.0,
     }
+
+
+def test_anonymising_masks_an_interactive_message_s_body_and_options(instance: Instance) -> None:
+    now = timezone.now()
+    session = customer(instance, state="CLOSED", closed_at=now - timedelta(days=400))
+    summary = "Confere: Maria Souza, CPF 529.982.247-25, maria@example.com. Está tudo certo?"
+    Message.objects.create(
+        session=session,
+        direction="OUTBOUND",
+        message_type="interactive",
+        content=summary,
+        interactive={
+            "type": "button",
+            "body": {"text": summary},
+            "action": {
+                "buttons": [
+                    {"type": "reply", "reply": {"id": "opt1", "title": "Maria Souza"}},
+                    {"type": "reply", "reply": {"id": "opt2", "title": "Outra pessoa"}},
+                ]
+            },
+        },
+    )
+
+    session_anonymise(session.pk, now=now)
+
+    [interactive] = Message.objects.filter(session=session, interactive__isnull=False)
+    written = json.dumps(interactive.interactive, ensure_ascii=False)
+    assert [value for value in PERSONAL if value in written] == []
+    assert interactive.interactive is not None
+    assert interactive.interactive["action"]["buttons"][1] == {
+        "type": "reply",
+        "reply": {"id": "opt2", "title": "Outra pessoa"},
+    }
