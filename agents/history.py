@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from agents.llm import ChatMessage, Role
 from agents.sources import HistoryEntry
+from agents.texts import shortened
 
 # The value of conversations.models.SUPERSEDED (agents never imports conversations).
 SUPERSEDED = "superseded"
@@ -85,7 +86,4 @@ def entry_text(entry: HistoryEntry) -> str:
 
 def quoted_text(text: str) -> str:
     """A quoted message's text on one line, at most `QUOTE_CHARS` characters ("…" when cut)."""
-    line = " ".join(text.split())
-    if len(line) > QUOTE_CHARS:
-        return line[: QUOTE_CHARS - 1].rstrip() + "…"
-    return line
+    return shortened(text, QUOTE_CHARS)

@@ -21,6 +21,7 @@ from typing import Any
 
 from agents.phones import format_phone
 from agents.states import HandoffReason
+from agents.texts import shortened
 
 # The words of each media kind, as the model reads them.
 KIND_WORDS: Mapping[str, str] = {
@@ -120,7 +121,7 @@ def _card(card: Mapping[str, Any]) -> str:
 
 
 def _cut(text: str) -> str:
-    return text if len(text) <= MAX_MARKER_TEXT_CHARS else text[: MAX_MARKER_TEXT_CHARS - 1] + "…"
+    return shortened(text, MAX_MARKER_TEXT_CHARS)
 
 
 def media_handoff(media: Sequence[MediaView | None]) -> HandoffReason | None:

@@ -17,36 +17,29 @@ MEDIA_JOIN_SQL = "LEFT JOIN conversations_messagemedia mm ON mm.message_id = m.i
 _MEDIA_DATA = MessageMedia._meta.get_field("data")
 
 
+# What a view is made of, by MessageMedia's field names (``media_<name>`` in the raw columns).
+_VIEW_FIELDS = ("kind", "caption", "filename", "transcript", "description")
+
+
 def media_view_of(row: Message) -> MediaView | None:
     """The readable part of a message read with `MEDIA_COLUMNS_SQL`; None without media."""
     # `raw()` sets the joined columns as plain attributes of the row.
     columns = row.__dict__
-    kind = columns.get("media_kind")
-    if kind is None:
+    if columns.get("media_kind") is None:
         return None
     connection = connections[Message.objects.db]
     # As the ORM reads the column (a JSON text on SQLite, as psycopg hands it on PostgreSQL).
     data = _MEDIA_DATA.from_db_value(columns["media_data"], None, connection)  # type: ignore[arg-type]
-    return MediaView(
-        kind=kind,
-        caption=columns["media_caption"],
-        filename=columns["media_filename"],
-        transcript=columns["media_transcript"],
-        description=columns["media_description"],
-        data=data if isinstance(data, dict) else {},
-    )
+    return _view({name: columns[f"media_{name}"] for name in _VIEW_FIELDS}, data)
 
 
 def media_view(media: MessageMedia) -> MediaView:
     """The readable part of a media read through the ORM (the summary's transcript)."""
-    return MediaView(
-        kind=media.kind,
-        caption=media.caption,
-        filename=media.filename,
-        transcript=media.transcript,
-        description=media.description,
-        data=media.data if isinstance(media.data, dict) else {},
-    )
+    return _view({name: getattr(media, name) for name in _VIEW_FIELDS}, media.data)
+
+
+def _view(fields: dict[str, str], data: object) -> MediaView:
+    return MediaView(**fields, data=data if isinstance(data, dict) else {})
 
 
 def message_text(message: Message) -> str:

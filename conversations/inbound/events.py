@@ -80,7 +80,7 @@ from conversations.inbound.session_rules import (
     turn_queue,
     waits_for_turn,
 )
-from conversations.media_reading import bot_reads, reading_for
+from conversations.media_reading import reading_for
 from conversations.models import (
     MEDIA_WITHOUT_FILE,
     REACTION_TYPE,
@@ -585,8 +585,8 @@ def _inbound_store(
     )
     if session is None:
         return None  # not one of our numbers
-    pending = waits_for_turn(message.kind, session.state) and (
-        message.media is None or bot_reads(message.media.kind)
+    pending = waits_for_turn(
+        message.kind, session.state, media_kind=message.media.kind if message.media else ""
     )
     stored = Message(
         session=session,

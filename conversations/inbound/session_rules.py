@@ -48,6 +48,7 @@ from django.db.models import DateTimeField, Value
 from agents.phones import customer_phone_key
 from agents.states import BOT_STATES, SessionState
 from conversations.event_codes import CLOSED_IDLE, EventCode
+from conversations.media_reading import bot_reads
 from conversations.models import Direction, Instance, Message, Session, phone_changes
 from whatsapp.payload import Customer, InboundKind
 
@@ -325,11 +326,14 @@ def session_identity_update(session: Session, changes: dict[str, str]) -> None:
 # --- pending text ------------------------------------------------------------------------------
 
 
-def waits_for_turn(kind: InboundKind, state: str) -> bool:
+def waits_for_turn(kind: InboundKind, state: str, *, media_kind: str = "") -> bool:
     """Whether an INBOUND message is stored pending (``processed_at`` NULL) for a turn: text and
-    media (those the bot reads, `conversations.media_reading.bot_reads`), while a bot holds the
-    session. In HUMAN staff read it in admin; an unreadable message gets a fixed answer."""
-    return kind in (InboundKind.TEXT, InboundKind.MEDIA) and state in BOT_STATES
+    the media the bot reads (`conversations.media_reading.bot_reads` of its `media_kind`), while
+    a bot holds the session. In HUMAN staff read it in admin; an unreadable message, and a media
+    the bot cannot read, get a fixed answer."""
+    if state not in BOT_STATES:
+        return False
+    return kind is InboundKind.TEXT or (kind is InboundKind.MEDIA and bot_reads(media_kind))
 
 
 # --- queued turn -------------------------------------------------------------------------------

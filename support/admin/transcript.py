@@ -22,6 +22,7 @@ from django.utils.translation import ngettext
 
 from agents.masking import Masker
 from agents.parameters import ParameterSchemaError, parse_parameter_schema
+from agents.texts import shortened
 from conversations.admin.display import format_data_value, whatsapp_html
 from conversations.event_codes import EventCode
 from conversations.labels import (
@@ -330,10 +331,9 @@ def quote_text(message: Message, *, masker: Masker | None) -> str:
     """A quoted message as the reply's quote block shows it: its text (a media message without
     one: its kind), masked, cut to about `QUOTE_CHARS`."""
     text = masker.text(message.content) if masker is not None else message.content
-    text = " ".join(text.split())
-    if not text:
+    if not text.strip():
         text = str(KIND_LABELS.get(message.message_type, message.message_type))
-    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1].rstrip() + "…"
+    return shortened(text, QUOTE_CHARS)
 
 
 def quotes_find(
