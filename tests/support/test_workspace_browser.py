@@ -312,7 +312,9 @@ def test_two_colleagues_work_on_one_conversation_in_the_workspace(
     assert len(fake_graph.sends) == 3
 
     # Support opens the technical details: they show in the conversation too.
+    # The details' toggle event fires after the click returns: wait for it.
     ana_page.click("#technical-details > summary")
+    ana_page.locator(".turn-cost").first.wait_for(state="visible", timeout=5000)
     assert ana_page.locator(".turn-cost").first.is_visible()
 
     for page in (ana_page, rafael_page):
