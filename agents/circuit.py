@@ -163,6 +163,7 @@ class CircuitBreakerClient:
         instructions: str,
         messages: Sequence[ChatMessage],
         purpose: CallPurpose,
+        cache_key: str = "",
     ) -> LLMCallResult:
         seen = self.store.read()
         admission = Admission.ALLOW
@@ -176,7 +177,11 @@ class CircuitBreakerClient:
             logger.info("llm_circuit_probe", extra={"model": model, "purpose": purpose})
         try:
             result = self.inner.chat(
-                model=model, instructions=instructions, messages=messages, purpose=purpose
+                model=model,
+                instructions=instructions,
+                messages=messages,
+                purpose=purpose,
+                cache_key=cache_key,
             )
         except LLMError as exc:
             if exc.attempts == 0:

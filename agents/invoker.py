@@ -4,9 +4,11 @@ Seed 001 and DESIGN.md §6: the invoker only assembles and calls; the pipeline p
 and applies the answer. One invocation reads the runtime settings and the agent's prompt (prompt
 source), the catalog and the session's loaded packages (KB source) and the session's history
 (history source) — a fixed number of reads whatever the history length or catalog size — then
-builds the system prompt (override or built-in text rendered with the agent's variables →
-metadata → guards), calls the model for the agent and records an `LLMCall` through the recorder
-for a success and for a failure alike, with the prompt version it used.
+builds the request — the instructions (override or built-in text rendered with the agent's
+variables → catalog block → fixed guards), the history, then the context item (this call's
+facts and conversation guards, one ``developer`` item at the end, docs/decisions/0053) — calls
+the model for the agent and records an `LLMCall` through the recorder for a success and for a
+failure alike, with the prompt version it used.
 
 Which prompt (docs/architecture.md, Each conversation keeps its prompt version), first match wins:
 the `override` given to `prepare` (the preview, a replay); the source's chosen override (the
@@ -31,9 +33,11 @@ from agents.context import PackageInfo, SessionContext
 from agents.history import select_history
 from agents.llm import ChatMessage, LLMCallResult, LLMClient, LLMError
 from agents.prompts import builtin_template
-from agents.prompts.assembly import assemble_system_prompt
+from agents.prompts.assembly import assemble_instructions
+from agents.prompts.cache import InstructionsCacheShare, instructions_cache_share
+from agents.prompts.conversation import build_conversation_context
 from agents.prompts.inputs import PromptInputs
-from agents.prompts.variables import prompt_variables
+from agents.prompts.variables import VariableValue, prompt_variables
 from agents.sources import (
     BUILTIN_PROMPT_VERSION,
     CallRecord,
@@ -64,16 +68,40 @@ class InvokerConfig:
         return self.models[agent]
 
 
+def request_input(history: tuple[ChatMessage, ...], context: str) -> tuple[ChatMessage, ...]:
+    """A call's input items, as sent: the history, then the context item as a ``developer``
+    message (docs/decisions/0053)."""
+    return (*history, ChatMessage(role="developer", content=context))
+
+
+def cache_key_for(session_id: int) -> str:
+    """The provider's prompt-cache routing key of a conversation's calls: its id only, never
+    personal data (docs/decisions/0053 says why per conversation)."""
+    return f"conversa-{session_id}"
+
+
 @dataclass(frozen=True, slots=True)
 class PreparedCall:
     """Everything one agent call sends, before it is sent (the admin preview shows this)."""
 
     agent: AgentName
     model: str
+    # The same bytes on every call of this agent and prompt version (unless the text uses a
+    # per-call variable).
     instructions: str
+    # The history, oldest first.
     messages: tuple[ChatMessage, ...]
+    # This call's facts and conversation guards, sent after the history.
+    context: str
     prompt_version: str
     context_snapshot: dict[str, Any]
+    cache_key: str = ""
+    # Only when `prepare` was asked to measure it (the prompt editor's preview).
+    cache_share: InstructionsCacheShare | None = None
+
+    @property
+    def input(self) -> tuple[ChatMessage, ...]:
+        return request_input(self.messages, self.context)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +113,13 @@ class AgentCall:
     # JSON-serialisable: what the call was built from, so a recorded turn can be replayed.
     context_snapshot: dict[str, Any]
     instructions: str
+    # The history, then the context item sent after it (`input` is both, as sent).
     messages: tuple[ChatMessage, ...]
+    context: str
+
+    @property
+    def input(self) -> tuple[ChatMessage, ...]:
+        return request_input(self.messages, self.context)
 
 
 class AgentInvoker:
@@ -138,8 +172,9 @@ class AgentInvoker:
             result = self._llm.chat(
                 model=prepared.model,
                 instructions=prepared.instructions,
-                messages=prepared.messages,
+                messages=prepared.input,
                 purpose="agent",
+                cache_key=prepared.cache_key,
             )
         except LLMError as exc:
             self._recorder.record(call(model=prepared.model, error=exc))
@@ -167,6 +202,7 @@ class AgentInvoker:
             context_snapshot=prepared.context_snapshot,
             instructions=prepared.instructions,
             messages=prepared.messages,
+            context=prepared.context,
         )
 
     def prepare(
@@ -176,11 +212,14 @@ class AgentInvoker:
         agent: AgentName,
         current_message: str | None = None,
         override: OverrideTemplate | None = None,
+        measure_cache: bool = False,
     ) -> PreparedCall:
         """Assemble the call without making it.
 
         `override` replaces the session's prompt (the admin preview of a draft, a replay);
         None uses the chosen, pinned or active one (see the module docstring).
+        `measure_cache` also measures the instructions' share the prompt cache can reuse
+        (`PreparedCall.cache_share`): a second render, for the preview only.
         """
         if AGENT_FOR_STATE.get(session.state) != agent:
             raise ValueError(f"agent {agent} does not serve session state {session.state}")
@@ -204,7 +243,8 @@ class AgentInvoker:
             hours=business_hours_status(runtime.business_hours, now),
             now=now,
         )
-        text, version = self._render_text(inputs, override)
+        values = prompt_variables(inputs)
+        template, text, version = self._render_text(inputs, values, override)
         selection = select_history(
             entries,
             session_id=session.session_id,
@@ -224,8 +264,13 @@ class AgentInvoker:
         return PreparedCall(
             agent=agent,
             model=model,
-            instructions=assemble_system_prompt(text, inputs),
+            instructions=assemble_instructions(text, inputs),
             messages=selection.messages,
+            context=build_conversation_context(inputs),
+            cache_key=cache_key_for(session.session_id),
+            cache_share=(
+                instructions_cache_share(template, values, inputs) if measure_cache else None
+            ),
             prompt_version=version,
             context_snapshot=context_snapshot(
                 session,
@@ -266,12 +311,16 @@ class AgentInvoker:
         return self._prompts.active_override(agent)
 
     def _render_text(
-        self, inputs: PromptInputs, override: OverrideTemplate | None
-    ) -> tuple[str, str]:
-        values = prompt_variables(inputs)
+        self,
+        inputs: PromptInputs,
+        values: dict[str, VariableValue],
+        override: OverrideTemplate | None,
+    ) -> tuple[str, str, str]:
+        """(template, its rendered text, version) of the prompt this call uses."""
         if override is not None:
             try:
-                return render_prompt_template(override.content, values), override.version
+                rendered = render_prompt_template(override.content, values)
+                return override.content, rendered, override.version
             except PromptTemplateError as exc:
                 # Saved overrides are validated; one that still fails (saved before a variable
                 # was removed or before the allow-list, written around the form, or rendering
@@ -287,8 +336,8 @@ class AgentInvoker:
                         "error": str(exc),
                     },
                 )
-        builtin = render_prompt_template(builtin_template(inputs.agent), values)
-        return builtin, BUILTIN_PROMPT_VERSION
+        template = builtin_template(inputs.agent)
+        return template, render_prompt_template(template, values), BUILTIN_PROMPT_VERSION
 
 
 def context_snapshot(

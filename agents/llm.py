@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Role = Literal["user", "assistant"]
+# "developer": the per-call context item the invoker sends after the history.
+Role = Literal["user", "assistant", "developer"]
 CallPurpose = Literal["agent", "repair", "summary", "transcription", "description"]
 
 
@@ -98,7 +99,11 @@ class LLMClient(Protocol):
         instructions: str,
         messages: Sequence[ChatMessage],
         purpose: CallPurpose,
-    ) -> LLMCallResult: ...
+        cache_key: str = "",
+    ) -> LLMCallResult:
+        """`cache_key`, when given, is sent as the provider's prompt-cache routing key
+        (``prompt_cache_key``): a stable identifier, never personal data."""
+        ...
 
 
 class MediaReader(Protocol):
@@ -205,11 +210,19 @@ class OpenAIClient:
         instructions: str,
         messages: Sequence[ChatMessage],
         purpose: CallPurpose,
+        cache_key: str = "",
     ) -> LLMCallResult:
         import httpx2
 
         payload: list[Any] = [{"role": m.role, "content": m.content} for m in messages]
-        body = {"model": model, "store": False, "instructions": instructions, "input": payload}
+        body: dict[str, Any] = {
+            "model": model,
+            "store": False,
+            "instructions": instructions,
+            "input": payload,
+        }
+        if cache_key:
+            body["prompt_cache_key"] = cache_key
 
         def send(sdk: "openai.OpenAI") -> Any:
             # POST /responses through the SDK's generic `post`, its documented way to call

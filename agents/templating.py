@@ -145,6 +145,15 @@ def render_prompt_template(text: str, values: Mapping[str, Any]) -> str:
         raise PromptTemplateError(f"{type(exc).__name__}: {exc}") from exc
 
 
+def variables_used(text: str) -> tuple[str, ...]:
+    """The variable names a template uses, in order of first use (a condition counts; empty for
+    a template that does not compile)."""
+    template, problems = _prepared(text, frozenset())
+    if template is None:
+        return ()
+    return tuple(p.detail for p in problems if p.kind == "unknown_variable")
+
+
 @lru_cache(maxsize=64)
 def _prepared(
     text: str, names: frozenset[str]

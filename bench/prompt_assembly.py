@@ -49,6 +49,7 @@ class ZeroLatencyLLM:
         instructions: str,
         messages: Sequence["ChatMessage"],
         purpose: "CallPurpose",
+        cache_key: str = "",
     ) -> "LLMCallResult":
         from agents.llm import LLMCallResult
 

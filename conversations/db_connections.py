@@ -67,10 +67,15 @@ class ConnectionReleasingClient:
         instructions: str,
         messages: Sequence[ChatMessage],
         purpose: CallPurpose,
+        cache_key: str = "",
     ) -> LLMCallResult:
         pooled_connections_release()
         return self.inner.chat(
-            model=model, instructions=instructions, messages=messages, purpose=purpose
+            model=model,
+            instructions=instructions,
+            messages=messages,
+            purpose=purpose,
+            cache_key=cache_key,
         )
 
 

@@ -206,6 +206,7 @@ class RecordedRepairLLM:
         instructions: str,
         messages: Sequence[ChatMessage],
         purpose: CallPurpose,
+        cache_key: str = "",
     ) -> LLMCallResult:
         repair = self._repair
         if repair is None or repair.outcome != OK_OUTCOME:

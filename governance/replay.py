@@ -597,8 +597,9 @@ def _replay_answer(case: ReplayCase, *, catalog: CatalogSnapshot, deps: ReplayDe
             result = deps.llm.chat(
                 model=prepared.model,
                 instructions=prepared.instructions,
-                messages=prepared.messages,
+                messages=prepared.input,
                 purpose="agent",
+                cache_key=prepared.cache_key,
             )
         except LLMError as exc:
             return ReplayAnswer(

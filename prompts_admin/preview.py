@@ -1,9 +1,11 @@
 """Admin tools for prompt overrides: the final-prompt preview and "start from the built-in prompt".
 
-- `prompt_preview` builds exactly what an agent call would send — the override rendered with the
-  agent's variables, the metadata and the guards appended, and the history — for a real session
-  or a synthetic sample, through the production invoker's `prepare` (no model call, nothing
-  recorded). A session in another stage is shown as if it were at the agent's first stage.
+- `prompt_preview` builds exactly what an agent call would send — the instructions (the override
+  rendered with the agent's variables, the catalog and the fixed guards appended), the history
+  and the context item after it — for a real session or a synthetic sample, through the
+  production invoker's `prepare` (no model call, nothing recorded), with the share of the
+  instructions the provider's prompt cache can reuse and the variables that break it. A session
+  in another stage is shown as if it were at the agent's first stage.
   Staff without `conversations.view_personal_data` see that session's personal data masked: the
   prompt is built from the masked session and its history is masked (`agents.masking`).
 - `start_from_builtin_initial` prefills the add form with an agent's built-in template verbatim
@@ -165,11 +167,13 @@ def masked_session_context(context: SessionContext, masker: Masker) -> SessionCo
 
 
 def masked_prepared_call(prepared: PreparedCall, masker: Masker) -> PreparedCall:
-    """The history masked by known values and patterns; the instructions (built from the masked
-    session) by known values only, so the company data they quote stays readable."""
+    """The history masked by known values and patterns; the instructions and the context item
+    (built from the masked session) by known values only, so the company data they quote stays
+    readable."""
     return replace(
         prepared,
         instructions=masker.known_only().text(prepared.instructions),
+        context=masker.known_only().text(prepared.context),
         messages=tuple(replace(m, content=masker.text(m.content)) for m in prepared.messages),
         context_snapshot=masker.value(prepared.context_snapshot),
     )
@@ -212,7 +216,7 @@ def prompt_preview(
             context = replace(context, state=states_of(agent)[0])
             stage_changed = True
     override = None if content is None else OverrideTemplate(content, PREVIEW_VERSION)
-    prepared = invoker.prepare(session=context, agent=agent, override=override)
+    prepared = invoker.prepare(session=context, agent=agent, override=override, measure_cache=True)
     if masker is not None:
         prepared = masked_prepared_call(prepared, masker)
     return PromptPreview(prepared=prepared, session=context, stage_changed=stage_changed)

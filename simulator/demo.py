@@ -116,6 +116,7 @@ class ScriptedLLM:
         instructions: str,
         messages: Sequence[ChatMessage],
         purpose: CallPurpose,
+        cache_key: str = "",
     ) -> LLMCallResult:
         if not self.answers:
             raise DemoScriptError(f"{self.name}: no recorded answer left for a {purpose} call")

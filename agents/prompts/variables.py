@@ -39,6 +39,10 @@ class PromptVariable:
     description: str
     value: Callable[[PromptInputs], VariableValue]
     agents: frozenset[AgentName] = frozenset(PROMPT_AGENTS)
+    # Its value may differ from one call to the next (the session, the clock, the instance):
+    # a text that uses it is no longer the same bytes on every call, and the provider's prompt
+    # cache stops where its value first appears (docs/decisions/0053).
+    per_call: bool = True
 
 
 VARIABLES: tuple[PromptVariable, ...] = (
@@ -46,11 +50,13 @@ VARIABLES: tuple[PromptVariable, ...] = (
         "agent_name",
         "nome da assistente (Configuração de execução, ou AGENT_NAME)",
         lambda i: i.runtime.agent_name,
+        per_call=False,
     ),
     PromptVariable(
         "company_name",
         "nome da empresa (Configuração de execução)",
         lambda i: i.runtime.company_name,
+        per_call=False,
     ),
     PromptVariable(
         "instance_name",
@@ -87,6 +93,7 @@ VARIABLES: tuple[PromptVariable, ...] = (
         "kb_catalog",
         "catálogo compacto da base de conhecimento: uma linha por pacote ativo (ID: descrição)",
         lambda i: format_kb_catalog(i.catalog),
+        per_call=False,
     ),
     PromptVariable(
         "loaded_packages",
@@ -98,12 +105,14 @@ VARIABLES: tuple[PromptVariable, ...] = (
         "segmentos ativos, um por linha (CÓDIGO: nome)",
         lambda i: format_segments(i.catalog),
         frozenset({_A.TRIAGEM}),
+        per_call=False,
     ),
     PromptVariable(
         "intents",
         "intenções ativas, uma por linha (CÓDIGO: nome)",
         lambda i: format_intents(i.catalog),
         frozenset({_A.TRIAGEM}),
+        per_call=False,
     ),
     PromptVariable(
         "segment",
@@ -161,6 +170,11 @@ def variable_names(agent: AgentName) -> frozenset[str]:
 def prompt_variables(inputs: PromptInputs) -> dict[str, VariableValue]:
     """The values of the agent's variables for one call."""
     return {v.name: v.value(inputs) for v in variables_for(inputs.agent)}
+
+
+def per_call_names(agent: AgentName) -> frozenset[str]:
+    """The agent's variables whose value may change from one call to the next."""
+    return frozenset(v.name for v in variables_for(agent) if v.per_call)
 
 
 def sample_variables(agent: AgentName) -> dict[str, VariableValue]:

@@ -83,10 +83,13 @@ def test_exact_request_body_per_agent_through_the_real_sdk(
                 {"role": "assistant", "content": "Olá! Eu sou Lia. Como posso ajudar?"},
                 {"role": "user", "content": "Quero analisar a água do poço"},
                 {"role": "user", "content": "Outra coisa"},
+                {"role": "developer", "content": call.context},
             ],
             "store": False,
+            "prompt_cache_key": "conversa-7",
         }
     ]
+    assert call.context.startswith("# Contexto desta conversa (gerado pelo sistema)\n")
     assert call.instructions.startswith(
         "Você é Lia, assistente virtual da empresa Laboratório Exemplo, que presta serviços "
         "laboratoriais"
@@ -143,8 +146,8 @@ def test_an_override_contradicting_the_guards_still_ends_with_them() -> None:
     guards = call.instructions[call.instructions.index(GUARDS_HEADING) :]
     assert call.instructions.startswith("Você é o Carlos, atendente humano.")
     assert call.instructions.index("em 5 minutos.") < call.instructions.index(GUARDS_HEADING)
-    assert "3. Nunca prometa prazo, data ou horário para um atendente humano" in guards
-    assert "5. Formato obrigatório da resposta" in guards
+    assert "2. Nunca prometa prazo, data ou horário para um atendente humano" in guards
+    assert "4. Formato obrigatório da resposta" in guards
     assert guards.rstrip().endswith("estas regras ao cliente.")
 
 
@@ -279,9 +282,9 @@ def test_loaded_packages_are_loaded_by_id_and_unknown_ones_are_skipped() -> None
     call = make_invoker(kb=kb).invoke(session=session, agent=AgentName.QUALIFICACAO)
 
     assert kb.load_calls == [["COLETA_AGUA", "REMOVIDO", "UNIDADES_ENDERECOS"]]
-    assert "### COLETA_AGUA — Coleta de água\nUse o frasco estéril" in call.instructions
-    assert "### UNIDADES_ENDERECOS — Endereços das unidades\nUnidade Centro" in call.instructions
-    assert "Jejum de 8 horas" not in call.instructions
+    assert "### COLETA_AGUA — Coleta de água\nUse o frasco estéril" in call.context
+    assert "### UNIDADES_ENDERECOS — Endereços das unidades\nUnidade Centro" in call.context
+    assert "Jejum de 8 horas" not in call.context + call.instructions
     assert call.context_snapshot["loaded_packages"] == [
         {"package_id": "COLETA_AGUA", "version": 12},
         {"package_id": "REMOVIDO", "version": None},
@@ -371,9 +374,10 @@ def test_coleta_serves_the_confirmation_state_with_its_codes() -> None:
 
     call = make_invoker().invoke(session=session, agent=AgentName.COLETA)
 
-    assert "Códigos permitidos nesta etapa (confirmação):" in call.instructions
+    # One instructions text for both of coleta's stages; the context item says which is on.
+    assert "   - Códigos permitidos na etapa confirmação:\n     - 1 (RESPOND)" in call.instructions
     assert "     - 5 (CONFIRMED)" in call.instructions
-    assert "     - 4 (ASK_CONFIRMATION)" not in call.instructions
+    assert "\n- Etapa atual: confirmação.\n" in call.context
 
 
 def test_context_snapshot_is_exact_and_json_serialisable() -> None:
@@ -447,7 +451,7 @@ def test_business_hours_come_from_the_runtime_and_the_clock() -> None:
     assert (
         "- Horário de atendimento humano: fechado agora; próxima abertura: quarta-feira, "
         "11/03/2026, 08:00."
-    ) in call.instructions
+    ) in call.context
 
 
 # --- The session's pinned prompt versions -------------------------------------------------------

@@ -20,6 +20,7 @@ def test_the_repair_asks_the_given_model_to_fix_only_the_format() -> None:
             "instructions": REPAIR_INSTRUCTIONS,
             "messages": [ChatMessage(role="user", content=raw)],
             "purpose": "repair",
+            "cache_key": "",
         }
     ]
 

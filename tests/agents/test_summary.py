@@ -198,6 +198,7 @@ def test_generate_calls_the_summary_model_with_the_facts_and_the_conversation() 
             "instructions": SUMMARY_INSTRUCTIONS,
             "messages": [ChatMessage("user", build_summary_input(FACTS))],
             "purpose": "summary",
+            "cache_key": "",
         }
     ]
 

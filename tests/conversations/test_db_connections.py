@@ -48,10 +48,15 @@ class ConnectionWatchingLLM(FakeLLM):
         instructions: str,
         messages: Sequence[ChatMessage],
         purpose: CallPurpose,
+        cache_key: str = "",
     ) -> LLMCallResult:
         self.held.append(connection.connection is not None)
         return super().chat(
-            model=model, instructions=instructions, messages=messages, purpose=purpose
+            model=model,
+            instructions=instructions,
+            messages=messages,
+            purpose=purpose,
+            cache_key=cache_key,
         )
 
 

@@ -33,6 +33,7 @@ from prompts_admin.models import RuntimeConfig
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers.meta_payloads import APP_SECRET, encode, load_fixture, signed_post
+from tests.helpers.model_requests import history_of
 
 pytestmark = pytest.mark.django_db
 
@@ -97,7 +98,7 @@ def post(client: Client, document: dict[str, Any], capture: Any) -> None:
 
 
 def agent_inputs(fake_openai: FakeOpenAIServer) -> list[list[dict[str, str]]]:
-    return [request["input"] for request in fake_openai.requests if "instructions" in request]
+    return [history_of(request) for request in fake_openai.requests if "instructions" in request]
 
 
 def sent_texts(fake_graph: FakeGraphAPI) -> list[str]:
@@ -253,7 +254,7 @@ def test_a_described_image_brings_its_description_into_the_marker(
     )
 
     describe, agent = openai_settings.requests
-    assert describe["input"] == [
+    assert history_of(describe) == [
         {
             "role": "user",
             "content": [
@@ -265,7 +266,7 @@ def test_a_described_image_brings_its_description_into_the_marker(
         }
     ]
     assert describe["model"] == "gpt-4o-mini"
-    assert agent["input"] == [
+    assert history_of(agent) == [
         {
             "role": "user",
             "content": "[imagem: Frasco de vidro com a etiqueta Poço 2.] legenda: Foto do laudo",

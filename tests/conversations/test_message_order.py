@@ -23,6 +23,7 @@ from conversations.turns.tasks import process_session
 from support.admin.transcript import session_transcript
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers.model_requests import history_of
 
 HELLO = "Oi, quero um orçamento"
 QUESTION = "Qual é o seu segmento?"
@@ -173,7 +174,7 @@ def test_the_model_reads_its_question_before_the_customer_s_reply_in_a_real_turn
     with django_capture_on_commit_callbacks(execute=True):
         process_session.delay(session.pk)
 
-    assert openai_settings.requests[0]["input"] == [
+    assert history_of(openai_settings.requests[0]) == [
         {"role": "user", "content": HELLO},
         {"role": "assistant", "content": QUESTION},
         {"role": "user", "content": REPLY},

@@ -1,6 +1,7 @@
 """The replay of a draft prompt over recorded calls: recorded by real turns, replayed through the
 real OpenAI SDK against the fake server; nothing sent, nothing changed."""
 
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -141,13 +142,16 @@ def test_the_drafts_text_reaches_the_model_with_the_recorded_customer_messages(
     [sent] = model.requests
     assert DRAFT_TEXT in sent["instructions"]
     assert "Você é a triagem do laboratório (rascunho)" not in production["instructions"]
-    # The same conversation as the recorded call saw it: the messages and their order.
-    assert sent["input"] == production["input"]
-    assert [m["content"] for m in sent["input"]] == [
+    # The same conversation as the recorded call saw it: the messages and their order, then
+    # the context item, as production sends it.
+    assert sent["input"][:-1] == production["input"][:-1]
+    assert [m["content"] for m in sent["input"][:-1]] == [
         "Oi",
         "Olá! Como posso ajudar?",
         "Preciso analisar a água do poço",
     ]
+    assert [m["role"] for m in sent["input"]][-1:] == ["developer"]
+    assert sent["input"][-1]["content"].startswith("# Contexto desta conversa")
     assert sent["model"] == "gpt-4o-mini"
     # Everything after the prompt text (the metadata at the call's time, the guards) is the
     # recorded call's.
@@ -447,8 +451,8 @@ def test_loaded_packages_are_replayed_at_the_version_the_call_was_given(
     replay()
 
     [sent] = model.requests
-    assert "Versão antiga: use o frasco azul." in sent["instructions"]
-    assert "frasco verde" not in sent["instructions"]
+    assert "Versão antiga: use o frasco azul." in sent["input"][-1]["content"]
+    assert "frasco verde" not in json.dumps(sent, ensure_ascii=False)
     assert (call.context_snapshot or {})["loaded_packages"] == [
         {"package_id": "COLETA_AGUA", "version": package.history.earliest().history_id}
     ]

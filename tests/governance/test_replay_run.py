@@ -76,6 +76,7 @@ class BrokenLLM:
         instructions: str,
         messages: Sequence[ChatMessage],
         purpose: CallPurpose,
+        cache_key: str = "",
     ) -> LLMCallResult:
         raise RuntimeError("a bug, not a provider error")
 

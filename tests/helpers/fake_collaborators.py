@@ -2,7 +2,7 @@
 agents/sources.py and agents/llm.py) and a small sample catalog, for tests without a database."""
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
@@ -255,6 +255,7 @@ class FakeLLM:
         instructions: str,
         messages: Sequence[ChatMessage],
         purpose: CallPurpose,
+        cache_key: str = "",
     ) -> LLMCallResult:
         self.calls.append(
             {
@@ -262,6 +263,7 @@ class FakeLLM:
                 "instructions": instructions,
                 "messages": list(messages),
                 "purpose": purpose,
+                "cache_key": cache_key,
             }
         )
         answer = self.answers.popleft() if self.answers else '{"s":1}Olá!'
@@ -278,6 +280,7 @@ def make_invoker(
     history: FakeHistorySource | None = None,
     recorder: RecordingRecorder | None = None,
     max_history: int = 50,
+    clock: Callable[[], datetime] = lambda: NOW,
 ) -> AgentInvoker:
     return AgentInvoker(
         llm=llm if llm is not None else FakeLLM(),
@@ -285,7 +288,7 @@ def make_invoker(
         kb=kb or FakeKBSource(),
         history=history or FakeHistorySource(),
         recorder=recorder if recorder is not None else RecordingRecorder(),
-        config=InvokerConfig(models=MODELS, max_history_messages=max_history, clock=lambda: NOW),
+        config=InvokerConfig(models=MODELS, max_history_messages=max_history, clock=clock),
     )
 
 

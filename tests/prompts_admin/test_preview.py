@@ -23,7 +23,8 @@ from tests.helpers.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
 pytestmark = pytest.mark.django_db
 BASE = "/admin/prompts_admin/promptoverride/"
 GUARDS = "# Regras fixas (valem acima de qualquer instrução anterior)"
-METADATA = "# Contexto desta conversa (gerado pelo sistema)"
+METADATA = "# Empresa e catálogo (gerado pelo sistema)"
+CONTEXT = "# Contexto desta conversa (gerado pelo sistema)"
 
 
 @pytest.fixture
@@ -48,6 +49,13 @@ def final_prompt(response: HttpResponseBase) -> str:
     return prepared.instructions
 
 
+def conversation_context(response: HttpResponseBase) -> str:
+    assert isinstance(response, TemplateResponse)
+    assert response.context_data is not None
+    prepared: PreparedCall = response.context_data["prepared"]
+    return prepared.context
+
+
 def test_preview_of_an_override_shows_it_rendered_with_metadata_and_guards_appended(
     admin_client: Client, catalog: None
 ) -> None:
@@ -61,13 +69,22 @@ def test_preview_of_an_override_shows_it_rendered_with_metadata_and_guards_appen
 
     assert response.status_code == 200
     prompt = final_prompt(response)
+    context = conversation_context(response)
     assert prompt.startswith("Sou Lia; prometa resposta em 5 minutos.\n\n" + METADATA)
     assert prompt.index(METADATA) < prompt.index(GUARDS)
     # The synthetic sample takes the active catalog: a health segment → health limits.
-    assert "- Segmento: HUMANO — Saúde humana." in prompt
-    assert "Limites de saúde" in prompt
+    assert context.startswith(CONTEXT)
+    assert "- Segmento: HUMANO — Saúde humana." in context
+    assert "Limites de saúde" in context
     assert "Nunca prometa prazo, data ou horário" in prompt
     assert prompt.rstrip().endswith("estas regras ao cliente.")
+    html = response.content.decode()
+    assert '<pre id="conversation-context"># Contexto desta conversa' in html
+    # The text uses no per-call variable: all of the instructions are cacheable.
+    assert (
+        f'<td id="cache-share">{len(prompt)} de {len(prompt)} caracteres das instruções (100%)</td>'
+    ) in html
+    assert 'id="cache-breakers"' not in html
     assert response.context["prepared"].prompt_version == "preview"
     assert response.context["prepared"].messages == ()
     html = response.content.decode()
@@ -135,7 +152,7 @@ def test_preview_with_a_real_session_includes_its_history_and_data(
     assert response.status_code == 200
     prompt = final_prompt(response)
     assert prompt.startswith("Coleta de +55 11 91234-5678")
-    assert "Dados já coletados:\n- nome: Joana Lima" in prompt
+    assert "Dados já coletados:\n- nome: Joana Lima" in conversation_context(response)
     assert [(m.role, m.content) for m in response.context["prepared"].messages] == [
         ("user", "Oi"),
         ("assistant", "Olá, Joana!"),
@@ -153,7 +170,7 @@ def test_a_session_at_another_stage_is_previewed_at_the_agents_first_stage(
     response = admin_client.get(f"{BASE}{override.pk}/preview/?session={session.pk}")
 
     assert response.context["preview"].stage_changed is True
-    assert "Códigos permitidos nesta etapa (coleta de dados):" in final_prompt(response)
+    assert "\n- Etapa atual: coleta de dados.\n" in conversation_context(response)
     assert "Esta conversa está em outra etapa" in response.content.decode()
 
 
@@ -174,8 +191,8 @@ def test_staff_who_cannot_read_conversations_only_get_the_synthetic_sample(
 
     assert response.status_code == 200
     assert response.context["sessions"] == []
-    assert "Segredo" not in final_prompt(response)
-    assert "Cliente Exemplo" in final_prompt(response)
+    assert "Segredo" not in final_prompt(response) + conversation_context(response)
+    assert "Cliente Exemplo" in conversation_context(response)
 
 
 def test_preview_needs_a_permission_on_overrides() -> None:
@@ -440,8 +457,34 @@ def test_the_preview_shows_the_options_rule_and_code_4_s_buttons_in_the_guards(
     prompt = final_prompt(admin_client.get(f"{BASE}{override.pk}/preview/"))
 
     guards = prompt[prompt.index(GUARDS) :]
-    assert '   - Opções (opcional, com o código 1): "opcoes", uma lista de até 10 textos' in guards
+    assert '   - Opções (opcional, com os códigos 1 e 6): "opcoes", uma lista de até 10' in guards
     assert (
         '   - A mensagem do código 4 recebe do sistema os botões "Confirmar" e "Corrigir": não '
         'os escreva no texto nem em "opcoes".'
     ) in guards
+
+
+def test_the_preview_names_the_per_call_variables_that_break_the_prompt_cache(
+    admin_client: Client, catalog: None
+) -> None:
+    override = PromptOverride.objects.create(
+        agent="triagem",
+        content="Sou {{ agent_name }}. Olá, {{ customer_name }}! Agora: {{ now }}.",
+        is_active=False,
+    )
+
+    response = admin_client.get(f"{BASE}{override.pk}/preview/")
+
+    prompt = final_prompt(response)
+    html = response.content.decode()
+    assert prompt.startswith("Sou Lia. Olá, Cliente Exemplo! Agora: ")
+    stable = len("Sou Lia. Olá, ")
+    assert (
+        f'<td id="cache-share">{stable} de {len(prompt)} caracteres das instruções '
+        f"({stable * 100 // len(prompt)}%)</td>"
+    ) in html
+    assert (
+        '<p class="warning" id="cache-breakers">Este texto usa customer_name, now, cujo valor '
+        "muda de uma chamada para outra: o cache do prompt do provedor para onde a primeira "
+        "delas aparece"
+    ) in html

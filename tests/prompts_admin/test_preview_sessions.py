@@ -83,8 +83,8 @@ def test_a_masked_preview_is_built_from_what_the_source_read() -> None:
     assert shown.session.customer_name == "M***"
     assert shown.session.registration_data == {"nome": "M*** S***"}
     assert shown.stage_changed is False
-    assert "- Telefone do WhatsApp: +*************." in shown.prepared.instructions
-    assert "Marina" not in shown.prepared.instructions
+    assert "- Telefone do WhatsApp: +*************." in shown.prepared.context
+    assert "Marina" not in shown.prepared.instructions + shown.prepared.context
     assert [m.content for m in shown.prepared.messages] == [
         "Sou a M***, meu número é *************"
     ]

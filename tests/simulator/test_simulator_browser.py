@@ -19,6 +19,7 @@ from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers.browser import PASSWORD, VIEWPORT, browser_staff
+from tests.helpers.model_requests import history_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -136,5 +137,5 @@ def test_an_editor_clicks_a_reply_button_of_the_bot_and_the_tap_is_answered(
     assert page.locator(".simulator-option").count() == 0
     assert page.evaluate("document.documentElement.scrollWidth") <= VIEWPORT["width"]
     page.screenshot(path=str(screenshots_dir / "simulator_tapped.png"), full_page=True)
-    assert openai_settings.requests[1]["input"][-1]["content"] == "Orçamento"
+    assert history_of(openai_settings.requests[1])[-1]["content"] == "Orçamento"
     assert fake_graph.requests == []

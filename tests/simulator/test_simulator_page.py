@@ -26,6 +26,7 @@ from simulator.admin import simulated_phone
 from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers.model_requests import history_of
 from tests.helpers.staff import staff_member
 
 URL = "/admin/conversations/session/simulator/"
@@ -370,7 +371,7 @@ def test_a_click_on_a_bot_option_is_sent_as_the_tap_whatsapp_would_send(
         "id": "opt2",
         "title": "Ambiental",
     }
-    assert openai_settings.requests[1]["input"][-1]["content"] == "Ambiental"
+    assert history_of(openai_settings.requests[1])[-1]["content"] == "Ambiental"
     assert fake_graph.requests == []
 
 

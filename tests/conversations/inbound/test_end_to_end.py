@@ -31,6 +31,7 @@ from tests.helpers.meta_payloads import (
     fixture_bytes,
     load_fixture,
 )
+from tests.helpers.model_requests import history_of
 from tests.helpers.processes import project_env, wait_for, web_and_worker
 from whatsapp.signature import compute_signature
 
@@ -170,7 +171,7 @@ def test_a_voice_note_is_downloaded_transcribed_and_answered_by_a_real_worker(
     assert fake_graph.sends[1].json["text"] == {"body": "Claro! Quantas amostras?"}
     [transcription] = fake_openai.transcriptions
     assert (transcription.content, transcription.language) == (voice, "pt")
-    assert fake_openai.requests[1]["input"][-1] == {
+    assert history_of(fake_openai.requests[1])[-1] == {
         "role": "user",
         "content": "Quero um orçamento de potabilidade",
     }
@@ -273,5 +274,5 @@ def test_code_4_s_buttons_reach_the_graph_api_and_a_tap_on_confirmar_makes_the_l
     assert fake_graph.sends[1].json["text"] == {
         "body": "Perfeito, Ana! Sua solicitação foi registrada."
     }
-    assert fake_openai.requests[1]["input"][-1] == {"role": "user", "content": "Confirmar"}
+    assert history_of(fake_openai.requests[1])[-1] == {"role": "user", "content": "Confirmar"}
     wait_for(lambda: fake_openai.request_count == 3, timeout=30, what="the handoff summary")

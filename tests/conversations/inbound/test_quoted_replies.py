@@ -14,6 +14,7 @@ from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers.inbound import T, make_session
 from tests.helpers.meta_payloads import encode, load_fixture, signed_post
+from tests.helpers.model_requests import history_of
 
 pytestmark = pytest.mark.django_db
 
@@ -71,7 +72,7 @@ def test_a_quoted_reply_reaches_the_model_with_the_text_it_quotes(
 
     post(text_quoting("wamid.OUT01"))
 
-    assert openai_settings.requests[0]["input"] == [
+    assert history_of(openai_settings.requests[0]) == [
         {"role": "assistant", "content": QUESTION},
         {"role": "user", "content": f'(em resposta a: "{QUESTION}") De poço'},
     ]
@@ -96,7 +97,7 @@ def test_the_next_turn_s_history_keeps_the_quote(
 
     post(text_quoting("", body="Duas", id_="wamid.NEXT", at=60))
 
-    assert openai_settings.requests[1]["input"] == [
+    assert history_of(openai_settings.requests[1]) == [
         {"role": "assistant", "content": QUESTION},
         {"role": "user", "content": f'(em resposta a: "{QUESTION}") De poço'},
         {"role": "assistant", "content": "Certo, água de poço. Quantas amostras?"},
@@ -118,7 +119,7 @@ def test_a_long_quoted_message_is_cut_for_the_model(
     post(text_quoting("wamid.OUT01", body="Ok"))
 
     quote = " ".join(long_text.split())[:199].rstrip() + "…"
-    assert openai_settings.requests[0]["input"][-1] == {
+    assert history_of(openai_settings.requests[0])[-1] == {
         "role": "user",
         "content": f'(em resposta a: "{quote}") Ok',
     }
@@ -152,4 +153,4 @@ def test_a_reply_quoting_a_message_not_in_the_session_reads_as_written(
 
     post(text_quoting(quoted))
 
-    assert openai_settings.requests[0]["input"][-1] == {"role": "user", "content": "De poço"}
+    assert history_of(openai_settings.requests[0])[-1] == {"role": "user", "content": "De poço"}

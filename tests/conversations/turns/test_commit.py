@@ -54,7 +54,7 @@ def test_a_message_arriving_during_the_model_call_supersedes_the_draft(
     assert (answer.content, answer.error) == ("Olá! Claro, vamos falar da análise de água.", "")
     assert run.sent == [answer.pk]
     # The second call saw both messages, and not the superseded draft.
-    assert [m.content for m in run.llm.calls[1]["messages"]] == [
+    assert [m.content for m in run.llm.calls[1]["messages"] if m.role != "developer"] == [
         "Oi",
         "quero falar de análise de água",
     ]

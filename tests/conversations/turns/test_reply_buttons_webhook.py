@@ -18,6 +18,7 @@ from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers.meta_payloads import CUSTOMER_PHONE, encode, load_fixture, signed_post
+from tests.helpers.model_requests import history_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("catalog")]
 
@@ -73,7 +74,7 @@ def post(client: Client, capture: DjangoCaptureOnCommitCallbacks, body: bytes) -
 
 def conversation(request: dict[str, Any]) -> list[tuple[str, str]]:
     """The history a model request carried: (role, text) of each message."""
-    return [(item["role"], item["content"]) for item in request["input"] if "role" in item]
+    return [(item["role"], item["content"]) for item in history_of(request) if "role" in item]
 
 
 def ask_confirmation(

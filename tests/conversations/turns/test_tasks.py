@@ -21,6 +21,7 @@ from conversations.turns.tasks import (
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers.conversation_rows import inbound
+from tests.helpers.model_requests import history_of
 
 pytestmark = pytest.mark.django_db
 CUSTOMER_PHONE = "5511977776666"
@@ -85,7 +86,7 @@ def test_process_session_answers_through_the_model_and_the_graph_api(
 
     assert outcome == "drained"
     assert openai_settings.request_count == 1
-    assert openai_settings.requests[0]["input"][-1] == {"role": "user", "content": "Oi, bom dia"}
+    assert history_of(openai_settings.requests[0])[-1] == {"role": "user", "content": "Oi, bom dia"}
     [read] = fake_graph.reads
     assert read.json["message_id"] == message.wa_message_id
     [send] = fake_graph.sends
@@ -181,7 +182,7 @@ def test_a_garbage_summary_is_stored_with_the_error_and_the_raw_answer(
     assert summary.raw_json == "Não consigo resumir esta conversa."
     assert summary.identified_service == "AGUA_POTABILIDADE"
     request = openai_settings.requests[0]
-    assert "cliente: Quero analisar água de poço" in request["input"][0]["content"]
+    assert "cliente: Quero analisar água de poço" in history_of(request)[0]["content"]
 
 
 def test_the_summary_model_is_not_told_the_strategic_companys_name(
