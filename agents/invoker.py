@@ -35,7 +35,7 @@ from agents.llm import ChatMessage, LLMCallResult, LLMClient, LLMError
 from agents.prompts import builtin_template
 from agents.prompts.assembly import assemble_instructions
 from agents.prompts.cache import InstructionsCacheShare, instructions_cache_share
-from agents.prompts.conversation import build_conversation_context
+from agents.prompts.conversation import build_conversation_context, build_packages_item
 from agents.prompts.inputs import PromptInputs
 from agents.prompts.variables import VariableValue, prompt_variables
 from agents.sources import (
@@ -68,10 +68,14 @@ class InvokerConfig:
         return self.models[agent]
 
 
-def request_input(history: tuple[ChatMessage, ...], context: str) -> tuple[ChatMessage, ...]:
-    """A call's input items, as sent: the history, then the context item as a ``developer``
-    message (docs/decisions/0053)."""
-    return (*history, ChatMessage(role="developer", content=context))
+def request_input(
+    history: tuple[ChatMessage, ...], context: str, packages: str = ""
+) -> tuple[ChatMessage, ...]:
+    """A call's input items, as sent (docs/decisions/0053): the loaded packages' content as a
+    ``developer`` message when there is any, the history, then the context item as a
+    ``developer`` message."""
+    before = (ChatMessage(role="developer", content=packages),) if packages else ()
+    return (*before, *history, ChatMessage(role="developer", content=context))
 
 
 def cache_key_for(session_id: int) -> str:
@@ -95,13 +99,15 @@ class PreparedCall:
     context: str
     prompt_version: str
     context_snapshot: dict[str, Any]
+    # The loaded packages' content, sent before the history ("" when none is loaded).
+    packages: str = ""
     cache_key: str = ""
     # Only when `prepare` was asked to measure it (the prompt editor's preview).
     cache_share: InstructionsCacheShare | None = None
 
     @property
     def input(self) -> tuple[ChatMessage, ...]:
-        return request_input(self.messages, self.context)
+        return request_input(self.messages, self.context, self.packages)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,13 +119,15 @@ class AgentCall:
     # JSON-serialisable: what the call was built from, so a recorded turn can be replayed.
     context_snapshot: dict[str, Any]
     instructions: str
-    # The history, then the context item sent after it (`input` is both, as sent).
+    # The history, the context item sent after it and the packages sent before it (`input` is
+    # the three, as sent).
     messages: tuple[ChatMessage, ...]
     context: str
+    packages: str = ""
 
     @property
     def input(self) -> tuple[ChatMessage, ...]:
-        return request_input(self.messages, self.context)
+        return request_input(self.messages, self.context, self.packages)
 
 
 class AgentInvoker:
@@ -203,6 +211,7 @@ class AgentInvoker:
             instructions=prepared.instructions,
             messages=prepared.messages,
             context=prepared.context,
+            packages=prepared.packages,
         )
 
     def prepare(
@@ -267,6 +276,7 @@ class AgentInvoker:
             instructions=assemble_instructions(text, inputs),
             messages=selection.messages,
             context=build_conversation_context(inputs),
+            packages=build_packages_item(inputs),
             cache_key=cache_key_for(session.session_id),
             cache_share=(
                 instructions_cache_share(template, values, inputs) if measure_cache else None

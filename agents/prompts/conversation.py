@@ -57,8 +57,19 @@ def build_conversation_context(inputs: PromptInputs) -> str:
                 f"## Cadastro\n- Telefone do WhatsApp: {format_phone(session.customer_phone)}.\n"
                 f"Dados já coletados:\n{format_data(session.registration_data)}"
             )
-    sections.append(
-        "## Pacotes carregados nesta conversa\n" + format_loaded_packages(inputs.loaded_packages)
-    )
     sections.append(conversation_guards_section(inputs))
     return "\n\n".join(sections)
+
+
+PACKAGES_HEADING = (
+    "# Pacotes da base de conhecimento carregados nesta conversa (gerado pelo sistema)"
+)
+
+
+def build_packages_item(inputs: PromptInputs) -> str:
+    """The full content of the session's loaded packages, in the order they were loaded; empty
+    when none is. Sent before the history: it changes only when a package is loaded, and then
+    only at its end (docs/decisions/0053)."""
+    if not inputs.loaded_packages:
+        return ""
+    return f"{PACKAGES_HEADING}\n\n{format_loaded_packages(inputs.loaded_packages)}"

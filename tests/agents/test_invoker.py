@@ -282,9 +282,11 @@ def test_loaded_packages_are_loaded_by_id_and_unknown_ones_are_skipped() -> None
     call = make_invoker(kb=kb).invoke(session=session, agent=AgentName.QUALIFICACAO)
 
     assert kb.load_calls == [["COLETA_AGUA", "REMOVIDO", "UNIDADES_ENDERECOS"]]
-    assert "### COLETA_AGUA — Coleta de água\nUse o frasco estéril" in call.context
-    assert "### UNIDADES_ENDERECOS — Endereços das unidades\nUnidade Centro" in call.context
-    assert "Jejum de 8 horas" not in call.context + call.instructions
+    assert "### COLETA_AGUA — Coleta de água\nUse o frasco estéril" in call.packages
+    assert "### UNIDADES_ENDERECOS — Endereços das unidades\nUnidade Centro" in call.packages
+    assert call.input[0].role == "developer"
+    assert call.input[0].content == call.packages
+    assert "Jejum de 8 horas" not in call.packages + call.context + call.instructions
     assert call.context_snapshot["loaded_packages"] == [
         {"package_id": "COLETA_AGUA", "version": 12},
         {"package_id": "REMOVIDO", "version": None},

@@ -123,6 +123,7 @@ def test_request_per_agent_and_an_llmcall_row_on_success(
     assert request["model"] == models_per_agent[agent]
     assert request["instructions"] == call.instructions
     assert request["input"] == [
+        {"role": "developer", "content": call.packages},
         {"role": "user", "content": "mensagem 0"},
         {"role": "assistant", "content": "mensagem 1"},
         {"role": "user", "content": "mensagem 2"},
@@ -132,10 +133,10 @@ def test_request_per_agent_and_an_llmcall_row_on_success(
     assert "- PACOTE_000: Descrição curta 0" in call.instructions
     assert "- PACOTE_002: Descrição curta 2" in call.instructions
     assert "pacote inativo" not in call.instructions + call.context
-    # A loaded package's content is in the context item, after the history.
-    assert "Conteúdo completo do pacote 0." in call.context
-    assert "Conteúdo completo do pacote" not in call.instructions
-    assert "Conteúdo completo do pacote 1." not in call.context
+    # A loaded package's content is in the item before the history.
+    assert "Conteúdo completo do pacote 0." in call.packages
+    assert "Conteúdo completo do pacote" not in call.instructions + call.context
+    assert "Conteúdo completo do pacote 1." not in call.packages
     row = LLMCall.objects.get()
     assert (row.session_id, row.agent, row.purpose, row.outcome) == (
         session.pk,
@@ -248,9 +249,9 @@ def test_an_override_rendering_past_the_cap_with_real_values_falls_back(
     assert [(r.getMessage(), vars(r)["error"]) for r in caplog.records] == [
         ("prompt_override_render_failed", "rendered_too_long: over 60000 characters")
     ]
-    # The package is still given to the model once, in the context item.
-    assert call.context.count("Conteúdo grande.") == 2_000
-    assert call.instructions.count("Conteúdo grande.") == 0
+    # The package is still given to the model once, in the packages item.
+    assert call.packages.count("Conteúdo grande.") == 2_000
+    assert (call.instructions + call.context).count("Conteúdo grande.") == 0
 
 
 # One invocation: runtime config + strategic companies (2), active override (1), catalog
@@ -277,7 +278,7 @@ def test_one_invocation_makes_a_fixed_number_of_queries(
         call = invoker.invoke(session=context, agent=AgentName.TRIAGEM)
 
     assert len(call.messages) == min(messages, 50)
-    assert call.context.count("Conteúdo completo do pacote") == loaded
+    assert call.packages.count("Conteúdo completo do pacote") == loaded
 
 
 @pytest.mark.parametrize("pinned", ["override", "builtin"])

@@ -7,7 +7,7 @@ import pytest
 
 from agents.business_hours import BUSINESS_TZ
 from agents.context import CatalogSnapshot
-from agents.prompts.conversation import build_conversation_context
+from agents.prompts.conversation import build_conversation_context, build_packages_item
 from agents.prompts.metadata import build_metadata
 from agents.sources import RuntimeSettings
 from agents.states import PROMPT_AGENTS, AgentName, SessionState
@@ -162,14 +162,13 @@ def test_every_context_starts_with_instance_clock_hours_and_stage_and_ends_with_
         f"- Etapa atual: {stage}."
     )
     assert (
-        "## Pacotes carregados nesta conversa\n"
-        "### COLETA_AGUA — Coleta de água\n"
-        "Use o frasco estéril fornecido pelo laboratório; não enxágue o frasco.\n\n"
-        "## Regras fixas desta conversa (valem acima de qualquer instrução anterior)\n"
+        "\n\n## Regras fixas desta conversa (valem acima de qualquer instrução anterior)\n"
         "- Esta conversa: instância Laboratório Exemplo — Campinas (+55 19 3333-4444); "
     ) in text
-    # The catalog stays in the instructions.
+    # The catalog stays in the instructions, the packages' content in the item before the
+    # history.
     assert "Catálogo da base de conhecimento" not in text
+    assert "Use o frasco estéril" not in text
 
 
 def test_coleta_in_confirm_says_the_stage_is_confirmation() -> None:
@@ -180,23 +179,28 @@ def test_coleta_in_confirm_says_the_stage_is_confirmation() -> None:
     assert "\n- Etapa atual: confirmação.\n" in text
 
 
-def test_only_loaded_packages_appear_in_full() -> None:
+def test_the_packages_item_has_the_loaded_packages_in_full_in_the_order_they_were_loaded() -> None:
     inputs = make_inputs(
         AgentName.QUALIFICACAO,
-        session=make_session(AgentName.QUALIFICACAO, loaded_packages=("UNIDADES_ENDERECOS",)),
+        session=make_session(
+            AgentName.QUALIFICACAO, loaded_packages=("UNIDADES_ENDERECOS", "COLETA_AGUA")
+        ),
     )
 
-    text = build_conversation_context(inputs) + build_metadata(inputs)
+    assert build_packages_item(inputs) == (
+        "# Pacotes da base de conhecimento carregados nesta conversa (gerado pelo sistema)\n\n"
+        "### UNIDADES_ENDERECOS — Endereços das unidades\n"
+        "Unidade Centro: Rua das Flores, 100, Campinas/SP.\n\n"
+        "### COLETA_AGUA — Coleta de água\n"
+        "Use o frasco estéril fornecido pelo laboratório; não enxágue o frasco."
+    )
+    assert PACKAGES["PREPARO_EXAMES"].content not in (
+        build_conversation_context(inputs) + build_metadata(inputs) + build_packages_item(inputs)
+    )
 
-    assert PACKAGES["UNIDADES_ENDERECOS"].content in text
-    assert PACKAGES["COLETA_AGUA"].content not in text
-    assert PACKAGES["PREPARO_EXAMES"].content not in text
 
-
-def test_no_package_loaded_is_said_plainly() -> None:
-    text = build_conversation_context(make_inputs(AgentName.TRIAGEM))
-
-    assert "## Pacotes carregados nesta conversa\nnenhum pacote carregado\n\n" in text
+def test_no_package_loaded_means_no_packages_item() -> None:
+    assert build_packages_item(make_inputs(AgentName.TRIAGEM)) == ""
 
 
 def test_closed_on_a_holiday_with_the_next_opening() -> None:

@@ -451,7 +451,7 @@ def test_loaded_packages_are_replayed_at_the_version_the_call_was_given(
     replay()
 
     [sent] = model.requests
-    assert "Versão antiga: use o frasco azul." in sent["input"][-1]["content"]
+    assert "Versão antiga: use o frasco azul." in sent["input"][0]["content"]
     assert "frasco verde" not in json.dumps(sent, ensure_ascii=False)
     assert (call.context_snapshot or {})["loaded_packages"] == [
         {"package_id": "COLETA_AGUA", "version": package.history.earliest().history_id}

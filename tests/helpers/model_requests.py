@@ -4,9 +4,6 @@ from typing import Any
 
 
 def history_of(request: dict[str, Any]) -> list[dict[str, Any]]:
-    """A request's input items without the context item an agent call sends last (a
-    ``developer`` message, docs/decisions/0053): the conversation as the model reads it."""
-    items: list[dict[str, Any]] = list(request["input"])
-    if items and items[-1].get("role") == "developer":
-        items.pop()
-    return items
+    """A request's input items without the ``developer`` items an agent call sends around the
+    history (the loaded packages before it, the context item after it: docs/decisions/0053)."""
+    return [item for item in request["input"] if item.get("role") != "developer"]

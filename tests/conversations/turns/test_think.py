@@ -290,9 +290,11 @@ def test_code_99_loads_the_package_and_the_second_call_carries_its_content(
     run.run(session, capture=capture)
 
     first, second = run.llm.calls
-    # The content comes in the context item, the last input item.
-    assert PACKAGE_TEXT not in first["messages"][-1].content + first["instructions"]
-    assert PACKAGE_TEXT in second["messages"][-1].content
+    # The content comes in the first input item, before the history.
+    assert PACKAGE_TEXT not in "".join(m.content for m in first["messages"])
+    assert PACKAGE_TEXT not in first["instructions"] + second["instructions"]
+    assert second["messages"][0].role == "developer"
+    assert PACKAGE_TEXT in second["messages"][0].content
     session.refresh_from_db()
     assert (session.state, session.loaded_packages) == ("QUALIFYING", ["COLETA_DE_AMOSTRAS"])
     assert events(session) == [("context_loaded", "context_needed")]
