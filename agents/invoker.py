@@ -199,6 +199,7 @@ class AgentInvoker:
                 "prompt_version": prepared.prompt_version,
                 # Key names avoid "token": the log formatter redacts such keys as secrets.
                 "usage_input": result.tokens_input,
+                "usage_cached": result.tokens_cached,
                 "usage_output": result.tokens_output,
                 "latency_ms": result.latency_ms,
             },

@@ -44,6 +44,9 @@ class LLMCallResult:
     tokens_output: int
     latency_ms: int
     attempts: int = 1
+    # The part of `tokens_input` the provider read from its prompt cache (priced lower,
+    # conversations.model_prices); never more than `tokens_input`.
+    tokens_cached: int = 0
 
 
 class LLMError(Exception):
@@ -410,19 +413,35 @@ def _result_from(body: Any, model: str, attempts: int, latency_ms: int) -> LLMCa
         raise LLMProviderError("empty output text", attempts=attempts, latency_ms=latency_ms)
     usage = body.get("usage")
     usage = usage if isinstance(usage, dict) else {}
+    tokens_input = int(usage.get("input_tokens") or 0)
     return LLMCallResult(
         raw_response=text,
         model=body.get("model") or model,
-        tokens_input=int(usage.get("input_tokens") or 0),
+        tokens_input=tokens_input,
         tokens_output=int(usage.get("output_tokens") or 0),
         latency_ms=latency_ms,
         attempts=attempts,
+        tokens_cached=_cached_tokens(usage.get("input_tokens_details"), tokens_input),
     )
+
+
+def _cached_tokens(details: Any, tokens_input: int) -> int:
+    """``usage.input_tokens_details.cached_tokens``, 0 when absent, null or not a count. A
+    count above `tokens_input` is clamped to it rather than the call failed: the cached tokens
+    are a part of the input, and the answer itself is usable (and paid for); clamped, the
+    call's uncached input is never negative."""
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    # bool is an int subclass: a `true` is no count.
+    if not isinstance(cached, int) or isinstance(cached, bool) or cached < 0:
+        return 0
+    return min(cached, tokens_input)
 
 
 def _transcript_from(answer: Any, model: str, attempts: int, latency_ms: int) -> LLMCallResult:
     """The result of ``audio.transcriptions.create``: its text, and its token usage when the
-    model reports one (the gpt-4o transcription models do; whisper-1 reports seconds)."""
+    model reports one (the gpt-4o transcription models do; whisper-1 reports seconds). The
+    transcription usage has no cached count (its ``input_token_details`` splits audio from text
+    tokens only), so `tokens_cached` stays 0."""
     text = getattr(answer, "text", None)
     if not isinstance(text, str) or not text.strip():
         raise LLMProviderError("empty transcript", attempts=attempts, latency_ms=latency_ms)

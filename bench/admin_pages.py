@@ -175,7 +175,8 @@ def seed(rng: random.Random, *, user_id: int) -> int:
         turns = _turns(cursor)
         with cursor.copy(
             "COPY conversations_llmcall (session_id, turn_id, agent, purpose, model,"
-            " tokens_input, tokens_output, latency_ms, attempts, outcome, error, prompt_version,"
+            " tokens_input, cached_tokens, tokens_output, latency_ms, attempts, outcome, error,"
+            " prompt_version,"
             " raw_response, created_at) FROM STDIN"
         ) as copy:
             for sid, turn_id in turns:
@@ -187,6 +188,7 @@ def seed(rng: random.Random, *, user_id: int) -> int:
                         "agent",
                         "gpt-4o-mini",
                         rng.randint(800, 3000),
+                        0,
                         rng.randint(40, 400),
                         rng.randint(400, 3000),
                         1,

@@ -101,7 +101,8 @@ def seed(rng: random.Random) -> None:
     with connection.cursor() as cursor:
         with cursor.copy(
             "COPY conversations_llmcall (session_id, turn_id, agent, purpose, model,"
-            " tokens_input, tokens_output, latency_ms, attempts, outcome, error, prompt_version,"
+            " tokens_input, cached_tokens, tokens_output, latency_ms, attempts, outcome, error,"
+            " prompt_version,"
             " raw_response, created_at) FROM STDIN"
         ) as copy:
             for session, (at, version, triage, confirmed) in zip(sessions, plans, strict=True):
@@ -121,6 +122,7 @@ def seed(rng: random.Random) -> None:
                             "agent",
                             "gpt-4o-mini",
                             rng.randint(800, 3000),
+                            0,
                             rng.randint(40, 400),
                             rng.randint(400, 3000) + 100 * version,
                             1,
@@ -139,6 +141,7 @@ def seed(rng: random.Random) -> None:
                                 "repair",
                                 "gpt-4o-mini",
                                 300,
+                                0,
                                 80,
                                 600,
                                 1,

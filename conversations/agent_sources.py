@@ -114,12 +114,13 @@ class DatabaseCallRecorder:
     def record(self, call: CallRecord) -> None:
         if call.result is not None:
             result = call.result
-            usage = (result.tokens_input, result.tokens_output, result.latency_ms)
+            usage = (result.tokens_input, result.tokens_cached, result.tokens_output)
+            latency_ms = result.latency_ms
             attempts, outcome, error_text = result.attempts, OK_OUTCOME, ""
         else:
             assert call.error is not None, "a CallRecord holds a result or an error"
             error = call.error
-            usage = (0, 0, error.latency_ms)
+            usage, latency_ms = (0, 0, 0), error.latency_ms
             attempts, outcome, error_text = error.attempts, error.outcome, str(error)
         snapshot = call.context_snapshot
         row = LLMCall.objects.create(
@@ -130,8 +131,9 @@ class DatabaseCallRecorder:
             purpose=call.purpose,
             model=call.model[:_MODEL_CHARS],
             tokens_input=usage[0],
-            tokens_output=usage[1],
-            latency_ms=usage[2],
+            cached_tokens=usage[1],
+            tokens_output=usage[2],
+            latency_ms=latency_ms,
             attempts=attempts,
             outcome=outcome,
             error=error_text,
@@ -145,6 +147,7 @@ class DatabaseCallRecorder:
             latency_ms=row.latency_ms,
             tokens_input=row.tokens_input,
             tokens_output=row.tokens_output,
+            tokens_cached=row.cached_tokens,
         )
 
 

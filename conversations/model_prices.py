@@ -1,19 +1,31 @@
-"""The model provider's list prices, the one table every cost is computed from (the simulator's
-report, the ``lab_attendance_model_call_cost_usd_total`` metric)."""
+"""The model provider's list prices and the one cost formula every cost is computed with (a
+call's, a conversation's in the simulator, a prompt version's, a replay's and its cap, the
+``lab_attendance_model_call_cost_usd_total`` metric)."""
 
 import re
 from decimal import Decimal
+from typing import NamedTuple
 
-# USD per million tokens (input, output), OpenAI's list prices; a model not listed has no cost.
-MODEL_PRICES_USD: dict[str, tuple[Decimal, Decimal]] = {
-    "gpt-4o-mini": (Decimal("0.15"), Decimal("0.60")),
-    "gpt-4o": (Decimal("2.50"), Decimal("10.00")),
-    "gpt-4.1": (Decimal("2.00"), Decimal("8.00")),
-    "gpt-4.1-mini": (Decimal("0.40"), Decimal("1.60")),
-    "gpt-4.1-nano": (Decimal("0.10"), Decimal("0.40")),
-    "gpt-5": (Decimal("1.25"), Decimal("10.00")),
-    "gpt-5-mini": (Decimal("0.25"), Decimal("2.00")),
-    "gpt-5-nano": (Decimal("0.05"), Decimal("0.40")),
+
+class ModelPrice(NamedTuple):
+    """USD per million tokens. `cached_input` is the price of the input tokens the provider
+    read from its prompt cache (a prefix it saw in a recent request)."""
+
+    input: Decimal
+    cached_input: Decimal
+    output: Decimal
+
+
+# OpenAI's list prices; a model not listed has no cost.
+MODEL_PRICES_USD: dict[str, ModelPrice] = {
+    "gpt-4o-mini": ModelPrice(Decimal("0.15"), Decimal("0.075"), Decimal("0.60")),
+    "gpt-4o": ModelPrice(Decimal("2.50"), Decimal("1.25"), Decimal("10.00")),
+    "gpt-4.1": ModelPrice(Decimal("2.00"), Decimal("0.50"), Decimal("8.00")),
+    "gpt-4.1-mini": ModelPrice(Decimal("0.40"), Decimal("0.10"), Decimal("1.60")),
+    "gpt-4.1-nano": ModelPrice(Decimal("0.10"), Decimal("0.025"), Decimal("0.40")),
+    "gpt-5": ModelPrice(Decimal("1.25"), Decimal("0.125"), Decimal("10.00")),
+    "gpt-5-mini": ModelPrice(Decimal("0.25"), Decimal("0.025"), Decimal("2.00")),
+    "gpt-5-nano": ModelPrice(Decimal("0.05"), Decimal("0.005"), Decimal("0.40")),
 }
 
 
@@ -22,11 +34,26 @@ MODEL_PRICES_USD: dict[str, tuple[Decimal, Decimal]] = {
 _SNAPSHOT = re.compile(r"(?P<alias>.+)-\d{4}-\d{2}-\d{2}")
 
 
-def call_cost_usd(model: str, *, tokens_input: int, tokens_output: int) -> Decimal | None:
-    """One call's cost at `MODEL_PRICES_USD` (a dated snapshot at its alias's price); None when
-    the model has no listed price."""
+def model_price(model: str) -> ModelPrice | None:
+    """The model's list price (a dated snapshot's is its alias's); None when not listed."""
     snapshot = _SNAPSHOT.fullmatch(model)
-    prices = MODEL_PRICES_USD.get(snapshot["alias"] if snapshot else model)
-    if prices is None:
+    return MODEL_PRICES_USD.get(snapshot["alias"] if snapshot else model)
+
+
+def call_cost_usd(
+    model: str, *, tokens_input: int, tokens_output: int, tokens_cached: int = 0
+) -> Decimal | None:
+    """The cost of calls to `model` at its list price; None when it has none.
+
+    `tokens_cached` is the part of `tokens_input` read from the prompt cache: those are priced
+    at the cached-input price, the rest of the input at the input price. The counts may be one
+    call's or a sum over calls of one model (the formula is linear)."""
+    price = model_price(model)
+    if price is None:
         return None
-    return (tokens_input * prices[0] + tokens_output * prices[1]) / 1_000_000
+    if not 0 <= tokens_cached <= tokens_input:
+        raise ValueError(f"cached tokens ({tokens_cached}) outside 0..{tokens_input}")
+    uncached = tokens_input - tokens_cached
+    return (
+        uncached * price.input + tokens_cached * price.cached_input + tokens_output * price.output
+    ) / 1_000_000

@@ -625,6 +625,9 @@ class LLMCall(models.Model):
     purpose = models.CharField(_("purpose"), max_length=16, choices=LLMCallPurpose.choices)
     model = models.CharField(_("model"), max_length=64)
     tokens_input = models.PositiveIntegerField(_("input tokens"), default=0)
+    # The part of tokens_input read from the provider's prompt cache, priced lower
+    # (conversations.model_prices).
+    cached_tokens = models.PositiveIntegerField(_("cached input tokens"), default=0)
     tokens_output = models.PositiveIntegerField(_("output tokens"), default=0)
     latency_ms = models.PositiveIntegerField(_("latency (ms)"), default=0)
     attempts = models.PositiveSmallIntegerField(_("attempts"), default=1)

@@ -57,6 +57,12 @@ MODEL_CALL_TOKENS = Counter(
     "Tokens of the model calls, by agent, model and direction (input, output).",
     ["agent", "model", "direction"],
 )
+MODEL_CALL_CACHED_TOKENS = Counter(
+    f"{PREFIX}model_call_cached_tokens",
+    "Input tokens of the model calls read from the provider's prompt cache (a part of the "
+    "input direction of model_call_tokens), by agent and model.",
+    ["agent", "model"],
+)
 MODEL_CALL_COST = Counter(
     f"{PREFIX}model_call_cost_usd",
     "Cost of the model calls at the list prices (conversations.model_prices), in USD.",
@@ -114,9 +120,16 @@ def handoff_counted(reason: str) -> None:
 
 
 def model_call_observed(
-    *, agent: str, model: str, latency_ms: int, tokens_input: int, tokens_output: int
+    *,
+    agent: str,
+    model: str,
+    latency_ms: int,
+    tokens_input: int,
+    tokens_output: int,
+    tokens_cached: int = 0,
 ) -> None:
-    """One model call, successful or not (a failed call's latency counts, its tokens are 0)."""
+    """One model call, successful or not (a failed call's latency counts, its tokens are 0);
+    `tokens_cached` is the part of `tokens_input` read from the prompt cache."""
     if _UNCOUNTED.get():
         return
     MODEL_CALL_SECONDS.labels(agent=agent, model=model).observe(latency_ms / 1000)
@@ -124,7 +137,11 @@ def model_call_observed(
         MODEL_CALL_TOKENS.labels(agent=agent, model=model, direction="input").inc(tokens_input)
     if tokens_output:
         MODEL_CALL_TOKENS.labels(agent=agent, model=model, direction="output").inc(tokens_output)
-    cost = call_cost_usd(model, tokens_input=tokens_input, tokens_output=tokens_output)
+    if tokens_cached:
+        MODEL_CALL_CACHED_TOKENS.labels(agent=agent, model=model).inc(tokens_cached)
+    cost = call_cost_usd(
+        model, tokens_input=tokens_input, tokens_output=tokens_output, tokens_cached=tokens_cached
+    )
     if cost:
         MODEL_CALL_COST.labels(agent=agent, model=model).inc(float(cost))
 

@@ -78,6 +78,8 @@ class ReplayRun(models.Model):
     repaired = models.PositiveIntegerField(_("repaired answers"), default=0)
     provider_errors = models.PositiveIntegerField(_("provider errors"), default=0)
     tokens_input = models.PositiveIntegerField(_("input tokens"), default=0)
+    # The part of tokens_input read from the provider's prompt cache.
+    cached_tokens = models.PositiveIntegerField(_("cached input tokens"), default=0)
     tokens_output = models.PositiveIntegerField(_("output tokens"), default=0)
     cost_usd = models.DecimalField(
         _("cost (USD)"), default=Decimal("0"), max_digits=12, decimal_places=6
@@ -152,6 +154,8 @@ class ReplayResult(models.Model):
     state_changed = models.BooleanField(_("state change changed"), default=False)
     handoff_changed = models.BooleanField(_("handoff changed"), default=False)
     tokens_input = models.PositiveIntegerField(_("input tokens"), default=0)
+    # The part of tokens_input read from the provider's prompt cache.
+    cached_tokens = models.PositiveIntegerField(_("cached input tokens"), default=0)
     tokens_output = models.PositiveIntegerField(_("output tokens"), default=0)
     cost_usd = models.DecimalField(
         _("cost (USD)"), default=Decimal("0"), max_digits=12, decimal_places=6

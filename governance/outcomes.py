@@ -96,6 +96,8 @@ class VersionMetrics:
     leads: int = 0
     repairs: int = 0
     tokens_input: int = 0
+    # The part of tokens_input read from the provider's prompt cache.
+    cached_tokens: int = 0
     tokens_output: int = 0
     cost_usd: Decimal | None = Decimal("0")
     latency_p50_ms: float | None = None
@@ -136,6 +138,13 @@ class VersionMetrics:
     def tokens_per_session(self) -> float:
         total = self.tokens_input + self.tokens_output
         return total / self.sessions if self.sessions else 0.0
+
+    @property
+    def cache_hit_share(self) -> float | None:
+        """Cached input tokens, % of the input tokens; None without input tokens."""
+        if not self.tokens_input:
+            return None
+        return percent(self.cached_tokens, self.tokens_input)
 
     @property
     def cost_per_session_usd(self) -> Decimal | None:
@@ -277,18 +286,21 @@ def _add_outcomes(versions: dict[str, VersionMetrics], calls: QuerySet[LLMCall])
             metrics.handoffs_by_reason[reason] = row["n_sessions"]
 
 
-# version -> model -> [tokens_input, tokens_output]
+# version -> model -> [tokens_input, cached_tokens, tokens_output]
 Priced = dict[str, dict[str, list[int]]]
+_TOKEN_SUMS = {
+    "tokens_in": Sum("tokens_input"),
+    "tokens_cached": Sum("cached_tokens"),
+    "tokens_out": Sum("tokens_output"),
+}
 
 
 def _add_tokens(versions: dict[str, VersionMetrics], calls: QuerySet[LLMCall]) -> Priced:
     """Query 2: the agent calls' tokens per version and model (priced per model)."""
-    priced: Priced = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    rows = calls.values_list("prompt_version", "model").annotate(
-        tokens_in=Sum("tokens_input"), tokens_out=Sum("tokens_output")
-    )
-    for version, model, tokens_in, tokens_out in rows:
-        _count_tokens(versions[version], priced, model, tokens_in, tokens_out)
+    priced: Priced = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
+    rows = calls.values_list("prompt_version", "model").annotate(**_TOKEN_SUMS)
+    for version, model, *tokens in rows:
+        _count_tokens(versions[version], priced, model, tokens)
     return priced
 
 
@@ -309,31 +321,40 @@ def _add_repairs(
         .annotate(agent_version=Subquery(version_of_turn))
         .filter(agent_version__isnull=False)
         .values_list("agent_version", "model")
-        .annotate(n=Count("id"), tokens_in=Sum("tokens_input"), tokens_out=Sum("tokens_output"))
+        .annotate(n=Count("id"), **_TOKEN_SUMS)
     )
-    for version, model, repairs, tokens_in, tokens_out in rows:
+    for version, model, repairs, *tokens in rows:
         metrics = versions.get(version)
         if metrics is None:  # the agent call's version is outside the period's agent calls
             continue
         metrics.repairs += repairs
-        _count_tokens(metrics, priced, model, tokens_in, tokens_out)
+        _count_tokens(metrics, priced, model, tokens)
 
 
 def _count_tokens(
-    metrics: VersionMetrics, priced: Priced, model: str, tokens_in: int, tokens_out: int
+    metrics: VersionMetrics, priced: Priced, model: str, tokens: Sequence[int]
 ) -> None:
+    """`tokens`: the sums of input, cached input and output tokens."""
+    tokens_in, tokens_cached, tokens_out = tokens
     metrics.tokens_input += tokens_in
+    metrics.cached_tokens += tokens_cached
     metrics.tokens_output += tokens_out
     totals = priced[metrics.version][model]
     totals[0] += tokens_in
-    totals[1] += tokens_out
+    totals[1] += tokens_cached
+    totals[2] += tokens_out
 
 
 def _set_costs(versions: dict[str, VersionMetrics], priced: Priced) -> None:
     for version, models in priced.items():
         cost: Decimal | None = Decimal("0")
-        for model, (tokens_in, tokens_out) in models.items():
-            price = call_cost_usd(model, tokens_input=tokens_in, tokens_output=tokens_out)
+        for model, (tokens_in, tokens_cached, tokens_out) in models.items():
+            price = call_cost_usd(
+                model,
+                tokens_input=tokens_in,
+                tokens_output=tokens_out,
+                tokens_cached=tokens_cached,
+            )
             cost = None if cost is None or price is None else cost + price
         versions[version].cost_usd = cost
 

@@ -128,6 +128,11 @@ def decimal(value: float | None, places: int = 1) -> str:
     return number_format(round(value, places), places, force_grouping=True)
 
 
+def percent_text(value: float | None) -> str:
+    """A share with one decimal and the percent sign ("90,0 %"); a dash for None."""
+    return DASH if value is None else f"{decimal(value)} %"
+
+
 def points_change(current: float, previous: float | None) -> str:
     """The change in percentage points, signed: "+4,2 p.p."; a dash without a previous."""
     if previous is None:
@@ -155,6 +160,7 @@ class VersionRow:
     leads_per_session: str
     tokens_per_session: str
     cost_per_session: str
+    cache_share: str
     latency: str
     by_reason: list[str]
 
@@ -184,6 +190,7 @@ def version_rows(metrics: PromptMetrics, reasons: list[HandoffReason]) -> list[V
                 leads_per_session=decimal(one.leads_per_session, 2),
                 tokens_per_session=decimal(one.tokens_per_session, 0),
                 cost_per_session=DASH if cost is None else number_format(round(cost, 6), 6),
+                cache_share=percent_text(one.cache_hit_share),
                 latency=f"{decimal(one.latency_p50_ms, 0)} / {decimal(one.latency_p95_ms, 0)}",
                 by_reason=[
                     f"{decimal(one.handoff_rate_for(reason.value))} %" for reason in reasons

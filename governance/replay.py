@@ -349,6 +349,7 @@ class _Totals:
     repaired: int = 0
     provider_errors: int = 0
     tokens_input: int = 0
+    cached_tokens: int = 0
     tokens_output: int = 0
     cost_usd: Decimal = field(default_factory=lambda: Decimal("0"))
 
@@ -633,7 +634,11 @@ def _cost(calls: tuple[LLMCallResult, ...], *, asked: str) -> Decimal:
     run's model, which has a price: an unpriced run does not start)."""
     total = Decimal("0")
     for result in calls:
-        tokens = {"tokens_input": result.tokens_input, "tokens_output": result.tokens_output}
+        tokens = {
+            "tokens_input": result.tokens_input,
+            "tokens_output": result.tokens_output,
+            "tokens_cached": result.tokens_cached,
+        }
         cost = call_cost_usd(result.model, **tokens)
         if cost is None:
             cost = call_cost_usd(asked, **tokens)
@@ -657,7 +662,11 @@ def _result_write(
     replayed = answer.outcome if answer is not None else None
     calls = answer.calls if answer is not None else ()
     cost = _cost(calls, asked=run.model)
-    tokens = (sum(c.tokens_input for c in calls), sum(c.tokens_output for c in calls))
+    tokens = (
+        sum(c.tokens_input for c in calls),
+        sum(c.tokens_cached for c in calls),
+        sum(c.tokens_output for c in calls),
+    )
     changed = {"code": False, "state": False, "handoff": False}
     if recorded is not None and replayed is not None:
         changed = {
@@ -674,7 +683,8 @@ def _result_write(
         totals.repaired += replayed.contract == ContractOutcome.REPAIRED
     totals.provider_errors += answer is not None and answer.provider_error
     totals.tokens_input += tokens[0]
-    totals.tokens_output += tokens[1]
+    totals.cached_tokens += tokens[1]
+    totals.tokens_output += tokens[2]
     totals.cost_usd += cost
     snapshot = call.context_snapshot or {}
     with transaction.atomic():
@@ -701,7 +711,8 @@ def _result_write(
             state_changed=changed["state"],
             handoff_changed=changed["handoff"],
             tokens_input=tokens[0],
-            tokens_output=tokens[1],
+            cached_tokens=tokens[1],
+            tokens_output=tokens[2],
             cost_usd=cost,
             latency_ms=answer.latency_ms if answer is not None else 0,
         )

@@ -47,7 +47,7 @@ from conversations.agent_sources import DatabaseCallRecorder
 from conversations.handoff import handoff_summary_generate
 from conversations.inbound.events import payload_apply
 from conversations.inbound.session_rules import open_session_find
-from conversations.model_prices import MODEL_PRICES_USD
+from conversations.model_prices import call_cost_usd
 from conversations.models import (
     SUPERSEDED,
     Direction,
@@ -464,7 +464,15 @@ def turn_report(*, session_id: int, after_message_id: int, after_call_id: int) -
     calls = list(
         LLMCall.objects.filter(session_id=session_id, pk__gt=after_call_id)
         .order_by("id")
-        .values("agent", "purpose", "model", "tokens_input", "tokens_output", "raw_response")
+        .values(
+            "agent",
+            "purpose",
+            "model",
+            "tokens_input",
+            "cached_tokens",
+            "tokens_output",
+            "raw_response",
+        )
     )
     # The model's last code (a handoff's 98 is in no row: its message is never sent), else the
     # last code written (a fixed answer).
@@ -489,6 +497,7 @@ def turn_report(*, session_id: int, after_message_id: int, after_call_id: int) -
         packages=[str(p) for p in session.loaded_packages or []],
         tokens={
             "input": sum(c["tokens_input"] for c in calls),
+            "cached": sum(c["cached_tokens"] for c in calls),
             "output": sum(c["tokens_output"] for c in calls),
         },
         cost_usd=calls_cost_usd(calls),
@@ -505,13 +514,19 @@ def _model_code(call: Mapping[str, Any]) -> int | None:
 
 
 def calls_cost_usd(calls: Sequence[Mapping[str, Any]]) -> float | None:
-    """The calls' cost at `MODEL_PRICES_USD`; None when a model has no listed price."""
+    """The calls' cost (`call_cost_usd`, cached input at its own price); None when a model has
+    no listed price."""
     total = Decimal(0)
     for call in calls:
-        prices = MODEL_PRICES_USD.get(call["model"])
-        if prices is None:
+        cost = call_cost_usd(
+            call["model"],
+            tokens_input=call["tokens_input"],
+            tokens_output=call["tokens_output"],
+            tokens_cached=call["cached_tokens"],
+        )
+        if cost is None:
             return None
-        total += (call["tokens_input"] * prices[0] + call["tokens_output"] * prices[1]) / 1_000_000
+        total += cost
     return float(total.quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP))
 
 

@@ -184,6 +184,7 @@ class LLMCallAdmin(ReadOnlyAdmin[LLMCall]):
         "purpose",
         "model",
         "tokens_input",
+        "cached_tokens",
         "tokens_output",
         "latency_ms",
         "attempts",

@@ -21,7 +21,7 @@ from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.forms import override_problems
 from prompts_admin.models import PromptOverride, RuntimeConfig
 from tests import baker_recipes as recipes
-from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.openai_server import FakeOpenAIServer, prompt_text
 from tests.helpers.fake_collaborators import TEMPLATE_ATTACKS, FakeLLM
 
 pytestmark = pytest.mark.django_db
@@ -157,6 +157,48 @@ def test_request_per_agent_and_an_llmcall_row_on_success(
     assert snapshot is not None
     assert snapshot["loaded_packages"] == [{"package_id": "PACOTE_000", "version": package_version}]
     assert snapshot["state"] == STATE_OF[agent].value
+
+
+def test_the_cached_input_tokens_the_model_reports_are_recorded_and_logged(
+    fake_openai: FakeOpenAIServer,
+    models_per_agent: dict[AgentName, str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    session = make_world()
+    fake_openai.queue_text('{"s":1}Certo!', input_tokens=1500, cached_tokens=1280)
+
+    with caplog.at_level(logging.INFO, logger="agents.invoker"):
+        build_agent_invoker(llm=client_for(fake_openai)).invoke(
+            session=session_context(session), agent=AgentName.TRIAGEM
+        )
+
+    row = LLMCall.objects.get()
+    assert (row.tokens_input, row.cached_tokens, row.tokens_output) == (1500, 1280, 5)
+    [logged] = [r for r in caplog.records if r.getMessage() == "agent_invoked"]
+    assert (vars(logged)["usage_input"], vars(logged)["usage_cached"]) == (1500, 1280)
+
+
+def test_the_same_call_again_reads_its_prompt_from_the_fakes_cache(
+    fake_openai: FakeOpenAIServer, models_per_agent: dict[AgentName, str]
+) -> None:
+    """Counted by the fake (tests/fakes/openai_server.py): a request identical to an earlier
+    one has its whole prompt, floored to 128 tokens, read from the cache."""
+    session = make_world()
+    # Long enough to pass the cache's 1,024-token threshold whatever follows it.
+    PromptOverride.objects.create(agent="triagem", content="Regras fixas. " * 330, is_active=True)
+    fixed = timezone.now()
+    invoker = build_agent_invoker(llm=client_for(fake_openai), clock=lambda: fixed)
+    for _ in range(2):
+        fake_openai.queue_text('{"s":1}Certo!', input_tokens=None)
+        invoker.invoke(session=session_context(session), agent=AgentName.TRIAGEM)
+
+    first, second = LLMCall.objects.order_by("id").values_list("tokens_input", "cached_tokens")
+    assert fake_openai.requests[0] == fake_openai.requests[1]
+    chars = len(prompt_text(fake_openai.requests[1]))
+    # Input: the characters ÷ 4 rounded up; the cached prefix (all of it) ÷ 4 rounded down,
+    # floored to a multiple of 128.
+    assert [first, second] == [(-(-chars // 4), 0), (-(-chars // 4), chars // 4 // 128 * 128)]
+    assert second[1] >= 1152
 
 
 def test_an_active_override_is_used_and_its_history_id_recorded(

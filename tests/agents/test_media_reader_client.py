@@ -49,11 +49,19 @@ def test_a_transcription_uploads_the_audio_with_the_model_and_the_language(
             content=OGG,
         )
     ]
-    assert (result.raw_response, result.model, result.tokens_input, result.tokens_output) == (
+    assert (
+        result.raw_response,
+        result.model,
+        result.tokens_input,
+        result.tokens_output,
+        result.tokens_cached,
+    ) == (
         "Quero analisar a água do poço.",
         "gpt-4o-mini-transcribe",
         42,
         9,
+        # The transcription usage has no cached count.
+        0,
     )
     assert result.attempts == 1
     assert fake_openai.requests == []  # nothing went to /responses
@@ -112,7 +120,10 @@ def test_an_image_is_described_through_the_responses_api_as_an_input_image(
     fake_openai: FakeOpenAIServer,
 ) -> None:
     fake_openai.queue_text(
-        "Foto de um frasco com a etiqueta Poço 2.", input_tokens=300, output_tokens=12
+        "Foto de um frasco com a etiqueta Poço 2.",
+        input_tokens=1300,
+        cached_tokens=1152,
+        output_tokens=12,
     )
 
     result = make_client(fake_openai).describe(
@@ -137,8 +148,9 @@ def test_an_image_is_described_through_the_responses_api_as_an_input_image(
             ],
         }
     ]
-    assert (result.raw_response, result.tokens_input, result.tokens_output) == (
-        "Foto de um frasco com a etiqueta Poço 2.",
-        300,
-        12,
-    )
+    assert (
+        result.raw_response,
+        result.tokens_input,
+        result.tokens_cached,
+        result.tokens_output,
+    ) == ("Foto de um frasco com a etiqueta Poço 2.", 1300, 1152, 12)

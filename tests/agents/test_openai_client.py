@@ -81,6 +81,113 @@ def test_text_tokens_model_and_latency_come_from_the_response(
     assert 50 <= result.latency_ms < 1000
 
 
+def usage_body(details: Any) -> dict[str, Any]:
+    """A completed answer of 2,000 input tokens whose usage has these input token details
+    (the key left out when `details` is `OMITTED`)."""
+    usage: dict[str, Any] = {"input_tokens": 2000, "output_tokens": 30, "total_tokens": 2030}
+    if details is not OMITTED:
+        usage["input_tokens_details"] = details
+    message = {"type": "output_text", "text": '{"s":1}Olá!', "annotations": []}
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1,
+        "model": "gpt-test-triage",
+        "status": "completed",
+        "output": [{"type": "message", "role": "assistant", "content": [message]}],
+        "usage": usage,
+    }
+
+
+OMITTED = object()
+
+
+@pytest.mark.parametrize(
+    ("details", "cached"),
+    [
+        ({"cached_tokens": 1536}, 1536),
+        ({"cached_tokens": 0}, 0),
+        (OMITTED, 0),
+        (None, 0),
+        ({}, 0),
+        ({"cached_tokens": None}, 0),
+        ({"cached_tokens": "1536"}, 0),
+        ({"cached_tokens": True}, 0),
+        ({"cached_tokens": -1}, 0),
+        ({"cached_tokens": 1999}, 1999),
+        ({"cached_tokens": 2000}, 2000),
+        # More than the input: clamped to it (the answer is kept).
+        ({"cached_tokens": 2001}, 2000),
+        ("1536", 0),
+    ],
+)
+def test_the_cached_tokens_come_from_the_input_token_details(
+    fake_openai: FakeOpenAIServer, details: Any, cached: int
+) -> None:
+    fake_openai.queue_raw(200, usage_body(details))
+
+    result = call(make_client(fake_openai))
+
+    assert (result.raw_response, result.tokens_input, result.tokens_cached) == (
+        '{"s":1}Olá!',
+        2000,
+        cached,
+    )
+
+
+@pytest.mark.parametrize(
+    ("shared_chars", "cached"),
+    [
+        # Shared prefix ÷ 4 = 1,023 tokens: under OpenAI's 1,024, nothing cached.
+        (4095, 0),
+        (4096, 1024),
+        # 1,151 tokens: floored to the 128-token step.
+        (4607, 1024),
+        (4608, 1152),
+    ],
+)
+def test_the_fake_counts_the_prefix_a_request_shares_with_an_earlier_one(
+    fake_openai: FakeOpenAIServer, shared_chars: int, cached: int
+) -> None:
+    client = make_client(fake_openai)
+    fake_openai.queue_text('{"s":1}Olá!', input_tokens=None)
+    fake_openai.queue_text('{"s":1}Olá!', input_tokens=None)
+    # Instructions of 5,008 characters differing after the first `shared_chars`, then
+    # "\nuser: Oi" (9): prompt texts of 5,017 characters, 1,255 tokens.
+    prompts = ["A" * shared_chars + end * (5008 - shared_chars) for end in ("B", "C")]
+
+    first, second = (
+        client.chat(
+            model="gpt-test-triage",
+            instructions=prompt,
+            messages=[ChatMessage("user", "Oi")],
+            purpose="agent",
+        )
+        for prompt in prompts
+    )
+
+    assert (first.tokens_input, first.tokens_cached) == (1255, 0)
+    assert (second.tokens_input, second.tokens_cached) == (1255, cached)
+
+
+def test_the_fake_caches_nothing_across_models(fake_openai: FakeOpenAIServer) -> None:
+    client = make_client(fake_openai)
+    for _ in range(2):
+        fake_openai.queue_text('{"s":1}Olá!', input_tokens=None)
+    results = [
+        client.chat(
+            model=model,
+            instructions="A" * 6000,
+            messages=[ChatMessage("user", "Oi")],
+            purpose="agent",
+        )
+        for model in ("gpt-test-triage", "gpt-test-other")
+    ]
+
+    # 6,009 characters: 1,503 tokens, none cached for a model never asked before.
+    assert [(r.tokens_input, r.tokens_cached) for r in results] == [(1503, 0), (1503, 0)]
+
+
 @pytest.mark.parametrize("status", [500, 502, 503])
 def test_a_5xx_is_retried_once_then_fails_as_provider_error(
     fake_openai: FakeOpenAIServer, status: int

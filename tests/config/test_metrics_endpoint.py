@@ -66,7 +66,7 @@ COUNT_IN_A_PROCESS = (
     "import django; django.setup(); from conversations import prometheus as metrics; "
     "metrics.turn_counted('committed'); metrics.send_counted('failed', 131047); "
     "metrics.model_call_observed(agent='triagem', model='gpt-4o-mini', latency_ms=1500, "
-    "tokens_input=100, tokens_output=10)"
+    "tokens_input=100, tokens_output=10, tokens_cached=40)"
 )
 
 
@@ -95,7 +95,9 @@ def test_the_multiprocess_mode_sums_what_every_process_counted(
         f"lab_attendance_model_call_seconds_sum{{{call}}}": 3.0,
         'lab_attendance_model_call_tokens_total{agent="triagem",direction="input",model="gpt-4o-mini"}': 200.0,
         'lab_attendance_model_call_tokens_total{agent="triagem",direction="output",model="gpt-4o-mini"}': 20.0,
-        f"lab_attendance_model_call_cost_usd_total{{{call}}}": 0.000042,
+        f"lab_attendance_model_call_cached_tokens_total{{{call}}}": 80.0,
+        # Twice (60 × 0.15 + 40 × 0.075 + 10 × 0.60) / 1 000 000 USD.
+        f"lab_attendance_model_call_cost_usd_total{{{call}}}": 0.000036,
         "lab_attendance_oldest_pending_inbound_age_seconds{}": 0.0,
         "lab_attendance_leases_expired{}": 0.0,
     }
@@ -128,6 +130,7 @@ def metric_names() -> set[str]:
         metrics.TURNS,
         metrics.HANDOFFS,
         metrics.MODEL_CALL_TOKENS,
+        metrics.MODEL_CALL_CACHED_TOKENS,
         metrics.MODEL_CALL_COST,
         metrics.SENDS,
     ]

@@ -18,6 +18,24 @@ Usage (the `fake_openai` fixture is registered for the whole suite in tests/conf
 
 To point code that reads settings at the fake, use the `openai_settings` fixture (it sets
 OPENAI_BASE_URL and OPENAI_API_KEY through pytest-django's `settings`).
+
+Token usage. An answer reports the `input_tokens` and `cached_tokens` it was queued with (10 and
+0 by default). Queued with ``input_tokens=None``, the fake counts them from the request instead,
+so a test can assert what OpenAI's prompt cache would do with the requests the code sends:
+
+- the request's prompt text is its ``instructions``, then for each ``input`` item a newline, its
+  ``role``, ``": "`` and its ``content`` (a string as is; anything else as
+  ``json.dumps(content, sort_keys=True, ensure_ascii=False)``);
+- ``input_tokens`` = the prompt text's length in characters ÷ 4, rounded up;
+- the cached prefix = the longest common prefix, in characters, of this prompt text and that of
+  any earlier ``/v1/responses`` request to this fake with the same ``model`` (whatever answer
+  those requests got), ÷ 4 rounded down;
+- ``cached_tokens`` = 0 when that prefix is under 1024 tokens (so also when the request is),
+  else the prefix floored to a multiple of 128 tokens (OpenAI caches from 1,024 tokens on, in
+  steps of 128).
+
+For example, two requests of the same model whose prompt texts share their first 4,600
+characters: the prefix is 1,150 tokens, the second reports ``cached_tokens`` 1,024.
 """
 
 import itertools
@@ -35,7 +53,49 @@ from werkzeug import Request, Response
 
 RESPONSES_PATH = "/v1/responses"
 TRANSCRIPTIONS_PATH = "/v1/audio/transcriptions"
+CHARS_PER_TOKEN = 4
+CACHE_MIN_TOKENS = 1024
+CACHE_STEP_TOKENS = 128
 _ids = itertools.count(1)
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    """A request's prompt as the fake counts it (see the module docstring)."""
+    parts = [str(body.get("instructions") or "")]
+    items = body.get("input") or []
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    for item in items:
+        item = item if isinstance(item, dict) else {"content": item}
+        content = item.get("content")
+        if not isinstance(content, str):
+            content = json.dumps(content, sort_keys=True, ensure_ascii=False)
+        parts.append(f"{item.get('role', '')}: {content}")
+    return "\n".join(parts)
+
+
+def _shared_chars(one: str, other: str) -> int:
+    """How many leading characters the two texts have in common (a binary search on slices
+    compared in C: prompts run to tens of thousands of characters)."""
+    low, high = 0, min(len(one), len(other))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if one[:middle] == other[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def counted_usage(text: str, earlier: list[str]) -> tuple[int, int]:
+    """(input_tokens, cached_tokens) of a prompt `text` after the `earlier` prompts of its
+    model (see the module docstring)."""
+    input_tokens = -(-len(text) // CHARS_PER_TOKEN)
+    shared = max((_shared_chars(text, other) for other in earlier), default=0)
+    prefix = shared // CHARS_PER_TOKEN
+    if prefix < CACHE_MIN_TOKENS:
+        return input_tokens, 0
+    return input_tokens, prefix // CACHE_STEP_TOKENS * CACHE_STEP_TOKENS
 
 
 @dataclass(frozen=True)
@@ -64,6 +124,7 @@ def responses_object(
     status: str = "completed",
     input_tokens: int = 10,
     output_tokens: int = 5,
+    cached_tokens: int = 0,
     incomplete_reason: str | None = None,
 ) -> dict[str, Any]:
     """A full Responses API object with one `message` output item holding `text`."""
@@ -96,7 +157,7 @@ def responses_object(
         "top_p": 1.0,
         "usage": {
             "input_tokens": input_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": cached_tokens},
             "output_tokens": output_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": input_tokens + output_tokens,
@@ -122,6 +183,11 @@ _DEFAULT_ERRORS: dict[int, tuple[str, str]] = {
 }
 
 
+def _counts_tokens(answer: _Answer) -> bool:
+    spec = answer.body
+    return isinstance(spec, dict) and "input_tokens" in spec and spec["input_tokens"] is None
+
+
 class FakeOpenAIServer:
     """Queue answers, then read what the SDK sent."""
 
@@ -134,6 +200,8 @@ class FakeOpenAIServer:
         self.unanswered: list[dict[str, Any]] = []
         self._transcript_queue: deque[_Answer] = deque()
         self._transcriptions: list[Transcription] = []
+        # The prompt texts received, by model: what a counted answer's cache is read from.
+        self._prompts: dict[str, list[str]] = {}
         server.expect_request(RESPONSES_PATH, method="POST").respond_with_handler(self._handle)
         server.expect_request(TRANSCRIPTIONS_PATH, method="POST").respond_with_handler(
             self._transcribe
@@ -151,11 +219,16 @@ class FakeOpenAIServer:
         text: str,
         *,
         model: str | None = None,
-        input_tokens: int = 10,
+        input_tokens: int | None = 10,
         output_tokens: int = 5,
+        cached_tokens: int = 0,
         delay: float = 0.0,
     ) -> None:
-        """A completed response whose output_text is `text`; `model` defaults to the request's."""
+        """A completed response whose output_text is `text`; `model` defaults to the request's.
+        `input_tokens=None`: the input and cached tokens are counted from the request (see the
+        module docstring), and `cached_tokens` must stay 0."""
+        if input_tokens is None and cached_tokens:
+            raise ValueError("counted tokens: cached_tokens is counted too")
         self._push(
             _Answer(
                 200,
@@ -164,6 +237,7 @@ class FakeOpenAIServer:
                     "model": model,
                     "status": "completed",
                     "input_tokens": input_tokens,
+                    "cached_tokens": cached_tokens,
                     "output_tokens": output_tokens,
                 },
                 delay,
@@ -188,6 +262,7 @@ class FakeOpenAIServer:
                     "status": "incomplete",
                     "incomplete_reason": reason,
                     "input_tokens": input_tokens,
+                    "cached_tokens": 0,
                     "output_tokens": output_tokens,
                 },
             )
@@ -276,6 +351,7 @@ class FakeOpenAIServer:
             self.unanswered.clear()
             self._transcript_queue.clear()
             self._transcriptions.clear()
+            self._prompts.clear()
 
     # --- server side ------------------------------------------------------------------------
 
@@ -288,17 +364,26 @@ class FakeOpenAIServer:
             body = json.loads(request.get_data(as_text=True) or "{}")
         except ValueError:
             body = {"_unparsable": request.get_data(as_text=True)}
+        text, model = ("", "")
+        if isinstance(body, dict):
+            text, model = prompt_text(body), str(body.get("model", ""))
         with self._lock:
             self._requests.append(body)
             self._headers.append({k.lower(): v for k, v in request.headers.items()})
+            earlier = self._prompts.setdefault(model, [])
             answer = self._queue.popleft() if self._queue else None
+            # Counted only for an answer that asks (most tests send many long prompts).
+            counted = (0, 0)
+            if answer is not None and _counts_tokens(answer):
+                counted = counted_usage(text, earlier)
+            earlier.append(text)
             if answer is None:
                 self.unanswered.append(body)
         if answer is None:
             return Response("fake OpenAI server: no answer queued", status=418)
         if answer.delay:
             time.sleep(answer.delay)
-        return self._render(answer, body)
+        return self._render(answer, body, counted)
 
     def _transcribe(self, request: Request) -> Response:
         upload = request.files.get("file")
@@ -324,7 +409,11 @@ class FakeOpenAIServer:
         )
 
     @staticmethod
-    def _render(answer: _Answer, request_body: dict[str, Any]) -> Response:
+    def _render(
+        answer: _Answer, request_body: dict[str, Any], counted: tuple[int, int]
+    ) -> Response:
+        """`counted`: the request's (input_tokens, cached_tokens), for an answer queued with
+        ``input_tokens=None``."""
         spec = answer.body
         assert isinstance(spec, dict)
         if "raw" in spec:
@@ -333,12 +422,18 @@ class FakeOpenAIServer:
             return Response(text, status=answer.status, content_type="application/json")
         if answer.status != 200:
             return Response(json.dumps(spec), status=answer.status, content_type="application/json")
+        input_tokens, cached_tokens = (
+            counted
+            if spec["input_tokens"] is None
+            else (spec["input_tokens"], spec["cached_tokens"])
+        )
         payload = responses_object(
             spec["text"],
             model=spec["model"] or str(request_body.get("model", "")),
             status=spec["status"],
-            input_tokens=spec["input_tokens"],
+            input_tokens=input_tokens,
             output_tokens=spec["output_tokens"],
+            cached_tokens=cached_tokens,
             incomplete_reason=spec.get("incomplete_reason"),
         )
         return Response(json.dumps(payload), status=200, content_type="application/json")

@@ -48,6 +48,7 @@ def call(
     purpose: str = "agent",
     latency: int = 100,
     tokens: tuple[int, int] = (100, 10),
+    cached: int = 0,
     model: str = "gpt-4o-mini",
 ) -> LLMCall:
     return LLMCall.objects.create(
@@ -57,6 +58,7 @@ def call(
         purpose=purpose,
         model=model,
         tokens_input=tokens[0],
+        cached_tokens=cached,
         tokens_output=tokens[1],
         latency_ms=latency,
         outcome="ok",

@@ -54,6 +54,7 @@ def test_json_prints_one_object_with_the_totals(
         "repaired": 0,
         "provider_errors": 0,
         "tokens_input": 4000,
+        "cached_tokens": 0,
         "tokens_output": 100,
         "cost_usd": 0.00066,
     }

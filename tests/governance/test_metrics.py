@@ -71,6 +71,55 @@ def test_leads_tokens_and_cost_per_conversation() -> None:
     assert (override.leads, override.tokens_per_session) == (1, 440 / 3)
 
 
+def cached_turn(data: metrics_data.Dataset) -> None:
+    """One more override conversation: an agent call of 2,000 input tokens (1,536 cached) and
+    100 output, and its turn's repair of 1,200 (1,024 cached) and 20."""
+    session = conversation(data.instance)
+    turn = uuid.uuid4()
+    at = metrics_data.OVERRIDE_DAY
+    version = data.override_version
+    call(session, turn=turn, at=at, version=version, tokens=(2000, 100), cached=1536)
+    call(
+        session,
+        turn=turn,
+        at=at + timedelta(minutes=1),
+        version="builtin",
+        purpose="repair",
+        tokens=(1200, 20),
+        cached=1024,
+    )
+
+
+def test_cached_input_tokens_are_summed_and_priced_at_the_cached_price() -> None:
+    data = metrics_data.build()
+    cached_turn(data)
+
+    override, builtin = prompt_metrics(filters=FILTERS).versions
+
+    # The four calls of 100 + 10 before, then 2,000 and 1,200 input tokens.
+    assert (override.tokens_input, override.cached_tokens, override.tokens_output) == (
+        3600,
+        2560,
+        160,
+    )
+    # gpt-4o-mini: (3600 − 2560) × 0.15 + 2560 × 0.075 + 160 × 0.60 per million.
+    assert override.cost_usd == Decimal("0.000444")
+    assert override.cost_per_session_usd == Decimal("0.000111")
+    assert override.cache_hit_share == 2560 * 100 / 3600
+    assert (builtin.cached_tokens, builtin.cache_hit_share) == (0, 0.0)
+    assert builtin.cost_usd == Decimal("0.0001365")
+
+
+def test_without_input_tokens_there_is_no_cache_share() -> None:
+    data = metrics_data.build()
+    session = conversation(data.instance)
+    call(session, turn=uuid.uuid4(), at=metrics_data.OVERRIDE_DAY, version="", tokens=(0, 0))
+
+    [unversioned] = [v for v in prompt_metrics(filters=FILTERS).versions if v.version == ""]
+
+    assert (unversioned.tokens_input, unversioned.cache_hit_share) == (0, None)
+
+
 def test_a_model_without_a_price_leaves_the_cost_unknown() -> None:
     data = metrics_data.build()
     session = conversation(data.instance)

@@ -13,7 +13,7 @@ from pytest_django import DjangoAssertNumQueries
 
 from prompts_admin.models import PromptOverride
 from tests.governance import metrics_data
-from tests.governance.test_metrics import metrics_queries
+from tests.governance.test_metrics import cached_turn, metrics_queries
 from tests.helpers.staff import logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
@@ -71,6 +71,7 @@ def test_a_prompt_editor_sees_the_versions_newest_first(prompt_editor_client: Cl
         "0,33",
         "147",
         "0,000028",
+        "0,0 %",
         "2.500 / 3.850",
     ]
     assert cells(html, "builtin") == [
@@ -87,12 +88,40 @@ def test_a_prompt_editor_sees_the_versions_newest_first(prompt_editor_client: Cl
         "0,25",
         "179",
         "0,000034",
+        "0,0 %",
         "350 / 575",
     ]
     assert html.index(f'data-version="{data.override_version}"') < html.index(
         'data-version="builtin"'
     )
     assert "Pergunta a cidade antes" in html
+
+
+def test_the_prompt_cache_column_shows_the_cached_share_of_the_input(
+    prompt_editor_client: Client,
+) -> None:
+    data = metrics_data.build()
+    cached_turn(data)
+    # A version whose only call counted no input tokens: no share to show.
+    session = metrics_data.conversation(data.instance)
+    metrics_data.call(
+        session, turn=uuid.uuid4(), at=metrics_data.OVERRIDE_DAY, version="", tokens=(0, 0)
+    )
+
+    html = prompt_editor_client.get(URL + PERIOD_QUERY).content.decode()
+
+    head = html.split('id="version-metrics"', 1)[1].split("</thead>", 1)[0]
+    headers = re.findall(r'<th scope="col"[^>]*>(.*?)</th>', head)
+    assert headers[-3:] == [
+        "Custo por conversa (US$)",
+        "Cache do prompt",
+        "Latência p50 / p95 (ms)",
+    ]
+    # 2,560 of 3,600 input tokens cached; US$ 0.000444 over 4 conversations; the new call's
+    # 100 ms joins the latencies.
+    assert cells(html, data.override_version)[-3:] == ["0,000111", "71,1 %", "2.000 / 3.800"]
+    assert cells(html, "builtin")[-3:-1] == ["0,000034", "0,0 %"]
+    assert cells(html, "")[-3:-1] == ["0,000000", "—"]
 
 
 def test_the_handoffs_by_reason_show_the_reasons_some_version_had(

@@ -292,6 +292,41 @@ def test_the_cost_cap_stops_the_run_once_the_cost_reaches_it(
     )
 
 
+def test_cached_input_is_priced_at_its_price_in_the_results_the_totals_and_the_cap(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    three_greetings(instance, model, django_capture_on_commit_callbacks)
+    model.reset()
+    # gpt-4o-mini: 200 × 0.15 + 800 × 0.075 + 100 × 0.60 per million = US$ 0.000150 a call
+    # (0.000210 with no cache: the cap below would stop the run after one call).
+    for _ in range(2):
+        model.queue_text(GREETING, input_tokens=1000, cached_tokens=800, output_tokens=100)
+    settings.REPLAY_MAX_COST_USD = 0.0002
+
+    run = replay()
+
+    assert (
+        run.status,
+        run.calls_done,
+        model.request_count,
+        run.tokens_input,
+        run.cached_tokens,
+        run.tokens_output,
+        run.cost_usd,
+    ) == (ReplayStatus.CAPPED, 2, 2, 2000, 1600, 200, Decimal("0.000300"))
+    assert (
+        list(
+            ReplayResult.objects.filter(run=run)
+            .order_by("id")
+            .values_list("tokens_input", "cached_tokens", "tokens_output", "cost_usd")
+        )
+        == [(1000, 800, 100, Decimal("0.000150"))] * 2
+    )
+
+
 # One call of 1000 input and 100 output tokens of gpt-4o-mini costs US$ 0.000210.
 @pytest.mark.parametrize(
     ("cap", "calls_done", "cost"),

@@ -128,6 +128,7 @@ def test_json_prints_one_exact_object_per_customer_message(
     model.queue_text(
         '{"s":1,"opcoes":["Orçamento","Coleta"]}Certo, de qual análise?',
         input_tokens=2000,
+        cached_tokens=1536,
         output_tokens=10,
     )
 
@@ -147,15 +148,16 @@ def test_json_prints_one_exact_object_per_customer_message(
             **common,
             "replies": ["Olá! Como posso ajudar?"],
             "options": [],
-            "tokens": {"input": 1000, "output": 100},
+            "tokens": {"input": 1000, "cached": 0, "output": 100},
             "cost_usd": 0.00021,
         },
         {
             **common,
             "replies": ["Certo, de qual análise?"],
             "options": [{"id": "opt1", "title": "Orçamento"}, {"id": "opt2", "title": "Coleta"}],
-            "tokens": {"input": 2000, "output": 10},
-            "cost_usd": 0.000306,
+            "tokens": {"input": 2000, "cached": 1536, "output": 10},
+            # gpt-4o-mini: 464 × 0.15 + 1536 × 0.075 + 10 × 0.60 per million, to 6 places.
+            "cost_usd": 0.000191,
         },
     ]
     assert fake_graph.requests == []
@@ -211,7 +213,7 @@ def test_a_handoff_shows_its_reason_and_the_fixed_text(
         "handoff_reason": "model_requested",
         "agents": [],
         "packages": [],
-        "tokens": {"input": 0, "output": 0},
+        "tokens": {"input": 0, "cached": 0, "output": 0},
         "cost_usd": 0.0,
     }
     assert session.summaries.get().closing_reason == "Cliente pediu um atendente"

@@ -33,6 +33,7 @@ TOTALS = (
     "repaired",
     "provider_errors",
     "tokens_input",
+    "cached_tokens",
     "tokens_output",
     "cost_usd",
 )
@@ -53,6 +54,7 @@ def run_summary(run: ReplayRun) -> dict[str, Any]:
         "repaired": run.repaired,
         "provider_errors": run.provider_errors,
         "tokens_input": run.tokens_input,
+        "cached_tokens": run.cached_tokens,
         "tokens_output": run.tokens_output,
         "cost_usd": float(run.cost_usd.quantize(Decimal("0.000001"))),
     }

@@ -8,7 +8,11 @@ import pytest
 from django.test import Client
 from pytest_django import Settings
 
-from conversations.models import Instance
+from conversations.models import Instance, LLMCall
+from conversations.turns.deps import PipelineConfig
+from conversations.turns.run import session_process
+from conversations.turns.tasks import build_pipeline_deps
+from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers.metrics import TOKEN, increase, scrape
 from tests.helpers.pipeline import DuringCall, Pipeline, inbound, make_session, pipeline
 
@@ -63,6 +67,37 @@ def test_a_turn_counts_itself_and_its_model_call(
     )
     assert len(seconds) == 2 + 10  # count, sum, and every bucket (9 and +Inf)
     assert increase(before, after, "lab_attendance_handoffs") == {}
+
+
+def test_a_turn_whose_prompt_was_cached_counts_and_prices_its_cached_tokens(
+    instance: Instance, capture: Any, client: Client, openai_settings: FakeOpenAIServer
+) -> None:
+    session = make_session(instance)
+    inbound(session, "Oi, bom dia")
+    openai_settings.queue_text(
+        '{"s":1}Olá! Como posso ajudar?', input_tokens=2000, cached_tokens=1536, output_tokens=10
+    )
+    before = scrape(client)
+
+    with capture(execute=True):
+        session_process(session_id=session.pk, deps=build_pipeline_deps(), config=PipelineConfig())
+
+    after = scrape(client)
+    call = LLMCall.objects.get(session=session)
+    assert (call.tokens_input, call.cached_tokens, call.tokens_output) == (2000, 1536, 10)
+    assert increase(before, after, "lab_attendance_model_call_cached_tokens") == {
+        f"lab_attendance_model_call_cached_tokens_total{{{MODEL_CALL}}}": 1536.0
+    }
+    assert increase(before, after, "lab_attendance_model_call_tokens") == {
+        "lab_attendance_model_call_tokens_total"
+        '{agent="triagem",direction="input",model="gpt-4o-mini"}': 2000.0,
+        "lab_attendance_model_call_tokens_total"
+        '{agent="triagem",direction="output",model="gpt-4o-mini"}': 10.0,
+    }
+    # (464 x 0.15 + 1536 x 0.075 + 10 x 0.60) / 1 000 000 USD
+    assert increase(before, after, "lab_attendance_model_call_cost") == {
+        f"lab_attendance_model_call_cost_usd_total{{{MODEL_CALL}}}": 0.0001908
+    }
 
 
 class OutOfTime(Exception):
