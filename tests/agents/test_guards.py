@@ -215,18 +215,28 @@ def test_the_contract_of_a_one_stage_agent_lists_exactly_the_codes_of_its_stage(
             assert field_text in line
 
 
-def test_coleta_s_contract_lists_the_codes_of_each_of_its_two_stages() -> None:
+def test_coleta_s_contract_lists_each_code_once_and_says_the_stage_of_those_of_one_stage() -> None:
     lines = contract(AgentName.COLETA).splitlines()
-    collect = lines.index("   - Códigos permitidos na etapa coleta de dados:")
-    confirm = lines.index("   - Códigos permitidos na etapa confirmação:")
-    after = lines.index("   - Qualquer outro código é inválido na etapa atual.")
 
     assert (
-        '   - "s" é um número inteiro, sem aspas. A etapa atual está no contexto desta conversa, '
-        "depois do histórico."
+        '   - "s" é um número inteiro, sem aspas. Códigos permitidos nas etapas (coleta de dados e '
+        "confirmação; a etapa atual está no contexto desta conversa, depois do histórico):"
     ) in lines
-    assert listed_codes(lines[collect:confirm]) == [1, 4, 7, 8, 98, 99]
-    assert listed_codes(lines[confirm:after]) == [1, 5, 6, 7, 8, 98, 99]
+    assert listed_codes(lines) == [1, 4, 5, 6, 7, 8, 98, 99]
+    heads = [line.split(":")[0] for line in lines if line.startswith("     - ")]
+    assert heads == [
+        "     - 1 (RESPOND)",
+        "     - 4 (ASK_CONFIRMATION, só na etapa coleta de dados)",
+        "     - 5 (CONFIRMED, só na etapa confirmação)",
+        "     - 6 (CORRECT_DATA, só na etapa confirmação)",
+        "     - 7 (CHANGE_SUBJECT)",
+        "     - 8 (END)",
+        "     - 98 (HANDOFF)",
+        "     - 99 (CONTEXT_NEEDED)",
+    ]
+    assert (
+        "   - Qualquer outro código, ou um código de outra etapa, é inválido na etapa atual."
+    ) in lines
 
 
 def test_the_contract_guard_states_required_fields_and_message_rules() -> None:

@@ -377,8 +377,7 @@ def test_coleta_serves_the_confirmation_state_with_its_codes() -> None:
     call = make_invoker().invoke(session=session, agent=AgentName.COLETA)
 
     # One instructions text for both of coleta's stages; the context item says which is on.
-    assert "   - Códigos permitidos na etapa confirmação:\n     - 1 (RESPOND)" in call.instructions
-    assert "     - 5 (CONFIRMED)" in call.instructions
+    assert "     - 5 (CONFIRMED, só na etapa confirmação): " in call.instructions
     assert "\n- Etapa atual: confirmação.\n" in call.context
 
 
