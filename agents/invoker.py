@@ -35,7 +35,7 @@ from agents.llm import ChatMessage, LLMCallResult, LLMClient, LLMError
 from agents.prompts import builtin_template
 from agents.prompts.assembly import assemble_instructions
 from agents.prompts.cache import InstructionsCacheShare, instructions_cache_share
-from agents.prompts.conversation import build_conversation_context, build_packages_item
+from agents.prompts.conversation import build_conversation_context, build_reference_item
 from agents.prompts.inputs import PromptInputs
 from agents.prompts.variables import VariableValue, prompt_variables
 from agents.sources import (
@@ -69,12 +69,12 @@ class InvokerConfig:
 
 
 def request_input(
-    history: tuple[ChatMessage, ...], context: str, packages: str = ""
+    history: tuple[ChatMessage, ...], context: str, reference: str = ""
 ) -> tuple[ChatMessage, ...]:
-    """A call's input items, as sent (docs/decisions/0053): the loaded packages' content as a
-    ``developer`` message when there is any, the history, then the context item as a
-    ``developer`` message."""
-    before = (ChatMessage(role="developer", content=packages),) if packages else ()
+    """A call's input items, as sent (docs/decisions/0053): the conversation's reference item
+    (its segment's services, its loaded packages) as a ``developer`` message when it has one,
+    the history, then the context item as a ``developer`` message."""
+    before = (ChatMessage(role="developer", content=reference),) if reference else ()
     return (*before, *history, ChatMessage(role="developer", content=context))
 
 
@@ -99,15 +99,16 @@ class PreparedCall:
     context: str
     prompt_version: str
     context_snapshot: dict[str, Any]
-    # The loaded packages' content, sent before the history ("" when none is loaded).
-    packages: str = ""
+    # What the conversation looked up of the catalog (its segment's services, its loaded
+    # packages), sent before the history ("" when nothing).
+    reference: str = ""
     cache_key: str = ""
     # Only when `prepare` was asked to measure it (the prompt editor's preview).
     cache_share: InstructionsCacheShare | None = None
 
     @property
     def input(self) -> tuple[ChatMessage, ...]:
-        return request_input(self.messages, self.context, self.packages)
+        return request_input(self.messages, self.context, self.reference)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,15 +120,15 @@ class AgentCall:
     # JSON-serialisable: what the call was built from, so a recorded turn can be replayed.
     context_snapshot: dict[str, Any]
     instructions: str
-    # The history, the context item sent after it and the packages sent before it (`input` is
-    # the three, as sent).
+    # The history, the context item sent after it and the reference item sent before it
+    # (`input` is the three, as sent).
     messages: tuple[ChatMessage, ...]
     context: str
-    packages: str = ""
+    reference: str = ""
 
     @property
     def input(self) -> tuple[ChatMessage, ...]:
-        return request_input(self.messages, self.context, self.packages)
+        return request_input(self.messages, self.context, self.reference)
 
 
 class AgentInvoker:
@@ -212,7 +213,7 @@ class AgentInvoker:
             instructions=prepared.instructions,
             messages=prepared.messages,
             context=prepared.context,
-            packages=prepared.packages,
+            reference=prepared.reference,
         )
 
     def prepare(
@@ -277,7 +278,7 @@ class AgentInvoker:
             instructions=assemble_instructions(text, inputs),
             messages=selection.messages,
             context=build_conversation_context(inputs),
-            packages=build_packages_item(inputs),
+            reference=build_reference_item(inputs),
             cache_key=cache_key_for(session.session_id),
             cache_share=(
                 instructions_cache_share(template, values, inputs) if measure_cache else None

@@ -20,14 +20,14 @@ token) that repeat the start of the previous request:
 
 - ``next calls``: from a session's second call of the agent on, against the same session's
   previous call of that agent;
-- ``first calls``: a session's first call of the agent against the previous session's first call
-  of it.
+- ``first calls``: a session's first call of the agent against the earlier sessions' first calls
+  of it (the one sharing the longest start).
 
 Then the input cost per conversation at each price, without caching (every input token at the
 input price) and with it, where a request's cached tokens are estimated as the provider counts
 them: its longest shared prefix with an earlier request of the agent (the session's previous one,
-or another session's latest, which shares the instructions), counted only for a request of 1,024
-tokens or more, in 128-token steps. Prices: `conversations.model_prices`.
+or an earlier session's first call), counted only for a request of 1,024 tokens or more, in
+128-token steps. Prices: `conversations.model_prices`.
 """
 
 import argparse
@@ -207,29 +207,30 @@ def analyse(requests: list[Request], conversations: int) -> None:
     next_calls: dict[str, Share] = defaultdict(Share)
     first_calls: dict[str, Share] = defaultdict(Share)
     last_of: dict[tuple[int, str], str] = {}
-    last_first: dict[str, str] = {}
-    latest: dict[str, str] = {}
+    firsts: dict[str, list[str]] = defaultdict(list)
     totals = {"input": 0, "cached": 0}
     for request in requests:
         key = (request.session, request.agent)
         text = request.text
         own_previous = last_of.get(key)
-        if key in last_of:
-            next_calls[request.agent].add(common_prefix_length(last_of[key], text), len(text))
+        # The best earlier session's first call: the provider keeps many, of every segment.
+        best_first = max(
+            (common_prefix_length(old, text) for old in firsts[request.agent]), default=0
+        )
+        if own_previous is not None:
+            own = common_prefix_length(own_previous, text)
+            next_calls[request.agent].add(own, len(text))
         else:
-            if request.agent in last_first:
-                previous = last_first[request.agent]
-                first_calls[request.agent].add(common_prefix_length(previous, text), len(text))
-            last_first[request.agent] = text
+            own = 0
+            if firsts[request.agent]:
+                first_calls[request.agent].add(best_first, len(text))
+            firsts[request.agent].append(text)
         last_of[key] = text
-        # The provider's cache: the longest prefix shared with an earlier request of the agent.
-        # Another session's requests share at most the instructions and the session's own the
-        # most, so the session's previous request and the agent's latest one give the longest.
-        candidates = [c for c in (own_previous, latest.get(request.agent)) if c is not None]
-        best = max((common_prefix_length(old, text) for old in candidates), default=0)
-        latest[request.agent] = text
+        # The provider's cache: the longest prefix shared with an earlier request of the agent:
+        # the session's own previous one, or another session's first call (which shares the
+        # instructions and, in the same segment, what follows them).
         totals["input"] += tokens(len(text))
-        totals["cached"] += cached_tokens(len(text), best)
+        totals["cached"] += cached_tokens(len(text), max(own, best_first))
 
     print(f"{len(requests):,} agent requests, {conversations} conversations")
     print("repeated prefix, per agent:")

@@ -1,11 +1,15 @@
-"""The context item: what one agent call knows of its conversation, sent after the history.
+"""The two items of an agent call that are about its conversation (docs/decisions/0053).
 
-Everything here may change from one call to the next — the clock and the business hours, the
-instance and its brand text, the stage, the customer's recognised name, the segment, intention
-and service, the collected data, the loaded packages' content — and the conversation guards that
-name them (`agents.guards.conversation_guards`). The invoker sends it as one ``developer`` item
-at the end of the input, so each call's input starts with everything the previous call of the
-session sent: the instructions, then the history (docs/decisions/0053). Pure module.
+- The context item, sent last, after the history: what may change from one call to the next —
+  the clock and the business hours, the brand text, the stage, the customer's recognised name,
+  the service, the collected data — and the conversation guards, which name the instance, the
+  segment and the intention (`agents.guards.conversation_guards`). Each call's input then starts
+  with everything the previous call of the session sent.
+- The reference item, sent before the history: what the conversation looked up of the catalog —
+  its segment's services (qualificacao), its loaded packages' content — which changes only when
+  the segment does or a package is loaded, so it is cached with the history.
+
+Pure module.
 """
 
 from agents.guards import conversation_guards_section
@@ -13,14 +17,12 @@ from agents.prompts.common import STAGE_LABELS
 from agents.prompts.inputs import (
     PromptInputs,
     describe_hours,
-    describe_instance,
-    describe_intent,
-    describe_segment,
     describe_service,
     format_data,
     format_datetime,
     format_loaded_packages,
     format_phone,
+    format_services,
 )
 from agents.states import AgentName
 
@@ -29,7 +31,8 @@ HEADING = "# Contexto desta conversa (gerado pelo sistema)"
 
 def build_conversation_context(inputs: PromptInputs) -> str:
     session = inputs.session
-    general = [f"- Instância (número de WhatsApp): {describe_instance(inputs)}."]
+    # The instance, the segment and the intention are named once, by the conversation guard.
+    general = []
     if session.instance.brand_context.strip():
         general.append(
             f"- Sobre a marca/unidade: {' '.join(session.instance.brand_context.split())}"
@@ -43,11 +46,7 @@ def build_conversation_context(inputs: PromptInputs) -> str:
         name = session.customer_name or "ainda não reconhecido"
         sections.append(f"## Cliente\n- Nome reconhecido: {name}.")
     else:
-        request = [
-            f"- Segmento: {describe_segment(inputs)}.",
-            f"- Intenção: {describe_intent(inputs)}.",
-            f"- Serviço: {describe_service(inputs)}.",
-        ]
+        request = [f"- Serviço: {describe_service(inputs)}."]
         if session.customer_name:
             request.insert(0, f"- Cliente: {session.customer_name}.")
         sections.append("## Solicitação em andamento\n" + "\n".join(request))
@@ -61,15 +60,24 @@ def build_conversation_context(inputs: PromptInputs) -> str:
     return "\n\n".join(sections)
 
 
-PACKAGES_HEADING = (
-    "# Pacotes da base de conhecimento carregados nesta conversa (gerado pelo sistema)"
-)
+REFERENCE_HEADING = "# Referência desta conversa (gerado pelo sistema)"
 
 
-def build_packages_item(inputs: PromptInputs) -> str:
-    """The full content of the session's loaded packages, in the order they were loaded; empty
-    when none is. Sent before the history: it changes only when a package is loaded, and then
-    only at its end (docs/decisions/0053)."""
-    if not inputs.loaded_packages:
+def build_reference_item(inputs: PromptInputs) -> str:
+    """What the conversation has looked up of the catalog, sent before the history: the active
+    services of its segment (qualificacao) and the full content of its loaded packages, in the
+    order they were loaded; empty when there is neither. It changes only when the segment does
+    (back through triage) or a package is loaded, and then only at its end
+    (docs/decisions/0053)."""
+    sections = []
+    if inputs.agent is AgentName.QUALIFICACAO:
+        services = format_services(inputs.catalog.services_of(inputs.session.segment))
+        sections.append(f"## Serviços ativos do segmento\n{services}")
+    if inputs.loaded_packages:
+        sections.append(
+            "## Pacotes carregados nesta conversa\n"
+            + format_loaded_packages(inputs.loaded_packages)
+        )
+    if not sections:
         return ""
-    return f"{PACKAGES_HEADING}\n\n{format_loaded_packages(inputs.loaded_packages)}"
+    return "\n\n".join([REFERENCE_HEADING, *sections])

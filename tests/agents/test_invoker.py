@@ -79,6 +79,8 @@ def test_exact_request_body_per_agent_through_the_real_sdk(
             "model": MODELS[agent],
             "instructions": call.instructions,
             "input": [
+                # qualificacao's segment's services come before the history.
+                *([{"role": "developer", "content": call.reference}] if call.reference else []),
                 {"role": "user", "content": "Oi, bom dia"},
                 {"role": "assistant", "content": "Olá! Eu sou Lia. Como posso ajudar?"},
                 {"role": "user", "content": "Quero analisar a água do poço"},
@@ -90,6 +92,7 @@ def test_exact_request_body_per_agent_through_the_real_sdk(
         }
     ]
     assert call.context.startswith("# Contexto desta conversa (gerado pelo sistema)\n")
+    assert bool(call.reference) is (agent is AgentName.QUALIFICACAO)
     assert call.instructions.startswith(
         "Você é Lia, assistente virtual da empresa Laboratório Exemplo, que presta serviços "
         "laboratoriais"
@@ -282,11 +285,11 @@ def test_loaded_packages_are_loaded_by_id_and_unknown_ones_are_skipped() -> None
     call = make_invoker(kb=kb).invoke(session=session, agent=AgentName.QUALIFICACAO)
 
     assert kb.load_calls == [["COLETA_AGUA", "REMOVIDO", "UNIDADES_ENDERECOS"]]
-    assert "### COLETA_AGUA — Coleta de água\nUse o frasco estéril" in call.packages
-    assert "### UNIDADES_ENDERECOS — Endereços das unidades\nUnidade Centro" in call.packages
+    assert "### COLETA_AGUA — Coleta de água\nUse o frasco estéril" in call.reference
+    assert "### UNIDADES_ENDERECOS — Endereços das unidades\nUnidade Centro" in call.reference
     assert call.input[0].role == "developer"
-    assert call.input[0].content == call.packages
-    assert "Jejum de 8 horas" not in call.packages + call.context + call.instructions
+    assert call.input[0].content == call.reference
+    assert "Jejum de 8 horas" not in call.reference + call.context + call.instructions
     assert call.context_snapshot["loaded_packages"] == [
         {"package_id": "COLETA_AGUA", "version": 12},
         {"package_id": "REMOVIDO", "version": None},

@@ -123,7 +123,7 @@ def test_request_per_agent_and_an_llmcall_row_on_success(
     assert request["model"] == models_per_agent[agent]
     assert request["instructions"] == call.instructions
     assert request["input"] == [
-        {"role": "developer", "content": call.packages},
+        {"role": "developer", "content": call.reference},
         {"role": "user", "content": "mensagem 0"},
         {"role": "assistant", "content": "mensagem 1"},
         {"role": "user", "content": "mensagem 2"},
@@ -134,9 +134,9 @@ def test_request_per_agent_and_an_llmcall_row_on_success(
     assert "- PACOTE_002: Descrição curta 2" in call.instructions
     assert "pacote inativo" not in call.instructions + call.context
     # A loaded package's content is in the item before the history.
-    assert "Conteúdo completo do pacote 0." in call.packages
+    assert "Conteúdo completo do pacote 0." in call.reference
     assert "Conteúdo completo do pacote" not in call.instructions + call.context
-    assert "Conteúdo completo do pacote 1." not in call.packages
+    assert "Conteúdo completo do pacote 1." not in call.reference
     row = LLMCall.objects.get()
     assert (row.session_id, row.agent, row.purpose, row.outcome) == (
         session.pk,
@@ -292,7 +292,7 @@ def test_an_override_rendering_past_the_cap_with_real_values_falls_back(
         ("prompt_override_render_failed", "rendered_too_long: over 60000 characters")
     ]
     # The package is still given to the model once, in the packages item.
-    assert call.packages.count("Conteúdo grande.") == 2_000
+    assert call.reference.count("Conteúdo grande.") == 2_000
     assert (call.instructions + call.context).count("Conteúdo grande.") == 0
 
 
@@ -320,7 +320,7 @@ def test_one_invocation_makes_a_fixed_number_of_queries(
         call = invoker.invoke(session=context, agent=AgentName.TRIAGEM)
 
     assert len(call.messages) == min(messages, 50)
-    assert call.packages.count("Conteúdo completo do pacote") == loaded
+    assert call.reference.count("Conteúdo completo do pacote") == loaded
 
 
 @pytest.mark.parametrize("pinned", ["override", "builtin"])

@@ -7,7 +7,7 @@ import pytest
 
 from agents.business_hours import BUSINESS_TZ
 from agents.context import CatalogSnapshot
-from agents.prompts.conversation import build_conversation_context, build_packages_item
+from agents.prompts.conversation import build_conversation_context, build_reference_item
 from agents.prompts.metadata import build_metadata
 from agents.sources import RuntimeSettings
 from agents.states import PROMPT_AGENTS, AgentName, SessionState
@@ -72,44 +72,35 @@ def test_triagem_s_block_lists_the_segments_and_intents_and_no_service() -> None
     assert "Serviços ativos" not in text
 
 
-def test_qualificacao_s_block_lists_the_services_of_every_segment_under_its_segment() -> None:
-    text = build_metadata(make_inputs(AgentName.QUALIFICACAO))
+def test_qualificacao_s_block_has_no_service_list_the_reference_item_has_its_segment_s() -> None:
+    inputs = make_inputs(AgentName.QUALIFICACAO)
 
-    assert (
-        "## Serviços ativos, por segmento\n"
-        "### AMBIENTAL — Ambiental\n"
+    assert "Serviços ativos" not in build_metadata(inputs)
+    assert build_reference_item(inputs) == (
+        "# Referência desta conversa (gerado pelo sistema)\n\n"
+        "## Serviços ativos do segmento\n"
         "- ANALISE_AGUA_POTABILIDADE: Análise de potabilidade da água\n"
         "  Descrição: Análise físico-química e microbiológica de água para consumo.\n"
         "  Parâmetros técnicos:\n"
         "    - quantidade_amostras — Quantidade de amostras; número inteiro; obrigatório\n"
         "    - origem_agua — Origem da água; uma das opções (poço, rede pública, outra); "
         "obrigatório\n"
-        "    - data_coleta — Data desejada para a coleta; data; opcional\n"
-        "### HUMANO — Saúde humana\n"
-        "- EXAME_TOXICOLOGICO: Exame toxicológico\n"
-        "  Parâmetros técnicos:\n"
-        "    - finalidade — Finalidade do exame; texto; obrigatório\n\n"
-    ) in text
-    assert "## Segmentos ativos" not in text
-
-
-def test_a_segment_without_active_services_and_an_empty_catalog_are_said_plainly() -> None:
-    catalog = make_inputs().catalog
-    only_water = replace(
-        catalog,
-        services={"ANALISE_AGUA_POTABILIDADE": catalog.services["ANALISE_AGUA_POTABILIDADE"]},
+        "    - data_coleta — Data desejada para a coleta; data; opcional"
     )
 
-    assert "### HUMANO — Saúde humana\nnenhum serviço ativo neste segmento" in build_metadata(
-        make_inputs(AgentName.QUALIFICACAO, catalog=only_water)
-    )
+
+def test_an_empty_catalog_and_a_segment_without_services_are_said_plainly() -> None:
     empty = build_metadata(make_inputs(AgentName.QUALIFICACAO, catalog=CatalogSnapshot()))
-    assert "## Serviços ativos, por segmento\nnenhum segmento ativo" in empty
     assert empty.endswith(
         "## Catálogo da base de conhecimento (ID: descrição)\nnenhum pacote disponível"
     )
     triage = build_metadata(make_inputs(AgentName.TRIAGEM, catalog=CatalogSnapshot()))
     assert "## Segmentos ativos\nnenhum segmento ativo" in triage
+    session = make_session(AgentName.QUALIFICACAO, segment="DESATIVADO")
+    assert build_reference_item(make_inputs(AgentName.QUALIFICACAO, session=session)) == (
+        "# Referência desta conversa (gerado pelo sistema)\n\n"
+        "## Serviços ativos do segmento\nnenhum serviço ativo neste segmento"
+    )
 
 
 def test_coleta_s_block_has_no_service_list() -> None:
@@ -156,7 +147,6 @@ def test_every_context_starts_with_instance_clock_hours_and_stage_and_ends_with_
 
     assert text.startswith(
         "# Contexto desta conversa (gerado pelo sistema)\n"
-        "- Instância (número de WhatsApp): Laboratório Exemplo — Campinas (+55 19 3333-4444).\n"
         "- Agora: terça-feira, 10/03/2026, 10:00 (horário de Brasília).\n"
         "- Horário de atendimento humano: aberto agora.\n"
         f"- Etapa atual: {stage}."
@@ -165,10 +155,11 @@ def test_every_context_starts_with_instance_clock_hours_and_stage_and_ends_with_
         "\n\n## Regras fixas desta conversa (valem acima de qualquer instrução anterior)\n"
         "- Esta conversa: instância Laboratório Exemplo — Campinas (+55 19 3333-4444); "
     ) in text
-    # The catalog stays in the instructions, the packages' content in the item before the
-    # history.
+    # The catalog stays in the instructions, the packages' content in the reference item; the
+    # instance is named once, by the guard.
     assert "Catálogo da base de conhecimento" not in text
     assert "Use o frasco estéril" not in text
+    assert text.count("Laboratório Exemplo — Campinas") == 1
 
 
 def test_coleta_in_confirm_says_the_stage_is_confirmation() -> None:
@@ -179,28 +170,43 @@ def test_coleta_in_confirm_says_the_stage_is_confirmation() -> None:
     assert "\n- Etapa atual: confirmação.\n" in text
 
 
-def test_the_packages_item_has_the_loaded_packages_in_full_in_the_order_they_were_loaded() -> None:
+def test_the_reference_item_has_the_loaded_packages_in_full_in_the_order_they_were_loaded() -> None:
     inputs = make_inputs(
-        AgentName.QUALIFICACAO,
+        AgentName.COLETA,
         session=make_session(
-            AgentName.QUALIFICACAO, loaded_packages=("UNIDADES_ENDERECOS", "COLETA_AGUA")
+            AgentName.COLETA, loaded_packages=("UNIDADES_ENDERECOS", "COLETA_AGUA")
         ),
     )
 
-    assert build_packages_item(inputs) == (
-        "# Pacotes da base de conhecimento carregados nesta conversa (gerado pelo sistema)\n\n"
+    assert build_reference_item(inputs) == (
+        "# Referência desta conversa (gerado pelo sistema)\n\n"
+        "## Pacotes carregados nesta conversa\n"
         "### UNIDADES_ENDERECOS — Endereços das unidades\n"
         "Unidade Centro: Rua das Flores, 100, Campinas/SP.\n\n"
         "### COLETA_AGUA — Coleta de água\n"
         "Use o frasco estéril fornecido pelo laboratório; não enxágue o frasco."
     )
     assert PACKAGES["PREPARO_EXAMES"].content not in (
-        build_conversation_context(inputs) + build_metadata(inputs) + build_packages_item(inputs)
+        build_conversation_context(inputs) + build_metadata(inputs) + build_reference_item(inputs)
     )
 
 
-def test_no_package_loaded_means_no_packages_item() -> None:
-    assert build_packages_item(make_inputs(AgentName.TRIAGEM)) == ""
+def test_in_qualificacao_the_packages_come_after_the_segment_s_services() -> None:
+    inputs = make_inputs(
+        AgentName.QUALIFICACAO,
+        session=make_session(AgentName.QUALIFICACAO, loaded_packages=("COLETA_AGUA",)),
+    )
+
+    text = build_reference_item(inputs)
+
+    assert text.index("## Serviços ativos do segmento") < text.index(
+        "## Pacotes carregados nesta conversa\n### COLETA_AGUA"
+    )
+
+
+@pytest.mark.parametrize("agent", [AgentName.TRIAGEM, AgentName.COLETA])
+def test_no_package_loaded_outside_qualificacao_means_no_reference_item(agent: AgentName) -> None:
+    assert build_reference_item(make_inputs(agent)) == ""
 
 
 def test_closed_on_a_holiday_with_the_next_opening() -> None:
@@ -237,11 +243,12 @@ def test_qualificacao_gets_segment_intention_service_and_technical_data() -> Non
     text = build_conversation_context(make_inputs(AgentName.QUALIFICACAO, session=session))
 
     assert (
-        "## Solicitação em andamento\n- Cliente: Marina.\n- Segmento: AMBIENTAL — Ambiental.\n"
-        "- Intenção: ORCAMENTO — Orçamento.\n"
+        "## Solicitação em andamento\n- Cliente: Marina.\n"
         "- Serviço: ANALISE_AGUA_POTABILIDADE — Análise de potabilidade da água.\n\n"
         "## Dados técnicos já coletados\n- quantidade_amostras: 2\n- urgente: sim\n\n"
     ) in text
+    # The segment and the intention are named by the conversation guard.
+    assert "segmento: AMBIENTAL — Ambiental; intenção: ORCAMENTO — Orçamento." in text
     assert "Telefone do WhatsApp" not in text
 
 
@@ -260,7 +267,7 @@ def test_an_unknown_segment_code_is_shown_as_is() -> None:
 
     text = build_conversation_context(make_inputs(AgentName.QUALIFICACAO, session=session))
 
-    assert "- Segmento: DESATIVADO." in text
+    assert "segmento: DESATIVADO; intenção: ORCAMENTO — Orçamento." in text
 
 
 def test_brand_context_is_included_on_one_line() -> None:

@@ -74,7 +74,13 @@ def test_preview_of_an_override_shows_it_rendered_with_metadata_and_guards_appen
     assert prompt.index(METADATA) < prompt.index(GUARDS)
     # The synthetic sample takes the active catalog: a health segment → health limits.
     assert context.startswith(CONTEXT)
-    assert "- Segmento: HUMANO — Saúde humana." in context
+    assert "segmento: HUMANO — Saúde humana;" in context
+    assert "## Serviços ativos do segmento\n- TOXICOLOGICO: Exame toxicológico" in (
+        response.context["prepared"].reference
+    )
+    assert '<pre id="conversation-reference"># Referência desta conversa' in (
+        response.content.decode()
+    )
     assert "Limites de saúde" in context
     assert "Nunca prometa prazo, data ou horário" in prompt
     assert prompt.rstrip().endswith("estas regras ao cliente.")
