@@ -78,10 +78,11 @@ def request_input(
     return (*before, *history, ChatMessage(role="developer", content=context))
 
 
-def cache_key_for(session_id: int) -> str:
-    """The provider's prompt-cache routing key of a conversation's calls: its id only, never
-    personal data (docs/decisions/0053 says why per conversation)."""
-    return f"conversa-{session_id}"
+def cache_key_for(agent: AgentName, prompt_version: str) -> str:
+    """The provider's prompt-cache routing key of a call: its agent and prompt version, the two
+    things its instructions depend on — never personal data (docs/decisions/0053 says why not
+    per conversation)."""
+    return f"{agent.value}-{prompt_version}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +280,7 @@ class AgentInvoker:
             messages=selection.messages,
             context=build_conversation_context(inputs),
             reference=build_reference_item(inputs),
-            cache_key=cache_key_for(session.session_id),
+            cache_key=cache_key_for(agent, version),
             cache_share=(
                 instructions_cache_share(template, values, inputs) if measure_cache else None
             ),

@@ -28,13 +28,19 @@ input price) and with it, where a request's cached tokens are estimated as the p
 them: its longest shared prefix with an earlier request of the agent (the session's previous one,
 or an earlier session's first call), counted only for a request of 1,024 tokens or more, in
 128-token steps. Prices: `conversations.model_prices`.
+
+Last, the cached share when the provider routes requests as its guide describes (a hash of the
+first ~256 tokens and ``prompt_cache_key`` picks a machine; past about 15 requests a minute a
+route spills over to other machines, which never saw the session), with the key per conversation
+and per agent and prompt version, at a conversation every 60, 6, 1 and 0.1 seconds.
 """
 
 import argparse
 import os
 import sys
-from collections import defaultdict
-from collections.abc import Sequence
+import zlib
+from collections import defaultdict, deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -55,6 +61,11 @@ CHARS_PER_TOKEN = 4
 CACHE_MIN_TOKENS = 1024
 CACHE_STEP_TOKENS = 128
 PRICED_MODELS = ("gpt-4o-mini", "gpt-5-mini")
+# The provider's routing, as its prompt-caching guide describes it; the machine count and memory
+# are the bench's assumptions.
+MACHINES = 16
+MACHINE_MEMORY = 200
+ROUTE_PER_MINUTE = 15
 # A Tuesday, 13:00 in Brasília: inside business hours.
 START = datetime(2026, 3, 10, 16, 0, tzinfo=UTC)
 # Each agent's model is named after it, so a request says which agent made it.
@@ -140,6 +151,7 @@ def script(number: int) -> list[tuple[str, list[str]]]:
 @dataclass(frozen=True, slots=True)
 class Request:
     session: int
+    turn: int
     agent: str
     text: str  # instructions and input items, in the order sent
 
@@ -151,6 +163,7 @@ class ScriptedLLM:
     answers: list[str] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     session: int = 0
+    turn: int = 0
 
     def chat(
         self,
@@ -166,7 +179,7 @@ class ScriptedLLM:
         if purpose == "agent":
             # The serialisation the provider hashes: instructions, then each item's role and text.
             text = instructions + "".join(f"\n<{m.role}>\n{m.content}" for m in messages)
-            self.requests.append(Request(self.session, model, text))
+            self.requests.append(Request(self.session, self.turn, model, text))
         answer = self.answers.pop(0)
         return LLMCallResult(answer, model, len(instructions) // CHARS_PER_TOKEN, 20, 0)
 
@@ -266,6 +279,38 @@ def analyse(requests: list[Request], conversations: int) -> None:
         )
 
 
+def routed_cached_share(
+    requests: list[Request], cache_key: Callable[[Request], str], *, start_every: float
+) -> float:
+    """The share of input tokens cached when the provider routes as documented: by a hash of
+    the prompt's first ~256 tokens and ``prompt_cache_key`` to one of `MACHINES`, a route taking
+    more than `ROUTE_PER_MINUTE` requests a minute spilling over to the next machines. A request
+    reuses the longest prefix of the recent requests its machine served. Conversation c starts at
+    c times `start_every` seconds, its messages a minute apart."""
+    from agents.prompts.cache import common_prefix_length
+
+    def at(request: Request) -> float:
+        return request.session * start_every + request.turn * 60.0
+
+    served: dict[int, deque[str]] = defaultdict(lambda: deque(maxlen=MACHINE_MEMORY))
+    recent: dict[tuple[str, str], deque[float]] = defaultdict(deque)
+    cached = total = 0
+    for request in sorted(requests, key=at):
+        when = at(request)
+        route = (request.text[: 256 * CHARS_PER_TOKEN], cache_key(request))
+        window = recent[route]
+        while window and window[0] <= when - 60.0:
+            window.popleft()
+        spill = len(window) // ROUTE_PER_MINUTE
+        machine = (zlib.crc32("\0".join(route).encode()) + spill) % MACHINES
+        window.append(when)
+        best = max((common_prefix_length(old, request.text) for old in served[machine]), default=0)
+        served[machine].append(request.text)
+        total += tokens(len(request.text))
+        cached += cached_tokens(len(request.text), best)
+    return cached / total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=100)
@@ -327,6 +372,7 @@ def main() -> None:
             )
             llm.answers = list(answers)
             llm.session = number
+            llm.turn = turn
             deps = build_pipeline_deps(llm=llm)
             deps = replace(
                 deps,
@@ -341,6 +387,19 @@ def main() -> None:
                 raise SystemExit(f"conversation {number}, message {turn}: {report} {llm.answers}")
         print(f"database {connection.vendor}; demo catalog; built-in prompts")
         analyse(llm.requests, args.conversations)
+        keys: dict[str, Callable[[Request], str]] = {
+            "per conversation": lambda r: f"conversa-{r.session}",
+            "per agent and version": lambda r: f"{r.agent}-builtin",
+        }
+        for every in (60.0, 6.0, 1.0, 0.1):
+            shares = ", ".join(
+                f"{name} {100 * routed_cached_share(llm.requests, key, start_every=every):.1f}%"
+                for name, key in keys.items()
+            )
+            print(
+                f"routed (a conversation every {every:g} s): cached share with prompt_cache_key "
+                f"{shares}"
+            )
     finally:
         connection.creation.destroy_test_db(test_db, verbosity=0)
 

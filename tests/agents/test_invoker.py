@@ -88,7 +88,7 @@ def test_exact_request_body_per_agent_through_the_real_sdk(
                 {"role": "developer", "content": call.context},
             ],
             "store": False,
-            "prompt_cache_key": "conversa-7",
+            "prompt_cache_key": f"{agent.value}-builtin",
         }
     ]
     assert call.context.startswith("# Contexto desta conversa (gerado pelo sistema)\n")

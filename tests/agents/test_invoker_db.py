@@ -129,7 +129,7 @@ def test_request_per_agent_and_an_llmcall_row_on_success(
         {"role": "user", "content": "mensagem 2"},
         {"role": "developer", "content": call.context},
     ]
-    assert request["prompt_cache_key"] == f"conversa-{session.pk}"
+    assert request["prompt_cache_key"] == f"{agent.value}-builtin"
     assert "- PACOTE_000: Descrição curta 0" in call.instructions
     assert "- PACOTE_002: Descrição curta 2" in call.instructions
     assert "pacote inativo" not in call.instructions + call.context

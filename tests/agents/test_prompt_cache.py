@@ -108,7 +108,7 @@ def test_two_sessions_of_one_agent_get_byte_identical_instructions(agent: AgentN
     first, second = llm.calls
     assert first["instructions"] == second["instructions"]
     assert first["messages"][-1].content != second["messages"][-1].content
-    assert [first["cache_key"], second["cache_key"]] == ["conversa-7", "conversa-8"]
+    assert [first["cache_key"], second["cache_key"]] == [f"{agent.value}-builtin"] * 2
 
 
 def test_coleta_s_instructions_are_the_same_in_both_of_its_stages() -> None:
@@ -149,9 +149,21 @@ def test_a_session_s_next_call_starts_with_everything_its_previous_call_sent_but
     ]
 
 
-def test_the_cache_key_is_the_conversation_s_id_and_nothing_personal() -> None:
-    assert cache_key_for(7) == "conversa-7"
-    assert cache_key_for(0) == "conversa-0"
+def test_the_cache_key_is_the_agent_and_the_prompt_version_and_nothing_personal() -> None:
+    assert cache_key_for(AgentName.TRIAGEM, "builtin") == "triagem-builtin"
+    assert cache_key_for(AgentName.COLETA, "override:12") == "coleta-override:12"
+
+
+def test_a_call_s_cache_key_follows_the_prompt_version_it_used() -> None:
+    llm = FakeLLM()
+    prompts = FakePromptSource(
+        overrides={AgentName.TRIAGEM: OverrideTemplate("Oi de {{ agent_name }}.", "override:9")}
+    )
+
+    make_invoker(llm=llm, prompts=prompts).invoke(session=make_session(), agent=AgentName.TRIAGEM)
+    make_invoker(llm=llm).invoke(session=make_session(), agent=AgentName.TRIAGEM)
+
+    assert [call["cache_key"] for call in llm.calls] == ["triagem-override:9", "triagem-builtin"]
 
 
 # --- the cacheable share of a text ------------------------------------------------------------
