@@ -364,6 +364,15 @@ class PromptOverrideToolsMixin(admin.ModelAdmin[PromptOverride]):
             "agent_label": labels[agent.value],
             "preview": preview,
             "prepared": None if preview is None else preview.prepared,
+            # As an editor writes them in the text: "{{ now }}, {{ customer_name }}".
+            "cache_breakers": ", ".join(
+                f"{{{{ {name} }}}}"
+                for name in (
+                    preview.prepared.cache_share.breakers
+                    if preview is not None and preview.prepared.cache_share is not None
+                    else ()
+                )
+            ),
             "unsaved": unsaved,
             "unsaved_agent": agent.value if unsaved else "",
             "unsaved_content": content if unsaved else "",

@@ -41,7 +41,10 @@ def test_an_editor_previews_the_text_in_the_form_without_saving_it(
     page.click("input[type=submit]")
     page.wait_for_url(f"**{change_url}")
 
-    page.fill("#id_content", "Olá! Eu sou {{ agent_name }}, da {{ company_name }}.\nNova linha.")
+    page.fill(
+        "#id_content",
+        "Olá! Eu sou {{ agent_name }}, da {{ company_name }}.\nNova linha.\nAgora: {{ now }}.",
+    )
     page.screenshot(path=str(screenshots_dir / "editor-form.png"), full_page=True)
     with page.expect_popup() as popup_info:
         page.click("#preview-unsaved")
@@ -50,10 +53,29 @@ def test_an_editor_previews_the_text_in_the_form_without_saving_it(
 
     assert preview.url == f"{live_server.url}/admin/prompts_admin/promptoverride/preview/"
     prompt = preview.locator("#final-prompt").inner_text()
-    assert prompt.startswith("Olá! Eu sou Lia, da Laboratório Exemplo.\nNova linha.\n\n")
+    assert prompt.startswith("Olá! Eu sou Lia, da Laboratório Exemplo.\nNova linha.\nAgora: ")
     assert preview.locator(".unsaved-note").inner_text() == (
         "Texto do formulário, não salvo: nada foi gravado. "
         "Feche esta aba para voltar ao formulário."
+    )
+    # {{ now }} changes at every call: the preview says where the prompt cache stops, and why.
+    # The browser posts the textarea's line breaks as CRLF: two characters each where the page
+    # shows one.
+    stable = len("Olá! Eu sou Lia, da Laboratório Exemplo.\r\nNova linha.\r\nAgora: ")
+    total = len(prompt) + 2
+    assert preview.locator("#cache-share").inner_text() == (
+        f"{stable} de {total} caracteres das instruções ({stable * 100 // total}%)"
+    )
+    assert preview.locator("#cache-breakers").is_visible()
+    assert (
+        preview.locator("#cache-breakers")
+        .inner_text()
+        .startswith("Este texto usa {{ now }}, cujo valor muda de uma chamada para outra")
+    )
+    assert (
+        preview.locator("#conversation-context")
+        .inner_text()
+        .startswith("# Contexto desta conversa (gerado pelo sistema)\n- Agora: ")
     )
     assert preview.evaluate("document.documentElement.scrollWidth") <= VIEWPORT["width"]
     preview.screenshot(path=str(screenshots_dir / "editor-unsaved-preview.png"), full_page=True)
@@ -71,7 +93,7 @@ def test_an_editor_previews_the_text_in_the_form_without_saving_it(
         1,
     )
     assert page.input_value("#id_content") == (
-        "Olá! Eu sou {{ agent_name }}, da {{ company_name }}.\nNova linha."
+        "Olá! Eu sou {{ agent_name }}, da {{ company_name }}.\nNova linha.\nAgora: {{ now }}."
     )
 
 

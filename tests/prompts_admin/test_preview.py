@@ -490,7 +490,7 @@ def test_the_preview_names_the_per_call_variables_that_break_the_prompt_cache(
         f"({stable * 100 // len(prompt)}%)</td>"
     ) in html
     assert (
-        '<p class="warning" id="cache-breakers">Este texto usa customer_name, now, cujo valor '
+        '<p class="warning" id="cache-breakers">Este texto usa {{ customer_name }}, {{ now }}, cujo valor '
         "muda de uma chamada para outra: o cache do prompt do provedor para onde a primeira "
         "delas aparece"
     ) in html
