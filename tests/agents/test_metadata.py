@@ -11,7 +11,14 @@ from agents.prompts.conversation import build_conversation_context, build_refere
 from agents.prompts.metadata import build_metadata
 from agents.sources import RuntimeSettings
 from agents.states import PROMPT_AGENTS, AgentName, SessionState
-from tests.helpers.fake_collaborators import INSTANCE, PACKAGES, WEEKLY, make_inputs, make_session
+from tests.helpers.fake_collaborators import (
+    INSTANCE,
+    PACKAGES,
+    WEEKLY,
+    make_inputs,
+    make_session,
+    other_session,
+)
 
 KB_CATALOG = (
     "## Catálogo da base de conhecimento (ID: descrição)\n"
@@ -44,18 +51,7 @@ def test_the_catalog_block_is_the_same_whatever_the_session_the_clock_and_the_pa
     one = make_inputs(agent)
     other = make_inputs(
         agent,
-        session=make_session(
-            agent,
-            session_id=99,
-            instance=replace(INSTANCE, name="Outra unidade", brand_context="Outra marca."),
-            customer_name="Paulo",
-            customer_phone="5511955554444",
-            segment="HUMANO",
-            intent="AGENDAMENTO",
-            technical_data={"finalidade": "admissional"},
-            registration_data={"nome": "Paulo Lima"},
-            loaded_packages=("PREPARO_EXAMES",),
-        ),
+        session=other_session(agent),
         now=datetime(2026, 12, 25, 22, 30, tzinfo=BUSINESS_TZ),
     )
 

@@ -14,13 +14,13 @@ from agents.sources import HistoryEntry, OverrideTemplate
 from agents.states import PROMPT_AGENTS, AgentName, SessionState
 from agents.templating import variables_used
 from tests.helpers.fake_collaborators import (
-    INSTANCE,
     FakeHistorySource,
     FakeLLM,
     FakePromptSource,
     make_inputs,
     make_invoker,
     make_session,
+    other_session,
 )
 
 
@@ -74,22 +74,6 @@ def test_no_built_in_prompt_uses_a_per_call_variable(agent: AgentName) -> None:
     assert set(variables_used(builtin_template(agent))) == {"agent_name", "company_name"}
 
 
-def two_sessions(agent: AgentName) -> tuple[object, object]:
-    one = make_session(agent)
-    other = make_session(
-        agent,
-        session_id=8,
-        instance=replace(INSTANCE, name="Outra unidade", brand_context="Marca B."),
-        customer_name="Paulo",
-        customer_phone="5511955554444",
-        segment="HUMANO",
-        intent="AGENDAMENTO",
-        technical_data={"finalidade": "admissional"},
-        loaded_packages=("PREPARO_EXAMES",),
-    )
-    return one, other
-
-
 @pytest.mark.parametrize("agent", PROMPT_AGENTS)
 def test_two_sessions_of_one_agent_get_byte_identical_instructions(agent: AgentName) -> None:
     llm = FakeLLM()
@@ -100,10 +84,10 @@ def test_two_sessions_of_one_agent_get_byte_identical_instructions(agent: AgentN
         ]
     )
     invoker = make_invoker(llm=llm, clock=lambda: next(clock))
-    one, other = two_sessions(agent)
+    one, other = make_session(agent), other_session(agent, session_id=8)
 
-    invoker.invoke(session=one, agent=agent)  # type: ignore[arg-type]
-    invoker.invoke(session=other, agent=agent)  # type: ignore[arg-type]
+    invoker.invoke(session=one, agent=agent)
+    invoker.invoke(session=other, agent=agent)
 
     first, second = llm.calls
     assert first["instructions"] == second["instructions"]

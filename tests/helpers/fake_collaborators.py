@@ -142,6 +142,23 @@ def make_session(agent: AgentName = AgentName.TRIAGEM, **overrides: Any) -> Sess
     return SessionContext(**fields)
 
 
+def other_session(agent: AgentName, **overrides: Any) -> SessionContext:
+    """A session of `agent` unlike `make_session`'s in every per-call fact: another id,
+    instance, customer, segment, intention, data and a loaded health-sensitive package."""
+    fields: dict[str, Any] = {
+        "session_id": 99,
+        "instance": replace(INSTANCE, name="Outra unidade", brand_context="Outra marca."),
+        "customer_name": "Paulo",
+        "customer_phone": "5511955554444",
+        "segment": "HUMANO",
+        "intent": "AGENDAMENTO",
+        "technical_data": {"finalidade": "admissional"},
+        "registration_data": {"nome": "Paulo Lima"},
+        "loaded_packages": ("PREPARO_EXAMES",),
+    }
+    return make_session(agent, **(fields | overrides))
+
+
 def make_inputs(
     agent: AgentName = AgentName.TRIAGEM,
     *,
