@@ -83,6 +83,7 @@ def seed(rng: random.Random, *, user_id: int) -> int:
     """Seed with COPY; returns the id of the session whose transcript has 300 messages."""
     from django.db import connection
 
+    from agents.phones import customer_phone_key
     from conversations.models import Instance, Session
 
     started = time.perf_counter()
@@ -117,11 +118,13 @@ def seed(rng: random.Random, *, user_id: int) -> int:
             " last_message_at, handed_off_at, last_staff_reply_at, assigned_to_id,"
             " handoff_detail, customer_user_id, intent, service, technical_data,"
             " technical_extras, registration_data, registration_extras, loaded_packages,"
-            " state_before_handoff, updated_at, is_simulated, prompt_versions) FROM STDIN"
+            " state_before_handoff, updated_at, is_simulated, prompt_versions,"
+            " customer_phone_key) FROM STDIN"
         ) as copy:
             for row in session_rows:
+                key = customer_phone_key(row[1])
                 copy.write_row(
-                    (*row, "", "", "", "{}", "{}", "{}", "{}", "[]", "", now, False, "{}")
+                    (*row, "", "", "", "{}", "{}", "{}", "{}", "[]", "", now, False, "{}", key)
                 )
         session_ids = list(Session.objects.order_by("id").values_list("id", flat=True))
 
@@ -139,7 +142,8 @@ def seed(rng: random.Random, *, user_id: int) -> int:
         with cursor.copy(
             "COPY conversations_message (session_id, direction, message_type, agent, content,"
             " raw_response, action, error, turn_id, part_index, created_at, wa_timestamp,"
-            " delivery_status, delivery_error_title, send_attempts) FROM STDIN"
+            " delivery_status, delivery_error_title, send_attempts, reply_to_wamid, reaction)"
+            " FROM STDIN"
         ) as copy:
             for sid, count in per_session.items():
                 start = now - timedelta(days=2)
@@ -170,6 +174,8 @@ def seed(rng: random.Random, *, user_id: int) -> int:
                             "" if inbound else "read",
                             "",
                             0 if inbound else 1,
+                            "",
+                            "",
                         )
                     )
         turns = _turns(cursor)
