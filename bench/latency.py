@@ -647,10 +647,11 @@ def _signal_workers(topo: Topology) -> None:
 
 
 def _pool_line(path: Path | None, since: float) -> str:
-    """The workers' connection pools over the run: requests, how many waited, their mean wait."""
+    """The workers' connection pools over the run: requests, how many waited, their mean wait,
+    and how long a thread kept the connection it got."""
     if path is None or not path.exists():
         return ""
-    requests = waiting = wait_ms = 0
+    requests = waiting = wait_ms = usage_ms = 0
     for line in path.read_text().splitlines():
         event = json.loads(line)
         if event["e"] == "pool" and event["t"] >= since:
@@ -658,9 +659,11 @@ def _pool_line(path: Path | None, since: float) -> str:
             requests += stats.get("requests_num", 0)
             waiting += stats.get("requests_queued", 0)
             wait_ms += stats.get("requests_wait_ms", 0)
+            usage_ms += stats.get("usage_ms", 0)
     return (
         f"  connection pools: {requests} requests, {waiting} queued for a connection,"
-        f" {wait_ms / max(requests, 1):.1f} ms waited per request"
+        f" {wait_ms / max(requests, 1):.1f} ms waited per request, a connection held"
+        f" {usage_ms / max(requests, 1):.1f} ms per request"
     )
 
 
