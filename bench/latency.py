@@ -46,7 +46,8 @@ answers each after ``--latency`` s. Per rate it prints "in", from the moment the
 answer to the send at the fake Graph API, as p50 / p99; how late the posters ever were against
 their schedule; and the CPU each part of the machine spent, as a share of one core. The workers
 are ``--worker-processes`` times ``celery -A config worker`` (each its own ``--hostname`` when
-more than one). ``--detail`` loads a probe into the workers (`bench.latency_probe`, through
+more than one); gunicorn runs 4 sync workers unless ``--web-workers`` says otherwise, as the
+deploy files do. ``--detail`` loads a probe into the workers (`bench.latency_probe`, through
 `bench.latency_settings`) and prints under each rate where the time went: the POST, Celery's
 pickup, the turn's reads before it thinks, thinking to the model request, the answer to the
 commit (the call's record), the commit's writes until the send, the send's request and whole
@@ -105,6 +106,10 @@ APP_SECRET = "latency-bench-app-secret"
 ANSWER = '{"s":1}Olá! Sou a Lia. Como posso ajudar?'
 WORKER_APP, WEB_APP, SAMPLER_APP = "bench-worker", "bench-web", "bench-sampler"
 POSTERS = 8
+# The steady mode's gunicorn runs what deploy/compose.yaml and the systemd unit run (--workers 4):
+# sync workers wait on PostgreSQL and Redis, and two of them leave a webhook only 50 ms of wall
+# time each at 40 deliveries a second before the web's queue grows without end.
+STEADY_WEB_WORKERS = 4
 # A steady-mode customer's text carries its reference, which the fake model finds in the request.
 REFERENCE = re.compile(rb"LATREF([0-9a-f]{12})")
 
@@ -647,11 +652,10 @@ def _signal_workers(topo: Topology) -> None:
 
 
 def _pool_line(path: Path | None, since: float) -> str:
-    """The workers' connection pools over the run: requests, how many waited, their mean wait,
-    and how long a thread kept the connection it got."""
+    """The workers' connection pools over the run: requests, how many waited, their mean wait."""
     if path is None or not path.exists():
         return ""
-    requests = waiting = wait_ms = usage_ms = 0
+    requests = waiting = wait_ms = 0
     for line in path.read_text().splitlines():
         event = json.loads(line)
         if event["e"] == "pool" and event["t"] >= since:
@@ -659,11 +663,9 @@ def _pool_line(path: Path | None, since: float) -> str:
             requests += stats.get("requests_num", 0)
             waiting += stats.get("requests_queued", 0)
             wait_ms += stats.get("requests_wait_ms", 0)
-            usage_ms += stats.get("usage_ms", 0)
     return (
         f"  connection pools: {requests} requests, {waiting} queued for a connection,"
-        f" {wait_ms / max(requests, 1):.1f} ms waited per request, a connection held"
-        f" {usage_ms / max(requests, 1):.1f} ms per request"
+        f" {wait_ms / max(requests, 1):.1f} ms waited per request"
     )
 
 
@@ -899,7 +901,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--customers", type=int, default=100)
     parser.add_argument("--latencies", default="0,0.5,1,2", help="model latencies, seconds")
-    parser.add_argument("--web-workers", type=int, default=2)
+    parser.add_argument(
+        "--web-workers",
+        type=int,
+        default=None,
+        help="gunicorn's sync workers: 2 for the rounds, 4 in the steady mode (the deploy files')",
+    )
     parser.add_argument("--no-solo", action="store_true", help="skip the solo baseline")
     parser.add_argument(
         "--detail", action="store_true", help="the round's timeline and CPU per part, too"
@@ -914,8 +921,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.rates:
+        args.web_workers = args.web_workers or STEADY_WEB_WORKERS
         steady_main(args)
         return
+    args.web_workers = args.web_workers or 2
     database_url = os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL)
     ensure_database(database_url, script="bench/latency.py")
     dsn = libpq_dsn(database_url)

@@ -12,7 +12,6 @@ from typing import BinaryIO, cast
 from django.conf import settings
 from django.utils import timezone
 
-from conversations.db_connections import pooled_connections_release
 from conversations.models import Instance, Message, MessageMedia, Session
 from conversations.prometheus import send_counted
 from conversations.sending.claim import (
@@ -59,11 +58,6 @@ def part_send(
         return SendOutcome.FAILED
     access_token = instance.access_token or settings.WHATSAPP_ACCESS_TOKEN
     sender = sender_for(session, access_token=access_token, client=client)
-    # A worker thread's pooled connection goes back to its pool for the Graph API's round trip,
-    # as for the model's (conversations.db_connections): a reply's send held it otherwise, and
-    # at 40 new customers a second on a loaded 2-core machine the worker's threads queued for
-    # the pool's connections (bench/latency.py --rates, docs/operations.md, Capacity).
-    pooled_connections_release()
     try:
         sent = _graph_send(sender, message, session, instance, access_token)
     except GraphAPIError as exc:

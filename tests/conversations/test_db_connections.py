@@ -1,7 +1,7 @@
 """A Celery worker's PostgreSQL connection pool (conversations/db_connections.py): switched on at
 the worker's start, and a thread's pooled connection goes back to the pool before each model
-call and before each Graph API request of a send, never inside a transaction; the next query
-takes one again. Without the pool (the web, the embedded default) nothing is released."""
+call, never inside a transaction; the next query takes one again. Without the pool (the web,
+the embedded default) nothing is released."""
 
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
@@ -16,13 +16,8 @@ from conversations.db_connections import (
     pooled_connections_release,
     worker_connection_pool_enable,
 )
-from conversations.models import Direction, Message, Session
-from conversations.sending import SendOutcome, outbound_message_send
-from tests import baker_recipes as recipes
-from tests.fakes.graph_server import FakeGraphAPI
+from conversations.models import Session
 from tests.helpers.fake_collaborators import FakeLLM
-from tests.helpers.meta_payloads import CUSTOMER_PHONE
-from whatsapp.client import GraphClient, SentMessage
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -118,46 +113,3 @@ def test_release_counts_only_open_pooled_connections() -> None:
 
     assert pooled_connections_release() == 1
     assert pooled_connections_release() == 0
-
-
-class ConnectionWatchingGraph(GraphClient):
-    """The Graph API client, recording whether the thread held a database connection when it
-    sent a text."""
-
-    def __init__(self, *, base_url: str) -> None:
-        super().__init__(base_url=base_url)
-        self.held: list[bool] = []
-
-    def send_text(self, **kwargs: Any) -> SentMessage:
-        self.held.append(connection.connection is not None)
-        sent: SentMessage = super().send_text(**kwargs)
-        return sent
-
-
-def a_reply(fake_graph: FakeGraphAPI) -> tuple[Message, ConnectionWatchingGraph]:
-    session = recipes.session.make(customer_phone=CUSTOMER_PHONE)
-    message = Message.objects.create(
-        session=session, direction=Direction.OUTBOUND, content="Olá! Como posso ajudar?"
-    )
-    return message, ConnectionWatchingGraph(base_url=fake_graph.base_url)
-
-
-@pytest.mark.usefixtures("pooled")
-def test_a_send_returns_the_connection_before_the_graph_api_request(
-    fake_graph: FakeGraphAPI,
-) -> None:
-    message, client = a_reply(fake_graph)
-    with client:
-        outcome = outbound_message_send(message_id=message.pk, client=client)
-
-    assert (outcome, client.held) == (SendOutcome.SENT, [False])
-    message.refresh_from_db()  # the wamid was stored after it, on a connection taken again
-    assert message.wa_message_id == "wamid.FAKE0001"
-
-
-def test_without_the_pool_a_send_keeps_its_connection(fake_graph: FakeGraphAPI) -> None:
-    message, client = a_reply(fake_graph)
-    with client:
-        outcome = outbound_message_send(message_id=message.pk, client=client)
-
-    assert (outcome, client.held) == (SendOutcome.SENT, [True])
