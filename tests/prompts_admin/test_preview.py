@@ -245,6 +245,7 @@ def test_the_agent_preview_names_the_agent_the_stage_and_the_default_prompt(
 
     assert f'<tr><th>Etapa</th><td id="stage">{stage}</td></tr>' in page
     assert '<tr><th>Versão do prompt</th><td id="prompt-version">prompt padrão</td></tr>' in page
+    assert "<h2>Prompt de sistema (as instruções)</h2>" in page
     assert "TRIAGE" not in page
     assert "builtin" not in page
 
