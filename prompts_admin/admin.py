@@ -188,6 +188,17 @@ REVERT_URL_NAME = "prompts_admin_promptoverride_simple_history"
 @admin.register(PromptOverride)
 class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin[PromptOverride]):
     form = PromptOverrideForm
+    # The confirmations (hidden until a save needs one) come before the change reason, which the
+    # activation gate asks for once "Ativar mesmo assim" is ticked.
+    fields = (
+        "agent",
+        "content",
+        "is_active",
+        "note",
+        "confirm_builtin",
+        "confirm_activation",
+        "change_reason",
+    )
     list_display = ("__str__", "agent", "is_active", "note", "updated_at")
     list_filter = ("agent", "is_active")
     search_fields = ("note", "content")
