@@ -19,7 +19,6 @@ from django.utils.text import capfirst
 from django.utils.translation import gettext, gettext_lazy
 
 from agents.labels import AGENT_LABELS, STATE_LABELS, handoff_label_msgid
-from agents.sources import BUILTIN_PROMPT_VERSION
 from agents.states import PROMPT_AGENTS, AgentName, HandoffMotive, HandoffReason, SessionState
 from conversations.event_codes import (
     ACTION_SATISFACTION_SURVEY,
@@ -28,7 +27,7 @@ from conversations.event_codes import (
     EventCode,
 )
 from conversations.models import DeliveryStatus, Message
-from prompts_admin.selectors import unversioned_override_id, version_history_id
+from prompts_admin.labels import prompt_version_label
 from whatsapp.client import is_simulated_wamid
 
 # Why a session went to a human, explained for staff; the stored detail is for engineers (an
@@ -94,28 +93,6 @@ def agent_label(value: str) -> str:
     if value in AgentName._value2member_map_:
         return gettext(AGENT_LABELS[AgentName(value)])
     return value
-
-
-def prompt_version_label(version: str, override_ids: Mapping[int, int]) -> str:
-    """A prompt version for staff: "padrão", "override #12 (versão 345)"; `override_ids` maps
-    history ids to override ids (`prompts_admin.selectors.override_ids_of`)."""
-    if not version:
-        return gettext("not pinned yet")
-    if version == BUILTIN_PROMPT_VERSION:
-        return gettext("built-in")
-    history_id = version_history_id(version)
-    if history_id is not None:
-        override_id = override_ids.get(history_id)
-        if override_id is None:
-            return gettext("version %(version)s (no longer recorded)") % {"version": history_id}
-        return gettext("override #%(override)s (version %(version)s)") % {
-            "override": override_id,
-            "version": history_id,
-        }
-    unversioned = unversioned_override_id(version)
-    if unversioned is not None:
-        return gettext("override #%(override)s (unversioned)") % {"override": unversioned}
-    return version
 
 
 def prompt_versions_lines(

@@ -14,6 +14,7 @@ from agents.parameters import ParameterSchemaError, parse_parameter_schema
 from knowledge_base.forms import ServiceForm
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from versioning.admin import MONOSPACE_TEXTAREA, VersionedAdmin
+from versioning.forms import ChangeReasonForm
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldGroups
@@ -97,7 +98,9 @@ class ServiceAdmin(VersionedAdmin[Service]):
         )
 
 
-class KBPackageForm(forms.ModelForm[KBPackage]):
+class KBPackageForm(ChangeReasonForm[KBPackage]):
+    """The package with the editor's change reason for its history (`ChangeReasonForm`)."""
+
     class Meta:
         model = KBPackage
         fields = ["package_id", "title", "description", "content", "is_active", "health_sensitive"]

@@ -115,7 +115,9 @@ class KBPackage(models.Model):
     is_active = models.BooleanField(_("active"), default=True)
     health_sensitive = models.BooleanField(_("health-sensitive"), default=False)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
-    history = HistoricalRecords()
+    # The editor's change reason (`versioning.forms.ChangeReasonForm`) holds 255 characters,
+    # past simple-history's default column of 100.
+    history = HistoricalRecords(history_change_reason_field=models.TextField(null=True))
 
     class Meta:
         ordering = ["package_id"]

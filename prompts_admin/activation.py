@@ -222,13 +222,19 @@ def gate_message(check: ActivationCheck) -> str:
 
 
 def activation_change_reason(check: ActivationCheck, reason: str) -> str:
-    """The history's change reason for an activation, in the site's language."""
+    """The history's change reason for an activation, in the site's language: what the gate
+    found, then the editor's `reason` (required unless the replay was within the thresholds)."""
     with translation.override(settings.LANGUAGE_CODE):
         if check.evidence is None:
             return gettext("Activated without a replay: %(reason)s") % {"reason": reason}
         if check.exceeded:
             return gettext("Activated over the limit (%(exceeded)s): %(reason)s") % {
                 "exceeded": "; ".join(str(e) for e in check.exceeded),
+                "reason": reason,
+            }
+        if reason:
+            return gettext("Activated with replay #%(run)s: %(reason)s") % {
+                "run": check.evidence.run_id,
                 "reason": reason,
             }
         return gettext("Activated with replay #%(run)s") % {"run": check.evidence.run_id}

@@ -41,12 +41,12 @@ from prompts_admin.models import (
 )
 from prompts_admin.preview import PromptOverrideToolsMixin
 from versioning.admin import MONOSPACE_TEXTAREA, VersionedAdmin
+from versioning.forms import ChangeReasonForm
 
-ACTIVATION_REASON_MAX_CHARS = 255
 AGENT_VALUES = {value for value, _label in AGENT_CHOICES}
 
 
-class PromptOverrideForm(PromptTemplateForm):
+class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
     """The override form; `PromptTemplateForm` validates the template for the chosen agent.
 
     A save that would leave an agent on the built-in prompt (the override is its active one and
@@ -54,10 +54,11 @@ class PromptOverrideForm(PromptTemplateForm):
     `confirm_builtin` box, hidden until then, lets the editor save it anyway.
 
     The activation gate (`prompts_admin.activation`) works the same way: an activation with no
-    replay of its text, or over a threshold, is refused once; `confirm_activation` and
-    `activation_reason`, hidden until then, let the editor activate it anyway, and the reason
-    goes to the override's history. Every admin path that saves an override (add, change,
-    simple-history's revert) uses this form.
+    replay of its text, or over a threshold, is refused once; `confirm_activation`, hidden until
+    then, with the change reason (`versioning.forms.ChangeReasonForm`, required then) lets the
+    editor activate it anyway, and the reason goes to the override's history after what the
+    gate found. Every admin path that saves an override (add, change, simple-history's revert)
+    uses this form.
     """
 
     confirm_builtin = forms.BooleanField(
@@ -67,12 +68,6 @@ class PromptOverrideForm(PromptTemplateForm):
     )
     confirm_activation = forms.BooleanField(
         label=_("Activate anyway"),
-        required=False,
-        widget=forms.HiddenInput,
-    )
-    activation_reason = forms.CharField(
-        label=_("Reason for activating"),
-        max_length=ACTIVATION_REASON_MAX_CHARS,
         required=False,
         widget=forms.HiddenInput,
     )
@@ -153,20 +148,14 @@ class PromptOverrideForm(PromptTemplateForm):
         """Refuses an activation that needs a confirmation until it has one with a reason."""
         # Shown from now on, so the editor can tick the box, write the reason and save again.
         self.fields["confirm_activation"].widget = forms.CheckboxInput()
-        self.fields["activation_reason"].widget = forms.TextInput(
-            attrs={"class": "vTextField", "maxlength": ACTIVATION_REASON_MAX_CHARS}
-        )
         if not cleaned.get("confirm_activation"):
             self.add_error(
                 "confirm_activation",
                 ValidationError(gate_message(check), code="activation_unconfirmed"),
             )
-        elif (
-            not self.has_error("activation_reason")
-            and not str(cleaned.get("activation_reason") or "").strip()
-        ):
+        elif not self.has_error("change_reason") and not self.typed_change_reason():
             self.add_error(
-                "activation_reason",
+                "change_reason",
                 ValidationError(
                     _("Write why you activate this text anyway: it goes to the history."),
                     code="activation_reason_required",
@@ -185,12 +174,11 @@ class PromptOverrideForm(PromptTemplateForm):
         )
         return None if row is None else StoredOverride(*row)
 
-    def save(self, commit: bool = True) -> PromptOverride:
+    def change_reason_text(self) -> str:
+        """An activation records what the gate found before the editor's reason."""
         if self.activation is not None:
-            self.instance._change_reason = activation_change_reason(
-                self.activation, str(self.cleaned_data.get("activation_reason") or "").strip()
-            )
-        return super().save(commit)
+            return activation_change_reason(self.activation, self.typed_change_reason())
+        return self.typed_change_reason()
 
 
 # simple-history's name for the version (revert) page of an override.
@@ -200,6 +188,17 @@ REVERT_URL_NAME = "prompts_admin_promptoverride_simple_history"
 @admin.register(PromptOverride)
 class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin[PromptOverride]):
     form = PromptOverrideForm
+    # The confirmations (hidden until a save needs one) come before the change reason, which the
+    # activation gate asks for once "Ativar mesmo assim" is ticked.
+    fields = (
+        "agent",
+        "content",
+        "is_active",
+        "note",
+        "confirm_builtin",
+        "confirm_activation",
+        "change_reason",
+    )
     list_display = ("__str__", "agent", "is_active", "note", "updated_at")
     list_filter = ("agent", "is_active")
     search_fields = ("note", "content")

@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.utils.formats import number_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import capfirst
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
@@ -160,7 +161,8 @@ _LIMIT_MESSAGES = {
 
 
 def variables_help_text(selected: str | None = None) -> SafeString:
-    """The agents' variables, as HTML for the content field's help text: only the `selected`
+    """The agents' variables, as HTML for the content field's help text, folded behind "Ver as
+    variáveis disponíveis" (a `<details>`, no script needed): only the `selected`
     agent's shown (the others hidden) when one is chosen, every agent's otherwise. Each group
     names its agent (`data-agent-variables`) so `override_form.js` shows the group of the agent
     picked in the form."""
@@ -173,7 +175,7 @@ def variables_help_text(selected: str | None = None) -> SafeString:
             (
                 agent.value,
                 mark_safe(" hidden") if shown is not None and agent.value != shown else "",
-                labels[agent.value],
+                capfirst(labels[agent.value]),
                 format_html_join(
                     "; ",
                     "<code>{{{{ {} }}}}</code> — {}",
@@ -183,12 +185,15 @@ def variables_help_text(selected: str | None = None) -> SafeString:
             for agent in PROMPT_AGENTS
         ),
     )
+    # About 1,000 words: folded, so the edit box is not buried under them.
     return format_html(
-        "{}<ul>{}</ul>{}",
+        '{}<details class="prompt-variables"><summary>{}</summary>{}<ul>{}</ul>{}</details>',
         gettext(
-            "A Django template rendered for every call with the variables of its agent. The "
-            "conversation context and the fixed rules are always appended after it. Variables:"
+            "The text is assembled for every call with its agent's variables, written as "
+            "{{ name }}. The conversation context and the fixed rules are always added after it."
         ),
+        gettext("See the available variables"),
+        gettext("The variables of each agent:"),
         groups,
         gettext(
             "Allowed: {%% if %%} / {%% elif %%} / {%% else %%} / {%% endif %%} (at most "

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator
 from django.db import models
+from django.utils.text import capfirst
 from django.utils.translation import gettext_lazy as _
 from simple_history.models import HistoricalRecords
 from validate_docbr import CNPJ
@@ -107,8 +108,9 @@ class PromptOverride(models.Model):
         ]
 
     def __str__(self) -> str:
+        # The agent's label ("Qualificação"), not its stored value ("qualificacao").
         status = _("active") if self.is_active else _("inactive")
-        return f"{self.agent} ({status}) #{self.pk or '-'}"
+        return f"{capfirst(self.get_agent_display())} ({status}) #{self.pk or '-'}"
 
 
 def validate_business_hours(value: Any) -> None:

@@ -1,7 +1,7 @@
 """Admin tools for prompt overrides: the final-prompt preview and "start from the built-in prompt".
 
 - `prompt_preview` builds exactly what an agent call would send — the instructions (the override
-  rendered with the agent's variables, the catalog and the fixed guards appended), the history
+  rendered with the agent's variables, the catalog and the fixed rules appended), the history
   and the context item after it — for a real session or a synthetic sample, through the
   production invoker's `prepare` (no model call, nothing recorded), with the share of the
   instructions the provider's prompt cache can reuse and the variables that break it. A session
@@ -26,20 +26,24 @@ from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
+from django.utils.text import capfirst
 from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from agents.codes import states_of
 from agents.context import InstanceInfo, SessionContext
 from agents.invoker import AgentInvoker, PreparedCall
+from agents.labels import STATE_LABELS
 from agents.masking import Masker
 from agents.prompts import builtin_template
 from agents.sources import OverrideTemplate
-from agents.states import PROMPT_AGENTS, AgentName
+from agents.states import PROMPT_AGENTS, AgentName, SessionState
 from compat.django_private import unquote
 from knowledge_base.models import Intent, Segment, Service
 from prompts_admin.forms import override_problems, problem_error
+from prompts_admin.labels import prompt_version_label
 from prompts_admin.models import AGENT_CHOICES, PromptOverride
+from prompts_admin.selectors import override_ids_of
 
 SAMPLE_SESSION_ID = 0
 RECENT_SESSIONS = 30
@@ -185,6 +189,21 @@ class PromptPreview:
     session: SessionContext
     # The chosen session was at another stage and is shown at the agent's first stage.
     stage_changed: bool
+
+
+def preview_version_label(version: str) -> str:
+    """The previewed prompt's version as an editor reads it: "rascunho" for a text previewed
+    as it is (saved or not), "prompt padrão", "prompt personalizado #3 (versão 12)"."""
+    if version == PREVIEW_VERSION:
+        return gettext("draft")
+    return prompt_version_label(version, override_ids_of([version]))
+
+
+def stage_label(state: str) -> str:
+    """A session state's label ("Triagem"), never its stored value ("TRIAGE")."""
+    if state in SessionState._value2member_map_:
+        return gettext(STATE_LABELS[SessionState(state)])
+    return state
 
 
 def prompt_preview(
@@ -353,17 +372,21 @@ class PromptOverrideToolsMixin(admin.ModelAdmin[PromptOverride]):
             )
         )
         opts = self.model._meta
-        labels = dict(AGENT_CHOICES)
+        agent_label = capfirst(dict(AGENT_CHOICES)[agent.value])
         context = {
             **self.admin_site.each_context(request),
-            "title": gettext("Final prompt preview: %(agent)s") % {"agent": labels[agent.value]},
+            "title": gettext("Final prompt preview: %(agent)s") % {"agent": agent_label},
             "subtitle": None,
             "opts": opts,
             "app_label": opts.app_label,
             "original": obj,
-            "agent_label": labels[agent.value],
+            "agent_label": agent_label,
             "preview": preview,
             "prepared": None if preview is None else preview.prepared,
+            "version_label": (
+                "" if preview is None else preview_version_label(preview.prepared.prompt_version)
+            ),
+            "stage_label": "" if preview is None else stage_label(preview.session.state),
             # As an editor writes them in the text: "{{ now }}, {{ customer_name }}".
             "cache_breakers": ", ".join(
                 f"{{{{ {name} }}}}"

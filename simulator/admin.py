@@ -162,7 +162,7 @@ def session_simulator(
     )
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": _("Simulator"),
+        "title": _("Talk to the bot"),
         "opts": Session._meta,
         "instances": instances,
         "instance": instance,

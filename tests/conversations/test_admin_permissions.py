@@ -207,7 +207,7 @@ def test_admin_index_is_in_portuguese(admin_client: Client) -> None:
         "Conversas",
         "Base de conhecimento",
         "Prompts e configuração",
-        "Overrides de prompt",
+        "Prompts personalizados",
         "Pacotes de conhecimento",
         "Configuração de execução",
         "Empresas estratégicas",

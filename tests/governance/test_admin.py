@@ -222,7 +222,7 @@ def test_a_second_submit_of_the_same_start_form_starts_no_second_run(
     assert (len(callbacks), model.request_count, str(run.form_token)) == (1, 1, token)
     assert first["Location"] == run_url(run)
     assert again.redirect_chain == [(run_url(run), 302)]
-    assert "Esta simulação já foi iniciada." in again.content.decode()
+    assert "Este teste já foi iniciado." in again.content.decode()
 
 
 @pytest.mark.parametrize("token", ["", "not-a-uuid"])
@@ -257,8 +257,8 @@ def test_a_start_for_a_model_with_no_listed_price_is_refused(
 
     assert (response.status_code, len(callbacks), ReplayRun.objects.count()) == (200, 0, 0)
     assert (
-        "Sem preço para o modelo gpt-9-unlisted (conversations/model_prices.py): a simulação "
-        "não conseguiria respeitar REPLAY_MAX_COST_USD."
+        "Sem preço para o modelo gpt-9-unlisted (conversations/model_prices.py): o teste não "
+        "conseguiria respeitar REPLAY_MAX_COST_USD."
     ) in response.content.decode()
 
 
@@ -336,7 +336,7 @@ def test_cancel_leaves_a_finished_run_alone(prompt_editor_client: Client) -> Non
     response = prompt_editor_client.post(run_url(run, "cancel"), follow=True)
 
     assert ReplayRun.objects.get().cancel_requested is False
-    assert "A simulação já tinha terminado." in response.content.decode()
+    assert "O teste já tinha terminado." in response.content.decode()
 
 
 # --- The run page -------------------------------------------------------------------------------
@@ -397,8 +397,8 @@ def test_the_override_page_links_to_its_replays(
     )
 
     assert f'href="{start_url(override)}"' in page
-    assert "Simular este rascunho" in page
-    assert "Simulações deste rascunho" in page
+    assert "Testar o rascunho em conversas gravadas" in page
+    assert "Testes deste rascunho em conversas gravadas" in page
     assert runs.status_code == 200
 
 

@@ -42,10 +42,12 @@ def test_each_series_is_a_line_with_a_titled_point_per_value_and_a_legend() -> N
     svg = chart(
         [
             Series(
-                name="Padrão (built-in)",
+                name="Prompt padrão",
                 points=[Point(10, "P · 01/11: 10 %"), None, Point(30, "P · 03/11")],
             ),
-            Series(name="Override #3", points=[None, Point(50, "O · 02/11: 50 %"), None]),
+            Series(
+                name="Prompt personalizado #3", points=[None, Point(50, "O · 02/11: 50 %"), None]
+            ),
         ]
     )
 
@@ -53,7 +55,7 @@ def test_each_series_is_a_line_with_a_titled_point_per_value_and_a_legend() -> N
     groups = root.findall(f"{SVG}g[@class='series series-0']") + root.findall(
         f"{SVG}g[@class='series series-1']"
     )
-    assert [g.get("aria-label") for g in groups] == ["Padrão (built-in)", "Override #3"]
+    assert [g.get("aria-label") for g in groups] == ["Prompt padrão", "Prompt personalizado #3"]
     first, second = groups
     # Two points: one line through them, skipping the day without a value.
     assert found(first, f"{SVG}polyline").get("points") == "56.0,204.8 744.0,110.4"
@@ -64,7 +66,10 @@ def test_each_series_is_a_line_with_a_titled_point_per_value_and_a_legend() -> N
     assert [t.text for t in second.iter(f"{SVG}title")] == ["O · 02/11: 50 %"]
     assert found(second, f"{SVG}rect").get("fill") == PALETTE[1]
     legend = found(root, f"{SVG}g[@class='legend']")
-    assert [t.text for t in legend.iter(f"{SVG}text")] == ["Padrão (built-in)", "Override #3"]
+    assert [t.text for t in legend.iter(f"{SVG}text")] == [
+        "Prompt padrão",
+        "Prompt personalizado #3",
+    ]
 
 
 def test_the_axes_are_labelled() -> None:

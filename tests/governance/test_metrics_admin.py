@@ -58,7 +58,7 @@ def test_a_prompt_editor_sees_the_versions_newest_first(prompt_editor_client: Cl
     override = data.override
     date = override.history.get().history_date.astimezone(metrics_data.ZONE).strftime("%d/%m")
     assert cells(html, data.override_version) == [
-        f"Override #{override.pk} · versão {data.history_id} · {date}",
+        f"Prompt personalizado #{override.pk} · versão {data.history_id} · {date}",
         "3",
         "4",
         "4",
@@ -75,7 +75,7 @@ def test_a_prompt_editor_sees_the_versions_newest_first(prompt_editor_client: Cl
         "2.500 / 3.850",
     ]
     assert cells(html, "builtin") == [
-        "Padrão (built-in)",
+        "Prompt padrão",
         "4",
         "6",
         "6",
@@ -139,7 +139,7 @@ def test_the_handoffs_by_reason_show_the_reasons_some_version_had(
         "Assumida pela equipe",
     ]
     assert cells(html, "builtin", "handoff-reasons") == [
-        "Padrão (built-in)",
+        "Prompt padrão",
         "25,0 %",
         "25,0 %",
         "0,0 %",
@@ -150,8 +150,8 @@ def test_the_handoffs_by_reason_show_the_reasons_some_version_had(
 @pytest.mark.parametrize(
     ("version", "label"),
     [
-        ("override:unversioned-7", "Override #7 (sem versão)"),
-        ("override:999999", "Override, versão 999999 (excluído)"),
+        ("override:unversioned-7", "Prompt personalizado #7 (sem versão)"),
+        ("override:999999", "Prompt personalizado, versão 999999 (excluído)"),
         # isdigit() accepts it, int() refuses it: shown as recorded.
         ("override:²", "override:²"),
         ("", "Sem versão registrada"),
@@ -180,9 +180,9 @@ def test_the_chart_is_inline_svg_with_a_series_per_version(prompt_editor_client:
         'aria-label="Taxa de transferência das versões do prompt do agente triagem, por dia"' in svg
     )
     assert svg.count('class="series ') == 2
-    assert "Padrão (built-in) · 02/11: 50,0 % transferidas (2 de 4 conversas)" in svg
+    assert "Prompt padrão · 02/11: 50,0 % transferidas (2 de 4 conversas)" in svg
     date = data.override.history.get().history_date.astimezone(metrics_data.ZONE)
-    label = f"Override #{data.override.pk} · versão {data.history_id} · {date:%d/%m}"
+    label = f"Prompt personalizado #{data.override.pk} · versão {data.history_id} · {date:%d/%m}"
     assert f"{label} · 05/11: 33,3 % transferidas (1 de 3 conversas)" in svg
     assert " style=" not in html.split('id="content-main"', 1)[1]
 

@@ -257,7 +257,7 @@ def test_the_calls_cap_replays_the_newest_calls_and_stops_capped(
         2,
     )
     assert run.detail == (
-        "Parou no limite REPLAY_MAX_CALLS: 2 das 3 chamadas selecionadas foram simuladas."
+        "Parou no limite REPLAY_MAX_CALLS: 2 das 3 chamadas selecionadas foram testadas."
     )
     assert list(
         ReplayResult.objects.filter(run=run)
@@ -422,8 +422,8 @@ def test_a_run_of_a_model_with_no_listed_price_is_refused_at_its_start(
         replay_run_start(override=draft(), filters=ReplayFilters(), user=None)
 
     assert str(refused.value) == (
-        "Sem preço para o modelo gpt-9-unlisted (conversations/model_prices.py): a simulação "
-        "não conseguiria respeitar REPLAY_MAX_COST_USD."
+        "Sem preço para o modelo gpt-9-unlisted (conversations/model_prices.py): o teste não "
+        "conseguiria respeitar REPLAY_MAX_COST_USD."
     )
     assert ReplayRun.objects.count() == 0
 

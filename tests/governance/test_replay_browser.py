@@ -1,5 +1,6 @@
-"""The replay in a real browser: from the override's page an editor opens "Simular este rascunho",
-sees how many recorded calls match, starts the replay and lands on the run's page with its results.
+"""The replay in a real browser: from the override's page an editor opens "Testar o rascunho em
+conversas gravadas", sees how many recorded calls match, starts the replay and lands on the run's
+page with its results.
 The model is the fake OpenAI server; the run executes eagerly after the start's commit, as in
 `make run`.
 
@@ -76,7 +77,7 @@ def test_an_editor_replays_a_draft_from_its_page_and_reads_the_results(
         1,
         1,
     )
-    assert page.locator("#replay-status").inner_text() == "concluída"
+    assert page.locator("#replay-status").inner_text() == "concluído"
     assert page.locator("#total-code-changed").inner_text() == "1"
     rows = page.locator("#replay-results tbody tr")
     assert rows.count() == 2

@@ -191,7 +191,7 @@ def test_an_error_before_the_run_starts_ends_it_failed_saying_so(
 
     assert (run.status, run.detail, run.started_at, run.finished_at is not None) == (
         ReplayStatus.FAILED,
-        "A simulação não pôde começar: OverflowError",
+        "O teste não pôde começar: OverflowError",
         None,
         True,
     )
@@ -231,8 +231,8 @@ def test_the_sweep_fails_a_run_no_worker_started(
     )
     if status == ReplayStatus.FAILED:
         assert run.detail == (
-            "Nenhum worker a iniciou em 15 minutos (há um worker consumindo a fila replays?); "
-            "inicie-a de novo."
+            "Nenhum worker o iniciou em 15 minutos (há um worker consumindo a fila replays?); "
+            "inicie-o de novo."
         )
 
 

@@ -134,7 +134,7 @@ def test_an_active_override_may_be_replayed_and_the_run_says_so(
 
     assert (run.status, run.detail, run.calls_done) == (
         ReplayStatus.DONE,
-        "O override estava ativo quando foi simulado.",
+        "O prompt personalizado estava ativo quando foi testado.",
         1,
     )
 
@@ -208,7 +208,7 @@ def test_a_run_whose_worker_died_ends_failed_by_the_sweep_with_its_results_kept(
         died.pk: (
             ReplayStatus.FAILED,
             2,
-            "O worker que executava a simulação parou; os resultados até aqui foram mantidos.; "
+            "O worker que executava o teste parou; os resultados até aqui foram mantidos.; "
             "Já havia uma nota.",
             True,
         ),

@@ -37,16 +37,19 @@ TEXT_CRLF = TEXT.replace("\n", "\r\n")
 REASON = "Correção urgente de um erro de digitação"
 
 NO_REPLAY_REFUSED = (
-    "Nenhuma simulação deste texto: ativá-lo coloca diante dos clientes um prompt que ninguém "
-    "testou. Simule-o antes, ou marque “Ativar mesmo assim”, escreva o motivo e salve de novo."
+    "Nenhum teste deste texto em conversas gravadas: ativá-lo coloca diante dos clientes um "
+    "prompt que ninguém testou. Teste-o antes, ou marque “Ativar mesmo assim”, escreva o motivo "
+    "da alteração e salve de novo."
 )
-REASON_REQUIRED = "Escreva por que ativa este texto mesmo assim: o motivo fica no histórico."
+REASON_REQUIRED = (
+    "Escreva no motivo da alteração por que ativa este texto mesmo assim: ele fica no histórico."
+)
 
 
 def over_limit(run: int, exceeded: str) -> str:
     return (
-        f"A última simulação deste texto (#{run}) passou do limite: {exceeded}. Marque “Ativar "
-        "mesmo assim”, escreva o motivo e salve de novo."
+        f"O último teste deste texto em conversas gravadas (#{run}) passou do limite: {exceeded}. "
+        "Marque “Ativar mesmo assim”, escreva o motivo da alteração e salve de novo."
     )
 
 
@@ -275,21 +278,19 @@ def test_activating_without_a_replay_is_refused_once_and_writes_nothing(
     page = response.content.decode()
     assert '<input type="checkbox" name="confirm_activation"' in page
     assert "Ativar mesmo assim" in page
-    assert '<input type="text" name="activation_reason" class="vTextField" maxlength="255"' in page
-    assert "Motivo da ativação" in page
+    assert '<input type="text" name="change_reason" class="vTextField" maxlength="255"' in page
+    assert '<label for="id_change_reason">Motivo da alteração:</label>' in page
     assert PromptOverride.objects.count() == 0
     assert PromptOverride.history.count() == 0
 
 
 def test_the_confirmation_needs_a_reason(admin_client: Client) -> None:
-    blank = admin_client.post(ADD_URL, form(confirm_activation="on", activation_reason="   "))
-    too_long = admin_client.post(
-        ADD_URL, form(confirm_activation="on", activation_reason="x" * 256)
-    )
+    blank = admin_client.post(ADD_URL, form(confirm_activation="on", change_reason="   "))
+    too_long = admin_client.post(ADD_URL, form(confirm_activation="on", change_reason="x" * 256))
 
-    assert errors_of(blank) == {"activation_reason": [REASON_REQUIRED]}
+    assert errors_of(blank) == {"change_reason": [REASON_REQUIRED]}
     assert errors_of(too_long) == {
-        "activation_reason": [
+        "change_reason": [
             "Certifique-se de que o valor tenha no máximo 255 caracteres (ele possui 256)."
         ]
     }
@@ -300,34 +301,39 @@ def test_the_confirmed_activation_records_its_reason_in_the_history(
     admin_client: Client,
 ) -> None:
     response = admin_client.post(
-        ADD_URL, form(confirm_activation="on", activation_reason=f"  {REASON}  ")
+        ADD_URL, form(confirm_activation="on", change_reason=f"  {REASON}  ")
     )
 
     assert response.status_code == 302
     override = PromptOverride.objects.get()
     assert (override.is_active, override.content) == (True, TEXT_CRLF)
-    assert reasons(override) == [f"Ativado sem simulação: {REASON}"]
+    assert reasons(override) == [f"Ativado sem teste em conversas gravadas: {REASON}"]
     page = admin_client.get(response["Location"]).content.decode()
-    assert '<li class="warning">Nenhuma simulação deste texto.</li>' in page
+    assert '<li class="warning">Nenhum teste deste texto em conversas gravadas.</li>' in page
 
 
 def test_the_longest_reason_is_recorded_whole(admin_client: Client) -> None:
     reason = "r" * 255
 
-    response = admin_client.post(ADD_URL, form(confirm_activation="on", activation_reason=reason))
+    response = admin_client.post(ADD_URL, form(confirm_activation="on", change_reason=reason))
 
     assert response.status_code == 302
-    assert reasons(PromptOverride.objects.get()) == [f"Ativado sem simulação: {reason}"]
+    assert reasons(PromptOverride.objects.get()) == [
+        f"Ativado sem teste em conversas gravadas: {reason}"
+    ]
 
 
 def test_the_history_page_shows_the_change_reason(admin_client: Client) -> None:
-    admin_client.post(ADD_URL, form(confirm_activation="on", activation_reason=REASON))
+    admin_client.post(ADD_URL, form(confirm_activation="on", change_reason=REASON))
     override = PromptOverride.objects.get()
 
     page = admin_client.get(f"{BASE}{override.pk}/history/").content.decode()
 
     assert '<th scope="col">Motivo da alteração</th>' in page
-    assert f'<td class="history-change-reason">Ativado sem simulação: {REASON}</td>' in page
+    assert (
+        f'<td class="history-change-reason">Ativado sem teste em conversas gravadas: {REASON}</td>'
+        in page
+    )
 
 
 # --- Activating with a replay ----------------------------------------------------------------------
@@ -344,10 +350,10 @@ def test_activating_within_the_thresholds_goes_through_and_names_the_replay(
     assert response.status_code == 302
     draft.refresh_from_db()
     assert draft.is_active is True
-    assert reasons(draft) == [None, f"Ativado com a simulação #{run.pk}"]
+    assert reasons(draft) == [None, f"Ativado com o teste #{run.pk}"]
     page = admin_client.get(response["Location"]).content.decode()
     assert (
-        f'<li class="info">Última simulação deste texto (#{run.pk}): 40 chamadas, 10 códigos '
+        f'<li class="info">Último teste deste texto em conversas gravadas (#{run.pk}): 40 chamadas, 10 códigos '
         "mudaram, 4 transferências mudaram, 2 erros de contrato, custo US$ 0,0512."
     ) in page
 
@@ -366,7 +372,7 @@ def test_activating_over_a_threshold_asks_and_says_which_with_numbers(
     }
     assert PromptOverride.objects.get().is_active is False
 
-    confirmed = admin_client.post(url, form(confirm_activation="on", activation_reason=REASON))
+    confirmed = admin_client.post(url, form(confirm_activation="on", change_reason=REASON))
 
     assert confirmed.status_code == 302
     assert reasons(draft) == [
@@ -399,7 +405,7 @@ def test_a_replay_exactly_at_the_limit_passes_and_just_above_asks(admin_client: 
     asked = admin_client.post(ADD_URL, form(agent="coleta", content=other))
 
     assert passed.status_code == 302
-    assert reasons(PromptOverride.objects.get()) == [f"Ativado com a simulação #{at_limit.pk}"]
+    assert reasons(PromptOverride.objects.get()) == [f"Ativado com o teste #{at_limit.pk}"]
     assert errors_of(asked) == {
         "confirm_activation": [over_limit(above.pk, "transferências 10,1% > 10%")]
     }
@@ -462,10 +468,10 @@ def test_moving_the_active_override_to_another_agent_asks_both_confirmations(
     assert errors_of(refused)["confirm_activation"] == [NO_REPLAY_REFUSED]
     confirmed = admin_client.post(
         url,
-        form(agent="coleta", confirm_builtin="on", confirm_activation="on", activation_reason="x"),
+        form(agent="coleta", confirm_builtin="on", confirm_activation="on", change_reason="x"),
     )
     assert confirmed.status_code == 302
-    assert reasons(active) == [None, "Ativado sem simulação: x"]
+    assert reasons(active) == [None, "Ativado sem teste em conversas gravadas: x"]
 
 
 # --- The revert page is gated too ------------------------------------------------------------------
@@ -483,12 +489,12 @@ def test_reverting_to_a_version_and_activating_it_is_gated(admin_client: Client)
     assert errors_of(refused) == {"confirm_activation": [NO_REPLAY_REFUSED]}
     assert (PromptOverride.objects.get().content, override.history.count()) == ("Rascunho 2", 2)
 
-    confirmed = admin_client.post(url, form(confirm_activation="on", activation_reason=REASON))
+    confirmed = admin_client.post(url, form(confirm_activation="on", change_reason=REASON))
 
     assert confirmed.status_code == 302
     override.refresh_from_db()
     assert (override.content, override.is_active) == (TEXT_CRLF, True)
-    assert reasons(override) == [None, None, f"Ativado sem simulação: {REASON}"]
+    assert reasons(override) == [None, None, f"Ativado sem teste em conversas gravadas: {REASON}"]
 
 
 def test_reverting_the_active_override_to_a_replayed_version_passes(admin_client: Client) -> None:
@@ -500,7 +506,7 @@ def test_reverting_the_active_override_to_a_replayed_version_passes(admin_client
     response = admin_client.post(f"{BASE}{override.pk}/history/{v1}/", form())
 
     assert response.status_code == 302
-    assert reasons(override) == [None, f"Ativado com a simulação #{run.pk}"]
+    assert reasons(override) == [None, f"Ativado com o teste #{run.pk}"]
 
 
 # --- The evidence is shown before ticking "active" --------------------------------------------------
@@ -515,14 +521,18 @@ def test_the_change_page_shows_the_evidence_of_the_stored_text(admin_client: Cli
     untested_page = admin_client.get(f"{BASE}{untested.pk}/change/").content.decode()
 
     sentence = (
-        f"Última simulação deste texto (#{run.pk}): 40 chamadas, 1 códigos mudaram, "
-        "2 transferências mudaram, 3 erros de contrato, custo US$ 1,5000."
+        f"Último teste deste texto em conversas gravadas (#{run.pk}): 40 chamadas, 1 códigos "
+        "mudaram, 2 transferências mudaram, 3 erros de contrato, custo US$ 1,5000."
     )
-    link = f' <a href="{run_url(run)}">Ver a simulação</a>' if run_url(run) else ""
-    assert f"são sempre anexados.<br>{sentence}{link}</div>" in replayed_page
-    assert "são sempre anexados.<br>Nenhuma simulação deste texto.</div>" in untested_page
+    link = f' <a href="{run_url(run)}">Ver o teste</a>' if run_url(run) else ""
+    assert f"são sempre anexadas.<br>{sentence}{link}</div>" in replayed_page
+    assert (
+        "são sempre anexadas.<br>Nenhum teste deste texto em conversas gravadas.</div>"
+        in untested_page
+    )
     assert '<div class="form-row hidden field-confirm_activation">' in replayed_page
-    assert '<div class="form-row hidden field-activation_reason">' in replayed_page
+    # The change reason is always there: the gate only makes it required.
+    assert '<div class="form-row field-change_reason">' in replayed_page
     assert '<input type="checkbox" name="confirm_activation"' not in replayed_page
 
 
@@ -535,7 +545,7 @@ def test_the_revert_page_shows_the_evidence_of_that_version(admin_client: Client
 
     page = admin_client.get(f"{BASE}{override.pk}/history/{v1}/").content.decode()
 
-    assert f"<br>Última simulação deste texto (#{run.pk}): 100 chamadas" in page
+    assert f"<br>Último teste deste texto em conversas gravadas (#{run.pk}): 100 chamadas" in page
 
 
 def test_the_history_reason_is_in_the_sites_language_whatever_the_browsers(
@@ -543,12 +553,14 @@ def test_the_history_reason_is_in_the_sites_language_whatever_the_browsers(
 ) -> None:
     response = admin_client.post(
         ADD_URL,
-        form(confirm_activation="on", activation_reason=REASON),
+        form(confirm_activation="on", change_reason=REASON),
         HTTP_ACCEPT_LANGUAGE="en",
     )
 
     assert response.status_code == 302
-    assert reasons(PromptOverride.objects.get()) == [f"Ativado sem simulação: {REASON}"]
+    assert reasons(PromptOverride.objects.get()) == [
+        f"Ativado sem teste em conversas gravadas: {REASON}"
+    ]
 
 
 # --- Who may -----------------------------------------------------------------------------------------
@@ -557,18 +569,20 @@ def test_the_history_reason_is_in_the_sites_language_whatever_the_browsers(
 def test_a_prompt_editor_activates_with_a_confirmation(prompt_editor_client: Client) -> None:
     refused = prompt_editor_client.post(ADD_URL, form())
     confirmed = prompt_editor_client.post(
-        ADD_URL, form(confirm_activation="on", activation_reason=REASON)
+        ADD_URL, form(confirm_activation="on", change_reason=REASON)
     )
 
     assert errors_of(refused) == {"confirm_activation": [NO_REPLAY_REFUSED]}
     assert confirmed.status_code == 302
-    assert reasons(PromptOverride.objects.get()) == [f"Ativado sem simulação: {REASON}"]
+    assert reasons(PromptOverride.objects.get()) == [
+        f"Ativado sem teste em conversas gravadas: {REASON}"
+    ]
 
 
 def test_support_cannot_activate_even_with_a_confirmation(support_client: Client) -> None:
     draft = PromptOverride.objects.create(agent="triagem", content=TEXT)
     v1 = draft.history.get().history_id
-    confirmed = form(confirm_activation="on", activation_reason=REASON)
+    confirmed = form(confirm_activation="on", change_reason=REASON)
 
     responses = [
         support_client.post(ADD_URL, confirmed).status_code,

@@ -45,11 +45,12 @@ def test_an_editor_activates_a_draft_without_a_replay_after_confirming_with_a_re
 
     # The evidence (none) is under the "active" box before ticking it.
     assert page.locator("#id_is_active_helptext").inner_text() == (
-        "No máximo um override ativo por agente. Os guards fixos são sempre anexados.\n"
-        "Nenhuma simulação deste texto."
+        "No máximo um prompt personalizado ativo por agente. As regras fixas são sempre anexadas.\n"
+        "Nenhum teste deste texto em conversas gravadas."
     )
     assert not page.locator("#id_confirm_activation").is_visible()
-    assert not page.locator("#id_activation_reason").is_visible()
+    # The change reason is always offered; only the gate makes it required.
+    assert page.locator("label[for=id_change_reason]").inner_text() == "Motivo da alteração:"
 
     page.check("#id_is_active")
     page.click("input[name=_save]")
@@ -57,33 +58,36 @@ def test_an_editor_activates_a_draft_without_a_replay_after_confirming_with_a_re
 
     errors = page.locator(".field-confirm_activation .errorlist").inner_text()
     assert errors == (
-        "Nenhuma simulação deste texto: ativá-lo coloca diante dos clientes um prompt que "
-        "ninguém testou. Simule-o antes, ou marque “Ativar mesmo assim”, escreva o motivo e "
-        "salve de novo."
+        "Nenhum teste deste texto em conversas gravadas: ativá-lo coloca diante dos clientes um "
+        "prompt que ninguém testou. Teste-o antes, ou marque “Ativar mesmo assim”, escreva o "
+        "motivo da alteração e salve de novo."
     )
     assert page.locator("label[for=id_confirm_activation]").inner_text() == "Ativar mesmo assim"
-    assert page.locator("#id_activation_reason").is_visible()
+    assert page.locator("#id_change_reason").is_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= VIEWPORT["width"]
     page.screenshot(path=str(screenshots_dir / "activation-gate-refused.png"), full_page=True)
     draft.refresh_from_db()
     assert (draft.is_active, draft.history.count()) == (False, 1)
 
     page.check("#id_confirm_activation")
-    page.fill("#id_activation_reason", REASON)
+    page.fill("#id_change_reason", REASON)
     page.click("input[name=_save]")
     page.wait_for_url("**/admin/prompts_admin/promptoverride/")
 
-    assert page.locator(".messagelist .warning").inner_text() == "Nenhuma simulação deste texto."
+    assert (
+        page.locator(".messagelist .warning").inner_text()
+        == "Nenhum teste deste texto em conversas gravadas."
+    )
     draft.refresh_from_db()
     latest = draft.history.latest()
     assert (draft.is_active, latest.history_change_reason, latest.history_user.username) == (
         True,
-        f"Ativado sem simulação: {REASON}",
+        f"Ativado sem teste em conversas gravadas: {REASON}",
         "bia",
     )
 
     page.goto(f"{live_server.url}/admin/prompts_admin/promptoverride/{draft.pk}/history/")
     assert page.locator("td.history-change-reason").first.inner_text() == (
-        f"Ativado sem simulação: {REASON}"
+        f"Ativado sem teste em conversas gravadas: {REASON}"
     )
     page.screenshot(path=str(screenshots_dir / "activation-gate-history.png"), full_page=True)

@@ -28,7 +28,7 @@ def form(**fields: str | None) -> dict[str, str]:
         # These texts have no replay: each activation is confirmed (the activation gate,
         # tests/prompts_admin/test_activation_gate.py).
         "confirm_activation": "on",
-        "activation_reason": "teste",
+        "change_reason": "teste",
     }
     data.update(fields)
     return {k: v for k, v in data.items() if v is not None}
@@ -208,8 +208,8 @@ def test_the_history_list_shows_booleans_as_sim_nao(
 # --- Revert keeps the "active" flag; leaving an agent on the built-in prompt is confirmed -------
 
 LEAVES_BUILTIN = (
-    "Ao salvar, o agente triagem volta ao prompt padrão: este é o override ativo dele. Marque "
-    "“Deixar o agente no prompt padrão” e salve de novo para confirmar."
+    "Ao salvar, o agente triagem volta ao prompt padrão: este é o prompt personalizado ativo "
+    "dele. Marque “Deixar o agente no prompt padrão” e salve de novo para confirmar."
 )
 
 
@@ -236,7 +236,7 @@ def test_reverting_the_text_of_the_active_override_keeps_it_active(admin_client:
     page = admin_client.get(f"{BASE}{override.pk}/history/{v1}/")
     assert page.context["adminform"].form.initial["is_active"] is True
     data = {k: str(v) for k, v in page.context["adminform"].form.initial.items() if v}
-    data |= {"is_active": "on", "confirm_activation": "on", "activation_reason": "teste"}
+    data |= {"is_active": "on", "confirm_activation": "on", "change_reason": "teste"}
     response = admin_client.post(f"{BASE}{override.pk}/history/{v1}/", data | {"note": "volta"})
 
     assert response.status_code == 302
@@ -325,8 +325,8 @@ def test_after_a_refused_save_the_header_shows_the_override_as_stored(
 
     page = refused.content.decode()
     assert refused.status_code == 200
-    assert f"<title>Erro: triagem (ativo) #{override.pk} | Modificar override de prompt" in page
-    assert f"<h2>triagem (ativo) #{override.pk}</h2>" in page
+    assert f"<title>Erro: Triagem (ativo) #{override.pk} | Modificar prompt personalizado" in page
+    assert f"<h2>Triagem (ativo) #{override.pk}</h2>" in page
     assert "(inativo)" not in page
     assert refused.context["adminform"].form.instance.is_active is False  # the posted value
 

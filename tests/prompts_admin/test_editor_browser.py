@@ -1,4 +1,6 @@
-"""The prompt editor in a real browser: an editor changes the text of an override and previews it
+"""The prompt editor in a real browser: an editor walks from the admin index's "Governança dos
+prompts" to the metrics per prompt version and to a custom prompt's form, whose variables are
+folded under "Ver as variáveis disponíveis"; changes the text of an override and previews it
 unsaved: the preview opens in a new tab with the text as it is in the form, and nothing is stored;
 the help lists the variables of the agent picked in the form only.
 
@@ -116,9 +118,59 @@ def test_the_help_follows_the_agent_picked_in_the_form(
             if groups.nth(i).is_visible()
         ]
 
+    # Folded until the editor asks for them.
+    assert shown() == []
+    page.click("details.prompt-variables summary")
     assert shown() == ["triagem", "qualificacao", "coleta"]
     page.select_option("#id_agent", "coleta")
     assert shown() == ["coleta"]
     page.select_option("#id_agent", "triagem")
     assert shown() == ["triagem"]
     page.screenshot(path=str(screenshots_dir / "editor-help-one-agent.png"), full_page=True)
+
+
+def test_an_editor_walks_from_the_index_to_the_metrics_and_opens_the_variables(
+    live_server: LiveServer, browser_page: Any, screenshots_dir: Path
+) -> None:
+    browser_staff("bia", *EDITOR, "governance.view_replayrun", "governance.add_replayrun")
+    page = browser_page
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+    page.fill("#id_username", "bia")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/admin/")
+
+    block = page.locator("#prompt-governance-module")
+    # text_content: the admin's CSS shows captions in capitals.
+    assert block.locator("caption").text_content() == "Governança dos prompts"
+    assert block.locator("th").all_inner_texts() == [
+        "Prompts personalizados",
+        "Métricas por versão do prompt",
+        "Testar o rascunho em conversas gravadas",
+    ]
+    assert page.evaluate("document.documentElement.scrollWidth") <= VIEWPORT["width"]
+    page.screenshot(path=str(screenshots_dir / "editor-index.png"), full_page=True)
+
+    page.click("#prompt-metrics-link")
+    page.wait_for_url("**/admin/governance/metrics/")
+    assert page.locator("h1").inner_text() == "Métricas por versão do prompt"
+    assert page.locator(".breadcrumbs").inner_text() == (
+        "Início › Prompts e configuração › Prompts personalizados › Métricas por versão do prompt"
+    )
+    page.screenshot(path=str(screenshots_dir / "editor-metrics.png"), full_page=True)
+
+    page.click(".breadcrumbs a:text-is('Prompts personalizados')")
+    page.wait_for_url("**/admin/prompts_admin/promptoverride/")
+    page.click("a.button:text-is('Triagem')")
+    page.wait_for_url("**/admin/prompts_admin/promptoverride/add/?from_builtin=triagem")
+    summary = page.locator("details.prompt-variables summary")
+    variables = page.locator('[data-agent-variables="triagem"]')
+    assert summary.inner_text() == "Ver as variáveis disponíveis"
+    assert not variables.is_visible()
+
+    summary.click()
+
+    assert variables.is_visible()
+    assert variables.locator("strong").inner_text() == "Triagem"
+    assert page.evaluate("document.documentElement.scrollWidth") <= VIEWPORT["width"]
+    page.screenshot(path=str(screenshots_dir / "editor-variables-open.png"), full_page=True)

@@ -46,7 +46,7 @@ def test_form_validation_explains_the_active_override_conflict() -> None:
     PromptOverride.objects.create(agent="triagem", content="a", is_active=True)
     second = PromptOverride(agent="triagem", content="b", is_active=True)
     assert validation_messages(second) == {
-        "__all__": ["Já existe um override ativo para este agente."]
+        "__all__": ["Já existe um prompt personalizado ativo para este agente."]
     }
 
 

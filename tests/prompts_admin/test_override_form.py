@@ -41,7 +41,7 @@ def test_a_template_using_the_agents_variables_is_accepted_and_saved() -> None:
             "is_active": "on",
             # No replay of this text: the activation gate asks for a confirmation.
             "confirm_activation": "on",
-            "activation_reason": "teste",
+            "change_reason": "teste",
         }
     )
 
@@ -123,7 +123,12 @@ def test_help_text_lists_every_agents_variables_with_descriptions() -> None:
     with translation.override("en"):
         help_text = str(PromptOverrideForm().fields["content"].help_text)
 
-    assert help_text.startswith("A Django template rendered for every call")
+    assert help_text.startswith(
+        "The text is assembled for every call with its agent&#x27;s variables, written as "
+        "{{ name }}. The conversation context and the fixed rules are always added after it."
+        '<details class="prompt-variables"><summary>See the available variables</summary>'
+        "The variables of each agent:<ul>"
+    )
     assert "<code>{{ registration_data }}</code> — dados cadastrais já coletados" in help_text
     assert "strategic_companies" not in help_text
     assert help_text.count('<li data-agent-variables="') == 3
@@ -132,7 +137,7 @@ def test_help_text_lists_every_agents_variables_with_descriptions() -> None:
         "</ul>Allowed: {% if %} / {% elif %} / {% else %} / {% endif %} (at most 10 levels), "
         "{% comment %} and {# … #}, and the filters capfirst, default, default_if_none, length, "
         "lower, title, truncatechars, truncatewords, upper, yesno. At most 30,000 characters, "
-        "and 60,000 once rendered."
+        "and 60,000 once rendered.</details>"
     )
 
 
@@ -324,8 +329,23 @@ def test_the_help_lists_the_variables_of_the_overrides_agent_only(admin_client: 
 
     html_page = page.content.decode()
     assert variable_groups(html_page) == {"triagem": False, "qualificacao": False, "coleta": True}
-    assert '<li data-agent-variables="triagem" hidden><strong>triagem</strong>' in html_page
+    assert '<li data-agent-variables="triagem" hidden><strong>Triagem</strong>' in html_page
     assert '<script src="/static/prompts_admin/admin/override_form.js"></script>' in html_page
+
+
+def test_the_variables_are_folded_under_a_pt_br_summary_below_one_sentence(
+    admin_client: Client,
+) -> None:
+    page = admin_client.get(ADD_URL).content.decode()
+
+    assert (
+        "O texto é montado a cada chamada com as variáveis do seu agente, escritas como "
+        "{{ nome }}. O contexto da conversa e as regras fixas são sempre acrescentados depois "
+        'dele.<details class="prompt-variables"><summary>Ver as variáveis disponíveis</summary>'
+        "As variáveis de cada agente:<ul>"
+    ) in page
+    assert "Template Django" not in page
+    assert "guards" not in page
 
 
 def test_the_add_form_lists_every_agent_until_one_is_chosen(admin_client: Client) -> None:

@@ -231,6 +231,66 @@ def test_agent_preview_shows_the_active_override(admin_client: Client, catalog: 
     assert response.context["prepared"].prompt_version.startswith("override:")
 
 
+# --- The facts table speaks the editor's words, never the stored values ------------------------
+
+
+@pytest.mark.parametrize(
+    ("agent", "stage"),
+    [("triagem", "Triagem"), ("qualificacao", "Qualificação"), ("coleta", "Coleta de dados")],
+)
+def test_the_agent_preview_names_the_agent_the_stage_and_the_default_prompt(
+    admin_client: Client, catalog: None, agent: str, stage: str
+) -> None:
+    page = admin_client.get(f"{BASE}preview/{agent}/").content.decode()
+
+    assert f'<tr><th>Etapa</th><td id="stage">{stage}</td></tr>' in page
+    assert '<tr><th>Versão do prompt</th><td id="prompt-version">prompt padrão</td></tr>' in page
+    assert "<h2>Prompt de sistema (as instruções)</h2>" in page
+    assert "TRIAGE" not in page
+    assert "builtin" not in page
+
+
+def test_the_agent_preview_of_an_active_custom_prompt_names_it_and_its_version(
+    admin_client: Client, catalog: None
+) -> None:
+    override = PromptOverride.objects.create(agent="triagem", content="Ativo", is_active=True)
+    version = PromptOverride.history.get(id=override.pk).history_id
+
+    page = admin_client.get(f"{BASE}preview/triagem/").content.decode()
+
+    assert (
+        f'<td id="prompt-version">prompt personalizado #{override.pk} (versão {version})</td>'
+    ) in page
+    assert "<title>Prévia do prompt final: Triagem |" in page
+    assert "<tr><th>Agente</th><td>Triagem</td></tr>" in page
+
+
+def test_the_preview_of_a_text_calls_it_a_draft_and_names_the_history_roles(
+    admin_client: Client, catalog: None
+) -> None:
+    session = baker.make(Session, state=SessionState.TRIAGE, last_message_at=timezone.now())
+    start = timezone.now() - timedelta(minutes=5)
+    baker.make(
+        Message, session=session, direction=Direction.INBOUND, content="Oi", created_at=start
+    )
+    baker.make(
+        Message,
+        session=session,
+        direction=Direction.OUTBOUND,
+        content="Olá!",
+        created_at=start + timedelta(seconds=1),
+    )
+    override = PromptOverride.objects.create(agent="triagem", content="Rascunho")
+
+    page = admin_client.get(f"{BASE}{override.pk}/preview/?session={session.pk}").content.decode()
+
+    assert '<td id="prompt-version">rascunho</td>' in page
+    assert '<td id="stage">Triagem</td>' in page
+    assert '<tr class="message-user"><th>Cliente</th>' in page
+    assert '<tr class="message-assistant"><th>Assistente</th>' in page
+    assert ">preview<" not in page
+
+
 @pytest.mark.parametrize("value", ["abc", "²"])
 def test_a_session_that_is_no_id_previews_the_synthetic_sample(
     admin_client: Client, catalog: None, value: str

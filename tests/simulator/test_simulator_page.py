@@ -310,10 +310,25 @@ def test_the_index_links_the_simulator_for_those_who_may_use_it(
 ) -> None:
     plain = Client()
     plain.force_login(staff_member(permissions=("conversations.view_session",)))
-    link = f'<a href="{URL}">Converse com o bot como um cliente</a>'
+    caption = f'<caption><a class="section" href="{URL}">Conversar com o bot</a></caption>'
+    link = f'<a href="{URL}">Converse com o bot como se fosse um cliente</a>'
 
+    assertContains(prompt_editor_client.get("/admin/"), caption, count=1)
     assertContains(prompt_editor_client.get("/admin/"), link, count=1)
     assertNotContains(plain.get("/admin/"), link)
+
+
+@pytest.mark.django_db
+def test_the_page_is_called_conversar_com_o_bot_not_simulador(
+    prompt_editor_client: Client, demo_instance: Instance
+) -> None:
+    page = prompt_editor_client.get(URL).content.decode()
+
+    assert "<title>Conversar com o bot | Atendimento WhatsApp</title>" in page
+    assert "<h1>Conversar com o bot</h1>" in page
+    assert "&rsaquo; Conversar com o bot\n</div>" in page
+    assert "Simulador" not in page
+    assert "Simulação" not in page
 
 
 def option_buttons(response_text: str) -> list[tuple[str, str]]:

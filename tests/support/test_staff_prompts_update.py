@@ -123,12 +123,12 @@ def test_the_event_and_the_versions_read_in_portuguese_on_the_page(
     )
 
     assert (
-        f"Ana passou a conversa para os prompts atuais: Triagem: padrão → override #{triagem.pk} "
-        f"(versão {history_id})." in page
+        "Ana passou a conversa para os prompts atuais: Triagem: prompt padrão → prompt "
+        f"personalizado #{triagem.pk} (versão {history_id})." in page
     )
     assert (
-        f"Versões dos prompts Triagem: override #{triagem.pk} (versão {history_id}) "
-        "Qualificação: padrão Coleta: padrão" in page
+        f"Versões dos prompts Triagem: prompt personalizado #{triagem.pk} (versão {history_id}) "
+        "Qualificação: prompt padrão Coleta: prompt padrão" in page
     )
 
 
@@ -155,8 +155,8 @@ def test_a_session_not_pinned_yet_is_pinned_to_the_current_prompts(support: User
     [event] = events(session)
     page = client_of(support).get(f"/admin/conversations/session/{session.pk}/change/")
     assert (
-        "Ana passou a conversa para os prompts atuais: Triagem: ainda não fixada → padrão; "
-        "Qualificação: ainda não fixada → padrão; Coleta: ainda não fixada → padrão."
+        "Ana passou a conversa para os prompts atuais: Triagem: ainda não fixada → prompt padrão; "
+        "Qualificação: ainda não fixada → prompt padrão; Coleta: ainda não fixada → prompt padrão."
         in text_of(page.content.decode())
     )
     assert event.json_part == {"from": {}, "to": ALL_BUILTIN, "overrides": {}}
@@ -211,6 +211,6 @@ def test_a_version_whose_history_row_is_gone_is_named_by_its_number(support: Use
     page = client_of(support).get(f"/admin/conversations/session/{session.pk}/change/")
 
     assert (
-        "Triagem: ainda não fixada Qualificação: padrão Coleta: versão 424242 (sem registro no "
+        "Triagem: ainda não fixada Qualificação: prompt padrão Coleta: versão 424242 (sem registro no "
         "histórico)" in text_of(page.content.decode())
     )
