@@ -11,12 +11,17 @@ from tests.fakes.openai_server import FakeOpenAIServer, Transcription
 
 OGG = b"OggS\x00\x02" + b"v" * 64
 PNG = b"\x89PNG\r\n\x1a\n" + b"p" * 32
+# The read timeout of the test that makes one time out; the others wait long enough for the
+# fake's answer on a loaded CI machine.
 TIMEOUT = 0.3
+ANSWER_TIMEOUT = 5.0
 
 
-def make_client(fake: FakeOpenAIServer, *, retry_max: int = 1) -> OpenAIClient:
+def make_client(
+    fake: FakeOpenAIServer, *, retry_max: int = 1, timeout: float = ANSWER_TIMEOUT
+) -> OpenAIClient:
     return OpenAIClient(
-        api_key="sk-test", base_url=fake.base_url, timeout=TIMEOUT, retry_max=retry_max
+        api_key="sk-test", base_url=fake.base_url, timeout=timeout, retry_max=retry_max
     )
 
 
@@ -95,7 +100,7 @@ def test_a_slow_transcription_times_out_after_its_attempts(fake_openai: FakeOpen
     fake_openai.queue_transcript("tarde", delay=TIMEOUT * 3)
 
     with pytest.raises(LLMTimeoutError) as raised:
-        transcribe(make_client(fake_openai))
+        transcribe(make_client(fake_openai, timeout=TIMEOUT))
 
     assert raised.value.attempts == 2
 

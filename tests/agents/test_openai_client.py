@@ -25,12 +25,17 @@ MESSAGES = (
     ChatMessage("user", "Potabilidade"),
 )
 # Short enough to keep the suite fast, long enough for a loopback answer on a busy CI box.
+# The read timeout of the tests that make one time out; the others wait long enough for the
+# fake's answer on a loaded CI machine.
 TIMEOUT = 0.3
+ANSWER_TIMEOUT = 5.0
 
 
-def make_client(fake: FakeOpenAIServer, *, retry_max: int = 1) -> OpenAIClient:
+def make_client(
+    fake: FakeOpenAIServer, *, retry_max: int = 1, timeout: float = ANSWER_TIMEOUT
+) -> OpenAIClient:
     return OpenAIClient(
-        api_key="sk-test", base_url=fake.base_url, timeout=TIMEOUT, retry_max=retry_max
+        api_key="sk-test", base_url=fake.base_url, timeout=timeout, retry_max=retry_max
     )
 
 
@@ -224,7 +229,7 @@ def test_a_timeout_is_retried_once_then_raises_llm_timeout_error(
     fake_openai.queue_timeout(TIMEOUT * 4)
 
     with pytest.raises(LLMTimeoutError) as caught:
-        call(make_client(fake_openai))
+        call(make_client(fake_openai, timeout=TIMEOUT))
 
     assert fake_openai.request_count == 2
     assert caught.value.attempts == 2
@@ -505,7 +510,7 @@ def test_an_error_says_whether_the_provider_itself_failed(
     queue(fake_openai)
 
     with pytest.raises(LLMError) as caught:
-        call(make_client(fake_openai, retry_max=0))
+        call(make_client(fake_openai, retry_max=0, timeout=TIMEOUT))
 
     assert caught.value.transient is transient
 

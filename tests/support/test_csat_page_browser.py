@@ -28,6 +28,9 @@ def test_support_reads_the_csat_of_a_period(
     page.fill("#id_username", "ana")
     page.fill("#id_password", PASSWORD)
     page.click("input[type=submit]")
+    # A screenshot taken while the login's redirect is loading can fail under load.
+    page.wait_for_url("**/admin/")
+    page.wait_for_load_state()
     page.screenshot(path=str(screenshots_dir / "csat_index.png"))
     page.get_by_role("link", name="Satisfação dos clientes (CSAT)").click()
     page.wait_for_url("**/admin/conversations/satisfactionsurvey/csat/")
