@@ -11,6 +11,11 @@ it, cancel it, read it.
   `conversations.view_personal_data` read the texts masked.
 - the changelist, filtered by override from the override's page ("Simulações deste rascunho").
 
+Prompt test cases (`governance.test_cases`): a model call's page (the conversations app's
+`LLMCallAdmin`, registered again here with a link it cannot know of: this app is above it) links
+to ``prompttestcase/from-call/<call id>/``, a form prefilled from the call's recorded answer
+(``add_prompttestcase``); the case's own page edits its expectations. Test runs are read-only.
+
 Views parse the request and call one use case (`governance.replay`); the task is enqueued after
 the run's transaction commits.
 """
@@ -27,16 +32,28 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.translation import gettext
+from django.utils.html import format_html
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_POST
 
-from agents.masking import Masker
+from agents.masking import Masker, known_values
+from agents.states import AgentName
 from compat.django_private import unquote
-from conversations.models import HANDOFF_REASON_CHOICES, STATE_CHOICES
+from conversations.admin import LLMCallAdmin
+from conversations.models import HANDOFF_REASON_CHOICES, STATE_CHOICES, LLMCall, LLMCallPurpose
 from conversations.privacy.personal_data import can_view_personal_data, session_masker
-from governance.forms import ReplayStartForm
-from governance.models import FINISHED_STATUSES, ReplayResult, ReplayRun
+from governance.forms import PromptTestCaseForm, ReplayStartForm
+from governance.models import (
+    FINISHED_STATUSES,
+    HandoffExpectation,
+    PromptTestCase,
+    PromptTestRun,
+    ReplayResult,
+    ReplayRun,
+)
+from governance.recorded import SnapshotError
 from governance.replay import (
+    ReplayDeps,
     ReplayFilters,
     ReplayRefused,
     replay_calls_count,
@@ -44,6 +61,7 @@ from governance.replay import (
     replay_run_submit,
 )
 from governance.tasks import replay_run_enqueue
+from governance.test_cases import call_prefill, case_masker, prompt_test_case_create
 from prompts_admin.models import PromptOverride
 from versioning.diff import DiffLine, line_diff
 
@@ -298,3 +316,241 @@ def _int_or_404(value: str | None) -> int:
     if not (text.isascii() and text.isdigit()):
         raise Http404
     return int(text)
+
+
+# --- Prompt test cases --------------------------------------------------------------------------
+
+CASE_AGENTS = frozenset(
+    {AgentName.TRIAGEM.value, AgentName.QUALIFICACAO.value, AgentName.COLETA.value}
+)
+ADD_CASE = "governance.add_prompttestcase"
+
+
+def case_saveable(call: LLMCall) -> bool:
+    """Whether a call can become a test case: an agent's answer with its context recorded."""
+    return (
+        call.purpose == LLMCallPurpose.AGENT
+        and call.agent in CASE_AGENTS
+        and call.context_snapshot is not None
+    )
+
+
+def case_display_masker(case: PromptTestCase) -> Masker:
+    """The masker of a case's texts for a viewer who may not read personal data: the known
+    values its snapshot holds, and the patterns."""
+    snapshot = case.context_snapshot or {}
+    data = [d for d in (snapshot.get("registration_data"),) if isinstance(d, dict)]
+    return Masker(
+        known_values(
+            customer_name=str(snapshot.get("customer_name") or ""),
+            customer_phone=str(snapshot.get("customer_phone") or ""),
+            data=data,
+        )
+    )
+
+
+@admin.register(PromptTestCase)
+class PromptTestCaseAdmin(admin.ModelAdmin[PromptTestCase]):
+    form = PromptTestCaseForm
+    list_display = (
+        "id",
+        "title",
+        "agent",
+        "expected_code",
+        "handoff_expected",
+        "is_active",
+        "created_by",
+        "created_at",
+    )
+    list_filter = ("agent", "is_active")
+    list_select_related = ("created_by",)
+    search_fields = ("title",)
+    readonly_fields = (
+        "agent",
+        "call_link",
+        "recorded_at",
+        "recorded_code",
+        "recorded_reply",
+        "masked",
+    )
+    fieldsets = (
+        (gettext_lazy("Recorded call"), {"fields": readonly_fields}),
+        (
+            gettext_lazy("Expectations"),
+            {
+                "fields": (
+                    "title",
+                    "expected_code",
+                    "expected_state",
+                    "handoff_expected",
+                    "expected_handoff_reason",
+                    "required_fields",
+                    "must_contain",
+                    "must_not_contain",
+                    "expected_package",
+                    "is_active",
+                )
+            },
+        ),
+    )
+    from_call_template = "admin/governance/prompttestcase/from_call.html"
+
+    # A case is saved from a model call's page (`from_call_view`), never added blank.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.display(description=gettext_lazy("recorded call"))
+    def call_link(self, obj: PromptTestCase) -> str:
+        if obj.llm_call_id is None:
+            return gettext("deleted")
+        url = reverse("admin:conversations_llmcall_change", args=[obj.llm_call_id])
+        return format_html('<a href="{}">#{}</a>', url, obj.llm_call_id)
+
+    @admin.display(description=gettext_lazy("recorded message"))
+    def recorded_reply(self, obj: PromptTestCase) -> str:
+        request = getattr(self, "_request", None)
+        if request is not None and not obj.masked and not can_view_personal_data(request.user):
+            return case_display_masker(obj).text(obj.recorded_text)
+        return obj.recorded_text
+
+    def get_readonly_fields(self, request: HttpRequest, obj: PromptTestCase | None = None) -> Any:
+        # The page's viewer decides the masking of the recorded reply.
+        self._request = request
+        return super().get_readonly_fields(request, obj)
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path(
+                "from-call/<int:call_id>/",
+                wrap(self.from_call_view),
+                name="governance_prompttestcase_from_call",
+            ),
+            *super().get_urls(),
+        ]
+
+    def from_call_view(self, request: HttpRequest, call_id: int) -> HttpResponse:
+        """ "Guardar como caso de teste": the expectations prefilled from the call's recorded
+        answer; saving freezes the call (masked for an editor without personal data)."""
+        if not request.user.has_perm(ADD_CASE):
+            raise PermissionDenied
+        call = get_object_or_404(LLMCall.objects.select_related("session__instance"), pk=call_id)
+        if not case_saveable(call):
+            raise Http404(gettext("This call is not an agent answer with its context recorded."))
+        masker = case_masker(call, request.user)
+        deps = ReplayDeps.from_settings()
+        try:
+            prefill = call_prefill(call, deps=deps, masker=masker)
+        except SnapshotError as exc:
+            raise Http404(str(exc)) from None
+        if request.method == "POST":
+            form = PromptTestCaseForm(request.POST)
+            if form.is_valid():
+                case = prompt_test_case_create(
+                    call=call,
+                    user=request.user,
+                    title=form.cleaned_data["title"],
+                    expectations=form.expectations(),
+                    deps=deps,
+                )
+                self.message_user(
+                    request,
+                    gettext("Test case #%(case)s saved.") % {"case": case.pk},
+                    messages.SUCCESS,
+                )
+                return HttpResponseRedirect(
+                    reverse("admin:governance_prompttestcase_change", args=[case.pk])
+                )
+        else:
+            form = PromptTestCaseForm(
+                initial={
+                    "title": gettext("Call #%(call)s") % {"call": call.pk},
+                    "expected_code": prefill.code,
+                    "expected_state": prefill.state,
+                    "handoff_expected": (
+                        HandoffExpectation.YES if prefill.handoff else HandoffExpectation.NO
+                    ),
+                    "expected_handoff_reason": prefill.handoff,
+                    "expected_package": prefill.packages[0] if prefill.packages else "",
+                    "is_active": True,
+                }
+            )
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": gettext("Save as a test case"),
+            "call": call,
+            "form": form,
+            "recorded_text": prefill.text,
+            "masked": masker is not None,
+        }
+        return TemplateResponse(request, self.from_call_template, context)
+
+
+@admin.register(PromptTestRun)
+class PromptTestRunAdmin(admin.ModelAdmin[PromptTestRun]):
+    list_display = (
+        "id",
+        "override",
+        "agent",
+        "cases",
+        "passed",
+        "failed",
+        "cost_usd",
+        "created_at",
+    )
+    list_filter = ("agent",)
+    list_select_related = ("override",)
+    fields = (
+        "override",
+        "agent",
+        "content_hash",
+        "cases",
+        "passed",
+        "failed",
+        "cost_usd",
+        "results",
+        "created_by",
+        "created_at",
+    )
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: PromptTestRun | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: PromptTestRun | None = None) -> bool:
+        return False
+
+
+admin.site.unregister(LLMCall)
+
+
+@admin.register(LLMCall)
+class GovernedLLMCallAdmin(LLMCallAdmin):
+    """The model call's page with "Save as a test case" (for an agent answer, to an editor who
+    may add cases)."""
+
+    change_form_template = "admin/governance/llmcall_change_form.html"
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        extra = dict(extra_context or {})
+        if request.user.has_perm(ADD_CASE):
+            call = (
+                LLMCall.objects.filter(pk=_int_or_404(unquote(object_id)))
+                .only("purpose", "agent", "context_snapshot")
+                .first()
+            )
+            if call is not None and case_saveable(call):
+                extra["save_case_url"] = reverse(
+                    "admin:governance_prompttestcase_from_call", args=[call.pk]
+                )
+        return super().change_view(request, object_id, form_url, extra)
