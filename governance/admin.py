@@ -60,8 +60,13 @@ from governance.replay import (
     replay_run_cancel,
     replay_run_submit,
 )
-from governance.tasks import replay_run_enqueue
-from governance.test_cases import call_prefill, case_masker, prompt_test_case_create
+from governance.tasks import prompt_tests_enqueue, replay_run_enqueue
+from governance.test_cases import (
+    active_cases_count,
+    call_prefill,
+    case_masker,
+    prompt_test_case_create,
+)
 from prompts_admin.models import PromptOverride
 from versioning.diff import DiffLine, line_diff
 
@@ -489,6 +494,9 @@ class PromptTestCaseAdmin(admin.ModelAdmin[PromptTestCase]):
 
 @admin.register(PromptTestRun)
 class PromptTestRunAdmin(admin.ModelAdmin[PromptTestRun]):
+    """Runs are read-only; ``run/?override=<id>`` (``add_prompttestrun``) starts one in the
+    background for an override's text, linked from the override's page."""
+
     list_display = (
         "id",
         "override",
@@ -497,10 +505,11 @@ class PromptTestRunAdmin(admin.ModelAdmin[PromptTestRun]):
         "passed",
         "failed",
         "cost_usd",
+        "created_by",
         "created_at",
     )
-    list_filter = ("agent",)
-    list_select_related = ("override",)
+    list_filter = ("agent", "override")
+    list_select_related = ("override", "created_by")
     fields = (
         "override",
         "agent",
@@ -509,11 +518,21 @@ class PromptTestRunAdmin(admin.ModelAdmin[PromptTestRun]):
         "passed",
         "failed",
         "cost_usd",
-        "results",
+        "failures",
         "created_by",
         "created_at",
     )
     readonly_fields = fields
+    run_template = "admin/governance/prompttestrun/run.html"
+
+    @admin.display(description=gettext_lazy("failed cases"))
+    def failures(self, obj: PromptTestRun) -> str:
+        lines = [
+            f"#{r.get('case')} {r.get('title')}: {', '.join(r.get('differences') or ())}"
+            for r in obj.results
+            if not r.get("passed")
+        ]
+        return "\n".join(lines) or "—"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -523,6 +542,39 @@ class PromptTestRunAdmin(admin.ModelAdmin[PromptTestRun]):
 
     def has_delete_permission(self, request: HttpRequest, obj: PromptTestRun | None = None) -> bool:
         return False
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("run/", wrap(self.run_view), name="governance_prompttestrun_run"),
+            *super().get_urls(),
+        ]
+
+    def run_view(self, request: HttpRequest) -> HttpResponse:
+        """GET: how many active cases the override's agent has; POST: run them."""
+        if not request.user.has_perm("governance.add_prompttestrun"):
+            raise PermissionDenied
+        override = get_object_or_404(PromptOverride, pk=_int_or_404(request.GET.get("override")))
+        if request.method == "POST":
+            prompt_tests_enqueue(override_id=override.pk, user_id=request.user.pk)
+            self.message_user(
+                request,
+                gettext(
+                    "The test cases are running against this text; the run appears here when "
+                    "it ends."
+                ),
+                messages.SUCCESS,
+            )
+            changelist = reverse("admin:governance_prompttestrun_changelist")
+            return HttpResponseRedirect(f"{changelist}?override__id__exact={override.pk}")
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": gettext("Run the test cases"),
+            "override": override,
+            "active_cases": active_cases_count(override.agent),
+        }
+        return TemplateResponse(request, self.run_template, context)
 
 
 admin.site.unregister(LLMCall)

@@ -9,10 +9,11 @@ class GovernanceConfig(AppConfig):
     def ready(self) -> None:
         # The activation gate (prompts_admin) reads replays through this app, which it may not
         # import; imported here because models are not loaded when this module is.
-        from governance.activation import DatabaseReplayEvidence
-        from prompts_admin.activation import replay_evidence_register
+        from governance.activation import DatabaseCasesEvidence, DatabaseReplayEvidence
+        from prompts_admin.activation import cases_evidence_register, replay_evidence_register
 
         replay_evidence_register(DatabaseReplayEvidence())
+        cases_evidence_register(DatabaseCasesEvidence())
 
         # Anonymising a conversation and a customer's export reach the replay results through
         # this registry (conversations may not import this app).

@@ -426,6 +426,10 @@ def active_cases(agent: str) -> list[PromptTestCase]:
     )
 
 
+def active_cases_count(agent: str) -> int:
+    return PromptTestCase.objects.filter(agent=agent, is_active=True).count()
+
+
 def case_versions(cases: Iterable[PromptTestCase]) -> list[list[Any]]:
     """[id, updated_at] of each case: what a run covered."""
     return sorted([case.pk, case.updated_at.isoformat()] for case in cases)

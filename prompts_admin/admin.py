@@ -23,6 +23,7 @@ from prompts_admin.activation import (
     evidence_html,
     gate_message,
     is_activation,
+    latest_cases,
     latest_replay,
 )
 from prompts_admin.forms import (
@@ -54,7 +55,8 @@ class PromptOverrideForm(PromptTemplateForm):
     `confirm_builtin` box, hidden until then, lets the editor save it anyway.
 
     The activation gate (`prompts_admin.activation`) works the same way: an activation with no
-    replay of its text, or over a threshold, is refused once; `confirm_activation` and
+    replay of its text, or over a threshold, or whose agent's test cases do not pass with it,
+    is refused once; `confirm_activation` and
     `activation_reason`, hidden until then, let the editor activate it anyway, and the reason
     goes to the override's history. Every admin path that saves an override (add, change,
     simple-history's revert) uses this form.
@@ -144,7 +146,9 @@ class PromptOverrideForm(PromptTemplateForm):
             and not self.has_error("content")
             and is_activation(stored=stored, agent=agent, content=content, active=active)
         ):
-            self.activation = activation_check(self.latest_replay(agent, content))
+            self.activation = activation_check(
+                self.latest_replay(agent, content), latest_cases(agent=agent, content=content)
+            )
             if self.activation.needs_confirmation:
                 self.gate(cleaned, self.activation)
         return cleaned
