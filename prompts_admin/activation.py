@@ -289,15 +289,24 @@ def gate_message(check: ActivationCheck) -> str:
     if not check.cases_failing or check.cases is None:
         return replay
     failures = "; ".join(check.cases.failures)
-    cases = gettext(
-        "The agent's test cases do not pass with this text: %(problem)s%(failures)s. Run them "
-        "against this text (“Run the test cases”), or tick “Activate anyway”, write the "
-        "reason and save again."
-    ) % {
+    values = {
         "problem": cases_problem(check.cases),
         "failures": f" ({failures})" if failures else "",
     }
-    return f"{replay} {cases}" if replay else cases
+    if replay:
+        # The replay's sentence already says how to confirm: one confirmation answers both.
+        also = gettext(
+            "Also, the agent's test cases do not pass with this text: %(problem)s%(failures)s."
+        )
+        return f"{replay} {also % values}"
+    return (
+        gettext(
+            "The agent's test cases do not pass with this text: %(problem)s%(failures)s. Run "
+            "them against this text (“Run the test cases”), or tick “Activate anyway”, write "
+            "the reason and save again."
+        )
+        % values
+    )
 
 
 def _replay_gate_message(check: ActivationCheck) -> str:

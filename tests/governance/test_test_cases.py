@@ -7,7 +7,7 @@ from io import StringIO
 from typing import Any
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from pytest_django import Settings
 
 from conversations.models import Instance, LLMCall
@@ -257,27 +257,49 @@ def test_a_provider_error_fails_the_case_and_the_next_one_runs(
     ]
 
 
+@pytest.mark.parametrize(
+    ("cap", "third"),
+    [
+        (0.00042, (False, ("não rodou: a execução atingiu REPLAY_MAX_COST_USD",))),
+        (0.000421, (True, ())),
+    ],
+    ids=["at-the-cap-stops", "just-below-runs"],
+)
 def test_the_cost_cap_leaves_the_cases_after_it_unrun(
     instance: Instance,
     model: FakeOpenAIServer,
     settings: Settings,
     django_capture_on_commit_callbacks: Any,
+    cap: float,
+    third: tuple[bool, tuple[str, ...]],
 ) -> None:
     call = recorded_greeting(instance, model, django_capture_on_commit_callbacks)
     cases = [case_of(call, expected_code=1) for _ in range(3)]
-    # One call of 1000 + 100 tokens costs US$ 0.000210 at gpt-4o-mini's prices.
-    settings.REPLAY_MAX_COST_USD = 0.0003
-    model.queue_text(GREETING, input_tokens=1000, output_tokens=100)
-    model.queue_text(GREETING, input_tokens=1000, output_tokens=100)
+    # One call of 1000 + 100 tokens costs US$ 0.000210 at gpt-4o-mini's prices: two, 0.000420.
+    settings.REPLAY_MAX_COST_USD = cap
+    for _ in range(3):
+        model.queue_text(GREETING, input_tokens=1000, output_tokens=100)
 
     report = run(cases)
 
-    assert [(r.passed, r.differences) for r in report.results] == [
-        (True, ()),
-        (True, ()),
-        (False, ("não rodou: a execução atingiu REPLAY_MAX_COST_USD",)),
+    assert [(r.passed, r.differences) for r in report.results] == [(True, ()), (True, ()), third]
+
+
+def test_a_case_outlives_its_conversation(
+    instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
+) -> None:
+    call = recorded_greeting(instance, model, django_capture_on_commit_callbacks)
+    case = case_of(call, expected_code=1)
+    call.session.delete()
+    model.queue_text(GREETING)
+
+    case.refresh_from_db()
+    report = run([case])
+
+    assert (case.llm_call_id, report.passed) == (None, 1)
+    assert [m["content"] for m in model.requests[-1]["input"][:-1]] == [
+        "Oi, aqui é a Maria Souza, meu celular é 11 98765-4321"
     ]
-    assert len(model.requests) == 2
 
 
 def command(*args: str) -> tuple[dict[str, Any], int]:
@@ -343,6 +365,31 @@ def test_the_command_prints_the_runs_json_stores_it_and_exits_1_on_a_failure(
     )
 
 
+def test_the_command_refuses_an_unknown_override() -> None:
+    with pytest.raises(CommandError, match=r"^no prompt override with id 999$"):
+        call_command("prompt_tests", "--override", "999")
+
+
+def test_the_commands_summary_names_each_case_and_its_differences(
+    instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
+) -> None:
+    call = recorded_greeting(instance, model, django_capture_on_commit_callbacks)
+    case = case_of(call, expected_code=98)
+    override = draft()
+    model.queue_text(GREETING, input_tokens=1000, output_tokens=100)
+    out = StringIO()
+
+    with pytest.raises(SystemExit) as exit_:
+        call_command("prompt_tests", "--override", str(override.pk), stdout=out)
+
+    assert exit_.value.code == 1
+    assert out.getvalue().splitlines() == [
+        f"FAIL #{case.pk} Cliente pede atendente",
+        "       código esperado 98, obtido 1",
+        "cases: 1, passed: 0, failed: 1, cost_usd: 0.000210",
+    ]
+
+
 def test_the_command_against_the_agents_current_prompt_exits_0_and_stores_nothing(
     instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
 ) -> None:
@@ -365,3 +412,38 @@ def test_the_command_against_the_agents_current_prompt_exits_0_and_stores_nothin
     assert data["results"][0]["case"] == case.pk
     assert PromptTestRun.objects.count() == 0
     assert DRAFT_TEXT not in model.requests[-1]["instructions"]
+
+
+def copies(case: PromptTestCase, count: int) -> list[PromptTestCase]:
+    """`count` cases like `case` (each saved, with its version)."""
+    made = []
+    for _ in range(count):
+        case.pk = None
+        case.save()
+        made.append(PromptTestCase.objects.select_related("source_instance").get(pk=case.pk))
+    return made
+
+
+@pytest.mark.parametrize("count", [1, 50])
+def test_a_run_reads_the_database_a_fixed_number_of_times_whatever_its_cases(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    settings: Settings,
+    django_capture_on_commit_callbacks: Any,
+    django_assert_num_queries: Any,
+    count: int,
+) -> None:
+    call = recorded_greeting(instance, model, django_capture_on_commit_callbacks)
+    cases = copies(case_of(call, expected_code=1), count)
+    override = draft()
+    settings.REPLAY_CONCURRENCY = 4
+    for _ in range(count):
+        model.queue_text(GREETING)
+    deps = ReplayDeps.from_settings()
+
+    # Once per run, whatever its cases: the catalog (segments, intents, services, packages)
+    # and the prompt's runtime configuration and strategic companies.
+    with django_assert_num_queries(6):
+        report = run_cases(cases, override, deps)
+
+    assert (len(report.results), report.passed, len(model.requests)) == (count, count, count)

@@ -138,6 +138,28 @@ def test_saving_freezes_the_call_with_the_editors_expectations(
     assert case.history.count() == 1
 
 
+def test_twenty_lines_are_kept_and_a_twenty_first_refused(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    prompt_editor_client: Client,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    call = recorded_greeting(instance, model, django_capture_on_commit_callbacks)
+    data = {"title": "x", "handoff_expected": "any", "is_active": "on"}
+    lines = [f"texto {n}" for n in range(21)]
+
+    at_limit = prompt_editor_client.post(
+        from_call_url(call), data | {"must_not_contain": "\n".join(lines[:20])}
+    )
+    over = prompt_editor_client.post(
+        from_call_url(call), data | {"must_not_contain": "\n".join(lines)}
+    )
+
+    assert at_limit.status_code == 302
+    assert over.context["form"].errors == {"must_not_contain": ["No máximo 20 linhas."]}
+    assert PromptTestCase.objects.get().must_not_contain == lines[:20]
+
+
 def test_a_line_too_long_is_refused_and_nothing_is_saved(
     instance: Instance,
     model: FakeOpenAIServer,

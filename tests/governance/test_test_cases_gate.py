@@ -218,10 +218,9 @@ def test_no_replay_and_failing_cases_ask_for_both_in_one_message_and_one_reason(
     assert refusal(refused) == [
         "Nenhuma simulação deste texto: ativá-lo coloca diante dos clientes um prompt que "
         "ninguém testou. Simule-o antes, ou marque “Ativar mesmo assim”, escreva o motivo e "
-        "salve de novo. Os casos de teste do agente não passam com este texto: 1 de 1 "
-        f"falharam na execução #{run.pk} (#{case.pk} Pede uma pessoa: código esperado 98, "
-        "obtido 1). Rode-os com este texto (“Rodar os casos de teste”), ou marque “Ativar "
-        "mesmo assim”, escreva o motivo e salve de novo."
+        "salve de novo. Além disso, os casos de teste do agente não passam com este texto: 1 "
+        f"de 1 falharam na execução #{run.pk} (#{case.pk} Pede uma pessoa: código esperado 98, "
+        "obtido 1)."
     ]
     assert confirmed.status_code == 302
     assert reasons(override)[-1] == (
