@@ -329,6 +329,8 @@ CASE_AGENTS = frozenset(
     {AgentName.TRIAGEM.value, AgentName.QUALIFICACAO.value, AgentName.COLETA.value}
 )
 ADD_CASE = "governance.add_prompttestcase"
+# Where a case's page keeps the recorded reply as its viewer may read it.
+SHOWN_REPLY = "_shown_recorded_text"
 
 
 def case_saveable(call: LLMCall) -> bool:
@@ -413,15 +415,17 @@ class PromptTestCaseAdmin(admin.ModelAdmin[PromptTestCase]):
 
     @admin.display(description=gettext_lazy("recorded message"))
     def recorded_reply(self, obj: PromptTestCase) -> str:
-        request = getattr(self, "_request", None)
-        if request is not None and not obj.masked and not can_view_personal_data(request.user):
-            return case_display_masker(obj).text(obj.recorded_text)
-        return obj.recorded_text
+        return str(obj.__dict__.get(SHOWN_REPLY, obj.recorded_text))
 
-    def get_readonly_fields(self, request: HttpRequest, obj: PromptTestCase | None = None) -> Any:
-        # The page's viewer decides the masking of the recorded reply.
-        self._request = request
-        return super().get_readonly_fields(request, obj)
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> PromptTestCase | None:
+        """The case, its recorded reply masked for a viewer who may not read personal data
+        when it was saved unmasked (kept beside the field: the row is saved by the form)."""
+        case = super().get_object(request, object_id, from_field)
+        if case is not None and not case.masked and not can_view_personal_data(request.user):
+            case.__dict__[SHOWN_REPLY] = case_display_masker(case).text(case.recorded_text)
+        return case
 
     def get_urls(self) -> list[URLPattern]:
         wrap = self.admin_site.admin_view

@@ -220,3 +220,25 @@ def test_the_cases_page_edits_the_expectations_and_keeps_a_version(
         ["equipe"],
         2,
     )
+
+
+def test_a_case_saved_unmasked_shows_its_reply_masked_to_an_editor_without_personal_data(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    prompt_editor_client: Client,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    call = recorded_greeting(instance, model, django_capture_on_commit_callbacks)
+    reader = staff_member(PROMPT_EDITORS, permissions=("conversations.view_personal_data",))
+    logged_in(reader).post(
+        from_call_url(call), {"title": "x", "handoff_expected": "any", "is_active": "on"}
+    )
+    case = PromptTestCase.objects.get()
+    page = f"/admin/governance/prompttestcase/{case.pk}/change/"
+
+    masked = prompt_editor_client.get(page).content.decode()
+    plain = logged_in(reader).get(page).content.decode()
+
+    assert (case.masked, case.recorded_text) == (False, "Olá, Maria! Em que a equipe pode ajudar?")
+    assert ("Olá, M***! Em que a equipe pode ajudar?" in masked, "Maria" in masked) == (True, False)
+    assert "Olá, Maria! Em que a equipe pode ajudar?" in plain
