@@ -15,9 +15,10 @@ class GovernanceConfig(AppConfig):
         replay_evidence_register(DatabaseReplayEvidence())
         cases_evidence_register(DatabaseCasesEvidence())
 
-        # Anonymising a conversation and a customer's export reach the replay results through
-        # this registry (conversations may not import this app).
+        # Anonymising a conversation and a customer's export reach the replay results and the
+        # prompt test cases through this registry (conversations may not import this app).
         from conversations.privacy.data_holders import session_data_holder_register
-        from governance.personal_data import ReplayResultsHolder
+        from governance.personal_data import PromptTestCasesHolder, ReplayResultsHolder
 
         session_data_holder_register(ReplayResultsHolder())
+        session_data_holder_register(PromptTestCasesHolder())

@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 from pytest_django import Settings
 
 from conversations.models import Instance, LLMCall
+from conversations.privacy.customer_data import customer_data_export, customer_selector
+from conversations.privacy.retention import session_anonymise
 from governance.models import HandoffExpectation, PromptTestCase, PromptTestRun
 from governance.replay import ReplayDeps
 from governance.test_cases import CasesReport, prompt_test_case_create, run_cases
@@ -447,3 +450,39 @@ def test_a_run_reads_the_database_a_fixed_number_of_times_whatever_its_cases(
         report = run_cases(cases, override, deps)
 
     assert (len(report.results), report.passed, len(model.requests)) == (count, count, count)
+
+
+def test_anonymising_the_conversation_masks_its_cases_and_their_versions_and_export_lists_them(
+    instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
+) -> None:
+    call = recorded_greeting(instance, model, django_capture_on_commit_callbacks)
+    case = case_of(call, expected_code=1)
+    case.title = "Saudação"
+    case.save()
+    session = call.session
+
+    exported = customer_data_export(customer_selector(phone=session.customer_phone))
+    anonymised = session_anonymise(session.pk, now=timezone.now())
+
+    [session_export] = exported["sessions"]
+    assert [(c["case"], c["recorded_text"]) for c in session_export["prompt_test_cases"]] == [
+        (case.pk, "Olá! Como posso ajudar?")
+    ]
+    case.refresh_from_db()
+    contents = [
+        (
+            version.masked,
+            version.context_snapshot["customer_name"],
+            version.history_entries[0]["content"],
+        )
+        for version in PromptTestCase.history.filter(id=case.pk).order_by("history_id")
+    ]
+    assert (anonymised, case.masked, case.context_snapshot["customer_phone"]) == (
+        True,
+        True,
+        "*************",
+    )
+    assert contents == [
+        (True, "M*** S***", "Oi, aqui é a M*** S***, meu celular é ** *****-****"),
+        (True, "M*** S***", "Oi, aqui é a M*** S***, meu celular é ** *****-****"),
+    ]
