@@ -80,7 +80,7 @@ class DatabaseCasesEvidence:
             return CasesSummary(active=len(cases), run_id=None, failed=0, failures=(), admin_url="")
         active = {case.pk for case in cases}
         failures = tuple(
-            f"#{r['case']} {r['title']}: {', '.join(r['differences'])}"
+            f"#{r['case']} {r['title']}: {'; '.join(r['differences'])}"
             for r in run.results
             if r.get("case") in active and not r.get("passed")
         )

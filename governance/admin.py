@@ -532,7 +532,7 @@ class PromptTestRunAdmin(admin.ModelAdmin[PromptTestRun]):
     @admin.display(description=gettext_lazy("failed cases"))
     def failures(self, obj: PromptTestRun) -> str:
         lines = [
-            f"#{r.get('case')} {r.get('title')}: {', '.join(r.get('differences') or ())}"
+            f"#{r.get('case')} {r.get('title')}: {'; '.join(r.get('differences') or ())}"
             for r in obj.results
             if not r.get("passed")
         ]

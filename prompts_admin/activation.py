@@ -288,7 +288,7 @@ def gate_message(check: ActivationCheck) -> str:
     replay = _replay_gate_message(check) if check.replay_unconfirmed else ""
     if not check.cases_failing or check.cases is None:
         return replay
-    failures = "; ".join(check.cases.failures)
+    failures = " | ".join(check.cases.failures)
     values = {
         "problem": cases_problem(check.cases),
         "failures": f" ({failures})" if failures else "",

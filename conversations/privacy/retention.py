@@ -13,8 +13,9 @@ delivery statuses, model calls (whose context snapshot, a copy of the session, i
 summaries, lead, admin log entries (named "Conversa #12" again), the media (their files are
 deleted, their captions emptied, their transcripts and descriptions masked) and the rows other
 apps keep about it (`conversations.privacy.data_holders`: the replay results, the prompt test
-cases, the internal notes) — with the same masker the admin uses for staff without the personal-data permission
-(`agents.masking`: the session's known values wherever written, and the patterns). What stays
+cases, the internal notes) — with the same masker the admin uses for staff without the
+personal-data permission (`agents.masking`: the session's known values wherever written, and the
+patterns). What stays
 is what the aggregates need: states, codes, segment, service, handoff reasons, timestamps, token
 counts and costs.
 """
