@@ -15,9 +15,8 @@ deleted, their captions emptied, their transcripts and descriptions masked) and 
 apps keep about it (`conversations.privacy.data_holders`: the replay results, the prompt test
 cases, the internal notes) — with the same masker the admin uses for staff without the
 personal-data permission (`agents.masking`: the session's known values wherever written, and the
-patterns). What stays
-is what the aggregates need: states, codes, segment, service, handoff reasons, timestamps, token
-counts and costs.
+patterns). What stays is what the aggregates need: states, codes, segment, service, handoff
+reasons, timestamps, token counts and costs.
 """
 
 import logging
