@@ -10,8 +10,10 @@ answer with the expectations (`case_differences`, pure). Nothing is sent, no ses
 changes, no `LLMCall` is written.
 
 Model calls: up to `REPLAY_CONCURRENCY` at once, and no new call once the run's cost reaches
-`REPLAY_MAX_COST_USD` (the cases left are failed, saying so). The installation-wide replay slots
-(`governance.slots`) are not taken: they belong to replay runs, and a suite is a few dozen calls.
+`REPLAY_MAX_COST_USD` (the cases left are failed, saying so); every database read stays in the
+caller's thread, which gives its pooled connection back while it waits on the model. The
+installation-wide replay slots (`governance.slots`) are not taken: they belong to replay runs,
+and a suite is a few dozen calls.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,6 +28,7 @@ from agents.masking import Masker
 from agents.media_markers import MediaView
 from agents.sources import HistoryDirection, HistoryEntry, OverrideTemplate
 from agents.states import AgentName
+from conversations.db_connections import pooled_connections_release
 from conversations.labels import handoff_label, state_label
 from conversations.models import LLMCall
 from conversations.privacy.personal_data import can_view_personal_data, session_masker
@@ -398,6 +401,9 @@ def run_cases(
     with ThreadPoolExecutor(max_workers=deps.concurrency, thread_name_prefix="cases") as pool:
         for case in cases:
             while len(pending) >= deps.concurrency:
+                # The wait holds no database connection, as a replay's (the next query takes
+                # one again).
+                pooled_connections_release()
                 done, _running = wait(pending, return_when=FIRST_COMPLETED)
                 collect(done)
             if cost >= deps.max_cost_usd:
@@ -416,6 +422,7 @@ def run_cases(
                 results[case.pk] = CaseResult(case.pk, case.title, False, (error,))
                 continue
             pending[pool.submit(replay_answer, prepared, catalog=catalog, deps=deps)] = case
+        pooled_connections_release()
         collect(wait(pending).done)
     return CasesReport(results=tuple(results[c.pk] for c in cases), cost_usd=cost)
 
