@@ -258,6 +258,29 @@ def evidence_text(evidence: ReplaySummary | None) -> str:
     }
 
 
+def cases_text(cases: CasesSummary) -> str:
+    """ "Casos de teste deste agente: execução #7 deste texto, 1 de 3 falharam.", or that none
+    covers them; "" for an agent without active cases."""
+    if cases.active == 0:
+        return ""
+    if cases.run_id is None:
+        return gettext(
+            "Test cases of this agent: %(count)s active; no run of this text covers them."
+        ) % {"count": cases.active}
+    return gettext(
+        "Test cases of this agent: run #%(run)s of this text, %(failed)s of %(count)s failed."
+    ) % {"run": cases.run_id, "failed": cases.failed, "count": cases.active}
+
+
+def cases_html(cases: CasesSummary) -> SafeString:
+    """`cases_text` with a link to the run's page, when it has one."""
+    if not cases.admin_url:
+        return format_html("{}", cases_text(cases))
+    return format_html(
+        '{} <a href="{}">{}</a>', cases_text(cases), cases.admin_url, gettext("See the run")
+    )
+
+
 def evidence_html(evidence: ReplaySummary | None) -> SafeString:
     """`evidence_text` with a link to the run's page, when it has one."""
     if evidence is None or not evidence.admin_url:

@@ -7,7 +7,9 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from model_bakery import baker
 
 from conversations.models import Instance
@@ -237,3 +239,45 @@ def test_support_may_not_run_the_cases(override: PromptOverride, support_client:
         403,
     )
     assert PromptTestRun.objects.count() == 0
+
+
+def test_the_form_shows_the_cases_evidence_under_active_and_after_the_activation(
+    case: PromptTestCase,
+    override: PromptOverride,
+    editor: Client,
+    model: FakeOpenAIServer,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    page = f"/admin/prompts_admin/promptoverride/{override.pk}/change/"
+    before = editor.get(page).context["adminform"].form.fields["is_active"].help_text
+    model.queue_text(HANDOFF_ANSWER)
+    run = run_cases(editor, override, django_capture_on_commit_callbacks)
+
+    after = editor.get(page).context["adminform"].form.fields["is_active"].help_text
+    activated = activate(editor, override)
+
+    assert before.endswith(
+        "<br>Casos de teste ativos deste agente: 1; nenhuma execução deste texto os cobre."
+    )
+    assert after.endswith(
+        f"<br>Casos de teste deste agente: execução #{run.pk} deste texto, 0 de 1 falharam. "
+        f'<a href="/admin/governance/prompttestrun/{run.pk}/change/">Ver a execução</a>'
+    )
+    replay = ReplayRun.objects.get()
+    assert [str(m) for m in activated.wsgi_request._messages][:2] == [
+        f"Última simulação deste texto (#{replay.pk}): 10 chamadas, 0 códigos mudaram, 0 "
+        "transferências mudaram, 0 erros de contrato, custo US$ 0,0010. "
+        f'<a href="/admin/governance/replayrun/{replay.pk}/change/">Ver a simulação</a>',
+        f"Casos de teste deste agente: execução #{run.pk} deste texto, 0 de 1 falharam. "
+        f'<a href="/admin/governance/prompttestrun/{run.pk}/change/">Ver a execução</a>',
+    ]
+
+
+def test_the_cases_evidence_is_read_once_per_request(
+    case: PromptTestCase, override: PromptOverride, editor: Client
+) -> None:
+    with CaptureQueriesContext(connection) as refused:
+        activate(editor, override)
+
+    runs = sum('FROM "governance_prompttestrun"' in q["sql"] for q in refused.captured_queries)
+    assert runs == 1
