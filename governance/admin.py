@@ -441,7 +441,10 @@ class PromptTestCaseAdmin(admin.ModelAdmin[PromptTestCase]):
     def from_call_view(self, request: HttpRequest, call_id: int) -> HttpResponse:
         """ "Guardar como caso de teste": the expectations prefilled from the call's recorded
         answer; saving freezes the call (masked for an editor without personal data)."""
-        if not request.user.has_perm(ADD_CASE):
+        # The page shows the call's reply: its reader must be one who may read the call.
+        if not request.user.has_perm(ADD_CASE) or not request.user.has_perm(
+            "conversations.view_llmcall"
+        ):
             raise PermissionDenied
         call = get_object_or_404(LLMCall.objects.select_related("session__instance"), pk=call_id)
         if not case_saveable(call):

@@ -242,3 +242,12 @@ def test_a_case_saved_unmasked_shows_its_reply_masked_to_an_editor_without_perso
     assert (case.masked, case.recorded_text) == (False, "Olá, Maria! Em que a equipe pode ajudar?")
     assert ("Olá, M***! Em que a equipe pode ajudar?" in masked, "Maria" in masked) == (True, False)
     assert "Olá, Maria! Em que a equipe pode ajudar?" in plain
+
+
+def test_adding_cases_without_reading_model_calls_is_refused(
+    instance: Instance, model: FakeOpenAIServer, django_capture_on_commit_callbacks: Any
+) -> None:
+    call = recorded_greeting(instance, model, django_capture_on_commit_callbacks)
+    adder = logged_in(staff_member(permissions=("governance.add_prompttestcase",)))
+
+    assert adder.get(from_call_url(call)).status_code == 403
