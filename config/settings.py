@@ -319,6 +319,7 @@ CELERY_TASK_ROUTES = {
     "conversations.sync_message_templates": {"queue": "sweeps"},
     "governance.fail_abandoned_replays": {"queue": "sweeps"},
     "governance.replay_run": {"queue": "replays"},
+    "governance.prompt_tests_run": {"queue": "replays"},
 }
 # The worker's pool when `celery worker` is given no --pool / --concurrency: threads, because a
 # turn spends its life waiting on the model (and sends on the Graph API), so one process overlaps

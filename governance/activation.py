@@ -1,8 +1,9 @@
-"""The replays the activation gate weighs (docs/architecture.md, The activation gate), read from the
-database.
+"""The replays and prompt test case runs the activation gate weighs (docs/architecture.md, The
+activation gate), read from the database.
 
-`prompts_admin.activation` defines what the gate asks (`ReplayEvidence`); this app registers
-`DatabaseReplayEvidence` when ready, since prompts_admin may not import it.
+`prompts_admin.activation` defines what the gate asks (`ReplayEvidence`, `CasesEvidence`); this
+app registers `DatabaseReplayEvidence` and `DatabaseCasesEvidence` when ready, since
+prompts_admin may not import it.
 
 Which runs count as evidence: a finished run that replayed at least one call, done, or stopped
 early (by a cap or by the editor) with what it replayed so far: a partial replay still measured
@@ -12,16 +13,21 @@ text and does not count.
 
 from django.urls import NoReverseMatch, reverse
 
-from governance.models import ReplayRun, ReplayStatus
-from prompts_admin.activation import ReplaySummary
+from governance.models import PromptTestCase, PromptTestRun, ReplayRun, ReplayStatus
+from governance.test_cases import case_versions
+from prompts_admin.activation import CasesSummary, ReplaySummary
 
 EVIDENCE_STATUSES = (ReplayStatus.DONE, ReplayStatus.CAPPED, ReplayStatus.CANCELLED)
 
 
 def replay_admin_url(run_id: int) -> str:
     """The run's admin page; "" when its admin is not installed."""
+    return _admin_url("admin:governance_replayrun_change", run_id)
+
+
+def _admin_url(name: str, pk: int) -> str:
     try:
-        return reverse("admin:governance_replayrun_change", args=[run_id])
+        return reverse(name, args=[pk])
     except NoReverseMatch:
         return ""
 
@@ -50,4 +56,38 @@ class DatabaseReplayEvidence:
             cost_usd=run.cost_usd,
             created_at=run.created_at,
             admin_url=replay_admin_url(run.pk),
+        )
+
+
+class DatabaseCasesEvidence:
+    """The agent's active test cases, and the latest run of them against a text: it counts
+    when it ran each active case as the case is now (a case added or edited since is not
+    covered); only the active cases' results are weighed."""
+
+    def cases_of(self, agent: str, content_hash: str) -> CasesSummary:
+        cases = list(
+            PromptTestCase.objects.filter(agent=agent, is_active=True).only("pk", "updated_at")
+        )
+        if not cases:
+            return CasesSummary(active=0, run_id=None, failed=0, failures=(), admin_url="")
+        run = (
+            PromptTestRun.objects.filter(agent=agent, content_hash=content_hash)
+            .order_by("-created_at", "-id")
+            .first()
+        )
+        ran = {tuple(version) for version in run.case_versions} if run is not None else set()
+        if run is None or not {tuple(v) for v in case_versions(cases)} <= ran:
+            return CasesSummary(active=len(cases), run_id=None, failed=0, failures=(), admin_url="")
+        active = {case.pk for case in cases}
+        failures = tuple(
+            f"#{r['case']} {r['title']}: {'; '.join(r['differences'])}"
+            for r in run.results
+            if r.get("case") in active and not r.get("passed")
+        )
+        return CasesSummary(
+            active=len(cases),
+            run_id=run.pk,
+            failed=len(failures),
+            failures=failures,
+            admin_url=_admin_url("admin:governance_prompttestrun_change", run.pk),
         )

@@ -11,6 +11,11 @@ it, cancel it, read it.
   `conversations.view_personal_data` read the texts masked.
 - the changelist, filtered by override from the override's page ("Simulações deste rascunho").
 
+Prompt test cases (`governance.test_cases`): a model call's page (the conversations app's
+`LLMCallAdmin`, registered again here with a link it cannot know of: this app is above it) links
+to ``prompttestcase/from-call/<call id>/``, a form prefilled from the call's recorded answer
+(``add_prompttestcase``); the case's own page edits its expectations. Test runs are read-only.
+
 Views parse the request and call one use case (`governance.replay`); the task is enqueued after
 the run's transaction commits.
 """
@@ -27,23 +32,41 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.translation import gettext
+from django.utils.html import format_html
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_POST
 
-from agents.masking import Masker
+from agents.masking import Masker, known_values
+from agents.states import AgentName
 from compat.django_private import unquote
-from conversations.models import HANDOFF_REASON_CHOICES, STATE_CHOICES
+from conversations.admin import LLMCallAdmin
+from conversations.models import HANDOFF_REASON_CHOICES, STATE_CHOICES, LLMCall, LLMCallPurpose
 from conversations.privacy.personal_data import can_view_personal_data, session_masker
-from governance.forms import ReplayStartForm
-from governance.models import FINISHED_STATUSES, ReplayResult, ReplayRun
+from governance.forms import PromptTestCaseForm, ReplayStartForm
+from governance.models import (
+    FINISHED_STATUSES,
+    HandoffExpectation,
+    PromptTestCase,
+    PromptTestRun,
+    ReplayResult,
+    ReplayRun,
+)
+from governance.recorded import SnapshotError
 from governance.replay import (
+    ReplayDeps,
     ReplayFilters,
     ReplayRefused,
     replay_calls_count,
     replay_run_cancel,
     replay_run_submit,
 )
-from governance.tasks import replay_run_enqueue
+from governance.tasks import prompt_tests_enqueue, replay_run_enqueue
+from governance.test_cases import (
+    active_cases_count,
+    call_prefill,
+    case_masker,
+    prompt_test_case_create,
+)
 from prompts_admin.models import PromptOverride
 from versioning.diff import DiffLine, line_diff
 
@@ -298,3 +321,295 @@ def _int_or_404(value: str | None) -> int:
     if not (text.isascii() and text.isdigit()):
         raise Http404
     return int(text)
+
+
+# --- Prompt test cases --------------------------------------------------------------------------
+
+CASE_AGENTS = frozenset(
+    {AgentName.TRIAGEM.value, AgentName.QUALIFICACAO.value, AgentName.COLETA.value}
+)
+ADD_CASE = "governance.add_prompttestcase"
+# Where a case's page keeps the recorded reply as its viewer may read it.
+SHOWN_REPLY = "_shown_recorded_text"
+
+
+def case_saveable(call: LLMCall) -> bool:
+    """Whether a call can become a test case: an agent's answer with its context recorded."""
+    return (
+        call.purpose == LLMCallPurpose.AGENT
+        and call.agent in CASE_AGENTS
+        and call.context_snapshot is not None
+    )
+
+
+def case_display_masker(case: PromptTestCase) -> Masker:
+    """The masker of a case's texts for a viewer who may not read personal data: the known
+    values its snapshot holds, and the patterns."""
+    snapshot = case.context_snapshot or {}
+    data = [d for d in (snapshot.get("registration_data"),) if isinstance(d, dict)]
+    return Masker(
+        known_values(
+            customer_name=str(snapshot.get("customer_name") or ""),
+            customer_phone=str(snapshot.get("customer_phone") or ""),
+            data=data,
+        )
+    )
+
+
+@admin.register(PromptTestCase)
+class PromptTestCaseAdmin(admin.ModelAdmin[PromptTestCase]):
+    form = PromptTestCaseForm
+    list_display = (
+        "id",
+        "title",
+        "agent",
+        "expected_code",
+        "handoff_expected",
+        "is_active",
+        "created_by",
+        "created_at",
+    )
+    list_filter = ("agent", "is_active")
+    list_select_related = ("created_by",)
+    search_fields = ("title",)
+    readonly_fields = (
+        "agent",
+        "call_link",
+        "recorded_at",
+        "recorded_code",
+        "recorded_reply",
+        "masked",
+    )
+    fieldsets = (
+        (gettext_lazy("Recorded call"), {"fields": readonly_fields}),
+        (
+            gettext_lazy("Expectations"),
+            {
+                "fields": (
+                    "title",
+                    "expected_code",
+                    "expected_state",
+                    "handoff_expected",
+                    "expected_handoff_reason",
+                    "required_fields",
+                    "must_contain",
+                    "must_not_contain",
+                    "expected_package",
+                    "is_active",
+                )
+            },
+        ),
+    )
+    from_call_template = "admin/governance/prompttestcase/from_call.html"
+
+    # A case is saved from a model call's page (`from_call_view`), never added blank.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.display(description=gettext_lazy("recorded call"))
+    def call_link(self, obj: PromptTestCase) -> str:
+        if obj.llm_call_id is None:
+            return gettext("deleted")
+        url = reverse("admin:conversations_llmcall_change", args=[obj.llm_call_id])
+        return format_html('<a href="{}">#{}</a>', url, obj.llm_call_id)
+
+    @admin.display(description=gettext_lazy("recorded message"))
+    def recorded_reply(self, obj: PromptTestCase) -> str:
+        return str(obj.__dict__.get(SHOWN_REPLY, obj.recorded_text))
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> PromptTestCase | None:
+        """The case, its recorded reply masked for a viewer who may not read personal data
+        when it was saved unmasked (kept beside the field: the row is saved by the form)."""
+        case = super().get_object(request, object_id, from_field)
+        if case is not None and not case.masked and not can_view_personal_data(request.user):
+            case.__dict__[SHOWN_REPLY] = case_display_masker(case).text(case.recorded_text)
+        return case
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path(
+                "from-call/<int:call_id>/",
+                wrap(self.from_call_view),
+                name="governance_prompttestcase_from_call",
+            ),
+            *super().get_urls(),
+        ]
+
+    def from_call_view(self, request: HttpRequest, call_id: int) -> HttpResponse:
+        """ "Guardar como caso de teste": the expectations prefilled from the call's recorded
+        answer; saving freezes the call (masked for an editor without personal data)."""
+        # The page shows the call's reply: its reader must be one who may read the call.
+        if not request.user.has_perm(ADD_CASE) or not request.user.has_perm(
+            "conversations.view_llmcall"
+        ):
+            raise PermissionDenied
+        call = get_object_or_404(LLMCall.objects.select_related("session__instance"), pk=call_id)
+        if not case_saveable(call):
+            raise Http404(gettext("This call is not an agent answer with its context recorded."))
+        masker = case_masker(call, request.user)
+        deps = ReplayDeps.from_settings()
+        try:
+            prefill = call_prefill(call, deps=deps, masker=masker)
+        except SnapshotError as exc:
+            raise Http404(str(exc)) from None
+        if request.method == "POST":
+            form = PromptTestCaseForm(request.POST)
+            if form.is_valid():
+                case = prompt_test_case_create(
+                    call=call,
+                    user=request.user,
+                    title=form.cleaned_data["title"],
+                    expectations=form.expectations(),
+                    deps=deps,
+                )
+                self.message_user(
+                    request,
+                    gettext("Test case #%(case)s saved.") % {"case": case.pk},
+                    messages.SUCCESS,
+                )
+                return HttpResponseRedirect(
+                    reverse("admin:governance_prompttestcase_change", args=[case.pk])
+                )
+        else:
+            form = PromptTestCaseForm(
+                initial={
+                    "title": gettext("Call #%(call)s") % {"call": call.pk},
+                    "expected_code": prefill.code,
+                    "expected_state": prefill.state,
+                    "handoff_expected": (
+                        HandoffExpectation.YES if prefill.handoff else HandoffExpectation.NO
+                    ),
+                    "expected_handoff_reason": prefill.handoff,
+                    "expected_package": prefill.packages[0] if prefill.packages else "",
+                    "is_active": True,
+                }
+            )
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": gettext("Save as a test case"),
+            "call": call,
+            "form": form,
+            "recorded_text": prefill.text,
+            "masked": masker is not None,
+        }
+        return TemplateResponse(request, self.from_call_template, context)
+
+
+@admin.register(PromptTestRun)
+class PromptTestRunAdmin(admin.ModelAdmin[PromptTestRun]):
+    """Runs are read-only; ``run/?override=<id>`` (``add_prompttestrun``) starts one in the
+    background for an override's text, linked from the override's page."""
+
+    list_display = (
+        "id",
+        "override",
+        "agent",
+        "cases",
+        "passed",
+        "failed",
+        "cost_usd",
+        "created_by",
+        "created_at",
+    )
+    list_filter = ("agent", "override")
+    list_select_related = ("override", "created_by")
+    fields = (
+        "override",
+        "agent",
+        "content_hash",
+        "cases",
+        "passed",
+        "failed",
+        "cost_usd",
+        "failures",
+        "created_by",
+        "created_at",
+    )
+    readonly_fields = fields
+    run_template = "admin/governance/prompttestrun/run.html"
+
+    @admin.display(description=gettext_lazy("failed cases"))
+    def failures(self, obj: PromptTestRun) -> str:
+        lines = [
+            f"#{r.get('case')} {r.get('title')}: {'; '.join(r.get('differences') or ())}"
+            for r in obj.results
+            if not r.get("passed")
+        ]
+        return "\n".join(lines) or "—"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: PromptTestRun | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: PromptTestRun | None = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("run/", wrap(self.run_view), name="governance_prompttestrun_run"),
+            *super().get_urls(),
+        ]
+
+    def run_view(self, request: HttpRequest) -> HttpResponse:
+        """GET: how many active cases the override's agent has; POST: run them."""
+        if not request.user.has_perm("governance.add_prompttestrun"):
+            raise PermissionDenied
+        override = get_object_or_404(PromptOverride, pk=_int_or_404(request.GET.get("override")))
+        if request.method == "POST":
+            prompt_tests_enqueue(override_id=override.pk, user_id=request.user.pk)
+            self.message_user(
+                request,
+                gettext(
+                    "The test cases are running against this text; the run appears here when "
+                    "it ends."
+                ),
+                messages.SUCCESS,
+            )
+            changelist = reverse("admin:governance_prompttestrun_changelist")
+            return HttpResponseRedirect(f"{changelist}?override__id__exact={override.pk}")
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": gettext("Run the test cases"),
+            "override": override,
+            "active_cases": active_cases_count(override.agent),
+        }
+        return TemplateResponse(request, self.run_template, context)
+
+
+admin.site.unregister(LLMCall)
+
+
+@admin.register(LLMCall)
+class GovernedLLMCallAdmin(LLMCallAdmin):
+    """The model call's page with "Save as a test case" (for an agent answer, to an editor who
+    may add cases)."""
+
+    change_form_template = "admin/governance/llmcall_change_form.html"
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        extra = dict(extra_context or {})
+        if request.user.has_perm(ADD_CASE):
+            call = (
+                LLMCall.objects.filter(pk=_int_or_404(unquote(object_id)))
+                .only("purpose", "agent", "context_snapshot")
+                .first()
+            )
+            if call is not None and case_saveable(call):
+                extra["save_case_url"] = reverse(
+                    "admin:governance_prompttestcase_from_call", args=[call.pk]
+                )
+        return super().change_view(request, object_id, form_url, extra)

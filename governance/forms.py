@@ -1,4 +1,5 @@
-"""The replay start form: which recorded calls to replay (`governance.replay.ReplayFilters`)."""
+"""The replay start form: which recorded calls to replay (`governance.replay.ReplayFilters`); the
+prompt test case form: what an editor expects of a case's answer (`governance.test_cases`)."""
 
 from typing import Any
 
@@ -6,6 +7,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from conversations.models import HANDOFF_REASON_CHOICES
+from governance.models import PromptTestCase
 from governance.replay import ReplayFilters
 from knowledge_base.models import Segment
 
@@ -53,3 +55,91 @@ class ReplayStartForm(forms.Form):
             handoff_reason=data.get("handoff_reason") or "",
             last_n=data.get("last_n"),
         )
+
+
+# A case's texts and fields are a few short lines; longer would be a rule, not a test.
+LINES_MAX = 20
+LINE_MAX_CHARS = 200
+
+
+class LinesField(forms.CharField):
+    """A list of short texts, one per line (blank lines dropped)."""
+
+    widget = forms.Textarea(attrs={"rows": 3, "cols": 60})
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            return "\n".join(str(v) for v in value)
+        return value
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        if isinstance(value, list | tuple):
+            return [str(v).strip() for v in value if str(v).strip()]
+        text = super().to_python(value) or ""
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+    def validate(self, value: Any) -> None:
+        if len(value) > LINES_MAX:
+            raise forms.ValidationError(
+                _("At most %(max)s lines."), code="too_many", params={"max": LINES_MAX}
+            )
+        for line in value:
+            if len(line) > LINE_MAX_CHARS:
+                raise forms.ValidationError(
+                    _("A line has at most %(max)s characters."),
+                    code="too_long",
+                    params={"max": LINE_MAX_CHARS},
+                )
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        return bool(self.to_python(initial or []) != self.to_python(data))
+
+
+EXPECTATION_FIELDS = (
+    "title",
+    "expected_code",
+    "expected_state",
+    "handoff_expected",
+    "expected_handoff_reason",
+    "required_fields",
+    "must_contain",
+    "must_not_contain",
+    "expected_package",
+    "is_active",
+)
+
+
+class PromptTestCaseForm(forms.ModelForm[PromptTestCase]):
+    """The editor's expectations of a case; the frozen call is never edited."""
+
+    required_fields = LinesField(
+        label=_("Required fields"),
+        required=False,
+        help_text=_(
+            "One per line: a key of the answer's JSON (motivo), or a key inside one "
+            "(dados.email); each must be present and not empty."
+        ),
+    )
+    must_contain = LinesField(
+        label=_("Texts that must appear in the reply"),
+        required=False,
+        help_text=_("One per line; compared as plain text, ignoring upper and lower case."),
+    )
+    must_not_contain = LinesField(
+        label=_("Texts that must not appear in the reply"),
+        required=False,
+        help_text=_("One per line; compared as plain text, ignoring upper and lower case."),
+    )
+
+    class Meta:
+        model = PromptTestCase
+        fields = list(EXPECTATION_FIELDS)
+        help_texts = {
+            "expected_code": _("Empty: any code."),
+            "expected_state": _("Empty: not checked."),
+            "expected_handoff_reason": _("Empty: any reason."),
+            "expected_package": _("Empty: not checked."),
+        }
+
+    def expectations(self) -> dict[str, Any]:
+        return {name: self.cleaned_data[name] for name in EXPECTATION_FIELDS if name != "title"}

@@ -2,6 +2,9 @@
 (docs/architecture.md, Replay a draft). The run keeps the draft's text and its hash, so the
 activation gate finds the latest replay of exactly the text being activated (docs/architecture.md,
 The activation gate) even after the override was edited.
+
+Prompt test cases (docs/architecture.md, Prompt test cases): a recorded call frozen with what an
+editor expects of its answer, and the runs of an agent's cases against a text.
 """
 
 from decimal import Decimal
@@ -10,8 +13,16 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from simple_history.models import HistoricalRecords
 
-from conversations.models import AGENT_CHOICES, LLMCall, Session
+from conversations.models import (
+    AGENT_CHOICES,
+    HANDOFF_REASON_CHOICES,
+    STATE_CHOICES,
+    Instance,
+    LLMCall,
+    Session,
+)
 from prompts_admin.models import PromptOverride
 
 
@@ -201,3 +212,131 @@ class ReplaySlot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pool} {self.number}: {self.run_id}"
+
+
+class HandoffExpectation(models.TextChoices):
+    ANY = "any", _("either way")
+    YES = "yes", _("yes")
+    NO = "no", _("no")
+
+
+class PromptTestCase(models.Model):
+    """A recorded call frozen with what its answer must do (`governance.test_cases`).
+
+    The copy is what the replay reads of the call (`governance.recorded.RecordedCall`): its
+    context snapshot and its history as the call read it, masked when the editor who saved it
+    may not read personal data. The call may be deleted later (retention): the case stays.
+    """
+
+    agent = models.CharField(_("agent"), max_length=16, choices=AGENT_CHOICES)
+    title = models.CharField(_("title"), max_length=200)
+    llm_call = models.ForeignKey(
+        LLMCall,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("recorded call"),
+    )
+    # The instance's current phone and brand text are read at each run, as the replay does;
+    # SET_NULL: without it the case runs with neither. (Not `instance`: simple-history's
+    # versions use that name.)
+    source_instance = models.ForeignKey(
+        Instance,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("instance"),
+    )
+    # The ids the answer is read under (logs only) and the call's time (the prompt's clock).
+    session_id_recorded = models.PositiveBigIntegerField(_("recorded conversation id"), default=0)
+    recorded_at = models.DateTimeField(_("recorded at"))
+    context_snapshot = models.JSONField(_("context snapshot"), default=dict)
+    # `governance.test_cases.history_as_json`: the entries the call read, oldest first.
+    history_entries = models.JSONField(_("conversation history"), default=list)
+    masked = models.BooleanField(_("personal data masked"), default=False)
+    # What the answer recorded, as the case was saved (shown to the editor, never compared).
+    recorded_code = models.SmallIntegerField(_("recorded code"), null=True, blank=True)
+    recorded_text = models.TextField(_("recorded message"), blank=True)
+    # The expectations: an empty one is not checked.
+    expected_code = models.SmallIntegerField(_("expected code"), null=True, blank=True)
+    expected_state = models.CharField(
+        _("expected next state"), max_length=16, choices=STATE_CHOICES, blank=True
+    )
+    handoff_expected = models.CharField(
+        _("handoff expected"),
+        max_length=8,
+        choices=HandoffExpectation.choices,
+        default=HandoffExpectation.ANY,
+    )
+    expected_handoff_reason = models.CharField(
+        _("expected handoff reason"), max_length=32, choices=HANDOFF_REASON_CHOICES, blank=True
+    )
+    required_fields = models.JSONField(_("required fields"), default=list, blank=True)
+    must_contain = models.JSONField(_("texts that must appear"), default=list, blank=True)
+    must_not_contain = models.JSONField(_("texts that must not appear"), default=list, blank=True)
+    expected_package = models.CharField(_("package requested"), max_length=64, blank=True)
+    is_active = models.BooleanField(_("active"), default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("created by"),
+    )
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+    history = HistoricalRecords()
+
+    class Meta:
+        ordering = ["agent", "id"]
+        verbose_name = _("prompt test case")
+        verbose_name_plural = _("prompt test cases")
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.title}"
+
+
+class PromptTestRun(models.Model):
+    """One run of an agent's active test cases against a text; the activation gate reads the
+    latest of exactly the text being activated (by hash), as it reads replays."""
+
+    override = models.ForeignKey(
+        PromptOverride,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="test_runs",
+        verbose_name=_("prompt override"),
+    )
+    agent = models.CharField(_("agent"), max_length=16, choices=AGENT_CHOICES)
+    content_hash = models.CharField(_("content hash"), max_length=64, db_index=True)
+    # [id, updated_at] of each case run: a case added or edited later is not covered by it.
+    case_versions = models.JSONField(_("cases run"), default=list)
+    cases = models.PositiveIntegerField(_("cases"), default=0)
+    passed = models.PositiveIntegerField(_("cases passed"), default=0)
+    failed = models.PositiveIntegerField(_("cases failed"), default=0)
+    # `governance.test_cases.CaseResult.as_json` of each case.
+    results = models.JSONField(_("results"), default=list)
+    cost_usd = models.DecimalField(
+        _("cost (USD)"), default=Decimal("0"), max_digits=12, decimal_places=6
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("run by"),
+    )
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("prompt test run")
+        verbose_name_plural = _("prompt test runs")
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.agent}: {self.passed}/{self.cases}"

@@ -10,10 +10,10 @@ repair call, not the model.
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from datetime import timedelta
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 from agents.context import CatalogSnapshot, InstanceInfo, PackageInfo, SessionContext
 from agents.contract import LLMResponseParseError, parse_llm_response
@@ -23,10 +23,10 @@ from agents.llm import (
     LLMCallResult,
     LLMProviderError,
 )
-from agents.sources import CallRecord, HistoryEntry, KBSource
+from agents.sources import CallRecord, HistoryEntry, HistorySource, KBSource
 from agents.states import AgentName, SessionState
 from conversations.agent_sources import OK_OUTCOME, DatabaseHistorySource
-from conversations.models import LLMCall, LLMCallPurpose, Session
+from conversations.models import LLMCall, LLMCallPurpose
 from conversations.turns.deps import PipelineConfig
 from conversations.turns.result import Turn
 from conversations.turns.think import AgentAnswer, AgentStop, agent_answer_read
@@ -50,6 +50,9 @@ class AnswerOutcome:
     # sent under it on a last line (`with_options`), so a draft that changes them shows in the
     # diff and is masked and erased with the text.
     text: str
+    # The answer's JSON part as parsed ({} when it did not parse): a test case's required
+    # fields are looked up in it.
+    answer_json: Mapping[str, Any] = field(default_factory=dict)
 
 
 def answer_outcome(read: AgentAnswer | AgentStop, *, before: SessionContext) -> AnswerOutcome:
@@ -63,6 +66,7 @@ def answer_outcome(read: AgentAnswer | AgentStop, *, before: SessionContext) -> 
             packages=(),
             contract=ContractOutcome.FAILED,
             text=parsed.message if parsed is not None else read.raw,
+            answer_json=dict(parsed.json_part) if parsed is not None else {},
         )
     step = read.step
     return AnswerOutcome(
@@ -72,6 +76,7 @@ def answer_outcome(read: AgentAnswer | AgentStop, *, before: SessionContext) -> 
         packages=tuple(read.action.packages),
         contract=ContractOutcome.REPAIRED if read.repaired else ContractOutcome.VALID,
         text=with_options(read.parsed.message, [option.title for option in step.options]),
+        answer_json=dict(read.parsed.json_part),
     )
 
 
@@ -93,18 +98,58 @@ class SnapshotError(ValueError):
     """A recorded call whose context snapshot cannot be replayed (its text says why)."""
 
 
-def snapshot_context(snapshot: Mapping[str, Any], *, session: Session) -> SessionContext:
+@dataclass(frozen=True, slots=True)
+class RecordedCall:
+    """What a replay reads of one recorded agent call: from its `LLMCall` row
+    (`recorded_call_of`), or from the frozen copy a prompt test case keeps of it
+    (`governance.test_cases`)."""
+
+    agent: str
+    snapshot: Mapping[str, Any]
+    session_id: int
+    # The instance's current phone and brand text (the snapshot does not hold them).
+    display_phone: str
+    brand_context: str
+    # The conversation as the call read it.
+    history: HistorySource
+    recorded_at: datetime
+    # Ids for the logs and the recorder of the answer's reading.
+    turn_id: UUID | None = None
+    message_id: int | None = None
+
+
+def recorded_call_of(call: LLMCall) -> RecordedCall:
+    """The recorded call as the replay reads it from the database (its session and instance
+    loaded: `select_related("session__instance")` for many)."""
+    snapshot = call.context_snapshot or {}
+    messages = snapshot.get("history_messages")
+    return RecordedCall(
+        agent=call.agent,
+        snapshot=snapshot,
+        session_id=call.session_id,
+        display_phone=call.session.instance.display_phone,
+        brand_context=call.session.instance.brand_context,
+        history=RecordedHistorySource(
+            call=call, messages=messages if isinstance(messages, int) else None
+        ),
+        recorded_at=call.created_at,
+        turn_id=call.turn_id,
+        message_id=call.message_id,
+    )
+
+
+def snapshot_context(snapshot: Mapping[str, Any], *, recorded: RecordedCall) -> SessionContext:
     """The session as the recorded call saw it. The instance's phone and brand text are not in
     the snapshot: they are the instance's current ones. Extras are not recorded either."""
     try:
         instance = snapshot["instance"]
         return SessionContext(
-            session_id=session.pk,
+            session_id=recorded.session_id,
             state=SessionState(snapshot["state"]),
             instance=InstanceInfo(
                 name=str(instance["name"]),
-                display_phone=session.instance.display_phone,
-                brand_context=session.instance.brand_context,
+                display_phone=recorded.display_phone,
+                brand_context=recorded.brand_context,
                 health_sensitive=bool(instance["health_sensitive"]),
             ),
             customer_phone=str(snapshot.get("customer_phone", "")),
@@ -222,15 +267,15 @@ class RecordedRepairLLM:
         )
 
 
-def replay_turn(call: LLMCall, state: SessionState) -> Turn:
+def replay_turn(recorded: RecordedCall | LLMCall, state: SessionState) -> Turn:
     """The `Turn` an answer is read under (only its ids are used: logs and the recorder)."""
     return Turn(
-        session_id=call.session_id,
-        turn_id=call.turn_id or uuid4(),
+        session_id=recorded.session_id,
+        turn_id=recorded.turn_id or uuid4(),
         token=uuid4(),
         state=state,
         inbound_ids=(),
-        last_inbound_id=call.message_id or 0,
+        last_inbound_id=recorded.message_id or 0,
     )
 
 

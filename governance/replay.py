@@ -60,6 +60,7 @@ from conversations.model_prices import call_cost_usd
 from conversations.models import LLMCall, LLMCallPurpose
 from conversations.provider_circuit import process_llm_client
 from conversations.turns.deps import PipelineConfig
+from conversations.turns.result import Turn
 from conversations.turns.think import agent_answer_read
 from governance.models import (
     ContractOutcome,
@@ -71,10 +72,11 @@ from governance.models import (
 from governance.recorded import (
     AnswerOutcome,
     MemoryRecorder,
-    RecordedHistorySource,
+    RecordedCall,
     SnapshotError,
     VersionedKBSource,
     answer_outcome,
+    recorded_call_of,
     recorded_outcome,
     replay_turn,
     snapshot_context,
@@ -317,13 +319,22 @@ class ReplayDeps:
 
 
 @dataclass(frozen=True, slots=True)
-class ReplayCase:
-    """One recorded call, ready to replay: built in the run's thread (it reads the database)."""
+class DraftCall:
+    """A recorded call's request with the draft, ready to send: built in the run's thread (it
+    reads the database), sent from a worker's."""
 
-    call: LLMCall
     agent: AgentName
     context: SessionContext
     prepared: PreparedCall
+    turn: Turn
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayCase:
+    """One recorded call, ready to replay, and what its recorded answer did."""
+
+    call: LLMCall
+    draft: DraftCall
     recorded: AnswerOutcome
 
 
@@ -494,7 +505,7 @@ def _execute(run: ReplayRun, deps: ReplayDeps, totals: _Totals) -> tuple[ReplayS
                     stop = _stop_reason(run, deps, totals)
                     if stop is not None:
                         break
-                    case = _case(call, draft=draft, catalog=catalog, deps=deps)
+                    case = replay_case(call, draft=draft, catalog=catalog, deps=deps)
                     if isinstance(case, str):
                         _result_write(run, totals, call=call, case=None, answer=None, error=case)
                         continue
@@ -514,7 +525,7 @@ def _execute(run: ReplayRun, deps: ReplayDeps, totals: _Totals) -> tuple[ReplayS
                 if slot is None:
                     waits_for_slot = True
                     break
-                future = pool.submit(_replay_answer, ready, catalog=catalog, deps=deps)
+                future = pool.submit(replay_answer, ready.draft, catalog=catalog, deps=deps)
                 pending[future], ready = (ready, slot), None
             if not pending and (stop is not None or exhausted):
                 break
@@ -553,44 +564,59 @@ def _stop_reason(
     return None
 
 
-def _case(
+def replay_case(
     call: LLMCall, *, draft: OverrideTemplate, catalog: CatalogSnapshot, deps: ReplayDeps
 ) -> ReplayCase | str:
     """The call rebuilt with the draft, and its recorded outcome; or why it cannot be."""
-    snapshot = call.context_snapshot or {}
+    prepared = draft_call_prepare(recorded_call_of(call), draft=draft, deps=deps)
+    if isinstance(prepared, str):
+        return prepared
+    recorded = recorded_outcome(
+        call, agent=prepared.agent, context=prepared.context, catalog=catalog, config=deps.config
+    )
+    return ReplayCase(call=call, draft=prepared, recorded=recorded)
+
+
+def draft_call_prepare(
+    recorded: RecordedCall, *, draft: OverrideTemplate | None, deps: ReplayDeps
+) -> DraftCall | str:
+    """The request a recorded call makes with `draft` in place of its prompt (None: the
+    agent's prompt as it is now, its active override or the built-in one); or why it cannot
+    be made. Reads the database (the KB versions, the history of a recorded call): the run's
+    thread, never a worker's."""
+    snapshot = recorded.snapshot
     try:
-        context = snapshot_context(snapshot, session=call.session)
-        agent = AgentName(call.agent)
+        context = snapshot_context(snapshot, recorded=recorded)
+        agent = AgentName(recorded.agent)
         if AGENT_FOR_STATE.get(context.state) != agent:
             raise SnapshotError(f"agent {agent} does not serve state {context.state}")
     except (SnapshotError, ValueError) as exc:
         return str(exc)
-    messages = snapshot.get("history_messages")
     invoker = build_agent_invoker(
         llm=deps.llm,
         prompts=deps.prompts,
         kb=VersionedKBSource(deps.kb, versions=snapshot_package_versions(snapshot)),
-        history=RecordedHistorySource(
-            call=call, messages=messages if isinstance(messages, int) else None
-        ),
+        history=recorded.history,
         recorder=MemoryRecorder(),
-        clock=lambda: call.created_at,
+        clock=lambda: recorded.recorded_at,
     )
     prepared = invoker.prepare(session=context, agent=agent, override=draft)
-    if prepared.prompt_version != draft.version:
+    if draft is not None and prepared.prompt_version != draft.version:
         # The invoker serves the built-in prompt when an override does not render: replaying
         # that would not test the draft.
         return gettext(
             "The draft's text does not render for this conversation (a turn would use the "
             "built-in prompt)."
         )
-    recorded = recorded_outcome(
-        call, agent=agent, context=context, catalog=catalog, config=deps.config
+    return DraftCall(
+        agent=agent,
+        context=context,
+        prepared=prepared,
+        turn=replay_turn(recorded, context.state),
     )
-    return ReplayCase(call=call, agent=agent, context=context, prepared=prepared, recorded=recorded)
 
 
-def _replay_answer(case: ReplayCase, *, catalog: CatalogSnapshot, deps: ReplayDeps) -> ReplayAnswer:
+def replay_answer(case: DraftCall, *, catalog: CatalogSnapshot, deps: ReplayDeps) -> ReplayAnswer:
     """In a worker thread: the draft's call and the reading of its answer (no database)."""
     try:
         prepared = case.prepared
@@ -612,7 +638,7 @@ def _replay_answer(case: ReplayCase, *, catalog: CatalogSnapshot, deps: ReplayDe
             agent=case.agent,
             context=case.context,
             catalog=catalog,
-            turn=replay_turn(case.call, case.context.state),
+            turn=case.turn,
             llm=deps.llm,
             recorder=recorder,
             config=deps.config,
@@ -629,7 +655,7 @@ def _replay_answer(case: ReplayCase, *, catalog: CatalogSnapshot, deps: ReplayDe
         connections.close_all()
 
 
-def _cost(calls: tuple[LLMCallResult, ...], *, asked: str) -> Decimal:
+def answer_cost(calls: tuple[LLMCallResult, ...], *, asked: str) -> Decimal:
     """The calls' cost; one whose answer names an unlisted model is priced as `asked` (the
     run's model, which has a price: an unpriced run does not start)."""
     total = Decimal("0")
@@ -661,7 +687,7 @@ def _result_write(
     recorded = case.recorded if case is not None else None
     replayed = answer.outcome if answer is not None else None
     calls = answer.calls if answer is not None else ()
-    cost = _cost(calls, asked=run.model)
+    cost = answer_cost(calls, asked=run.model)
     tokens = (
         sum(c.tokens_input for c in calls),
         sum(c.tokens_cached for c in calls),

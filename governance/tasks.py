@@ -8,6 +8,10 @@ and publishes the queued runs waiting for a free run slot that no ending run pub
 A replay makes up to `REPLAY_MAX_CALLS` model calls: longer than a turn, so the task has its own
 time limits (`governance.replay.REPLAY_TIME_LIMIT`), below the broker's visibility timeout. At
 the soft limit the run ends FAILED with the results so far.
+
+``governance.prompt_tests_run(override_id, user_id)`` runs the agent's active prompt test cases
+against an override's text and stores the run (`governance.test_cases.prompt_tests_run`), on the
+replays queue too: its model calls are the same kind of work.
 """
 
 from uuid import uuid4
@@ -15,6 +19,7 @@ from uuid import uuid4
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -22,9 +27,12 @@ from governance.models import ReplayRun
 from governance.replay import (
     REPLAY_SOFT_TIME_LIMIT,
     REPLAY_TIME_LIMIT,
+    ReplayDeps,
     replay_run_execute,
     replay_runs_sweep,
 )
+from governance.test_cases import prompt_tests_run
+from prompts_admin.models import PromptOverride
 
 
 @shared_task(
@@ -64,3 +72,23 @@ def replay_run_enqueue(run: ReplayRun) -> None:
     ReplayRun.objects.filter(pk=run.pk).update(task_id=task_id, dispatched_at=now)
     run.task_id, run.dispatched_at = task_id, now
     transaction.on_commit(lambda: replay_run.apply_async((run.pk,), task_id=task_id))
+
+
+@shared_task(
+    name="governance.prompt_tests_run",
+    soft_time_limit=REPLAY_SOFT_TIME_LIMIT,
+    time_limit=REPLAY_TIME_LIMIT,
+)
+def prompt_tests_run_task(override_id: int, user_id: int | None) -> int | None:
+    """The run's id; None when the override is gone."""
+    override = PromptOverride.objects.filter(pk=override_id).first()
+    if override is None:
+        return None
+    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    run, _report = prompt_tests_run(override=override, deps=ReplayDeps.from_settings(), user=user)
+    return run.pk
+
+
+def prompt_tests_enqueue(*, override_id: int, user_id: int | None) -> None:
+    """Enqueue a run of the test cases after the current transaction commits."""
+    transaction.on_commit(lambda: prompt_tests_run_task.delay(override_id, user_id))

@@ -8,12 +8,17 @@ none or when it is over a threshold.
 - *Evidence* is the latest finished replay of the agent and the text's hash (`ReplaySummary`).
   The replays live in the governance app, above this one: it registers a `ReplayEvidence` when
   ready (`replay_evidence_register`), and this module never imports it.
+- *Test cases*: when the agent has active prompt test cases, the latest run of them against
+  exactly this text (`CasesSummary`) must cover each case as it is now and have none
+  failing; else the activation needs the same confirmation. The governance app registers the
+  `CasesEvidence` too (`cases_evidence_register`). An agent without cases is not asked.
 - *Thresholds* (settings, percentages of the replay's calls): handoffs changed
   (`ACTIVATION_GATE_MAX_HANDOFF_CHANGE_PCT`), codes changed (`..._CODE_CHANGE_PCT`), contract
   errors (`..._CONTRACT_ERROR_PCT`). Exactly the limit passes; above it asks.
 - The change reason recorded in the override's history says which: "Ativado com a simulação
   #12", "Ativado sem simulação: <motivo>", "Ativado acima do limite (transferências 20,0% >
-  10%): <motivo>". It is written in the site's language (`LANGUAGE_CODE`), whatever the
+  10%): <motivo>"; with failing test cases, "... e com casos de teste falhando (1 de 3 falharam
+  na execução #7): <motivo>". It is written in the site's language (`LANGUAGE_CODE`), whatever the
   editor's browser asks for, so the history reads the same for everyone.
 
 `PromptOverrideForm` (prompts_admin.admin) applies it: every admin path that saves an override
@@ -77,6 +82,52 @@ def replay_evidence() -> ReplayEvidence:
             "evidence when ready: is it in INSTALLED_APPS?"
         )
     return _evidence
+
+
+@dataclass(frozen=True, slots=True)
+class CasesSummary:
+    """The agent's active test cases against one text, as the gate weighs them."""
+
+    # The agent's active cases now.
+    active: int
+    # The latest run of this text, when it covers every active case as it is now (None: none).
+    run_id: int | None
+    # Of the active cases, how many failed in that run, and one line for each.
+    failed: int
+    failures: tuple[str, ...]
+    # The run's admin page ("" when none).
+    admin_url: str
+
+    @property
+    def passes(self) -> bool:
+        return self.active == 0 or (self.run_id is not None and self.failed == 0)
+
+
+class CasesEvidence(Protocol):
+    """What the gate reads of the prompt test cases: provided by the governance app."""
+
+    def cases_of(self, agent: str, content_hash: str) -> CasesSummary:
+        """The agent's active cases and the latest run of them against this text."""
+        ...
+
+
+_test_cases: CasesEvidence | None = None
+
+
+def cases_evidence_register(evidence: CasesEvidence) -> None:
+    """Called once by the governance app when it is ready."""
+    global _test_cases
+    _test_cases = evidence
+
+
+def latest_cases(*, agent: str, content: str) -> CasesSummary:
+    """The agent's active test cases and the latest run of them against exactly `content`."""
+    if _test_cases is None:
+        raise ImproperlyConfigured(
+            "The activation gate reads test cases through the governance app, which registers "
+            "its evidence when ready: is it in INSTALLED_APPS?"
+        )
+    return _test_cases.cases_of(agent, prompt_content_hash(content))
 
 
 # --- Thresholds ---------------------------------------------------------------------------------
@@ -158,10 +209,19 @@ class ActivationCheck:
 
     evidence: ReplaySummary | None
     exceeded: tuple[Exceeded, ...]
+    cases: CasesSummary | None = None
+
+    @property
+    def replay_unconfirmed(self) -> bool:
+        return self.evidence is None or bool(self.exceeded)
+
+    @property
+    def cases_failing(self) -> bool:
+        return self.cases is not None and not self.cases.passes
 
     @property
     def needs_confirmation(self) -> bool:
-        return self.evidence is None or bool(self.exceeded)
+        return self.replay_unconfirmed or self.cases_failing
 
 
 def latest_replay(*, agent: str, content: str) -> ReplaySummary | None:
@@ -169,10 +229,13 @@ def latest_replay(*, agent: str, content: str) -> ReplaySummary | None:
     return replay_evidence().latest_replay(agent, prompt_content_hash(content))
 
 
-def activation_check(evidence: ReplaySummary | None) -> ActivationCheck:
-    """The gate's view of an activation with `evidence`: the thresholds it is over."""
+def activation_check(
+    evidence: ReplaySummary | None, cases: CasesSummary | None = None
+) -> ActivationCheck:
+    """The gate's view of an activation with `evidence` and `cases`: the thresholds it is
+    over, and whether the test cases pass."""
     exceeded = () if evidence is None else tuple(exceeded_thresholds(evidence))
-    return ActivationCheck(evidence=evidence, exceeded=exceeded)
+    return ActivationCheck(evidence=evidence, exceeded=exceeded, cases=cases)
 
 
 # --- Wording --------------------------------------------------------------------------------------
@@ -195,6 +258,29 @@ def evidence_text(evidence: ReplaySummary | None) -> str:
     }
 
 
+def cases_text(cases: CasesSummary) -> str:
+    """ "Casos de teste deste agente: execução #7 deste texto, 1 de 3 falharam.", or that none
+    covers them; "" for an agent without active cases."""
+    if cases.active == 0:
+        return ""
+    if cases.run_id is None:
+        return gettext(
+            "Test cases of this agent: %(count)s active; no run of this text covers them."
+        ) % {"count": cases.active}
+    return gettext(
+        "Test cases of this agent: run #%(run)s of this text, %(failed)s of %(count)s failed."
+    ) % {"run": cases.run_id, "failed": cases.failed, "count": cases.active}
+
+
+def cases_html(cases: CasesSummary) -> SafeString:
+    """`cases_text` with a link to the run's page, when it has one."""
+    if not cases.admin_url:
+        return format_html("{}", cases_text(cases))
+    return format_html(
+        '{} <a href="{}">{}</a>', cases_text(cases), cases.admin_url, gettext("See the run")
+    )
+
+
 def evidence_html(evidence: ReplaySummary | None) -> SafeString:
     """`evidence_text` with a link to the run's page, when it has one."""
     if evidence is None or not evidence.admin_url:
@@ -207,8 +293,46 @@ def evidence_html(evidence: ReplaySummary | None) -> SafeString:
     )
 
 
+def cases_problem(cases: CasesSummary) -> str:
+    """ "1 de 3 falharam na execução #7", or that no run of this text covers the cases."""
+    if cases.run_id is None:
+        return gettext("no run of this text covers the agent's active cases (%(count)s)") % {
+            "count": cases.active
+        }
+    return gettext("%(failed)s of %(count)s failed in run #%(run)s") % {
+        "failed": cases.failed,
+        "count": cases.active,
+        "run": cases.run_id,
+    }
+
+
 def gate_message(check: ActivationCheck) -> str:
     """Why the save was refused, and what to do: shown once, above the revealed fields."""
+    replay = _replay_gate_message(check) if check.replay_unconfirmed else ""
+    if not check.cases_failing or check.cases is None:
+        return replay
+    failures = " | ".join(check.cases.failures)
+    values = {
+        "problem": cases_problem(check.cases),
+        "failures": f" ({failures})" if failures else "",
+    }
+    if replay:
+        # The replay's sentence already says how to confirm: one confirmation answers both.
+        also = gettext(
+            "Also, the agent's test cases do not pass with this text: %(problem)s%(failures)s."
+        )
+        return f"{replay} {also % values}"
+    return (
+        gettext(
+            "The agent's test cases do not pass with this text: %(problem)s%(failures)s. Run "
+            "them against this text (“Run the test cases”), or tick “Activate anyway”, write "
+            "the reason and save again."
+        )
+        % values
+    )
+
+
+def _replay_gate_message(check: ActivationCheck) -> str:
     if check.evidence is None:
         return gettext(
             "There is no replay of this text: activating it puts a prompt nobody has tested in "
@@ -225,6 +349,8 @@ def activation_change_reason(check: ActivationCheck, reason: str) -> str:
     """The history's change reason for an activation, in the site's language: what the gate
     found, then the editor's `reason` (required unless the replay was within the thresholds)."""
     with translation.override(settings.LANGUAGE_CODE):
+        if check.cases_failing and check.cases is not None:
+            return _cases_change_reason(check, check.cases, reason)
         if check.evidence is None:
             return gettext("Activated without a replay: %(reason)s") % {"reason": reason}
         if check.exceeded:
@@ -238,3 +364,23 @@ def activation_change_reason(check: ActivationCheck, reason: str) -> str:
                 "reason": reason,
             }
         return gettext("Activated with replay #%(run)s") % {"run": check.evidence.run_id}
+
+
+def _cases_change_reason(check: ActivationCheck, cases: CasesSummary, reason: str) -> str:
+    problem = cases_problem(cases)
+    if check.evidence is None:
+        return gettext(
+            "Activated without a replay and with test cases failing (%(problem)s): %(reason)s"
+        ) % {"problem": problem, "reason": reason}
+    if check.exceeded:
+        return gettext(
+            "Activated over the limit (%(exceeded)s) and with test cases failing "
+            "(%(problem)s): %(reason)s"
+        ) % {
+            "exceeded": "; ".join(str(e) for e in check.exceeded),
+            "problem": problem,
+            "reason": reason,
+        }
+    return gettext(
+        "Activated with replay #%(run)s and with test cases failing (%(problem)s): %(reason)s"
+    ) % {"run": check.evidence.run_id, "problem": problem, "reason": reason}

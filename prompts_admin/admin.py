@@ -16,13 +16,16 @@ from django.utils.translation import gettext_lazy as _
 
 from prompts_admin.activation import (
     ActivationCheck,
+    CasesSummary,
     ReplaySummary,
     StoredOverride,
     activation_change_reason,
     activation_check,
+    cases_html,
     evidence_html,
     gate_message,
     is_activation,
+    latest_cases,
     latest_replay,
 )
 from prompts_admin.forms import (
@@ -54,11 +57,11 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
     `confirm_builtin` box, hidden until then, lets the editor save it anyway.
 
     The activation gate (`prompts_admin.activation`) works the same way: an activation with no
-    replay of its text, or over a threshold, is refused once; `confirm_activation`, hidden until
-    then, with the change reason (`versioning.forms.ChangeReasonForm`, required then) lets the
-    editor activate it anyway, and the reason goes to the override's history after what the
-    gate found. Every admin path that saves an override (add, change, simple-history's revert)
-    uses this form.
+    replay of its text, or over a threshold, or whose agent's test cases do not pass with it,
+    is refused once; `confirm_activation`, hidden until then, with the change reason
+    (`versioning.forms.ChangeReasonForm`, required then) lets the editor activate it anyway,
+    and the reason goes to the override's history after what the gate found. Every admin path
+    that saves an override (add, change, simple-history's revert) uses this form.
     """
 
     confirm_builtin = forms.BooleanField(
@@ -83,12 +86,17 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.replays: dict[tuple[str, str], ReplaySummary | None] = {}
+        self.cases: dict[tuple[str, str], CasesSummary] = {}
         # The editor sees the evidence of the text in the form before ticking "active".
         is_active = self.fields.get("is_active")
         agent, content = self.selected_agent(), self.form_content()
         if is_active is not None and agent in AGENT_VALUES and content:
+            cases = self.latest_cases(agent, content)
             is_active.help_text = format_html(
-                "{}<br>{}", is_active.help_text, evidence_html(self.latest_replay(agent, content))
+                "{}<br>{}{}",
+                is_active.help_text,
+                evidence_html(self.latest_replay(agent, content)),
+                format_html("<br>{}", cases_html(cases)) if cases.active else "",
             )
 
     def form_content(self) -> str:
@@ -103,6 +111,13 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
         if key not in self.replays:
             self.replays[key] = latest_replay(agent=agent, content=content)
         return self.replays[key]
+
+    def latest_cases(self, agent: str, content: str) -> CasesSummary:
+        """`prompts_admin.activation.latest_cases`, once per text for this form."""
+        key = (agent, prompt_content_hash(content))
+        if key not in self.cases:
+            self.cases[key] = latest_cases(agent=agent, content=content)
+        return self.cases[key]
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -139,7 +154,9 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
             and not self.has_error("content")
             and is_activation(stored=stored, agent=agent, content=content, active=active)
         ):
-            self.activation = activation_check(self.latest_replay(agent, content))
+            self.activation = activation_check(
+                self.latest_replay(agent, content), self.latest_cases(agent, content)
+            )
             if self.activation.needs_confirmation:
                 self.gate(cleaned, self.activation)
         return cleaned
@@ -226,12 +243,16 @@ class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin[PromptOverrid
     def save_model(
         self, request: HttpRequest, obj: PromptOverride, form: Any, change: bool
     ) -> None:
-        """After an activation, says which replay it went with (or that it had none)."""
+        """After an activation, says which replay and test case run it went with (or that it
+        had none)."""
         super().save_model(request, obj, form, change)
         check: ActivationCheck | None = getattr(form, "activation", None)
         if check is not None:
             level = messages.WARNING if check.needs_confirmation else messages.INFO
             self.message_user(request, evidence_html(check.evidence), level)
+            if check.cases is not None and check.cases.active:
+                level = messages.WARNING if check.cases_failing else messages.INFO
+                self.message_user(request, cases_html(check.cases), level)
 
 
 @admin.register(RuntimeConfig)

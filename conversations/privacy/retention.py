@@ -12,11 +12,11 @@ CPF/CNPJ and e-mails in every text and JSON column of the conversation — its m
 delivery statuses, model calls (whose context snapshot, a copy of the session, is dropped),
 summaries, lead, admin log entries (named "Conversa #12" again), the media (their files are
 deleted, their captions emptied, their transcripts and descriptions masked) and the rows other
-apps keep about it (`conversations.privacy.data_holders`: the replay results, the internal
-notes) — with the same masker the admin uses for staff without the personal-data permission
-(`agents.masking`: the session's known values wherever written, and the patterns). What stays
-is what the aggregates need: states, codes, segment, service, handoff reasons, timestamps, token
-counts and costs.
+apps keep about it (`conversations.privacy.data_holders`: the replay results, the prompt test
+cases, the internal notes) — with the same masker the admin uses for staff without the
+personal-data permission (`agents.masking`: the session's known values wherever written, and the
+patterns). What stays is what the aggregates need: states, codes, segment, service, handoff
+reasons, timestamps, token counts and costs.
 """
 
 import logging

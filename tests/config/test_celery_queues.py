@@ -23,6 +23,7 @@ QUEUE_OF = {
     "conversations.deliver_lead": "celery",
     "conversations.simulated_turn": "turns",
     "governance.replay_run": "replays",
+    "governance.prompt_tests_run": "replays",
     "governance.fail_abandoned_replays": "sweeps",
 }
 

@@ -43,6 +43,11 @@ EXPECTED_PERMISSIONS = {
         "governance.change_replayrun",
         "governance.view_replayrun",
         "governance.view_replayresult",
+        "governance.add_prompttestcase",
+        "governance.change_prompttestcase",
+        "governance.view_prompttestcase",
+        "governance.add_prompttestrun",
+        "governance.view_prompttestrun",
     },
     "Support": CONVERSATION_VIEWS
     | {

@@ -6,8 +6,8 @@ WhatsApp user id.
 The customer's data is written where the real flows write it: a signed webhook delivery through
 the test client, a turn answered by the fake OpenAI server and sent to the fake Graph API, the
 delivery status of that reply, a staff take-over, an internal note and a summary requested from
-the admin, a lead, a replay of the recorded call, and an admin log entry written before sessions
-were named by id.
+the admin, a lead, a replay of the recorded call, a prompt test case saved from it (unmasked, two
+versions), and an admin log entry written before sessions were named by id.
 """
 
 import base64
@@ -31,8 +31,9 @@ from conversations.leads import lead_create
 from conversations.models import LLMCall, Message, Session, WebhookDelivery
 from conversations.privacy.encryption import EncryptedTextField
 from governance.models import ReplayResult
-from governance.replay import ReplayFilters, replay_run_start
+from governance.replay import ReplayDeps, ReplayFilters, replay_run_start
 from governance.tasks import replay_run
+from governance.test_cases import prompt_test_case_create
 from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -230,6 +231,17 @@ def test_after_the_erasure_no_column_of_any_table_holds_the_customer(
     run = replay_run_start(override=draft(), filters=ReplayFilters(), user=None)
     assert replay_run.delay(run.pk).get() == "done"
     assert ReplayResult.objects.get().replayed_text == "Oi, Joana Erasmo! Em que posso ajudar?"
+    # A prompt test case saved from the call by someone who may read personal data (an unmasked
+    # copy of the conversation), then edited: two versions.
+    case = prompt_test_case_create(
+        call=LLMCall.objects.select_related("session__instance").get(purpose="agent"),
+        user=staff_member(permissions=("conversations.view_personal_data",)),
+        title="Saudação",
+        expectations={"expected_code": 1},
+        deps=ReplayDeps.from_settings(),
+    )
+    case.must_contain = ["ajudar"]
+    case.save()
     LogEntry.objects.create(
         user=staff_member(),
         content_type=ContentType.objects.get_for_model(Session),
@@ -248,6 +260,8 @@ def test_after_the_erasure_no_column_of_any_table_holds_the_customer(
         "conversations.Lead",
         "conversations.WebhookDelivery",
         "governance.ReplayResult",
+        "governance.PromptTestCase",
+        "governance.HistoricalPromptTestCase",
         "support.InternalNote",
     }
     assert ("conversations.Message", "wa_message_id", PHONE) in before
