@@ -1,5 +1,6 @@
 """The prompt governance as an editor finds it: a "Governança dos prompts" block on the admin index
-(custom prompts, metrics per prompt version, tests of a draft on recorded conversations) for staff
+(custom prompts, metrics per prompt version, tests of a draft on recorded conversations, prompt
+test cases and their runs) for staff
 who may read each, and the replay's pages called "Testar o rascunho em conversas gravadas", never
 "Simulação" (the chat with the bot is "Conversar com o bot")."""
 
@@ -18,6 +19,13 @@ REPLAYS = (
     '<a href="/admin/governance/replayrun/" id="replay-runs-link">'
     "Testar o rascunho em conversas gravadas</a>"
 )
+CASES = (
+    '<a href="/admin/governance/prompttestcase/" id="test-cases-link">Casos de teste de prompt</a>'
+)
+RUNS = (
+    '<a href="/admin/governance/prompttestrun/" id="test-runs-link">'
+    "Execuções dos casos de teste</a>"
+)
 
 
 def index_of(client: Client) -> str:
@@ -30,6 +38,7 @@ def test_a_prompt_editor_finds_the_governance_block_on_the_index() -> None:
     assert '<div class="module" id="prompt-governance-module">' in page
     assert "<caption>Governança dos prompts</caption>" in page
     assert [CUSTOM_PROMPTS in page, METRICS in page, REPLAYS in page] == [True, True, True]
+    assert [CASES in page, RUNS in page] == [True, True]
 
 
 def test_support_staff_get_no_governance_block() -> None:
@@ -42,14 +51,16 @@ def test_support_staff_get_no_governance_block() -> None:
 @pytest.mark.parametrize(
     ("permission", "shown"),
     [
-        ("prompts_admin.view_promptoverride", [True, True, False]),
-        ("governance.view_replayrun", [False, False, True]),
+        ("prompts_admin.view_promptoverride", [True, True, False, False, False]),
+        ("governance.view_replayrun", [False, False, True, False, False]),
+        ("governance.view_prompttestcase", [False, False, False, True, False]),
+        ("governance.view_prompttestrun", [False, False, False, False, True]),
     ],
 )
 def test_each_link_needs_its_own_permission(permission: str, shown: list[bool]) -> None:
     page = index_of(logged_in(staff_member(permissions=(permission,))))
 
-    assert [CUSTOM_PROMPTS in page, METRICS in page, REPLAYS in page] == shown
+    assert [p in page for p in (CUSTOM_PROMPTS, METRICS, REPLAYS, CASES, RUNS)] == shown
 
 
 def test_the_index_has_one_governance_section_the_block(admin_client: Client) -> None:
