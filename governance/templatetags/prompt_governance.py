@@ -1,7 +1,7 @@
 """The admin index's "Governança dos prompts" block (templates/admin/index.html) links the
-governance app's one model page, the test of a draft on recorded conversations, beside the custom
-prompts and the metrics per prompt version; the index's app list leaves that app out, so the
-editor does not read two sections of the same name."""
+governance app's pages (the tests of a draft on recorded conversations, the prompt test cases and
+their runs) beside the custom prompts and the metrics per prompt version; the index's app list
+leaves that app out, so the editor does not read two sections of the same name."""
 
 from collections.abc import Iterable
 from typing import Any

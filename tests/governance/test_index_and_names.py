@@ -1,8 +1,8 @@
 """The prompt governance as an editor finds it: a "Governança dos prompts" block on the admin index
 (custom prompts, metrics per prompt version, tests of a draft on recorded conversations, prompt
-test cases and their runs) for staff
-who may read each, and the replay's pages called "Testar o rascunho em conversas gravadas", never
-"Simulação" (the chat with the bot is "Conversar com o bot")."""
+test cases and their runs) for staff who may read each, and the replay's pages called "Testar o
+rascunho em conversas gravadas", never "Simulação" (the chat with the bot is "Conversar com o
+bot")."""
 
 import pytest
 from django.test import Client
