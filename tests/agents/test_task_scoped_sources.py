@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from agents.context import CatalogSnapshot, PackageInfo, SegmentInfo
 from agents.sources import (
     OverrideTemplate,
+    RolloutCandidate,
     RuntimeSettings,
     TaskScopedKBSource,
     TaskScopedPromptSource,
@@ -29,6 +30,10 @@ class CountingPromptSource:
             AgentName.QUALIFICACAO: None,
             AgentName.COLETA: None,
         }
+
+    def rollout_candidates(self) -> dict[AgentName, RolloutCandidate]:
+        self.calls.append("candidates")
+        return {}
 
     def override_at(self, agent: AgentName, version: str) -> OverrideTemplate | None:
         self.calls.append(f"at:{agent.value}:{version}")
