@@ -105,3 +105,11 @@ def test_kb_source_reads_the_catalog_once_and_packages_every_time() -> None:
     assert list(source.load_packages(["COMPANY_INFO", "GOYOU"])) == ["COMPANY_INFO", "GOYOU"]
 
     assert inner.calls == ["catalog", "load:COMPANY_INFO", "load:COMPANY_INFO,GOYOU"]
+
+
+def test_prompt_source_reads_the_release_candidates_once() -> None:
+    inner = CountingPromptSource()
+    source = TaskScopedPromptSource(inner)
+
+    assert source.rollout_candidates() is source.rollout_candidates()
+    assert inner.calls == ["candidates"]
