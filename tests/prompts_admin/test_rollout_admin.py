@@ -230,3 +230,17 @@ def test_support_cannot_start_a_release(support_client: Client) -> None:
 
     assert response.status_code == 403
     assert state(candidate) == (False, None)
+
+
+def test_the_revert_page_starts_from_the_share_as_it_is_now(prompt_editor_client: Client) -> None:
+    _current, candidate = overrides()
+    candidate.rollout_percent = 30
+    candidate.save()
+    released = candidate.history.latest().history_id
+    candidate.rollout_percent = None
+    candidate.save()
+
+    page = prompt_editor_client.get(f"{BASE}{candidate.pk}/history/{released}/")
+
+    assert page.status_code == 200
+    assert page.context["adminform"].form.initial["rollout_percent"] is None
