@@ -30,6 +30,15 @@ class OverrideTemplate:
     version: str
 
 
+@dataclass(frozen=True, slots=True)
+class RolloutCandidate:
+    """An agent's candidate version (agents.rollout) and the share of new conversations, 1 to
+    99, that pin it instead of the active override."""
+
+    override: OverrideTemplate
+    percent: int
+
+
 def prompt_versions_of(
     overrides: Mapping[AgentName, OverrideTemplate | None],
 ) -> dict[str, str]:
@@ -100,6 +109,11 @@ class PromptSource(Protocol):
     def active_overrides(self) -> Mapping[AgentName, OverrideTemplate | None]:
         """Every prompt agent's active override (None: built-in), in one read: what a session
         pins at its first turn."""
+        ...
+
+    def rollout_candidates(self) -> Mapping[AgentName, RolloutCandidate]:
+        """The agents being released gradually (agents.rollout), with their candidate: read
+        with `active_overrides` at a session's first turn."""
         ...
 
     def override_at(self, agent: AgentName, version: str) -> OverrideTemplate | None:
@@ -177,6 +191,7 @@ class TaskScopedPromptSource:
         self._runtime: RuntimeSettings | None = None
         self._overrides: dict[AgentName, OverrideTemplate | None] = {}
         self._actives: Mapping[AgentName, OverrideTemplate | None] | None = None
+        self._candidates: Mapping[AgentName, RolloutCandidate] | None = None
         self._versions: dict[tuple[AgentName, str], OverrideTemplate | None] = {}
         self._chosen: dict[AgentName, OverrideTemplate | None] = {}
 
@@ -189,6 +204,11 @@ class TaskScopedPromptSource:
         if self._actives is None:
             self._actives = self._inner.active_overrides()
         return self._actives
+
+    def rollout_candidates(self) -> Mapping[AgentName, RolloutCandidate]:
+        if self._candidates is None:
+            self._candidates = self._inner.rollout_candidates()
+        return self._candidates
 
     def override_at(self, agent: AgentName, version: str) -> OverrideTemplate | None:
         active = self._actives.get(agent) if self._actives is not None else None

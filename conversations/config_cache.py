@@ -1,7 +1,8 @@
 """The configuration every turn reads, kept for a few seconds by each worker process.
 
 Every turn reads the runtime settings (two statements), the active prompt overrides (one) and the
-knowledge-base catalog (four): seven statements, about a twelfth of a worker's CPU per turn
+knowledge-base catalog (four): seven statements (a first turn also reads the candidates of a
+gradual release, one more), about a twelfth of a worker's CPU per turn
 (bench/worker_cpu.py), for rows that change when an editor saves in the admin. A worker keeps
 what it read for ``WORKER_CONFIG_CACHE_SECONDS`` (5 s by default; 0 reads on every turn), so an
 edit reaches every worker within that time: a conversation's first turn in that window pins the
@@ -20,7 +21,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from agents.context import CatalogSnapshot, PackageInfo
-from agents.sources import KBSource, OverrideTemplate, PromptSource, RuntimeSettings
+from agents.sources import (
+    KBSource,
+    OverrideTemplate,
+    PromptSource,
+    RolloutCandidate,
+    RuntimeSettings,
+)
 from agents.states import PROMPT_AGENTS, AgentName
 
 T = TypeVar("T")
@@ -49,8 +56,9 @@ MAX_VERSIONS = 256
 
 
 class WorkerConfigCache:
-    """One process's runtime settings, active overrides and catalog, each kept for `ttl` s, and
-    the override versions it read (immutable: kept until `MAX_VERSIONS` are, then started over)."""
+    """One process's runtime settings, active overrides, release candidates and catalog, each kept
+    for `ttl` s, and the override versions it read (immutable: kept until `MAX_VERSIONS` are, then
+    started over)."""
 
     def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl = ttl
@@ -60,6 +68,9 @@ class WorkerConfigCache:
             ttl, clock
         )
         self.catalog: ExpiringValue[CatalogSnapshot] = ExpiringValue(ttl, clock)
+        self.candidates: ExpiringValue[Mapping[AgentName, RolloutCandidate]] = ExpiringValue(
+            ttl, clock
+        )
 
 
 class CachedPromptSource:
@@ -75,6 +86,9 @@ class CachedPromptSource:
 
     def active_overrides(self) -> Mapping[AgentName, OverrideTemplate | None]:
         return self._cache.overrides.get(self._inner.active_overrides)
+
+    def rollout_candidates(self) -> Mapping[AgentName, RolloutCandidate]:
+        return self._cache.candidates.get(self._inner.rollout_candidates)
 
     def active_override(self, agent: AgentName) -> OverrideTemplate | None:
         if agent in PROMPT_AGENTS:  # one active override per agent (a unique constraint)

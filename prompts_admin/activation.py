@@ -190,6 +190,8 @@ class StoredOverride:
     agent: str
     content: str
     is_active: bool
+    # The share of new conversations it is released to (None: not released gradually).
+    rollout_percent: int | None = None
 
 
 def is_activation(*, stored: StoredOverride | None, agent: str, content: str, active: bool) -> bool:

@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
+from agents.rollout import ROLLOUT_MIN_PERCENT
 from prompts_admin.activation import (
     ActivationCheck,
     CasesSummary,
@@ -43,6 +44,11 @@ from prompts_admin.models import (
     prompt_content_hash,
 )
 from prompts_admin.preview import PromptOverrideToolsMixin
+from prompts_admin.rollout import (
+    ROLLOUT_PROMOTE_PERCENT,
+    rollout_change_reason,
+    rollout_previous_deactivate,
+)
 from versioning.admin import MONOSPACE_TEXTAREA, VersionedAdmin
 from versioning.forms import ChangeReasonForm
 
@@ -74,14 +80,25 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
         required=False,
         widget=forms.HiddenInput,
     )
+    # 100 is accepted here, not stored: it makes the candidate the active version.
+    rollout_percent = forms.IntegerField(
+        label=_("Share of new conversations"),
+        required=False,
+        min_value=ROLLOUT_MIN_PERCENT,
+        max_value=ROLLOUT_PROMOTE_PERCENT,
+        help_text=PromptOverride._meta.get_field("rollout_percent").help_text,
+    )
 
     class Meta:
         model = PromptOverride
-        fields = ["agent", "content", "is_active", "note"]
+        fields = ["agent", "content", "is_active", "note", "rollout_percent"]
         widgets = {"content": forms.Textarea(attrs=MONOSPACE_TEXTAREA.attrs | {"rows": 30})}
 
     # What the gate found for this save (None: the save activates nothing); set by `clean`.
     activation: ActivationCheck | None = None
+    # Whether this save releases the candidate to 100%: it becomes the agent's active override,
+    # and the one active before is deactivated (`rollout_previous_deactivate`).
+    promotes: bool = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -122,6 +139,7 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         stored = self.stored_override()
+        self.clean_rollout(cleaned, stored)
         agent, content, active = (
             cleaned.get("agent"),
             cleaned.get("content"),
@@ -161,6 +179,40 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
                 self.gate(cleaned, self.activation)
         return cleaned
 
+    def clean_rollout(self, cleaned: dict[str, Any], stored: StoredOverride | None) -> None:
+        """A share of 100 activates the candidate (the gate then weighs it as any activation);
+        an active override is the current version, never a candidate."""
+        percent = cleaned.get("rollout_percent")
+        if percent == ROLLOUT_PROMOTE_PERCENT:
+            if stored is None or stored.rollout_percent is None:
+                self.add_error(
+                    "rollout_percent",
+                    ValidationError(
+                        _(
+                            "Release it first to part of the new conversations (1 to 99), or "
+                            "tick “active” to make it the active version now."
+                        ),
+                        code="promote_not_rolling_out",
+                    ),
+                )
+                return
+            cleaned["rollout_percent"] = None
+            cleaned["is_active"] = True
+            self.promotes = True
+            # The agent's active override is deactivated in the same save (`save_model`).
+            self.instance.replaces_active = True
+        elif percent is not None and cleaned.get("is_active"):
+            self.add_error(
+                "rollout_percent",
+                ValidationError(
+                    _(
+                        "An active override is already the current version of every new "
+                        "conversation: empty the share, or untick “active”."
+                    ),
+                    code="rollout_of_active",
+                ),
+            )
+
     def gate(self, cleaned: dict[str, Any], check: ActivationCheck) -> None:
         """Refuses an activation that needs a confirmation until it has one with a reason."""
         # Shown from now on, so the editor can tick the box, write the reason and save again.
@@ -186,16 +238,22 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
             return None
         row = (
             PromptOverride.objects.filter(pk=self.instance.pk)
-            .values_list("agent", "content", "is_active")
+            .values_list("agent", "content", "is_active", "rollout_percent")
             .first()
         )
         return None if row is None else StoredOverride(*row)
 
     def change_reason_text(self) -> str:
-        """An activation records what the gate found before the editor's reason."""
+        """An activation records what the gate found before the editor's reason; a start,
+        change or stop of a gradual release says so before it."""
         if self.activation is not None:
             return activation_change_reason(self.activation, self.typed_change_reason())
-        return self.typed_change_reason()
+        stored = self.stored_override()
+        return rollout_change_reason(
+            before=None if stored is None else stored.rollout_percent,
+            after=self.cleaned_data.get("rollout_percent"),
+            reason=self.typed_change_reason(),
+        )
 
 
 # simple-history's name for the version (revert) page of an override.
@@ -207,16 +265,21 @@ class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin[PromptOverrid
     form = PromptOverrideForm
     # The confirmations (hidden until a save needs one) come before the change reason, which the
     # activation gate asks for once "Ativar mesmo assim" is ticked.
-    fields = (
-        "agent",
-        "content",
-        "is_active",
-        "note",
-        "confirm_builtin",
-        "confirm_activation",
-        "change_reason",
+    fieldsets = (
+        (None, {"fields": ("agent", "content", "is_active", "note")}),
+        (
+            _("Gradual release"),
+            {
+                "fields": ("rollout_percent",),
+                "description": _(
+                    "Try this inactive text on part of the new conversations before making it "
+                    "the active version. Each conversation keeps the version it started with."
+                ),
+            },
+        ),
+        (None, {"fields": ("confirm_builtin", "confirm_activation", "change_reason")}),
     )
-    list_display = ("__str__", "agent", "is_active", "note", "updated_at")
+    list_display = ("__str__", "agent", "is_active", "rollout_percent", "note", "updated_at")
     list_filter = ("agent", "is_active")
     search_fields = ("note", "content")
 
@@ -234,17 +297,21 @@ class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin[PromptOverrid
         match = request.resolver_match
         if obj is not None and match is not None and match.url_name == REVERT_URL_NAME:
             current = (
-                PromptOverride.objects.filter(pk=obj.pk).values_list("is_active", flat=True).first()
+                PromptOverride.objects.filter(pk=obj.pk)
+                .values_list("is_active", "rollout_percent")
+                .first()
             )
             if current is not None:
-                obj.is_active = current
+                obj.is_active, obj.rollout_percent = current
         return super().get_form(request, obj, change, **kwargs)
 
     def save_model(
         self, request: HttpRequest, obj: PromptOverride, form: Any, change: bool
     ) -> None:
         """After an activation, says which replay and test case run it went with (or that it
-        had none)."""
+        had none). A release to 100% first deactivates the agent's active override."""
+        if getattr(form, "promotes", False):
+            rollout_previous_deactivate(override=obj)
         super().save_model(request, obj, form, change)
         check: ActivationCheck | None = getattr(form, "activation", None)
         if check is not None:

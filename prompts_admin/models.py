@@ -1,9 +1,10 @@
 import hashlib
+from collections.abc import Collection
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxLengthValidator
+from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.text import capfirst
 from django.utils.translation import gettext_lazy as _
@@ -12,6 +13,7 @@ from validate_docbr import CNPJ
 
 from agents.labels import AGENT_LABELS, choices
 from agents.phones import phone_digits
+from agents.rollout import ROLLOUT_MAX_PERCENT, ROLLOUT_MIN_PERCENT
 from agents.states import PROMPT_AGENTS
 from agents.templating import PROMPT_TEMPLATE_MAX_CHARS
 
@@ -86,6 +88,19 @@ class PromptOverride(models.Model):
         help_text=_("At most one active override per agent. The fixed guards are always appended."),
     )
     note = models.CharField(_("change note"), max_length=255, blank=True)
+    # The candidate version (docs/decisions/0058): an inactive override that the new
+    # conversations whose bucket is below it pin instead of the active one. Null: not rolling out.
+    rollout_percent = models.PositiveSmallIntegerField(
+        _("share of new conversations"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(ROLLOUT_MIN_PERCENT), MaxValueValidator(ROLLOUT_MAX_PERCENT)],
+        help_text=_(
+            "Gradual release: this inactive text is used by this percentage of the new "
+            "conversations (1 to 99); the others keep the active version. 100 makes it the active "
+            "version (through the activation checks); empty stops the release."
+        ),
+    )
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
     # A text: the activation gate's reason (prompts_admin.activation) is the editor's 255
@@ -93,6 +108,10 @@ class PromptOverride(models.Model):
     history = HistoricalRecords(history_change_reason_field=models.TextField(null=True))
     # Read by simple-history when the next save writes a version (`history_change_reason`).
     _change_reason: str
+    # Set by the admin form for a candidate released to 100%, whose save first deactivates the
+    # agent's active override (prompts_admin.rollout): the one-active constraint is left to the
+    # database then, which checks it after that deactivation.
+    replaces_active: bool = False
 
     class Meta:
         ordering = ["agent", "-is_active", "-updated_at"]
@@ -104,13 +123,42 @@ class PromptOverride(models.Model):
                 condition=models.Q(is_active=True),
                 name="prompt_override_one_active_per_agent",
                 violation_error_message=_("There is already an active override for this agent."),
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["agent"],
+                condition=models.Q(rollout_percent__isnull=False),
+                name="prompt_override_one_rollout_per_agent",
+                violation_error_message=_(
+                    "Another override of this agent is already being released gradually."
+                ),
+            ),
+            # The active override is the current version; the candidate is another one.
+            models.CheckConstraint(
+                condition=models.Q(rollout_percent__isnull=True)
+                | models.Q(
+                    is_active=False,
+                    rollout_percent__gte=ROLLOUT_MIN_PERCENT,
+                    rollout_percent__lte=ROLLOUT_MAX_PERCENT,
+                ),
+                name="prompt_override_rollout_inactive_1_to_99",
+                violation_error_message=_(
+                    "Only an inactive override is released gradually, to 1 to 99%% of the new "
+                    "conversations."
+                ),
+            ),
         ]
 
     def __str__(self) -> str:
         # The agent's label ("Qualificação"), not its stored value ("qualificacao").
         status = _("active") if self.is_active else _("inactive")
         return f"{capfirst(self.get_agent_display())} ({status}) #{self.pk or '-'}"
+
+    def validate_constraints(self, exclude: Collection[str] | None = None) -> None:
+        if self.replaces_active:
+            # The constraints on the agent are the per-agent ones: one active, one candidate
+            # (this save empties its own share, so it is no longer a candidate).
+            exclude = {*(exclude or ()), "agent"}
+        super().validate_constraints(exclude)
 
 
 def validate_business_hours(value: Any) -> None:

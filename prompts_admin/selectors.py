@@ -2,7 +2,8 @@
 `agents.sources.PromptSource`.
 
 `active_override()` is one query (the override and its latest history id), and so is
-`active_overrides()` (every prompt agent's), `override_at()` (one history row: an override's
+`active_overrides()` (every prompt agent's), `rollout_candidates()` (the agents released
+gradually, with their candidate and share), `override_at()` (one history row: an override's
 text as of a version) and `override_ids_of()`; `runtime()` is two (the RuntimeConfig row, created
 with its defaults on first use, and the active strategic companies).
 """
@@ -16,7 +17,12 @@ from django.conf import settings
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from agents.phones import phone_digits as phone_digits_of
-from agents.sources import OverrideTemplate, RuntimeSettings, StrategicCompanyInfo
+from agents.sources import (
+    OverrideTemplate,
+    RolloutCandidate,
+    RuntimeSettings,
+    StrategicCompanyInfo,
+)
 from agents.states import PROMPT_AGENTS, AgentName
 from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
 
@@ -108,6 +114,26 @@ class DatabasePromptSource:
             for agent, pk, content, history_id in rows
         }
         return {agent: found.get(agent.value) for agent in PROMPT_AGENTS}
+
+    def rollout_candidates(self) -> dict[AgentName, RolloutCandidate]:
+        rows = (
+            PromptOverride.objects.filter(
+                rollout_percent__isnull=False,
+                agent__in=[agent.value for agent in PROMPT_AGENTS],
+            )
+            .annotate(version=_latest_history_id())
+            .values_list("agent", "pk", "content", "version", "rollout_percent")
+        )
+        return {
+            AgentName(agent): RolloutCandidate(
+                override=OverrideTemplate(
+                    content=content, version=override_version(history_id, pk)
+                ),
+                percent=percent,
+            )
+            for agent, pk, content, history_id, percent in rows
+            if percent is not None  # the filter's; typed as nullable
+        }
 
     def override_at(self, agent: AgentName, version: str) -> OverrideTemplate | None:
         history_id = version_history_id(version)

@@ -21,6 +21,7 @@ from enum import StrEnum
 from uuid import UUID, uuid4
 
 from agents.media_markers import media_handoff, media_text
+from agents.rollout import rollout_overrides
 from agents.sources import prompt_versions_of
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.lease import lease_claim, lease_release
@@ -176,7 +177,14 @@ def _process_turn(
     if not context.prompt_versions:
         # The session's first turn pins the prompts active now; its commit
         # writes them, and every later turn of the session uses them.
-        pin = prompt_versions_of(deps.prompts.active_overrides())
+        # An agent released gradually pins its candidate for the sessions in its share.
+        pin = prompt_versions_of(
+            rollout_overrides(
+                active=deps.prompts.active_overrides(),
+                candidates=deps.prompts.rollout_candidates(),
+                session_id=session_id,
+            )
+        )
         context = replace(context, prompt_versions=pin)
         turn = replace(turn, pin=pin)
     runtime = deps.prompts.runtime()

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from agents.context import CatalogSnapshot, PackageInfo, SegmentInfo
 from agents.sources import (
     OverrideTemplate,
+    RolloutCandidate,
     RuntimeSettings,
     TaskScopedKBSource,
     TaskScopedPromptSource,
@@ -29,6 +30,10 @@ class CountingPromptSource:
             AgentName.QUALIFICACAO: None,
             AgentName.COLETA: None,
         }
+
+    def rollout_candidates(self) -> dict[AgentName, RolloutCandidate]:
+        self.calls.append("candidates")
+        return {}
 
     def override_at(self, agent: AgentName, version: str) -> OverrideTemplate | None:
         self.calls.append(f"at:{agent.value}:{version}")
@@ -100,3 +105,11 @@ def test_kb_source_reads_the_catalog_once_and_packages_every_time() -> None:
     assert list(source.load_packages(["COMPANY_INFO", "GOYOU"])) == ["COMPANY_INFO", "GOYOU"]
 
     assert inner.calls == ["catalog", "load:COMPANY_INFO", "load:COMPANY_INFO,GOYOU"]
+
+
+def test_prompt_source_reads_the_release_candidates_once() -> None:
+    inner = CountingPromptSource()
+    source = TaskScopedPromptSource(inner)
+
+    assert source.rollout_candidates() is source.rollout_candidates()
+    assert inner.calls == ["candidates"]

@@ -184,3 +184,31 @@ def test_a_worker_s_turn_reads_through_the_cache_and_the_simulator_s_draft_does_
     assert config_cache.worker_config_cache() is not None
     assert sources() == ("CachedPromptSource", "CachedKBSource")
     assert sources(prompts=DatabasePromptSource()) == ("DatabasePromptSource", "CachedKBSource")
+
+
+@pytest.mark.django_db
+def test_the_release_candidates_are_read_once_per_window(
+    sources: tuple[CachedPromptSource, CachedKBSource],
+    clock: Clock,
+    django_assert_num_queries: Any,
+) -> None:
+    prompts, _kb = sources
+    candidate = PromptOverride.objects.create(
+        agent=AgentName.COLETA.value, content="Nova coleta.", rollout_percent=20
+    )
+    version = f"override:{candidate.history.get().history_id}"
+
+    with django_assert_num_queries(1):
+        first = prompts.rollout_candidates()
+    candidate.rollout_percent = 60
+    candidate.save()
+    with django_assert_num_queries(0):
+        again = prompts.rollout_candidates()
+    clock.now += 5
+    with django_assert_num_queries(1):
+        later = prompts.rollout_candidates()
+
+    assert again is first
+    assert [(c.override.version, c.percent) for c in first.values()] == [(version, 20)]
+    assert list(first) == [AgentName.COLETA]
+    assert [c.percent for c in later.values()] == [60]

@@ -25,6 +25,7 @@ from agents.sources import (
     CallRecord,
     HistoryEntry,
     OverrideTemplate,
+    RolloutCandidate,
     RuntimeSettings,
     StrategicCompanyInfo,
 )
@@ -203,6 +204,9 @@ class FakePromptSource:
 
     def active_overrides(self) -> dict[AgentName, OverrideTemplate | None]:
         return {agent: self.overrides.get(agent) for agent in PROMPT_AGENTS}
+
+    def rollout_candidates(self) -> dict[AgentName, RolloutCandidate]:
+        return {}
 
     def override_at(self, agent: AgentName, version: str) -> OverrideTemplate | None:
         active = self.overrides.get(agent)

@@ -1,0 +1,246 @@
+"""Releasing an override gradually from its admin page (docs/decisions/0058): an editor starts
+it at a share of the new conversations, changes the share, stops it, or raises it to 100%, which
+makes it the active override through the activation gate and deactivates the one active before;
+each with its change reason in the history."""
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.test import Client
+from model_bakery import baker
+
+from governance.models import ReplayRun, ReplayStatus
+from prompts_admin.models import PromptOverride, prompt_content_hash
+
+pytestmark = pytest.mark.django_db
+
+BASE = "/admin/prompts_admin/promptoverride/"
+CURRENT = "Atual de {{ agent_name }}."
+CANDIDATE = "Candidata de {{ agent_name }}."
+REASON = "Testar com parte dos clientes"
+
+
+def overrides() -> tuple[PromptOverride, PromptOverride]:
+    """The agent's active override and an inactive one, each saved with history."""
+    current = PromptOverride.objects.create(agent="triagem", content=CURRENT, is_active=True)
+    candidate = PromptOverride.objects.create(agent="triagem", content=CANDIDATE)
+    return current, candidate
+
+
+def form(**fields: str | None) -> dict[str, str]:
+    data: dict[str, str | None] = {"agent": "triagem", "content": CANDIDATE, "note": ""}
+    data.update(fields)
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def post(client: Client, override: PromptOverride, **fields: str | None) -> Any:
+    return client.post(f"{BASE}{override.pk}/change/", form(**fields))
+
+
+def errors_of(response: Any) -> dict[str, list[str]]:
+    assert response.status_code == 200
+    errors: dict[str, list[str]] = response.context["adminform"].form.errors
+    return errors
+
+
+def reasons(override: PromptOverride) -> list[str | None]:
+    return list(
+        PromptOverride.history.filter(id=override.pk)
+        .order_by("history_id")
+        .values_list("history_change_reason", flat=True)
+    )
+
+
+def state(override: PromptOverride) -> tuple[bool, int | None]:
+    override.refresh_from_db()
+    return override.is_active, override.rollout_percent
+
+
+def replayed(content: str) -> ReplayRun:
+    run: ReplayRun = baker.make(
+        ReplayRun,
+        agent="triagem",
+        content=content,
+        content_hash=prompt_content_hash(content),
+        status=ReplayStatus.DONE,
+        calls_selected=100,
+        calls_done=100,
+        cost_usd=Decimal("0.01"),
+    )
+    return run
+
+
+def test_the_page_shows_the_release_section_in_portuguese(prompt_editor_client: Client) -> None:
+    _current, candidate = overrides()
+
+    page = prompt_editor_client.get(f"{BASE}{candidate.pk}/change/").content.decode()
+
+    assert "Liberar aos poucos" in page
+    assert "Porcentagem das novas conversas" in page
+
+
+def test_an_editor_starts_changes_and_stops_a_release_with_history(
+    prompt_editor_client: Client,
+) -> None:
+    _current, candidate = overrides()
+
+    started = post(prompt_editor_client, candidate, rollout_percent="20", change_reason=REASON)
+    after_start = state(candidate)
+    changed = post(prompt_editor_client, candidate, rollout_percent="50")
+    after_change = state(candidate)
+    stopped = post(prompt_editor_client, candidate, rollout_percent="")
+
+    assert [started.status_code, changed.status_code, stopped.status_code] == [302, 302, 302]
+    assert after_start == (False, 20)
+    assert after_change == (False, 50)
+    assert state(candidate) == (False, None)
+    assert reasons(candidate) == [
+        None,
+        "Liberação aos poucos iniciada em 20% das novas conversas: Testar com parte dos clientes",
+        "Liberação aos poucos alterada de 20% para 50%",
+        "Liberação aos poucos interrompida em 50%",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("percent", "stored"),
+    [("1", 1), ("99", 99)],
+)
+def test_the_share_runs_from_1_to_99(
+    prompt_editor_client: Client, percent: str, stored: int
+) -> None:
+    _current, candidate = overrides()
+
+    assert post(prompt_editor_client, candidate, rollout_percent=percent).status_code == 302
+    assert state(candidate) == (False, stored)
+
+
+@pytest.mark.parametrize(
+    ("percent", "error"),
+    [
+        ("0", "Certifique-se que este valor seja maior ou igual a 1."),
+        ("101", "Certifique-se que este valor seja menor ou igual a 100."),
+    ],
+)
+def test_a_share_outside_1_to_100_is_refused(
+    prompt_editor_client: Client, percent: str, error: str
+) -> None:
+    _current, candidate = overrides()
+
+    response = post(prompt_editor_client, candidate, rollout_percent=percent)
+
+    assert errors_of(response) == {"rollout_percent": [error]}
+    assert state(candidate) == (False, None)
+
+
+def test_the_active_override_is_not_released_gradually(prompt_editor_client: Client) -> None:
+    current, _candidate = overrides()
+
+    response = post(
+        prompt_editor_client, current, content=CURRENT, is_active="on", rollout_percent="30"
+    )
+
+    assert errors_of(response) == {
+        "rollout_percent": [
+            "Um prompt personalizado ativo já é a versão de todas as novas conversas: esvazie a "
+            "porcentagem, ou desmarque “ativo”."
+        ]
+    }
+    assert state(current) == (True, None)
+
+
+def test_one_release_per_agent(prompt_editor_client: Client) -> None:
+    _current, candidate = overrides()
+    other = PromptOverride.objects.create(agent="triagem", content="Outra.", rollout_percent=10)
+
+    response = post(prompt_editor_client, candidate, rollout_percent="30")
+
+    assert errors_of(response) == {
+        "__all__": ["Outro prompt personalizado deste agente já está sendo liberado aos poucos."]
+    }
+    assert (state(candidate), state(other)) == ((False, None), (False, 10))
+
+
+def test_100_percent_of_an_override_not_released_is_refused(prompt_editor_client: Client) -> None:
+    _current, candidate = overrides()
+
+    response = post(prompt_editor_client, candidate, rollout_percent="100")
+
+    assert errors_of(response) == {
+        "rollout_percent": [
+            "Libere-o antes para parte das novas conversas (1 a 99), ou marque “ativo” para "
+            "torná-lo a versão ativa agora."
+        ]
+    }
+    assert state(candidate) == (False, None)
+
+
+def test_raising_to_100_without_a_replay_is_refused_by_the_gate_then_confirmed(
+    prompt_editor_client: Client,
+) -> None:
+    current, candidate = overrides()
+    candidate.rollout_percent = 50
+    candidate.save()
+
+    refused = post(prompt_editor_client, candidate, rollout_percent="100")
+    refused_state = (state(current), state(candidate))
+    confirmed = post(
+        prompt_editor_client,
+        candidate,
+        rollout_percent="100",
+        confirm_activation="on",
+        change_reason=REASON,
+    )
+
+    assert list(errors_of(refused)) == ["confirm_activation"]
+    assert refused_state == ((True, None), (False, 50))
+    assert confirmed.status_code == 302
+    assert (state(current), state(candidate)) == ((False, None), (True, None))
+    assert reasons(candidate)[-1] == (
+        "Ativado sem teste em conversas gravadas: Testar com parte dos clientes"
+    )
+    assert reasons(current)[-1] == (
+        f"Substituído pelo #{candidate.pk}, liberado para todas as novas conversas"
+    )
+
+
+def test_raising_to_100_with_a_replay_within_the_limits_activates(
+    prompt_editor_client: Client,
+) -> None:
+    current, candidate = overrides()
+    candidate.rollout_percent = 50
+    candidate.save()
+    run = replayed(CANDIDATE)
+
+    response = post(prompt_editor_client, candidate, rollout_percent="100")
+
+    assert response.status_code == 302
+    assert (state(current), state(candidate)) == ((False, None), (True, None))
+    assert reasons(candidate)[-1] == f"Ativado com o teste #{run.pk}"
+    assert list(PromptOverride.objects.filter(is_active=True).values_list("pk", flat=True)) == [
+        candidate.pk
+    ]
+
+
+def test_support_cannot_start_a_release(support_client: Client) -> None:
+    _current, candidate = overrides()
+
+    response = post(support_client, candidate, rollout_percent="20")
+
+    assert response.status_code == 403
+    assert state(candidate) == (False, None)
+
+
+def test_the_revert_page_starts_from_the_share_as_it_is_now(prompt_editor_client: Client) -> None:
+    _current, candidate = overrides()
+    candidate.rollout_percent = 30
+    candidate.save()
+    released = candidate.history.latest().history_id
+    candidate.rollout_percent = None
+    candidate.save()
+
+    page = prompt_editor_client.get(f"{BASE}{candidate.pk}/history/{released}/")
+
+    assert page.status_code == 200
+    assert page.context["adminform"].form.initial["rollout_percent"] is None
