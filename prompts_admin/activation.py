@@ -205,6 +205,19 @@ def is_activation(*, stored: StoredOverride | None, agent: str, content: str, ac
     return prompt_content_hash(stored.content) != prompt_content_hash(content)
 
 
+def is_release(
+    *, stored: StoredOverride | None, agent: str, content: str, percent: int | None
+) -> bool:
+    """Whether a save leaving the override released to `percent` of new conversations puts a
+    text in front of customers that was not there: a release started, moved to another agent,
+    or its text changed (by hash) while released. The gate weighs it as an activation."""
+    if percent is None:
+        return False
+    if stored is None or stored.rollout_percent is None or stored.agent != agent:
+        return True
+    return prompt_content_hash(stored.content) != prompt_content_hash(content)
+
+
 @dataclass(frozen=True, slots=True)
 class ActivationCheck:
     """The gate's view of one activation: the evidence, and what it is over."""

@@ -26,6 +26,7 @@ from prompts_admin.activation import (
     evidence_html,
     gate_message,
     is_activation,
+    is_release,
     latest_cases,
     latest_replay,
 )
@@ -166,17 +167,20 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
                 ),
             )
         # A text the form refuses is not weighed: the save is refused anyway.
-        if (
-            isinstance(agent, str)
-            and isinstance(content, str)
-            and not self.has_error("content")
-            and is_activation(stored=stored, agent=agent, content=content, active=active)
-        ):
-            self.activation = activation_check(
-                self.latest_replay(agent, content), self.latest_cases(agent, content)
+        if isinstance(agent, str) and isinstance(content, str) and not self.has_error("content"):
+            activates = is_activation(stored=stored, agent=agent, content=content, active=active)
+            # A gradual release puts the text in front of customers too: the same gate.
+            releases = is_release(
+                stored=stored, agent=agent, content=content, percent=cleaned.get("rollout_percent")
             )
-            if self.activation.needs_confirmation:
-                self.gate(cleaned, self.activation)
+            if activates or releases:
+                check = activation_check(
+                    self.latest_replay(agent, content), self.latest_cases(agent, content)
+                )
+                if activates:
+                    self.activation = check
+                if check.needs_confirmation:
+                    self.gate(cleaned, check)
         return cleaned
 
     def clean_rollout(self, cleaned: dict[str, Any], stored: StoredOverride | None) -> None:

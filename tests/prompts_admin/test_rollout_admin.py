@@ -84,6 +84,7 @@ def test_an_editor_starts_changes_and_stops_a_release_with_history(
     prompt_editor_client: Client,
 ) -> None:
     _current, candidate = overrides()
+    replayed(CANDIDATE)
 
     started = post(prompt_editor_client, candidate, rollout_percent="20", change_reason=REASON)
     after_start = state(candidate)
@@ -111,9 +112,55 @@ def test_the_share_runs_from_1_to_99(
     prompt_editor_client: Client, percent: str, stored: int
 ) -> None:
     _current, candidate = overrides()
+    replayed(CANDIDATE)
 
     assert post(prompt_editor_client, candidate, rollout_percent=percent).status_code == 302
     assert state(candidate) == (False, stored)
+
+
+def test_starting_a_release_without_a_replay_is_refused_by_the_gate_then_confirmed(
+    prompt_editor_client: Client,
+) -> None:
+    _current, candidate = overrides()
+
+    refused = post(prompt_editor_client, candidate, rollout_percent="20")
+    refused_state = state(candidate)
+    unreasoned = post(
+        prompt_editor_client, candidate, rollout_percent="20", confirm_activation="on"
+    )
+    confirmed = post(
+        prompt_editor_client,
+        candidate,
+        rollout_percent="20",
+        confirm_activation="on",
+        change_reason=REASON,
+    )
+
+    assert list(errors_of(refused)) == ["confirm_activation"]
+    assert refused_state == (False, None)
+    assert list(errors_of(unreasoned)) == ["change_reason"]
+    assert confirmed.status_code == 302
+    assert state(candidate) == (False, 20)
+    assert reasons(candidate)[-1] == (
+        "Liberação aos poucos iniciada em 20% das novas conversas: Testar com parte dos clientes"
+    )
+
+
+def test_a_released_text_changed_is_weighed_by_the_gate_again(
+    prompt_editor_client: Client,
+) -> None:
+    _current, candidate = overrides()
+    candidate.rollout_percent = 20
+    candidate.save()
+
+    changed = post(
+        prompt_editor_client, candidate, content="Outra de {{ agent_name }}.", rollout_percent="20"
+    )
+    same_text = post(prompt_editor_client, candidate, rollout_percent="30")
+
+    assert list(errors_of(changed)) == ["confirm_activation"]
+    assert same_text.status_code == 302
+    assert state(candidate) == (False, 30)
 
 
 @pytest.mark.parametrize(
@@ -152,6 +199,7 @@ def test_the_active_override_is_not_released_gradually(prompt_editor_client: Cli
 
 def test_one_release_per_agent(prompt_editor_client: Client) -> None:
     _current, candidate = overrides()
+    replayed(CANDIDATE)
     other = PromptOverride.objects.create(agent="triagem", content="Outra.", rollout_percent=10)
 
     response = post(prompt_editor_client, candidate, rollout_percent="30")
