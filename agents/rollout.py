@@ -1,4 +1,4 @@
-"""Gradual release of a prompt version (docs/decisions/0058): which version a new conversation
+"""Gradual release of a prompt version (docs/decisions/0057): which version a new conversation
 pins when an agent has a candidate next to its active override. Pure module.
 
 A conversation's bucket is a stable hash of its session id, 0 to 99; the candidate is pinned when

@@ -88,7 +88,7 @@ class PromptOverride(models.Model):
         help_text=_("At most one active override per agent. The fixed guards are always appended."),
     )
     note = models.CharField(_("change note"), max_length=255, blank=True)
-    # The candidate version (docs/decisions/0058): an inactive override that the new
+    # The candidate version (docs/decisions/0057): an inactive override that the new
     # conversations whose bucket is below it pin instead of the active one. Null: not rolling out.
     rollout_percent = models.PositiveSmallIntegerField(
         _("share of new conversations"),

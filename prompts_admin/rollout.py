@@ -1,4 +1,4 @@
-"""Gradual release of a prompt override (docs/decisions/0058), as the admin writes it.
+"""Gradual release of a prompt override (docs/decisions/0057), as the admin writes it.
 
 The candidate is an inactive override with a `rollout_percent` (1 to 99): new conversations
 whose bucket is below it pin it (agents.rollout). Raising it to 100 makes it the agent's active

@@ -1,4 +1,4 @@
-"""Releasing an override gradually from its admin page (docs/decisions/0058): an editor starts
+"""Releasing an override gradually from its admin page (docs/decisions/0057): an editor starts
 it at a share of the new conversations, changes the share, stops it, or raises it to 100%, which
 makes it the active override through the activation gate and deactivates the one active before;
 each with its change reason in the history."""

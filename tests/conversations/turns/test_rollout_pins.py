@@ -1,4 +1,4 @@
-"""A gradual release (docs/decisions/0058): a new conversation's first turn pins the agent's
+"""A gradual release (docs/decisions/0057): a new conversation's first turn pins the agent's
 candidate when its bucket is below the percent, the active override otherwise; stopping it sends
 new conversations to the active one; a conversation keeps its pin through every change. Real
 first turns through the pipeline (the in-process model) on the database."""
