@@ -682,6 +682,8 @@ def _probe_events(path: Path | None, sessions: set[int]) -> dict[str, dict[int, 
 
 
 def _sessions_by_wamid(dsn: str, wamids: list[str]) -> dict[str, int]:
+    # The bench's own process runs no Django (it drives the system from outside, as its
+    # pg_stat_activity sampler does): it reads the sessions of the replies it saw with psycopg.
     with psycopg.connect(dsn, autocommit=True, application_name=SAMPLER_APP) as conn:
         rows = conn.execute(
             "SELECT wa_message_id, session_id FROM conversations_message"

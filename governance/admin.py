@@ -42,7 +42,7 @@ from compat.django_private import unquote
 from conversations.admin import LLMCallAdmin
 from conversations.models import HANDOFF_REASON_CHOICES, STATE_CHOICES, LLMCall, LLMCallPurpose
 from conversations.privacy.personal_data import can_view_personal_data, session_masker
-from governance.forms import PromptTestCaseForm, ReplayStartForm
+from governance.forms import EXPECTATION_FIELDS, PromptTestCaseForm, ReplayStartForm
 from governance.models import (
     FINISHED_STATUSES,
     HandoffExpectation,
@@ -384,20 +384,7 @@ class PromptTestCaseAdmin(admin.ModelAdmin[PromptTestCase]):
         (gettext_lazy("Recorded call"), {"fields": readonly_fields}),
         (
             gettext_lazy("Expectations"),
-            {
-                "fields": (
-                    "title",
-                    "expected_code",
-                    "expected_state",
-                    "handoff_expected",
-                    "expected_handoff_reason",
-                    "required_fields",
-                    "must_contain",
-                    "must_not_contain",
-                    "expected_package",
-                    "is_active",
-                )
-            },
+            {"fields": EXPECTATION_FIELDS},
         ),
     )
     from_call_template = "admin/governance/prompttestcase/from_call.html"
