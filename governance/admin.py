@@ -40,7 +40,14 @@ from agents.masking import Masker, known_values
 from agents.states import AgentName
 from compat.django_private import unquote
 from conversations.admin import LLMCallAdmin
-from conversations.models import HANDOFF_REASON_CHOICES, STATE_CHOICES, LLMCall, LLMCallPurpose
+from conversations.models import (
+    HANDOFF_REASON_CHOICES,
+    STATE_CHOICES,
+    Direction,
+    LLMCall,
+    LLMCallPurpose,
+    Message,
+)
 from conversations.privacy.personal_data import can_view_personal_data, session_masker
 from governance.forms import EXPECTATION_FIELDS, PromptTestCaseForm, ReplayStartForm
 from governance.models import (
@@ -342,6 +349,31 @@ def case_saveable(call: LLMCall) -> bool:
     )
 
 
+def message_case_call(message_id: int) -> int | None:
+    """The id of the agent call a bot message's turn was answered by (the turn's last agent
+    call with its context recorded), or None: a staff or fixed text, a message of no turn."""
+    turn = (
+        Message.objects.filter(pk=message_id, direction=Direction.OUTBOUND, staff_user__isnull=True)
+        .exclude(turn_id=None)
+        .values("session_id", "turn_id")
+        .first()
+    )
+    if turn is None:
+        return None
+    return (
+        LLMCall.objects.filter(
+            session_id=turn["session_id"],
+            turn_id=turn["turn_id"],
+            purpose=LLMCallPurpose.AGENT,
+            agent__in=CASE_AGENTS,
+            context_snapshot__isnull=False,
+        )
+        .order_by("-id")
+        .values_list("pk", flat=True)
+        .first()
+    )
+
+
 def case_display_masker(case: PromptTestCase) -> Masker:
     """The masker of a case's texts for a viewer who may not read personal data: the known
     values its snapshot holds, and the patterns."""
@@ -422,8 +454,32 @@ class PromptTestCaseAdmin(admin.ModelAdmin[PromptTestCase]):
                 wrap(self.from_call_view),
                 name="governance_prompttestcase_from_call",
             ),
+            path(
+                "from-message/<int:message_id>/",
+                wrap(self.from_message_view),
+                name="governance_prompttestcase_from_message",
+            ),
             *super().get_urls(),
         ]
+
+    def from_message_view(self, request: HttpRequest, message_id: int) -> HttpResponse:
+        """ "Guardar como caso de teste" from a bot's bubble in the conversation: the form of the
+        agent call that wrote the bubble's turn (the turn's last agent answer: an earlier one was
+        routed on to another agent)."""
+        if not request.user.has_perm(ADD_CASE) or not request.user.has_perm(
+            "conversations.view_llmcall"
+        ):
+            raise PermissionDenied
+        call_id = message_case_call(message_id)
+        if call_id is None:
+            raise Http404(
+                gettext(
+                    "This message was not written by an agent answer with its context recorded."
+                )
+            )
+        return HttpResponseRedirect(
+            reverse("admin:governance_prompttestcase_from_call", args=[call_id])
+        )
 
     def from_call_view(self, request: HttpRequest, call_id: int) -> HttpResponse:
         """ "Guardar como caso de teste": the expectations prefilled from the call's recorded

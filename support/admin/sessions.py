@@ -46,6 +46,9 @@ _NUMBER_PUNCTUATION = re.compile(r"[\s().+/-]")
 # Prompt editors read the technical details (tokens, latency, codes, model) as superusers do;
 # Support finds them behind "Detalhes técnicos".
 TECHNICAL_READER_PERMISSION = "prompts_admin.change_promptoverride"
+# Who may freeze a bot's answer as a prompt test case (governance's test cases, named here by
+# their permission: the two apps are siblings and import nothing from each other).
+SAVE_CASE_PERMISSION = "governance.add_prompttestcase"
 
 # Staff who may not read personal data search the conversations' text only, and not for a
 # number of this many digits or more (part of a phone or document) nor an e-mail.
@@ -404,6 +407,10 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
             ),
             "show_technical": user.is_superuser or user.has_perm(TECHNICAL_READER_PERMISSION),
             "show_raw_fields": user.is_superuser,
+            # A bot's bubble links to "Guardar como caso de teste" (governance's page, which
+            # shows the call's reply: its reader must be one who may read model calls).
+            "can_save_case": user.has_perm(SAVE_CASE_PERMISSION)
+            and user.has_perm("conversations.view_llmcall"),
             "customer_panel": {
                 "name": obj.customer_name or "—",
                 "phone": format_phone(obj.customer_phone) if obj.customer_phone else "—",

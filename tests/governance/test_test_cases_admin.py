@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from conversations.models import Instance, LLMCall
+from conversations.models import Direction, Instance, LLMCall, Message
 from governance.models import PromptTestCase
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers.recorded_calls import conversation, record_turn
@@ -251,3 +251,55 @@ def test_adding_cases_without_reading_model_calls_is_refused(
     adder = logged_in(staff_member(permissions=("governance.add_prompttestcase",)))
 
     assert adder.get(from_call_url(call)).status_code == 403
+
+
+# --- From a bubble of the conversation --------------------------------------------------------
+
+
+def test_a_bots_bubble_links_an_editor_to_the_form_of_the_call_that_wrote_it(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    prompt_editor_client: Client,
+    support_client: Client,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    call = recorded_greeting(instance, model, django_capture_on_commit_callbacks)
+    reply = Message.objects.get(session=call.session, direction=Direction.OUTBOUND)
+    page = f"/admin/conversations/session/{call.session_id}/change/"
+    link = (
+        f'<a class="save-case" href="/admin/governance/prompttestcase/from-message/{reply.pk}/">'
+        "Guardar como caso de teste</a>"
+    )
+
+    editor, support = prompt_editor_client.get(page), support_client.get(page)
+    followed = prompt_editor_client.get(
+        f"/admin/governance/prompttestcase/from-message/{reply.pk}/"
+    )
+
+    assert (editor.content.decode().count(link), support.content.decode().count("save-case")) == (
+        1,
+        0,
+    )
+    assert (followed.status_code, followed["Location"]) == (302, from_call_url(call))
+    assert (
+        support_client.get(f"/admin/governance/prompttestcase/from-message/{reply.pk}/").status_code
+        == 403
+    )
+
+
+def test_a_message_no_agent_answer_wrote_has_no_case(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    prompt_editor_client: Client,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    call = recorded_greeting(instance, model, django_capture_on_commit_callbacks)
+    inbound = Message.objects.get(session=call.session, direction=Direction.INBOUND)
+    reply = Message.objects.get(session=call.session, direction=Direction.OUTBOUND)
+    LLMCall.objects.filter(pk=call.pk).update(context_snapshot=None)
+
+    for message_id in (inbound.pk, reply.pk, reply.pk + 1000):
+        response = prompt_editor_client.get(
+            f"/admin/governance/prompttestcase/from-message/{message_id}/"
+        )
+        assert response.status_code == 404
