@@ -8,7 +8,9 @@ every agent released to at least its bucket.
 """
 
 import hashlib
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from agents.sources import OverrideTemplate, RolloutCandidate
 from agents.states import AgentName
@@ -40,3 +42,42 @@ def rollout_overrides(
         if bucket < candidate.percent:
             pinned[agent] = candidate.override
     return pinned
+
+
+# The one-sided 95% critical value of the standard normal (its 0.95 quantile).
+Z_CRITICAL_95 = 1.6448536269514722
+
+
+@dataclass(frozen=True, slots=True)
+class Proportion:
+    """Conversations of one side of a release with an outcome (a handoff, a contract error)."""
+
+    events: int
+    conversations: int
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.conversations if self.conversations else 0.0
+
+
+def candidate_worse(
+    *, candidate: Proportion, current: Proportion, margin_points: float, min_conversations: int
+) -> bool | None:
+    """Whether the candidate's rate exceeds the current version's by more than the margin: a
+    one-sided two-proportion z-test at 95% of H0 `p_c - p_0 <= m` against H1 `p_c - p_0 > m`,
+    with m = `margin_points` / 100 and the unpooled standard error (the margin says the
+    proportions differ under H0, so they are not pooled):
+
+        z = (p_c - p_0 - m) / sqrt(p_c (1 - p_c) / n_c + p_0 (1 - p_0) / n_0)
+
+    worse when z > 1.6448536269514722. None (no decision) when either side has fewer than
+    `min_conversations`; with zero variance (every rate 0 or 1) the observed difference decides:
+    worse when p_c - p_0 > m."""
+    if min(candidate.conversations, current.conversations) < max(min_conversations, 1):
+        return None
+    p_c, p_0 = candidate.rate, current.rate
+    margin = margin_points / 100
+    variance = p_c * (1 - p_c) / candidate.conversations + p_0 * (1 - p_0) / current.conversations
+    if variance == 0:
+        return p_c - p_0 > margin
+    return (p_c - p_0 - margin) / math.sqrt(variance) > Z_CRITICAL_95

@@ -318,6 +318,7 @@ CELERY_TASK_ROUTES = {
     "conversations.apply_retention": {"queue": "sweeps"},
     "conversations.sync_message_templates": {"queue": "sweeps"},
     "governance.fail_abandoned_replays": {"queue": "sweeps"},
+    "governance.check_rollout_pauses": {"queue": "sweeps"},
     "governance.replay_run": {"queue": "replays"},
     "governance.prompt_tests_run": {"queue": "replays"},
 }
@@ -363,6 +364,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "fail-abandoned-replays": {
         "task": "governance.fail_abandoned_replays",
         "schedule": 60.0,
+    },
+    # A gradual release whose candidate hands off or breaks the contract more: pause it.
+    "check-rollout-pauses": {
+        "task": "governance.check_rollout_pauses",
+        "schedule": env.float("ROLLOUT_PAUSE_CHECK_SECONDS", default=300.0),
     },
     # LGPD: anonymise conversations closed beyond RETENTION_DAYS; empty old webhook bodies.
     "apply-retention": {
@@ -427,6 +433,11 @@ ACTIVATION_GATE_MAX_CODE_CHANGE_PCT = env.float("ACTIVATION_GATE_MAX_CODE_CHANGE
 ACTIVATION_GATE_MAX_CONTRACT_ERROR_PCT = env.float(
     "ACTIVATION_GATE_MAX_CONTRACT_ERROR_PCT", default=5.0
 )
+# A gradual release's candidate is paused when its handoff or contract-error rate exceeds the
+# current version's by more than this many points, with at least this many conversations a side
+# (agents.rollout.candidate_worse, governance/rollout_pause.py).
+ROLLOUT_PAUSE_MARGIN = env.float("ROLLOUT_PAUSE_MARGIN", default=5.0)
+ROLLOUT_PAUSE_MIN_CONVERSATIONS = env.int("ROLLOUT_PAUSE_MIN_CONVERSATIONS", default=30)
 
 # --- WhatsApp Cloud API ---
 WHATSAPP_VERIFY_TOKEN = env.str("WHATSAPP_VERIFY_TOKEN", default="")

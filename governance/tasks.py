@@ -12,6 +12,10 @@ the soft limit the run ends FAILED with the results so far.
 ``governance.prompt_tests_run(override_id, user_id)`` runs the agent's active prompt test cases
 against an override's text and stores the run (`governance.test_cases.prompt_tests_run`), on the
 replays queue too: its model calls are the same kind of work.
+
+``governance.check_rollout_pauses`` (beat, every `ROLLOUT_PAUSE_CHECK_SECONDS`) pauses the
+gradual releases whose candidate is worse than the current version
+(`governance.rollout_pause.rollout_pauses_check`).
 """
 
 from uuid import uuid4
@@ -31,6 +35,7 @@ from governance.replay import (
     replay_run_execute,
     replay_runs_sweep,
 )
+from governance.rollout_pause import rollout_pauses_check
 from governance.test_cases import prompt_tests_run
 from prompts_admin.models import PromptOverride
 
@@ -92,3 +97,9 @@ def prompt_tests_run_task(override_id: int, user_id: int | None) -> int | None:
 def prompt_tests_enqueue(*, override_id: int, user_id: int | None) -> None:
     """Enqueue a run of the test cases after the current transaction commits."""
     transaction.on_commit(lambda: prompt_tests_run_task.delay(override_id, user_id))
+
+
+@shared_task(name="governance.check_rollout_pauses")
+def check_rollout_pauses() -> int:
+    """Pauses the worse candidates of running gradual releases; how many were paused."""
+    return len(rollout_pauses_check())

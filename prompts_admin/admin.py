@@ -274,16 +274,27 @@ class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin[PromptOverrid
         (
             _("Gradual release"),
             {
-                "fields": ("rollout_percent",),
+                "fields": ("rollout_percent", "rollout_paused_at", "rollout_pause_reason"),
                 "description": _(
                     "Try this inactive text on part of the new conversations before making it "
-                    "the active version. Each conversation keeps the version it started with."
+                    "the active version. Each conversation keeps the version it started with. "
+                    "A release paused automatically resumes when you save this page with a "
+                    "share, and ends when you save it with the share empty."
                 ),
             },
         ),
         (None, {"fields": ("confirm_builtin", "confirm_activation", "change_reason")}),
     )
-    list_display = ("__str__", "agent", "is_active", "rollout_percent", "note", "updated_at")
+    readonly_fields = ("rollout_paused_at", "rollout_pause_reason")
+    list_display = (
+        "__str__",
+        "agent",
+        "is_active",
+        "rollout_percent",
+        "rollout_paused_at",
+        "note",
+        "updated_at",
+    )
     list_filter = ("agent", "is_active")
     search_fields = ("note", "content")
 
@@ -316,6 +327,8 @@ class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin[PromptOverrid
         had none). A release to 100% first deactivates the agent's active override."""
         if getattr(form, "promotes", False):
             rollout_previous_deactivate(override=obj)
+        # The editor has seen the automatic pause: this save resumes the release (or stops it).
+        obj.rollout_paused_at, obj.rollout_pause_reason = None, ""
         super().save_model(request, obj, form, change)
         check: ActivationCheck | None = getattr(form, "activation", None)
         if check is not None:

@@ -101,6 +101,12 @@ class PromptOverride(models.Model):
             "version (through the activation checks); empty stops the release."
         ),
     )
+    # A candidate paused because it did worse than the active version (agents.rollout
+    # `candidate_worse`): it keeps its share and stays visible, but no new conversation pins it.
+    rollout_paused_at = models.DateTimeField(
+        _("gradual release paused at"), null=True, blank=True, editable=False
+    )
+    rollout_pause_reason = models.TextField(_("pause reason"), blank=True, editable=False)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
     # A text: the activation gate's reason (prompts_admin.activation) is the editor's 255

@@ -3,9 +3,10 @@
 
 `active_override()` is one query (the override and its latest history id), and so is
 `active_overrides()` (every prompt agent's), `rollout_candidates()` (the agents released
-gradually, with their candidate and share), `override_at()` (one history row: an override's
-text as of a version) and `override_ids_of()`; `runtime()` is two (the RuntimeConfig row, created
-with its defaults on first use, and the active strategic companies).
+gradually, with their candidate and share; a paused candidate is none), `override_at()` (one
+history row: an override's text as of a version) and `override_ids_of()`; `runtime()` is two
+(the RuntimeConfig row, created with its defaults on first use, and the active strategic
+companies).
 """
 
 import re
@@ -119,6 +120,7 @@ class DatabasePromptSource:
         rows = (
             PromptOverride.objects.filter(
                 rollout_percent__isnull=False,
+                rollout_paused_at__isnull=True,  # a paused candidate is pinned by no one
                 agent__in=[agent.value for agent in PROMPT_AGENTS],
             )
             .annotate(version=_latest_history_id())

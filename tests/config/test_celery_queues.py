@@ -25,6 +25,7 @@ QUEUE_OF = {
     "governance.replay_run": "replays",
     "governance.prompt_tests_run": "replays",
     "governance.fail_abandoned_replays": "sweeps",
+    "governance.check_rollout_pauses": "sweeps",
 }
 
 

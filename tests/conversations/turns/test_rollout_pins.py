@@ -122,3 +122,18 @@ def test_a_conversation_pinned_to_the_current_keeps_it_when_the_share_rises(
 
     assert second.llm.calls[0]["instructions"].startswith("Atual de Lia.\n\n")
     assert list(LLMCall.objects.values_list("prompt_version", flat=True)) == [current, current]
+
+
+def test_a_paused_candidate_is_pinned_by_no_new_conversation(
+    instance: Instance, capture: Any
+) -> None:
+    current, _candidate = current_and_candidate(50)
+    release = PromptOverride.objects.get(rollout_percent=50)
+    release.rollout_paused_at = release.created_at
+    release.save()
+
+    session = first_turn(instance, 1, capture)  # bucket 15: the candidate's side
+
+    assert session.prompt_versions["triagem"] == current
+    release.refresh_from_db()
+    assert release.rollout_percent == 50

@@ -1,0 +1,96 @@
+"""The automatic pause of a gradual release (governance.rollout_pause): 200 new conversations
+at 50% (110 on the candidate's side, 90 on the current's, by the bucket rule)."""
+
+import pytest
+
+from agents.rollout import rollout_bucket
+from conversations.models import Instance, Session
+from governance.rollout_pause import rollout_pauses_check
+from governance.tasks import check_rollout_pauses
+from prompts_admin.models import PromptOverride
+from tests import baker_recipes as recipes
+
+pytestmark = pytest.mark.django_db
+
+
+def version_of(override: PromptOverride) -> str:
+    return f"override:{override.history.latest().history_id}"
+
+
+def release(
+    instance: Instance,
+    *,
+    candidate_handoffs: int,
+    current_handoffs: int,
+    candidate_reason: str = "model_requested",
+) -> PromptOverride:
+    current = PromptOverride.objects.create(agent="triagem", content="Atual.", is_active=True)
+    candidate = PromptOverride.objects.create(agent="triagem", content="Nova.", rollout_percent=50)
+    handed = {"candidate": candidate_handoffs, "current": current_handoffs}
+    for pk in range(1, 201):
+        side = "candidate" if rollout_bucket(pk) < 50 else "current"
+        version = version_of(candidate if side == "candidate" else current)
+        kind = candidate_reason if side == "candidate" else "model_requested"
+        reason = kind if handed[side] > 0 else ""
+        handed[side] -= 1
+        recipes.session.make(
+            instance=instance, pk=pk, prompt_versions={"triagem": version}, handoff_reason=reason
+        )
+    return candidate
+
+
+def test_a_candidate_that_hands_off_more_is_paused_with_the_numbers(instance: Instance) -> None:
+    candidate = release(instance, candidate_handoffs=33, current_handoffs=9)  # 30% vs 10%
+
+    assert rollout_pauses_check() == [candidate.pk]
+
+    candidate.refresh_from_db()
+    assert candidate.rollout_percent == 50
+    assert candidate.rollout_pause_reason == (
+        "Liberação aos poucos pausada automaticamente: transferências 30% (110 conversas) "
+        "contra 10% (90 conversas), margem de 5 pontos"
+    )
+    assert candidate.history.latest().history_change_reason == candidate.rollout_pause_reason
+    assert rollout_pauses_check() == []  # not paused twice
+
+
+def test_a_candidate_that_is_not_worse_is_not_paused(instance: Instance) -> None:
+    candidate = release(instance, candidate_handoffs=11, current_handoffs=9)  # 10% vs 10%
+
+    assert rollout_pauses_check() == []
+
+    candidate.refresh_from_db()
+    assert candidate.rollout_paused_at is None
+    assert Session.objects.count() == 200
+
+
+def test_the_check_makes_three_queries_when_nothing_is_paused(
+    instance: Instance, django_assert_num_queries: object
+) -> None:
+    release(instance, candidate_handoffs=11, current_handoffs=9)
+
+    with django_assert_num_queries(3):  # type: ignore[operator]
+        rollout_pauses_check()
+
+
+def test_a_candidate_that_breaks_the_contract_more_is_paused_though_its_handoffs_are_not_worse(
+    instance: Instance,
+) -> None:
+    # Handoffs 20/110 (18%) against 15/90 (17%): not worse; contract errors 18% against 0%.
+    candidate = release(
+        instance, candidate_handoffs=20, current_handoffs=15, candidate_reason="llm_invalid_json"
+    )
+
+    assert rollout_pauses_check() == [candidate.pk]
+
+    candidate.refresh_from_db()
+    assert candidate.rollout_pause_reason == (
+        "Liberação aos poucos pausada automaticamente: erros de contrato 18% (110 conversas) "
+        "contra 0% (90 conversas), margem de 5 pontos"
+    )
+
+
+def test_the_beat_task_pauses_and_counts(instance: Instance) -> None:
+    release(instance, candidate_handoffs=33, current_handoffs=9)
+
+    assert (check_rollout_pauses.delay().get(), check_rollout_pauses.delay().get()) == (1, 0)
