@@ -12,6 +12,9 @@ the soft limit the run ends FAILED with the results so far.
 ``governance.prompt_tests_run(override_id, user_id)`` runs the agent's active prompt test cases
 against an override's text and stores the run (`governance.test_cases.prompt_tests_run`), on the
 replays queue too: its model calls are the same kind of work.
+
+The sweep also ends FAILED the runs of simulated customers whose worker died
+(`governance.replay.abandoned_persona_runs_fail`; their task is `simulator.tasks.persona_run`).
 """
 
 from uuid import uuid4
@@ -25,9 +28,11 @@ from django.utils import timezone
 
 from governance.models import ReplayRun
 from governance.replay import (
+    REPLAY_ABANDONED_AFTER,
     REPLAY_SOFT_TIME_LIMIT,
     REPLAY_TIME_LIMIT,
     ReplayDeps,
+    abandoned_persona_runs_fail,
     replay_run_execute,
     replay_runs_sweep,
 )
@@ -51,11 +56,13 @@ def replay_run(run_id: int) -> str:
 def fail_abandoned_replays() -> int:
     """End FAILED the replay runs left RUNNING by a worker that died and the queued ones no
     worker started, then publish the runs waiting for a free slot; returns how many failed."""
+    now = timezone.now()
     failed = replay_runs_sweep(
-        now=timezone.now(),
+        now=now,
         dispatch=replay_run_dispatch,
         max_running=max(1, settings.REPLAY_MAX_RUNNING),
     )
+    failed += abandoned_persona_runs_fail(now=now, older_than=REPLAY_ABANDONED_AFTER)
     return len(failed)
 
 
