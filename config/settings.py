@@ -321,6 +321,7 @@ CELERY_TASK_ROUTES = {
     "governance.check_rollout_pauses": {"queue": "sweeps"},
     "governance.replay_run": {"queue": "replays"},
     "governance.prompt_tests_run": {"queue": "replays"},
+    "governance.persona_run": {"queue": "replays"},
 }
 # The worker's pool when `celery worker` is given no --pool / --concurrency: threads, because a
 # turn spends its life waiting on the model (and sends on the Graph API), so one process overlaps
@@ -390,6 +391,8 @@ OPENAI_MODEL_TRIAGE = env.str("OPENAI_MODEL_TRIAGE", default="gpt-4o-mini")
 OPENAI_MODEL_QUALIFICATION = env.str("OPENAI_MODEL_QUALIFICATION", default="gpt-4o-mini")
 OPENAI_MODEL_COLLECTION = env.str("OPENAI_MODEL_COLLECTION", default="gpt-4o-mini")
 OPENAI_MODEL_SUMMARY = env.str("OPENAI_MODEL_SUMMARY", default="gpt-4o-mini")
+# The model that plays a simulated customer (simulator.personas), never a customer-facing one.
+OPENAI_MODEL_PERSONA = env.str("OPENAI_MODEL_PERSONA", default="gpt-4o-mini")
 # What the bot reads of a customer's media (conversations.media_reading): voice notes
 # transcribed (on whenever a model key is set), images described by a vision model (off).
 TRANSCRIBE_AUDIO = env.bool("TRANSCRIBE_AUDIO", default=bool(OPENAI_API_KEY))

@@ -5,11 +5,16 @@ The activation gate) even after the override was edited.
 
 Prompt test cases (docs/architecture.md, Prompt test cases): a recorded call frozen with what an
 editor expects of its answer, and the runs of an agent's cases against a text.
+
+Simulated customers (docs/architecture.md, Simulated customers): a persona, and the runs that play
+the personas' whole conversations against a text.
 """
 
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -200,18 +205,39 @@ class ReplaySlot(models.Model):
 
     pool = models.CharField(_("pool"), max_length=8, choices=ReplaySlotPool.choices)
     number = models.PositiveSmallIntegerField(_("number"))
+    # The holder: a replay run or a simulated customers run (`PersonaRun`), exactly one.
     run = models.ForeignKey(
-        ReplayRun, on_delete=models.CASCADE, related_name="+", verbose_name=_("replay run")
+        ReplayRun,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("replay run"),
+    )
+    persona_run = models.ForeignKey(
+        "PersonaRun",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("simulated customers run"),
     )
     expires_at = models.DateTimeField(_("expires at"))
 
     class Meta:
         verbose_name = _("replay slot")
         verbose_name_plural = _("replay slots")
-        constraints = [models.UniqueConstraint(fields=["pool", "number"], name="replay_slot_once")]
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "number"], name="replay_slot_once"),
+            models.CheckConstraint(
+                condition=models.Q(run__isnull=False, persona_run__isnull=True)
+                | models.Q(run__isnull=True, persona_run__isnull=False),
+                name="replay_slot_one_holder",
+            ),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.pool} {self.number}: {self.run_id}"
+        return f"{self.pool} {self.number}: {self.run_id or self.persona_run_id}"
 
 
 class HandoffExpectation(models.TextChoices):
@@ -340,3 +366,186 @@ class PromptTestRun(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.agent}: {self.passed}/{self.cases}"
+
+
+# --- Simulated customers (docs/architecture.md, Simulated customers) ----------------------------
+
+# A persona's conversation is a few exchanges; past this a draft that loops would burn the cost cap.
+PERSONA_MAX_TURNS_LIMIT = 30
+PERSONA_DEFAULT_MAX_TURNS = 12
+
+
+class PersonaGoal(models.TextChoices):
+    LEAD = "lead", _("a confirmed request")
+    HANDOFF = "handoff", _("a handoff to the team")
+
+
+class Persona(models.Model):
+    """A simulated customer (`simulator.personas`): who they are and what they want, in the
+    editor's words, and how their conversation must end."""
+
+    title = models.CharField(_("title"), max_length=200)
+    description = models.TextField(
+        _("who the customer is and what they want"),
+        max_length=2000,
+        help_text=_(
+            "In Portuguese, as you would brief an actor: who they are, what they want, how they "
+            "write, what they tell only when asked."
+        ),
+    )
+    goal = models.CharField(
+        _("expected outcome"), max_length=8, choices=PersonaGoal.choices, default=PersonaGoal.LEAD
+    )
+    # For a confirmed request: what the request must hold (empty: not checked).
+    expected_segment = models.CharField(_("segment of the request"), max_length=64, blank=True)
+    expected_service = models.CharField(_("service of the request"), max_length=64, blank=True)
+    required_fields = models.JSONField(_("fields the request must have"), default=list, blank=True)
+    # For a handoff: its reason.
+    expected_handoff_reason = models.CharField(
+        _("handoff reason"), max_length=32, choices=HANDOFF_REASON_CHOICES, blank=True
+    )
+    max_turns = models.PositiveSmallIntegerField(
+        _("at most this many customer messages"),
+        default=PERSONA_DEFAULT_MAX_TURNS,
+        validators=[MinValueValidator(1), MaxValueValidator(PERSONA_MAX_TURNS_LIMIT)],
+    )
+    is_active = models.BooleanField(_("active"), default=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+    # The editor's change reason (`versioning.forms.ChangeReasonForm`) holds 255 characters.
+    history = HistoricalRecords(history_change_reason_field=models.TextField(null=True))
+
+    class Meta:
+        ordering = ["title", "id"]
+        verbose_name = _("simulated customer")
+        verbose_name_plural = _("simulated customers")
+
+    def __str__(self) -> str:
+        return self.title
+
+    def clean(self) -> None:
+        if self.goal == PersonaGoal.HANDOFF and not self.expected_handoff_reason:
+            raise ValidationError(
+                {"expected_handoff_reason": _("Say which handoff reason is expected.")}
+            )
+        if self.goal == PersonaGoal.LEAD and self.expected_handoff_reason:
+            raise ValidationError(
+                {"expected_handoff_reason": _("A confirmed request has no handoff reason to set.")}
+            )
+
+
+class PersonaRun(models.Model):
+    """One run of simulated customers against a prompt personalizado (or the prompts in use
+    when `override` is None)."""
+
+    override = models.ForeignKey(
+        PromptOverride,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="persona_runs",
+        verbose_name=_("prompt override"),
+    )
+    agent = models.CharField(_("agent"), max_length=16, choices=AGENT_CHOICES, blank=True)
+    # The versions each agent's conversation pins (`Session.prompt_versions`), fixed at the start.
+    prompt_versions = models.JSONField(_("prompt versions"), default=dict)
+    # The personas chosen ([]: every active one at the start).
+    persona_ids = models.JSONField(_("simulated customers chosen"), default=list, blank=True)
+    status = models.CharField(
+        _("status"), max_length=16, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED
+    )
+    detail = models.CharField(_("detail"), max_length=255, blank=True)
+    task_id = models.CharField(_("task id"), max_length=64, blank=True)
+    personas_selected = models.PositiveIntegerField(_("simulated customers"), default=0)
+    personas_done = models.PositiveIntegerField(_("simulated customers played"), default=0)
+    reached = models.PositiveIntegerField(_("outcomes reached"), default=0)
+    failed = models.PositiveIntegerField(_("outcomes missed"), default=0)
+    tokens_input = models.PositiveIntegerField(_("input tokens"), default=0)
+    cached_tokens = models.PositiveIntegerField(_("cached input tokens"), default=0)
+    tokens_output = models.PositiveIntegerField(_("output tokens"), default=0)
+    cost_usd = models.DecimalField(
+        _("cost (USD)"), default=Decimal("0"), max_digits=12, decimal_places=6
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("started by"),
+    )
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("simulated customers run")
+        verbose_name_plural = _("simulated customers runs")
+
+    def __str__(self) -> str:
+        return f"#{self.pk} ({self.status})"
+
+
+class PersonaOutcome(models.TextChoices):
+    LEAD = "lead", _("confirmed request")
+    HANDOFF = "handoff", _("handoff")
+    CLOSED = "closed", _("conversation closed")
+    MAX_TURNS = "max_turns", _("message limit reached")
+    CUSTOMER_ENDED = "customer_ended", _("the customer gave up")
+    COST_CAP = "cost_cap", _("stopped at the cost limit")
+    ERROR = "error", _("error")
+
+
+class PersonaResult(models.Model):
+    """One persona's conversation in a run: what it reached, at what cost, and its transcript."""
+
+    run = models.ForeignKey(
+        PersonaRun, on_delete=models.CASCADE, related_name="results", verbose_name=_("run")
+    )
+    persona = models.ForeignKey(
+        Persona,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("simulated customer"),
+    )
+    title = models.CharField(_("title"), max_length=200)
+    session = models.ForeignKey(
+        Session,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("conversation"),
+    )
+    reached = models.BooleanField(_("outcome reached"), default=False)
+    outcome = models.CharField(
+        _("how it ended"), max_length=16, choices=PersonaOutcome.choices, blank=True
+    )
+    handoff_reason = models.CharField(
+        _("handoff reason"), max_length=32, choices=HANDOFF_REASON_CHOICES, blank=True
+    )
+    # Why the outcome was missed, one pt-BR sentence each.
+    differences = models.JSONField(_("differences"), default=list, blank=True)
+    turns = models.PositiveSmallIntegerField(_("customer messages"), default=0)
+    handoffs = models.PositiveSmallIntegerField(_("handoffs"), default=0)
+    contract_errors = models.PositiveSmallIntegerField(_("contract errors"), default=0)
+    tokens_input = models.PositiveIntegerField(_("input tokens"), default=0)
+    cached_tokens = models.PositiveIntegerField(_("cached input tokens"), default=0)
+    tokens_output = models.PositiveIntegerField(_("output tokens"), default=0)
+    cost_usd = models.DecimalField(
+        _("cost (USD)"), default=Decimal("0"), max_digits=12, decimal_places=6
+    )
+    # `simulator.personas.Bubble.as_json` of each message, in order.
+    transcript = models.JSONField(_("transcript"), default=list)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "id"]
+        verbose_name = _("simulated customer result")
+        verbose_name_plural = _("simulated customer results")
+
+    def __str__(self) -> str:
+        return f"{self.run_id}: {self.title}"

@@ -64,6 +64,7 @@ from conversations.turns.result import Turn
 from conversations.turns.think import agent_answer_read
 from governance.models import (
     ContractOutcome,
+    PersonaRun,
     ReplayResult,
     ReplayRun,
     ReplaySlotPool,
@@ -768,6 +769,22 @@ def abandoned_replay_runs_fail(*, now: datetime, older_than: timedelta) -> list[
     for run_id in failed:
         slots_release(run_id=run_id)
         logger.warning("replay_run_abandoned", extra={"run_id": run_id})
+    return failed
+
+
+def abandoned_persona_runs_fail(*, now: datetime, older_than: timedelta) -> list[int]:
+    """End FAILED the runs still RUNNING that started more than `older_than` ago (their worker
+    died: it is longer than the task's time limits) and give their slots back."""
+    detail = gettext("The worker running it stopped; the results so far are kept.")
+    failed = []
+    stale = PersonaRun.objects.filter(status=ReplayStatus.RUNNING, started_at__lt=now - older_than)
+    for run_id in stale.values_list("pk", flat=True):
+        if PersonaRun.objects.filter(pk=run_id, status=ReplayStatus.RUNNING).update(
+            status=ReplayStatus.FAILED, detail=detail, finished_at=now
+        ):
+            slots_release(persona_run_id=run_id)
+            failed.append(run_id)
+            logger.warning("persona_run_abandoned", extra={"run_id": run_id})
     return failed
 
 

@@ -16,6 +16,9 @@ replays queue too: its model calls are the same kind of work.
 ``governance.check_rollout_pauses`` (beat, every `ROLLOUT_PAUSE_CHECK_SECONDS`) pauses the
 gradual releases whose candidate is worse than the current version
 (`governance.rollout_pause.rollout_pauses_check`).
+
+The sweep also ends FAILED the runs of simulated customers whose worker died
+(`governance.replay.abandoned_persona_runs_fail`; their task is `simulator.tasks.persona_run`).
 """
 
 from uuid import uuid4
@@ -29,9 +32,11 @@ from django.utils import timezone
 
 from governance.models import ReplayRun
 from governance.replay import (
+    REPLAY_ABANDONED_AFTER,
     REPLAY_SOFT_TIME_LIMIT,
     REPLAY_TIME_LIMIT,
     ReplayDeps,
+    abandoned_persona_runs_fail,
     replay_run_execute,
     replay_runs_sweep,
 )
@@ -56,11 +61,13 @@ def replay_run(run_id: int) -> str:
 def fail_abandoned_replays() -> int:
     """End FAILED the replay runs left RUNNING by a worker that died and the queued ones no
     worker started, then publish the runs waiting for a free slot; returns how many failed."""
+    now = timezone.now()
     failed = replay_runs_sweep(
-        now=timezone.now(),
+        now=now,
         dispatch=replay_run_dispatch,
         max_running=max(1, settings.REPLAY_MAX_RUNNING),
     )
+    failed += abandoned_persona_runs_fail(now=now, older_than=REPLAY_ABANDONED_AFTER)
     return len(failed)
 
 

@@ -34,6 +34,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+import simulator.personas_admin  # noqa: F401 (registers the simulated customers' admins)
 from agents.labels import AGENT_LABELS
 from agents.states import PROMPT_AGENTS, AgentName
 from conversations.inbound.session_rules import open_session_find

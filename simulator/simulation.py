@@ -41,6 +41,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from agents.contract import parse_llm_response
+from agents.llm import LLMClient
 from agents.phones import customer_phone_key
 from agents.states import AgentName, SessionState
 from conversations.agent_sources import DatabaseCallRecorder
@@ -285,16 +286,19 @@ def simulated_turn_process(
     session_id: int,
     prompt_overrides: Mapping[AgentName, int] | None = None,
     deadline_errors: tuple[type[BaseException], ...] = (),
+    llm: LLMClient | None = None,
 ) -> None:
     """Run the simulated session's turn here, with the simulator's seams (module docstring),
     counted in no metric. A session with a human has nothing pending: its turn only finds that
-    out."""
+    out. `llm`: the model client of every call of the turn, the summary's too (default: the
+    task's)."""
     prompts = ChosenOverridesPromptSource(prompt_overrides) if prompt_overrides else None
+    client = llm or task_llm_client()
     deps = replace(
-        build_pipeline_deps(prompts=prompts),
+        build_pipeline_deps(llm=client, prompts=prompts),
         send=simulated_reply_send,
         mark_read=no_read_receipt,
-        enqueue_summary=_summary,
+        enqueue_summary=lambda session_id: _summary(session_id, client),
     )
     with uncounted():
         session_process(
@@ -550,10 +554,10 @@ def _ignore(_object_id: int) -> None:
     return None
 
 
-def _summary(session_id: int) -> None:
+def _summary(session_id: int, llm: LLMClient) -> None:
     handoff_summary_generate(
         session_id=session_id,
-        llm=task_llm_client(),
+        llm=llm,
         recorder=DatabaseCallRecorder(),
         model=settings.OPENAI_MODEL_SUMMARY,
     )

@@ -43,7 +43,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -202,6 +202,7 @@ class FakeOpenAIServer:
         self._transcriptions: list[Transcription] = []
         # The prompt texts received, by model: what a counted answer's cache is read from.
         self._prompts: dict[str, list[str]] = {}
+        self._script: Callable[[dict[str, Any]], str | None] | None = None
         server.expect_request(RESPONSES_PATH, method="POST").respond_with_handler(self._handle)
         server.expect_request(TRANSCRIPTIONS_PATH, method="POST").respond_with_handler(
             self._transcribe
@@ -243,6 +244,13 @@ class FakeOpenAIServer:
                 delay,
             )
         )
+
+    def answer_with(self, script: Callable[[dict[str, Any]], str | None] | None) -> None:
+        """Answer each request that finds the queue empty with ``script(request body)``'s text
+        (10 input and 5 output tokens); a None from it leaves the request unanswered (a 418, and
+        the test fails). For conversations whose answers depend on what the code sends."""
+        with self._lock:
+            self._script = script
 
     def queue_incomplete(
         self,
@@ -352,6 +360,7 @@ class FakeOpenAIServer:
             self._transcript_queue.clear()
             self._transcriptions.clear()
             self._prompts.clear()
+            self._script = None
 
     # --- server side ------------------------------------------------------------------------
 
@@ -372,6 +381,10 @@ class FakeOpenAIServer:
             self._headers.append({k.lower(): v for k, v in request.headers.items()})
             earlier = self._prompts.setdefault(model, [])
             answer = self._queue.popleft() if self._queue else None
+            if answer is None and self._script is not None and isinstance(body, dict):
+                scripted = self._script(body)
+                if scripted is not None:
+                    answer = _Answer(200, _text_spec(scripted))
             # Counted only for an answer that asks (most tests send many long prompts).
             counted = (0, 0)
             if answer is not None and _counts_tokens(answer):
@@ -437,6 +450,17 @@ class FakeOpenAIServer:
             incomplete_reason=spec.get("incomplete_reason"),
         )
         return Response(json.dumps(payload), status=200, content_type="application/json")
+
+
+def _text_spec(text: str) -> dict[str, Any]:
+    return {
+        "text": text,
+        "model": None,
+        "status": "completed",
+        "input_tokens": 10,
+        "cached_tokens": 0,
+        "output_tokens": 5,
+    }
 
 
 @pytest.fixture(scope="session")

@@ -134,4 +134,7 @@ def test_the_start_page_and_the_custom_prompt_s_buttons_name_the_test(
     assert 'id="replay-this-draft">Testar o rascunho em conversas gravadas</a>' in form
     assert 'id="replays-of-this-draft">Testes deste rascunho em conversas gravadas</a>' in form
     assert "Simulaç" not in start + form
-    assert "Simular" not in start + form
+    assert "Simular" not in start
+    # The one "Simular" of the override's page is the simulated customers' button, not the replay.
+    assert form.count("Simular") == 1
+    assert 'id="simulate-customers">Simular clientes</a>' in form

@@ -13,6 +13,7 @@ from django.forms.models import model_to_dict
 from django.test import Client, RequestFactory
 from model_bakery import baker
 
+from governance.models import Persona
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
 from support.models import Label, QuickReply
@@ -54,6 +55,10 @@ VERSIONED: dict[type[Model], tuple[Callable[[], Model], str]] = {
         "text",
     ),
     Label: (lambda: baker.make(Label, name="urgente", colour="red"), "name"),
+    Persona: (
+        lambda: baker.make(Persona, title="Produtor rural", description="Quer um orçamento."),
+        "description",
+    ),
 }
 MODEL_IDS = [model.__name__ for model in VERSIONED]
 

@@ -1,0 +1,296 @@
+"""Simulated customers in the admin (docs/architecture.md, Simulated customers).
+
+- the personas: edited with history and a change reason (`versioning.admin.VersionedAdmin`); the
+  list's "Simular clientes" button opens the start page.
+- ``personarun/start/[?override=<id>]`` (``add_personarun``): which personas to play, against
+  the prompt personalizado (the override's page links here) or the prompts in use; the button
+  stores a queued run and enqueues its task on the replays queue.
+- ``personarun/<id>/change/``: the run read-only, its progress polled as a replay's
+  (replay_progress.js on ``<id>/progress/``), one row per persona linking to its result.
+- ``personaresult/<id>/change/``: the conversation as bubbles, customer and bot, with the bot's
+  codes; masked for staff without `conversations.view_personal_data`.
+
+Views parse the request and call one use case (`simulator.personas`).
+"""
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.translation import gettext, gettext_lazy
+
+from agents.masking import Masker
+from compat.django_private import unquote
+from conversations.privacy.personal_data import can_view_personal_data, session_masker
+from governance.forms import LinesField
+from governance.models import Persona, PersonaResult, PersonaRun
+from prompts_admin.models import PromptOverride
+from simulator.personas import (
+    Bubble,
+    PersonaRunRefused,
+    persona_run_start,
+    run_progress,
+)
+from simulator.tasks import persona_run_enqueue
+from versioning.admin import VersionedAdmin
+from versioning.forms import ChangeReasonForm
+
+START_RUN = "governance.add_personarun"
+
+
+class PersonaForm(ChangeReasonForm[Persona]):
+    required_fields = LinesField(
+        label=gettext_lazy("Fields the request must have"),
+        required=False,
+        help_text=gettext_lazy(
+            "One per line, as the request names them: cadastro.email, cadastro.documento, "
+            "qualification_data.quantidade_amostras; each must be present and not empty."
+        ),
+    )
+
+    class Meta:
+        model = Persona
+        fields = [
+            "title",
+            "description",
+            "goal",
+            "expected_segment",
+            "expected_service",
+            "required_fields",
+            "expected_handoff_reason",
+            "max_turns",
+            "is_active",
+        ]
+        widgets = {"description": forms.Textarea(attrs={"rows": 5, "cols": 80})}
+        help_texts = {
+            "expected_segment": gettext_lazy("A segment code (AMBIENTAL); empty: not checked."),
+            "expected_service": gettext_lazy("A service code; empty: not checked."),
+            "expected_handoff_reason": gettext_lazy("Only when a handoff is expected."),
+        }
+
+
+@admin.register(Persona)
+class PersonaAdmin(VersionedAdmin[Persona]):
+    form = PersonaForm
+    list_display = ("title", "goal", "expected_service", "max_turns", "is_active", "updated_at")
+    list_filter = ("goal", "is_active")
+    search_fields = ("title", "description")
+    change_list_template = "admin/governance/persona/change_list.html"
+
+
+class PersonaStartForm(forms.Form):
+    personas = forms.ModelMultipleChoiceField(
+        label=gettext_lazy("Simulated customers"),
+        queryset=Persona.objects.none(),
+        widget=forms.CheckboxSelectMultiple,
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["personas"]
+        assert isinstance(field, forms.ModelMultipleChoiceField)
+        field.queryset = Persona.objects.order_by("-is_active", "title", "id")
+
+
+@admin.register(PersonaRun)
+class PersonaRunAdmin(admin.ModelAdmin[PersonaRun]):
+    list_display = (
+        "id",
+        "override",
+        "status",
+        "progress",
+        "reached",
+        "failed",
+        "cost_usd",
+        "created_at",
+        "created_by",
+    )
+    list_filter = ("status", "override")
+    list_select_related = ("override", "created_by")
+    run_template = "admin/governance/personarun/run.html"
+    start_template = "admin/governance/personarun/start.html"
+
+    @admin.display(description=gettext_lazy("progress"))
+    def progress(self, obj: PersonaRun) -> str:
+        return f"{obj.personas_done}/{obj.personas_selected}"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: PersonaRun | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: PersonaRun | None = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        name = "governance_personarun"
+        return [
+            path("start/", wrap(self.start_view), name=f"{name}_start"),
+            path("<path:object_id>/progress/", wrap(self.progress_view), name=f"{name}_progress"),
+            *super().get_urls(),
+        ]
+
+    def _run(self, request: HttpRequest, object_id: str) -> PersonaRun:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        run = self.get_object(request, unquote(object_id))
+        if run is None:
+            raise Http404
+        return run
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        run = self._run(request, object_id)
+        if request.method != "GET":
+            raise PermissionDenied
+        opts = self.model._meta
+        context = {
+            **self.admin_site.each_context(request),
+            "title": gettext("Simulated customers #%(id)s") % {"id": run.pk},
+            "subtitle": None,
+            "opts": opts,
+            "app_label": opts.app_label,
+            "original": run,
+            "run": run,
+            "target": target_label(run.override),
+            "progress": run_progress(run),
+            "results": run.results.select_related("persona").order_by("id"),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, self.run_template, context)
+
+    def progress_view(self, request: HttpRequest, object_id: str) -> JsonResponse:
+        return JsonResponse(run_progress(self._run(request, object_id)))
+
+    def start_view(self, request: HttpRequest) -> HttpResponse:
+        if not request.user.has_perm(START_RUN):
+            raise PermissionDenied
+        params = request.POST if request.method == "POST" else request.GET
+        override = None
+        if params.get("override"):
+            override_id = params.get("override", "")
+            if not (override_id.isascii() and override_id.isdigit()):
+                raise Http404
+            override = get_object_or_404(PromptOverride, pk=int(override_id))
+        if request.method == "POST":
+            form = PersonaStartForm(request.POST)
+            if form.is_valid():
+                chosen = [p.pk for p in form.cleaned_data["personas"]]
+                try:
+                    run = persona_run_start(
+                        override=override, persona_ids=chosen, user=request.user
+                    )
+                except PersonaRunRefused as refusal:
+                    self.message_user(request, str(refusal), messages.ERROR)
+                else:
+                    persona_run_enqueue(run)
+                    self.message_user(request, gettext("Simulated customers started."))
+                    return HttpResponseRedirect(
+                        reverse("admin:governance_personarun_change", args=[run.pk])
+                    )
+        else:
+            active = list(Persona.objects.filter(is_active=True).values_list("pk", flat=True))
+            form = PersonaStartForm(initial={"personas": active})
+        opts = self.model._meta
+        context = {
+            **self.admin_site.each_context(request),
+            "title": gettext("Simulate customers"),
+            "subtitle": None,
+            "opts": opts,
+            "app_label": opts.app_label,
+            "override": override,
+            "target": target_label(override),
+            "form": form,
+            "max_cost": settings.REPLAY_MAX_COST_USD,
+            "max_running": settings.REPLAY_MAX_RUNNING,
+            "persona_model": settings.OPENAI_MODEL_PERSONA,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, self.start_template, context)
+
+
+def target_label(override: PromptOverride | None) -> str:
+    """What the run plays against, in the editor's words (decision 0056)."""
+    if override is None:
+        return gettext(
+            "the prompts in use (each agent's active prompt personalizado or its prompt padrão)"
+        )
+    return gettext(
+        "prompt personalizado #%(id)s of the %(agent)s agent, pinned for every conversation"
+    ) % {
+        "id": override.pk,
+        "agent": override.get_agent_display(),
+    }
+
+
+def shown_transcript(result: PersonaResult, *, mask: bool) -> list[Bubble]:
+    """The result's bubbles as the viewer may read them."""
+    bubbles = [Bubble.from_json(row) for row in result.transcript]
+    if not mask:
+        return bubbles
+    masker = session_masker(result.session) if result.session is not None else Masker()
+    return [Bubble(b.who, masker.text(b.text), b.code, b.agent, b.options, b.tap) for b in bubbles]
+
+
+@admin.register(PersonaResult)
+class PersonaResultAdmin(admin.ModelAdmin[PersonaResult]):
+    list_display = ("id", "run", "title", "reached", "outcome", "turns", "cost_usd")
+    list_filter = ("reached", "outcome")
+    list_select_related = ("run",)
+    transcript_template = "admin/governance/personaresult/transcript.html"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: PersonaResult | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: PersonaResult | None = None) -> bool:
+        return False
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        if not self.has_view_permission(request) or request.method != "GET":
+            raise PermissionDenied
+        result = (
+            PersonaResult.objects.select_related("run", "session__instance")
+            .filter(pk=unquote(object_id))
+            .first()
+            if unquote(object_id).isdigit()
+            else None
+        )
+        if result is None:
+            raise Http404
+        mask = not can_view_personal_data(request.user)
+        opts = self.model._meta
+        context = {
+            **self.admin_site.each_context(request),
+            "title": result.title,
+            "subtitle": None,
+            "opts": opts,
+            "app_label": opts.app_label,
+            "original": result,
+            "result": result,
+            "bubbles": shown_transcript(result, mask=mask),
+            "masked": mask,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, self.transcript_template, context)
