@@ -26,6 +26,7 @@ QUEUE_OF = {
     "governance.prompt_tests_run": "replays",
     "governance.fail_abandoned_replays": "sweeps",
     "governance.check_rollout_pauses": "sweeps",
+    "governance.persona_run": "replays",
 }
 
 
