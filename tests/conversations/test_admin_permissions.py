@@ -48,6 +48,12 @@ EXPECTED_PERMISSIONS = {
         "governance.view_prompttestcase",
         "governance.add_prompttestrun",
         "governance.view_prompttestrun",
+        "governance.add_persona",
+        "governance.change_persona",
+        "governance.view_persona",
+        "governance.add_personarun",
+        "governance.view_personarun",
+        "governance.view_personaresult",
     },
     "Support": CONVERSATION_VIEWS
     | {

@@ -511,6 +511,9 @@ def test_the_sweeps_are_named_and_scheduled_every_minute() -> None:
             "task": "governance.fail_abandoned_replays",
             "schedule": 60.0,
         },
+        # Gradual releases whose candidate is worse, every 5 minutes
+        # (tests/governance/test_rollout_pause.py).
+        "check-rollout-pauses": {"task": "governance.check_rollout_pauses", "schedule": 300.0},
         # LGPD retention, daily (tests/conversations/privacy/test_retention.py).
         "apply-retention": {"task": "conversations.apply_retention", "schedule": 86400.0},
         # Approved WhatsApp message templates from Meta, daily
