@@ -38,6 +38,7 @@ from prompts_admin.releases import (
     ReleaseRefused,
     agent_label,
     release_approve,
+    release_authored_by,
     release_changes,
     release_live_versions,
     release_propose,
@@ -308,6 +309,7 @@ class ReleaseAdmin(VersionedAdmin[Release]):
         may_change = user.has_perm("prompts_admin.change_release")
         approval = settings.PROMPT_APPROVAL_REQUIRED
         status = release.status
+        authored = status == ReleaseStatus.PROPOSED and release_authored_by(release, user)
         return {
             "release": release,
             "changes": changes,
@@ -336,9 +338,9 @@ class ReleaseAdmin(VersionedAdmin[Release]):
             "can_approve": (
                 user.has_perm(APPROVE_PERMISSION)
                 and status == ReleaseStatus.PROPOSED
-                and release.created_by_id != user.pk
+                and not authored
             ),
-            "own_proposal": status == ReleaseStatus.PROPOSED and release.created_by_id == user.pk,
+            "own_proposal": status == ReleaseStatus.PROPOSED and authored,
             "can_publish": may_change
             and (
                 status == ReleaseStatus.APPROVED or (status == ReleaseStatus.DRAFT and not approval)

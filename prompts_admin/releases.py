@@ -247,9 +247,12 @@ def release_approve(release: Release, *, user: User, reason: str = "") -> None:
         raise ReleaseRefused(gettext("Only a release awaiting approval can be approved."))
     if not user.has_perm(APPROVE_PERMISSION):
         raise ReleaseRefused(gettext("You may not approve releases."))
-    if release.created_by_id is not None and release.created_by_id == user.pk:
+    if release_authored_by(release, user):
         raise ReleaseRefused(
-            gettext("You proposed this release: another editor with approval rights approves it.")
+            gettext(
+                "You prepared or proposed this release: another editor with approval rights "
+                "approves it."
+            )
         )
     changes = _publishable_changes(release, reason)
     release.status = ReleaseStatus.APPROVED
@@ -257,6 +260,19 @@ def release_approve(release: Release, *, user: User, reason: str = "") -> None:
     release.approved_at = timezone.now()
     release._change_reason = _reason(gettext_noop("Approved"), _gate_reasons(changes, reason))
     release.save()
+
+
+def release_authored_by(release: Release, user: User) -> bool:
+    """Whether `user` prepared or proposed `release`: whoever created it, saved a version of
+    it or sent it for approval approves nothing of it."""
+    if release.created_by_id is not None and release.created_by_id == user.pk:
+        return True
+    return bool(
+        user.pk is not None
+        and Release.history.filter(id=release.pk, history_user_id=user.pk)
+        .filter(status__in=[ReleaseStatus.DRAFT, ReleaseStatus.PROPOSED])
+        .exists()
+    )
 
 
 def release_publish(release: Release, *, user: User, reason: str = "") -> ReleaseChanges:

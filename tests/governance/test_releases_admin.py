@@ -214,7 +214,7 @@ def test_with_approval_required_the_proposer_sees_no_approve_button_and_cannot_a
         True,
     )
     assert texts(own_approval) == [
-        "Você propôs este lançamento: outro editor com permissão de aprovar é quem o aprova."
+        "Você preparou ou propôs este lançamento: outro editor com permissão de aprovar é quem o aprova."
     ]
     assert 'id="release-approve"' in approver_page
     assert texts(approved) == ["Lançamento aprovado: já pode ser publicado."]
@@ -302,3 +302,30 @@ def test_the_persona_run_of_exactly_the_release_prompts_is_shown(
         f"Execução #{run.pk} destes prompts: 9 de 10 clientes simulados chegaram ao resultado "
         "esperado."
     ) in page
+
+
+def test_an_editor_who_changed_or_proposed_someone_elses_draft_cannot_approve_it(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], settings: Settings
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = True
+    _active, draft, package = live
+    replayed(NEW)
+    author = logged_in(staff_member(PROMPT_EDITORS))
+    editor = logged_in(staff_member(PROMPT_EDITORS, PROMPT_APPROVERS))
+    author.post(f"{BASE}add/", release_form(draft, package), follow=True)
+    release = Release.objects.get()
+    editor.post(
+        f"{BASE}{release.pk}/change/",
+        release_form(draft, package, note="Ajustei a nota"),
+        follow=True,
+    )
+    author.post(f"{BASE}{release.pk}/propose/", follow=True)
+
+    page = editor.get(f"{BASE}{release.pk}/change/").content.decode()
+    refused = editor.post(f"{BASE}{release.pk}/approve/", {"reason": ""}, follow=True)
+
+    assert ('id="release-approve"' in page, 'id="release-own-proposal"' in page) == (False, True)
+    assert texts(refused) == [
+        "Você preparou ou propôs este lançamento: outro editor com permissão de aprovar é quem o aprova."
+    ]
+    assert Release.objects.get().status == "proposed"

@@ -267,7 +267,7 @@ def test_with_approval_required_the_proposer_cannot_approve_their_own_release(
     )
     release_propose(release, user=proposer)
     assert refusal(lambda: release_approve(release, user=proposer)) == (
-        "Você propôs este lançamento: outro editor com permissão de aprovar é quem o aprova."
+        "Você preparou ou propôs este lançamento: outro editor com permissão de aprovar é quem o aprova."
     )
     assert refusal(lambda: release_approve(release, user=staff_member(PROMPT_EDITORS))) == (
         "Você não pode aprovar lançamentos."
