@@ -236,12 +236,21 @@ class ReleaseAdmin(VersionedAdmin[Release]):
         if not self._editable(obj):
             return [(None, {"fields": READ_ONLY_FIELDS})]
         names = list(self._form_class(request, obj).base_fields)
+        packages = [n for n in names if n.startswith("package_")]
         return [
             (None, {"fields": ["name", "note"]}),
             (gettext("Prompts"), {"fields": [n for n in names if n.startswith("prompt_")]}),
             (
                 gettext("Knowledge packages"),
-                {"fields": [n for n in names if n.startswith("package_")]},
+                {
+                    "fields": packages,
+                    "description": gettext(
+                        "The version of each package this release publishes; a package left "
+                        "as it is keeps what it has."
+                    )
+                    if packages
+                    else gettext("There is no knowledge package yet."),
+                },
             ),
         ]
 
