@@ -295,10 +295,10 @@ class ReleaseComparison:
     current: SideColumn
 
 
-def _side_column(side: Side, *, label: str, share: int) -> SideColumn:
+def _side_column(side: Side, *, label: str, share: str) -> SideColumn:
     return SideColumn(
         label=label,
-        share=f"{share} %",
+        share=share,
         conversations=decimal(side.conversations, 0),
         handoff_rate=percent_text(100 * side.handoff.rate),
         contract_error_rate=percent_text(100 * side.contract.rate),
@@ -322,10 +322,15 @@ def release_comparison(agent: AgentName) -> ReleaseComparison | None:
         candidate=_side_column(
             sides.candidate,
             label=_("Candidate: override #%(id)s") % {"id": release.override_id},
-            share=release.percent,
+            # Paused, the share is kept for the resume but no new conversation gets it.
+            share=(
+                _("%(percent)s %% (paused)") % {"percent": release.percent}
+                if release.paused_at
+                else f"{release.percent} %"
+            ),
         ),
         current=_side_column(
-            sides.current, label=_("Current version"), share=100 - release.percent
+            sides.current, label=_("Current version"), share=f"{100 - release.percent} %"
         ),
     )
 

@@ -106,13 +106,14 @@ def test_a_paused_release_shows_its_pause_and_the_sides_until_it(
 
     html = prompt_editor_client.get(URL + "?agent=triagem").content.decode()
 
-    assert sides_table(html)[2:] == [
+    assert sides_table(html)[1:] == [
+        ["Porcentagem das novas conversas", "50 % (pausada)", "50 %"],
         ["Conversas", "110", "91"],
         ["Taxa de transferência", "18,2 %", "16,5 %"],
         ["Erros de contrato por conversa", "18,2 %", "0,0 %"],
     ]
     assert status(html) == (
-        f"Pausada automaticamente em {local(candidate.rollout_paused_at)}. "
+        f"Pausada em {local(candidate.rollout_paused_at)}. "
         "Liberação aos poucos pausada automaticamente: erros de contrato 18% (110 conversas) "
         "contra 0% (90 conversas), margem de 5 pontos"
     )
