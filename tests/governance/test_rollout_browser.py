@@ -19,7 +19,7 @@ from conversations.models import Instance
 from governance.rollout_pause import rollout_pauses_check
 from prompts_admin.models import PromptOverride
 from tests import baker_recipes as recipes
-from tests.helpers.browser import PASSWORD, VIEWPORT, browser_staff
+from tests.helpers.browser import VIEWPORT, browser_log_in, browser_staff
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -51,18 +51,11 @@ def test_a_release_pauses_itself_and_the_editor_sees_it_everywhere(
     live_server: LiveServer, browser_page: Any, screenshots_dir: Path
 ) -> None:
     editor: User = browser_staff("bia", *EDITOR)
-    editor.email = "bia@lab.example"
-    editor.save()
-    draft = PromptOverride.objects.create(
-        agent="triagem", content="Olá! Eu sou {{ agent_name }}. Como posso ajudar?", note="v2"
-    )
+    User.objects.filter(pk=editor.pk).update(email="bia@lab.example")
+    draft = PromptOverride.objects.create(agent="triagem", content="Olá! Como posso ajudar?")
     page = browser_page
     change_url = f"/admin/prompts_admin/promptoverride/{draft.pk}/change/"
-    page.goto(f"{live_server.url}/admin/login/?next={change_url}")
-    page.fill("#id_username", "bia")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url(f"**{change_url}")
+    browser_log_in(page, live_server.url, "bia", change_url)
 
     # 50% without a replay of this text: the gate asks for "Ativar mesmo assim" and a reason.
     page.fill("#id_rollout_percent", "50")

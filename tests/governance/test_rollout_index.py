@@ -2,7 +2,6 @@
 (templates/admin/index.html, governance.templatetags.prompt_governance.paused_rollouts): for
 those who may read prompt overrides, while a release is paused, in one query."""
 
-import re
 from datetime import UTC, datetime
 
 import pytest
@@ -10,6 +9,7 @@ from django.test import Client
 from pytest_django import DjangoAssertNumQueries
 
 from prompts_admin.models import PromptOverride
+from tests.governance.test_rollout_metrics import row_texts
 from tests.helpers.staff import PROMPT_EDITORS, SUPPORT, logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
@@ -35,15 +35,7 @@ def notice(page: str) -> list[list[str]]:
     """The notice's rows, each as its texts (tags stripped); [] without the notice."""
     if 'id="rollout-paused-module"' not in page:
         return []
-    section = page.split('id="rollout-paused-module"', 1)[1].split("</div>", 1)[0]
-    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", section, flags=re.S)
-    return [
-        [
-            " ".join(re.sub(r"<[^>]+>", " ", cell).split())
-            for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, flags=re.S)
-        ]
-        for row in rows
-    ]
+    return row_texts(page.split('id="rollout-paused-module"', 1)[1].split("</div>", 1)[0])
 
 
 def index(client: Client) -> str:

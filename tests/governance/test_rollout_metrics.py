@@ -28,9 +28,8 @@ REASON = (
 )
 
 
-def sides_table(html: str) -> list[list[str]]:
-    """The rows of the side-by-side table, header first, each as its cells' texts."""
-    section = html.split('id="release-sides"', 1)[1].split("</table>", 1)[0]
+def row_texts(section: str) -> list[list[str]]:
+    """The rows of an HTML fragment, each as its cells' texts (tags stripped, spaces folded)."""
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", section, flags=re.S)
     return [
         [
@@ -39,6 +38,11 @@ def sides_table(html: str) -> list[list[str]]:
         ]
         for row in rows
     ]
+
+
+def sides_table(html: str) -> list[list[str]]:
+    """The rows of the side-by-side table, header first."""
+    return row_texts(html.split('id="release-sides"', 1)[1].split("</table>", 1)[0])
 
 
 def status(html: str) -> str:
