@@ -27,10 +27,8 @@ from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import gettext as _
 
-from agents.labels import AGENT_LABELS
-from agents.states import AgentName
 from conversations.labels import moment_text
-from prompts_admin.models import PromptOverride
+from prompts_admin.models import AGENT_CHOICES, PromptOverride
 
 logger = logging.getLogger(__name__)
 
@@ -64,13 +62,10 @@ def override_admin_url(override_id: int) -> str:
 
 
 def agent_label(agent: str) -> str:
-    """The agent as staff read it ("triagem"), in the site's language; an unknown value as is."""
-    try:
-        msgid = AGENT_LABELS[AgentName(agent)]
-    except (KeyError, ValueError):
-        return agent
+    """The agent as staff read it ("triagem": agents.labels through the model's choices), in
+    the site's language; an unknown value as is."""
     with translation.override(settings.LANGUAGE_CODE):
-        return _(msgid)
+        return str(dict(AGENT_CHOICES).get(agent, agent))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from django.utils import timezone
 from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from conversations.models import Instance
-from governance.rollout_alert import prompt_editor_addresses
+from governance.rollout_alert import agent_label, prompt_editor_addresses
 from governance.rollout_pause import rollout_pauses_check
 from prompts_admin.models import PromptOverride
 from tests.governance.test_rollout_pause import release
@@ -228,3 +228,11 @@ def test_a_release_resumed_before_the_hook_runs_e_mails_no_one(
         hook()
 
     assert mail.outbox == []
+
+
+@pytest.mark.parametrize(
+    ("agent", "label"),
+    [("triagem", "triagem"), ("qualificacao", "qualificação"), ("coleta", "coleta"), ("x", "x")],
+)
+def test_the_e_mail_names_the_agent_by_its_pt_br_label(agent: str, label: str) -> None:
+    assert agent_label(agent) == label
