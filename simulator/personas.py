@@ -56,7 +56,8 @@ from governance.models import (
 )
 from governance.replay import ReplayDeps, answer_cost, replay_model, unpriced_model_refusal
 from governance.slots import slot_acquire, slot_release, slots_release
-from prompts_admin.models import PromptOverride
+from prompts_admin.models import PromptOverride, Release
+from prompts_admin.releases import release_prompt_versions
 from prompts_admin.selectors import ChosenOverridesPromptSource, DatabasePromptSource
 from simulator.simulation import (
     SIMULATED_PHONE_PREFIX,
@@ -492,11 +493,15 @@ def selected_personas(persona_ids: Sequence[int]) -> QuerySet[Persona]:
 
 
 def persona_run_start(
-    *, override: PromptOverride | None, persona_ids: Sequence[int] = (), user: Any = None
+    *,
+    override: PromptOverride | None,
+    persona_ids: Sequence[int] = (),
+    user: Any = None,
+    release: Release | None = None,
 ) -> PersonaRun:
     """A queued run of the chosen personas (none: every active one) against `override`'s text
-    as it is now (None: the prompts in use). Refused (`PersonaRunRefused`) with no persona to
-    play or a model with no listed price."""
+    as it is now (None: the prompts in use), or against `release`'s prompt versions. Refused
+    (`PersonaRunRefused`) with no persona to play or a model with no listed price."""
     refusal = persona_refusal()
     if refusal:
         raise PersonaRunRefused(refusal)
@@ -512,8 +517,11 @@ def persona_run_start(
         raise PersonaRunRefused(gettext("A chosen simulated customer does not exist."))
     return PersonaRun.objects.create(
         override=override,
+        release=release,
         agent=override.agent if override is not None else "",
-        prompt_versions=run_pin(override),
+        prompt_versions=(
+            release_prompt_versions(release) if release is not None else run_pin(override)
+        ),
         persona_ids=ids,
         personas_selected=count,
         created_by=user if getattr(user, "is_authenticated", False) else None,
@@ -737,6 +745,7 @@ def run_report(run: PersonaRun) -> dict[str, Any]:
         "status": str(run.status),
         "detail": run.detail,
         "override": run.override_id,
+        "release": run.release_id,
         "personas": len(results),
         "reached": sum(r.reached for r in results),
         "failed": sum(not r.reached for r in results),
