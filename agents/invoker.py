@@ -18,6 +18,10 @@ now, "override:<history_id>" that version's text even if edited or deactivated s
 override, or the built-in prompt, when the session pinned nothing. A pin that cannot be read (its
 history row is gone, an unversioned override) falls back to the active one, logged once per invoker
 as ``prompt_pin_unresolved``.
+
+Which knowledge: each loaded package at the version the session pinned at its first turn
+(`SessionContext.package_versions`), even if edited or deactivated since; a package it did not
+pin (created since) or whose pinned version cannot be read, as it is now if active.
 """
 
 import logging
@@ -241,7 +245,7 @@ class AgentInvoker:
         catalog = self._kb.catalog()
         loaded: dict[str, PackageInfo] = {}
         if session.loaded_packages:
-            found = self._kb.load_packages(list(session.loaded_packages))
+            found = self._kb.load_packages(list(session.loaded_packages), session.package_versions)
             loaded = {pid: found[pid] for pid in session.loaded_packages if pid in found}
         entries = self._history.history(session.session_id, self._config.max_history_messages)
 
