@@ -19,7 +19,8 @@ from support.staff_actions import session_prompts_update
 from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.helpers.pipeline import NOW, PACKAGE_TEXT, QUALIFYING, inbound, make_session, pipeline
+from tests.helpers.fake_collaborators import NOW
+from tests.helpers.pipeline import PACKAGE_TEXT, QUALIFYING, inbound, make_session, pipeline
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("catalog")]
 
@@ -49,7 +50,7 @@ def pins(session: Session) -> tuple[int | None, dict[str, int]]:
 
 def given(request: dict[str, Any]) -> str:
     """Everything one model request carried (instructions and input items), as text."""
-    return request["instructions"] + json.dumps(request["input"], ensure_ascii=False)
+    return str(request["instructions"]) + json.dumps(request["input"], ensure_ascii=False)
 
 
 def loaded_versions() -> list[list[tuple[str, int | None]]]:
@@ -155,7 +156,8 @@ def test_an_edited_package_reaches_new_conversations_not_the_pinned_one(
         customer_phone="5511977776666",
         state=SessionState.QUALIFYING.value,
         loaded_packages=["COLETA_DE_AMOSTRAS"],
-        **QUALIFYING,
+        segment="AMBIENTAL",
+        intent="ORCAMENTO",
     )
     fresh = task_turn(started_after, "Como coleto?", openai_settings, capture)
 
