@@ -9,7 +9,9 @@ import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import Group, User
 from django.contrib.messages import get_messages
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from model_bakery import baker
 
 from agents.states import SessionState
@@ -338,3 +340,25 @@ def test_the_page_shows_no_release_line_when_the_conversation_pinned_none(
     page = client_of(support).get(f"/admin/conversations/session/{session.pk}/change/")
 
     assert "Publicação #" not in text_of(page.content.decode())
+
+
+def test_the_release_line_costs_one_query_only_when_the_conversation_pinned_one(
+    support: User,
+) -> None:
+    release = Release.objects.create(name="Abril", status=ReleaseStatus.PUBLISHED)
+    without = recipes.session.make(prompt_versions=ALL_BUILTIN)
+    with_release = recipes.session.make(
+        prompt_versions=ALL_BUILTIN,
+        release=release,
+        instance=without.instance,
+        customer_phone="5511977776666",
+    )
+    client = client_of(support)
+    client.get(f"/admin/conversations/session/{without.pk}/change/")  # warm the caches
+    counts = []
+    for session in (without, with_release):
+        with CaptureQueriesContext(connection) as queries:
+            client.get(f"/admin/conversations/session/{session.pk}/change/")
+        counts.append(len(queries))
+
+    assert counts[1] - counts[0] == 1
