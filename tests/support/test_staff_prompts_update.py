@@ -249,17 +249,23 @@ def edit(pkg: KBPackage, content: str) -> int:
     return latest
 
 
+def knowing(release: Release | None, packages: dict[str, int]) -> Session:
+    """A conversation with the bot that pinned the built-in prompts, `release` and `packages`."""
+    session: Session = recipes.session.make(
+        state=SessionState.QUALIFYING.value,
+        prompt_versions=ALL_BUILTIN,
+        release=release,
+        package_versions=packages,
+    )
+    return session
+
+
 def test_the_release_and_the_package_versions_move_to_the_current_ones(support: User) -> None:
     old = Release.objects.create(name="Março", status=ReleaseStatus.SUPERSEDED)
     new = Release.objects.create(name="Abril", status=ReleaseStatus.PUBLISHED)
     agua, agua_first = package("COLETA_AGUA", "Frasco estéril.")
     _, unidades = package("UNIDADES", "Rua A, 1.")
-    session = recipes.session.make(
-        state=SessionState.QUALIFYING.value,
-        prompt_versions=ALL_BUILTIN,
-        release=old,
-        package_versions={"COLETA_AGUA": agua_first},
-    )
+    session = knowing(old, {"COLETA_AGUA": agua_first})
     agua_now = edit(agua, "Frasco estéril de 500 mL.")
     client = client_of(support)
 
@@ -297,17 +303,25 @@ def test_a_conversation_on_the_current_knowledge_already_uses_the_current_prompt
 ) -> None:
     release = Release.objects.create(name="Abril", status=ReleaseStatus.PUBLISHED)
     _, agua = package("COLETA_AGUA", "Frasco estéril.")
-    session = recipes.session.make(
-        state=SessionState.QUALIFYING.value,
-        prompt_versions=ALL_BUILTIN,
-        release=release,
-        package_versions={"COLETA_AGUA": agua},
-    )
+    session = knowing(release, {"COLETA_AGUA": agua})
 
     response = update(client_of(support), session)
 
     assert flash(response) == [("info", "A conversa já usa os prompts atuais.")]
     assert events(session) == []
+
+
+def test_one_package_version_apart_is_enough_to_move_the_conversation(support: User) -> None:
+    release = Release.objects.create(name="Abril", status=ReleaseStatus.PUBLISHED)
+    agua, before = package("COLETA_AGUA", "Frasco estéril.")
+    after = edit(agua, "Frasco estéril de 500 mL.")
+    session = knowing(release, {"COLETA_AGUA": before})
+
+    response = update(client_of(support), session)
+
+    assert flash(response) == [("success", "A conversa agora usa os prompts atuais.")]
+    session.refresh_from_db()
+    assert (session.release_id, session.package_versions) == (release.pk, {"COLETA_AGUA": after})
 
 
 def test_a_release_no_longer_published_is_left_when_none_is(support: User) -> None:

@@ -60,6 +60,17 @@ def loaded_versions() -> list[list[tuple[str, int | None]]]:
     ]
 
 
+def loading_the_package(instance: Instance, **fields: Any) -> Session:
+    """A qualifying session that loaded COLETA_DE_AMOSTRAS."""
+    return make_session(
+        instance,
+        SessionState.QUALIFYING,
+        loaded_packages=["COLETA_DE_AMOSTRAS"],
+        **QUALIFYING,
+        **fields,
+    )
+
+
 def run_turn(session: Session, text: str, capture: Any) -> None:
     inbound(session, text)
     pipeline('{"s":1}Certo!').run(session, capture=capture)
@@ -143,9 +154,7 @@ def task_turn(session: Session, text: str, model: FakeOpenAIServer, capture: Any
 def test_an_edited_package_reaches_new_conversations_not_the_pinned_one(
     instance: Instance, openai_settings: FakeOpenAIServer, fake_graph: FakeGraphAPI, capture: Any
 ) -> None:
-    going = make_session(
-        instance, SessionState.QUALIFYING, loaded_packages=["COLETA_DE_AMOSTRAS"], **QUALIFYING
-    )
+    going = loading_the_package(instance)
     first = task_turn(going, "Como coleto?", openai_settings, capture)
     old = version_of("COLETA_DE_AMOSTRAS")
     new = edit("COLETA_DE_AMOSTRAS", content=NEW_TEXT)
@@ -182,9 +191,7 @@ def test_an_edited_package_reaches_new_conversations_not_the_pinned_one(
 def test_a_package_deactivated_since_is_still_given_at_its_pinned_version(
     instance: Instance, capture: Any
 ) -> None:
-    session = make_session(
-        instance, SessionState.QUALIFYING, loaded_packages=["COLETA_DE_AMOSTRAS"], **QUALIFYING
-    )
+    session = loading_the_package(instance)
     run_turn(session, "Oi", capture)
     pinned = version_of("COLETA_DE_AMOSTRAS")
     edit("COLETA_DE_AMOSTRAS", content=NEW_TEXT, is_active=False)
@@ -203,13 +210,10 @@ def test_a_pinned_version_that_cannot_be_read_falls_back_to_the_live_package(
     instance: Instance, capture: Any
 ) -> None:
     live = edit("COLETA_DE_AMOSTRAS", content=NEW_TEXT)
-    session = make_session(
+    session = loading_the_package(
         instance,
-        SessionState.QUALIFYING,
-        loaded_packages=["COLETA_DE_AMOSTRAS"],
         prompt_versions={"triagem": "builtin", "qualificacao": "builtin", "coleta": "builtin"},
         package_versions={"COLETA_DE_AMOSTRAS": 987654},
-        **QUALIFYING,
     )
 
     inbound(session, "Como coleto?")
@@ -244,9 +248,7 @@ def test_a_package_created_after_the_first_turn_is_given_as_it_is(
 def test_after_use_the_current_prompts_the_next_turn_gives_the_current_knowledge(
     instance: Instance, capture: Any
 ) -> None:
-    session = make_session(
-        instance, SessionState.QUALIFYING, loaded_packages=["COLETA_DE_AMOSTRAS"], **QUALIFYING
-    )
+    session = loading_the_package(instance)
     run_turn(session, "Oi", capture)
     new = edit("COLETA_DE_AMOSTRAS", content=NEW_TEXT)
     release = Release.objects.create(name="Abril", status=ReleaseStatus.PUBLISHED)
