@@ -10,9 +10,9 @@ facts and conversation guards, one ``developer`` item at the end, docs/decisions
 the model for the agent and records an `LLMCall` through the recorder for a success and for a
 failure alike, with the prompt version it used.
 
-Which prompt (docs/architecture.md, Each conversation keeps its prompt version), first match wins:
-the `override` given to `prepare` (the preview, a replay); the source's chosen override (the
-simulator's draft); the version the session pinned at its first turn
+Which prompt (docs/architecture.md, Each conversation keeps its prompt and knowledge versions),
+first match wins: the `override` given to `prepare` (the preview, a replay); the source's chosen
+override (the simulator's draft); the version the session pinned at its first turn
 (`SessionContext.prompt_versions`: "builtin" is the built-in prompt even if an override is active
 now, "override:<history_id>" that version's text even if edited or deactivated since); the active
 override, or the built-in prompt, when the session pinned nothing. A pin that cannot be read (its

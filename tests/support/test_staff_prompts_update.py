@@ -295,7 +295,7 @@ def test_the_release_and_the_package_versions_move_to_the_current_ones(support: 
         "Ana passou a conversa para os prompts atuais: pacotes de conhecimento: as versões "
         "ativas agora." in page
     )
-    assert f"Coleta: prompt padrão Publicação #{new.pk} — Abril" in page
+    assert f"Coleta: prompt padrão Lançamento #{new.pk} — Abril" in page
 
 
 def test_a_conversation_on_the_current_knowledge_already_uses_the_current_prompts(
@@ -353,7 +353,7 @@ def test_the_page_shows_no_release_line_when_the_conversation_pinned_none(
 ) -> None:
     page = client_of(support).get(f"/admin/conversations/session/{session.pk}/change/")
 
-    assert "Publicação #" not in text_of(page.content.decode())
+    assert "Lançamento #" not in text_of(page.content.decode())
 
 
 def test_the_release_line_costs_one_query_only_when_the_conversation_pinned_one(
