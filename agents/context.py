@@ -47,7 +47,8 @@ class PackageInfo:
     description: str
     health_sensitive: bool = False
     content: str = ""
-    # The package's history id when it was read, so a recorded turn can be replayed exactly.
+    # The package's history id when it was read (the catalog's and a loaded package's), so a
+    # session pins it and a recorded turn can be replayed exactly.
     version: int | None = None
 
 
@@ -98,3 +99,6 @@ class SessionContext:
     # value ("triagem" → "builtin" or "override:<history_id>"); empty until its first turn pins
     # them (`agents.invoker` then uses the active prompt).
     prompt_versions: Mapping[str, str] = field(default_factory=dict)
+    # The history id of each package active at its first turn ({package id: history id}), which
+    # its loaded packages are given at; a replay's are the versions the recorded call was given.
+    package_versions: Mapping[str, int] = field(default_factory=dict)

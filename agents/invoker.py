@@ -10,14 +10,18 @@ facts and conversation guards, one ``developer`` item at the end, docs/decisions
 the model for the agent and records an `LLMCall` through the recorder for a success and for a
 failure alike, with the prompt version it used.
 
-Which prompt (docs/architecture.md, Each conversation keeps its prompt version), first match wins:
-the `override` given to `prepare` (the preview, a replay); the source's chosen override (the
-simulator's draft); the version the session pinned at its first turn
+Which prompt (docs/architecture.md, Each conversation keeps its prompt and knowledge versions),
+first match wins: the `override` given to `prepare` (the preview, a replay); the source's chosen
+override (the simulator's draft); the version the session pinned at its first turn
 (`SessionContext.prompt_versions`: "builtin" is the built-in prompt even if an override is active
 now, "override:<history_id>" that version's text even if edited or deactivated since); the active
 override, or the built-in prompt, when the session pinned nothing. A pin that cannot be read (its
 history row is gone, an unversioned override) falls back to the active one, logged once per invoker
 as ``prompt_pin_unresolved``.
+
+Which knowledge: each loaded package at the version the session pinned at its first turn
+(`SessionContext.package_versions`), even if edited or deactivated since; a package it did not
+pin (created since) or whose pinned version cannot be read, as it is now if active.
 """
 
 import logging
@@ -241,7 +245,7 @@ class AgentInvoker:
         catalog = self._kb.catalog()
         loaded: dict[str, PackageInfo] = {}
         if session.loaded_packages:
-            found = self._kb.load_packages(list(session.loaded_packages))
+            found = self._kb.load_packages(list(session.loaded_packages), session.package_versions)
             loaded = {pid: found[pid] for pid in session.loaded_packages if pid in found}
         entries = self._history.history(session.session_id, self._config.max_history_messages)
 

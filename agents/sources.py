@@ -51,6 +51,12 @@ def prompt_versions_of(
     return versions
 
 
+def package_versions_of(packages: Mapping[str, PackageInfo]) -> dict[str, int]:
+    """What a session pins of the knowledge: each package's version, keyed by package id (a
+    package read with no version is not pinned: it is given as it is then)."""
+    return {pid: info.version for pid, info in packages.items() if info.version is not None}
+
+
 @dataclass(frozen=True, slots=True)
 class StrategicCompanyInfo:
     name: str
@@ -126,17 +132,27 @@ class PromptSource(Protocol):
         version (the simulator's draft); None for none."""
         ...
 
+    def live_release(self) -> int | None:
+        """The id of the published release (`prompts_admin.Release`), None when none is: what a
+        session pins with its prompt versions at its first turn."""
+        ...
+
     def runtime(self) -> RuntimeSettings: ...
 
 
 class KBSource(Protocol):
     def catalog(self) -> CatalogSnapshot:
-        """Every active segment, intent, service and package (packages without content)."""
+        """Every active segment, intent, service and package (packages without content, with
+        their version: what a session pins at its first turn)."""
         ...
 
-    def load_packages(self, package_ids: Sequence[str]) -> dict[str, PackageInfo]:
-        """The active packages among `package_ids`, with content and version; unknown ids are
-        simply absent from the result."""
+    def load_packages(
+        self, package_ids: Sequence[str], versions: Mapping[str, int] | None = None
+    ) -> dict[str, PackageInfo]:
+        """The packages among `package_ids`, with content and version: each one in `versions`
+        at that version (its history row, even if edited or deactivated since); the others, and
+        one whose version cannot be read, as they are now if active. Unknown ids are simply
+        absent from the result."""
         ...
 
 
@@ -194,6 +210,7 @@ class TaskScopedPromptSource:
         self._candidates: Mapping[AgentName, RolloutCandidate] | None = None
         self._versions: dict[tuple[AgentName, str], OverrideTemplate | None] = {}
         self._chosen: dict[AgentName, OverrideTemplate | None] = {}
+        self._release: tuple[int | None] | None = None
 
     def active_override(self, agent: AgentName) -> OverrideTemplate | None:
         if agent not in self._overrides:
@@ -224,6 +241,11 @@ class TaskScopedPromptSource:
             self._chosen[agent] = self._inner.chosen_override(agent)
         return self._chosen[agent]
 
+    def live_release(self) -> int | None:
+        if self._release is None:
+            self._release = (self._inner.live_release(),)
+        return self._release[0]
+
     def runtime(self) -> RuntimeSettings:
         if self._runtime is None:
             self._runtime = self._inner.runtime()
@@ -243,5 +265,7 @@ class TaskScopedKBSource:
             self._catalog = self._inner.catalog()
         return self._catalog
 
-    def load_packages(self, package_ids: Sequence[str]) -> dict[str, PackageInfo]:
-        return self._inner.load_packages(package_ids)
+    def load_packages(
+        self, package_ids: Sequence[str], versions: Mapping[str, int] | None = None
+    ) -> dict[str, PackageInfo]:
+        return self._inner.load_packages(package_ids, versions)

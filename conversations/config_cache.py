@@ -2,12 +2,12 @@
 
 Every turn reads the runtime settings (two statements), the active prompt overrides (one) and the
 knowledge-base catalog (four): seven statements (a first turn also reads the candidates of a
-gradual release, one more), about a twelfth of a worker's CPU per turn
+gradual release and the published release, two more), about a twelfth of a worker's CPU per turn
 (bench/worker_cpu.py), for rows that change when an editor saves in the admin. A worker keeps
 what it read for ``WORKER_CONFIG_CACHE_SECONDS`` (5 s by default; 0 reads on every turn), so an
 edit reaches every worker within that time: a conversation's first turn in that window pins the
-prompt versions that were active before it, as one that started a moment earlier
-would have.
+prompt versions, release and package versions that were active before it, as one that started
+a moment earlier would have.
 
 Switched on when a worker starts (`config/celery.py`), like the connection pool. The web
 process, eager tasks (the embedded default), the simulator and the tests read on every turn, so
@@ -56,7 +56,8 @@ MAX_VERSIONS = 256
 
 
 class WorkerConfigCache:
-    """One process's runtime settings, active overrides, release candidates and catalog, each kept
+    """One process's runtime settings, active overrides, release candidates, published release and
+    catalog, each kept
     for `ttl` s, and the override versions it read (immutable: kept until `MAX_VERSIONS` are, then
     started over)."""
 
@@ -71,10 +72,12 @@ class WorkerConfigCache:
         self.candidates: ExpiringValue[Mapping[AgentName, RolloutCandidate]] = ExpiringValue(
             ttl, clock
         )
+        self.release: ExpiringValue[int | None] = ExpiringValue(ttl, clock)
 
 
 class CachedPromptSource:
-    """`inner`'s runtime settings, active overrides and pinned versions through `cache`; the
+    """`inner`'s runtime settings, active overrides, release candidates, published release and
+    pinned versions through `cache`; the
     caller's chosen override as `inner` gives it."""
 
     def __init__(self, inner: PromptSource, cache: WorkerConfigCache) -> None:
@@ -89,6 +92,9 @@ class CachedPromptSource:
 
     def rollout_candidates(self) -> Mapping[AgentName, RolloutCandidate]:
         return self._cache.candidates.get(self._inner.rollout_candidates)
+
+    def live_release(self) -> int | None:
+        return self._cache.release.get(self._inner.live_release)
 
     def active_override(self, agent: AgentName) -> OverrideTemplate | None:
         if agent in PROMPT_AGENTS:  # one active override per agent (a unique constraint)
@@ -126,8 +132,10 @@ class CachedKBSource:
     def catalog(self) -> CatalogSnapshot:
         return self._cache.catalog.get(self._inner.catalog)
 
-    def load_packages(self, package_ids: Sequence[str]) -> dict[str, PackageInfo]:
-        return self._inner.load_packages(package_ids)
+    def load_packages(
+        self, package_ids: Sequence[str], versions: Mapping[str, int] | None = None
+    ) -> dict[str, PackageInfo]:
+        return self._inner.load_packages(package_ids, versions)
 
 
 _worker_cache: WorkerConfigCache | None = None

@@ -108,6 +108,11 @@ def prompt_versions_lines(
     ]
 
 
+def release_label(release_id: int, name: str) -> str:
+    """The release a conversation pinned, for staff: "Publicação #3 — Março"."""
+    return gettext("Release #%(id)s — %(name)s") % {"id": release_id, "name": name}
+
+
 def handoff_label(reason: str, detail: str = "") -> str:
     """Why the session went to a human, in a few words; a model handoff by its motive ("cliente
     pediu um atendente", not "pedido pelo modelo")."""
@@ -289,7 +294,7 @@ def _staff_prompts_updated(message: Message) -> str:
     params = _params(message)
     before, after = params.get("from") or {}, params.get("to") or {}
     ids = {int(h): int(o) for h, o in (params.get("overrides") or {}).items()}
-    changes = "; ".join(
+    changes = [
         gettext("%(agent)s: %(from)s → %(to)s")
         % {
             "agent": capfirst(agent_label(agent.value)),
@@ -298,10 +303,13 @@ def _staff_prompts_updated(message: Message) -> str:
         }
         for agent in PROMPT_AGENTS
         if before.get(agent.value) != after.get(agent.value)
-    )
+    ]
+    release, packages = params.get("release") or {}, params.get("packages") or {}
+    if release.get("from") != release.get("to") or packages.get("from") != packages.get("to"):
+        changes.append(gettext("knowledge packages: the versions active now"))
     return gettext("%(who)s moved the conversation to the current prompts: %(changes)s.") % {
         "who": _by(message),
-        "changes": changes,
+        "changes": "; ".join(changes),
     }
 
 

@@ -154,6 +154,28 @@ class Session(models.Model):
             "The prompt version of each agent this conversation keeps: pinned at its first turn."
         ),
     )
+    # The release published when the first turn pinned (None: none was), and the version of each
+    # package active then ({package id: history id}): the conversation is given those texts until
+    # it ends, as it keeps its prompt versions.
+    release = models.ForeignKey(
+        "prompts_admin.Release",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="sessions",
+        verbose_name=_("release"),
+    )
+    package_versions = models.JSONField(
+        _("knowledge package versions"),
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text=_(
+            "The version of each knowledge package this conversation keeps: pinned at its first "
+            "turn."
+        ),
+    )
     handoff_reason = models.CharField(
         _("handoff reason"), max_length=32, choices=HANDOFF_REASON_CHOICES, blank=True
     )

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
-from agents.context import CatalogSnapshot, InstanceInfo, PackageInfo, SessionContext
+from agents.context import CatalogSnapshot, InstanceInfo, SessionContext
 from agents.contract import LLMResponseParseError, parse_llm_response
 from agents.llm import (
     CallPurpose,
@@ -23,7 +23,7 @@ from agents.llm import (
     LLMCallResult,
     LLMProviderError,
 )
-from agents.sources import CallRecord, HistoryEntry, HistorySource, KBSource
+from agents.sources import CallRecord, HistoryEntry, HistorySource
 from agents.states import AgentName, SessionState
 from conversations.agent_sources import OK_OUTCOME, DatabaseHistorySource
 from conversations.models import LLMCall, LLMCallPurpose
@@ -31,7 +31,6 @@ from conversations.turns.deps import PipelineConfig
 from conversations.turns.result import Turn
 from conversations.turns.think import AgentAnswer, AgentStop, agent_answer_read
 from governance.models import ContractOutcome
-from knowledge_base.models import KBPackage
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +161,9 @@ def snapshot_context(snapshot: Mapping[str, Any], *, recorded: RecordedCall) -> 
             loaded_packages=tuple(
                 str(p["package_id"]) for p in snapshot.get("loaded_packages") or ()
             ),
+            # Each loaded package at the version the call was given (`DatabaseKBSource`: the
+            # current one when that version is gone or unknown).
+            package_versions=snapshot_package_versions(snapshot),
             confirmation_data=(
                 dict(snapshot["confirmation_data"])
                 if snapshot.get("confirmation_data") is not None
@@ -196,33 +198,6 @@ class RecordedHistorySource:
         if self._messages is not None:
             limit = min(limit, self._messages)
         return self._inner.history(session_id, limit)
-
-
-class VersionedKBSource:
-    """The current catalog, and each loaded package at the version the recorded call was given
-    (its django-simple-history row); the current one when that version is gone or unknown."""
-
-    def __init__(self, inner: KBSource, *, versions: Mapping[str, int]) -> None:
-        self._inner = inner
-        self._versions = dict(versions)
-
-    def catalog(self) -> CatalogSnapshot:
-        return self._inner.catalog()
-
-    def load_packages(self, package_ids: Sequence[str]) -> dict[str, PackageInfo]:
-        wanted = {pid: self._versions[pid] for pid in package_ids if pid in self._versions}
-        found: dict[str, PackageInfo] = {}
-        if wanted:
-            rows = KBPackage.history.filter(history_id__in=list(wanted.values())).values_list(
-                "package_id", "title", "description", "health_sensitive", "content", "history_id"
-            )
-            for package_id, title, description, health, content, history_id in rows:
-                if wanted.get(package_id) == history_id:
-                    found[package_id] = PackageInfo(
-                        package_id, title, description, health, content, history_id
-                    )
-        missing = [pid for pid in package_ids if pid not in found]
-        return found | (self._inner.load_packages(missing) if missing else {})
 
 
 class MemoryRecorder:

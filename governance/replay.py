@@ -75,13 +75,11 @@ from governance.recorded import (
     MemoryRecorder,
     RecordedCall,
     SnapshotError,
-    VersionedKBSource,
     answer_outcome,
     recorded_call_of,
     recorded_outcome,
     replay_turn,
     snapshot_context,
-    snapshot_package_versions,
 )
 from governance.slots import slot_acquire, slot_release, slots_release, slots_taken
 from knowledge_base.selectors import DatabaseKBSource
@@ -596,7 +594,7 @@ def draft_call_prepare(
     invoker = build_agent_invoker(
         llm=deps.llm,
         prompts=deps.prompts,
-        kb=VersionedKBSource(deps.kb, versions=snapshot_package_versions(snapshot)),
+        kb=deps.kb,
         history=recorded.history,
         recorder=MemoryRecorder(),
         clock=lambda: recorded.recorded_at,

@@ -1,13 +1,15 @@
 """The knowledge base as the agents read it: `DatabaseKBSource` (an `agents.sources.KBSource`).
 
 `catalog()` is one query per table (segments, intents, services with their segment code,
-packages without their content) whatever the catalog's size; `load_packages()` is one query that
-also reads each package's latest history id, so a recorded call names the exact version it saw.
-Only active rows are returned; a service of an inactive segment is not offered.
+packages without their content) whatever the catalog's size; its packages and `load_packages()`
+also read each package's latest history id in the same query, so a session pins the versions of
+its first turn and a recorded call names the exact version it saw. Only active rows are returned;
+a service of an inactive segment is not offered. `load_packages()` given versions reads the
+pinned ones in one query, and the live ones only for those it could not read.
 """
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -58,34 +60,48 @@ class DatabaseKBSource:
             .order_by("segment__code", "code")
             .values_list("code", "label", "segment__code", "description", "parameter_schema")
         }
-        packages = {
-            package_id: PackageInfo(package_id, title, description, health_sensitive)
-            for package_id, title, description, health_sensitive in KBPackage.objects.filter(
-                is_active=True
-            )
-            .order_by("package_id")
-            .values_list("package_id", "title", "description", "health_sensitive")
-        }
         return CatalogSnapshot(
-            segments=segments, intents=intents, services=services, packages=packages
+            segments=segments, intents=intents, services=services, packages=self.packages()
         )
 
-    def load_packages(self, package_ids: Sequence[str]) -> dict[str, PackageInfo]:
-        if not package_ids:
-            return {}
-        rows = (
-            KBPackage.objects.filter(is_active=True, package_id__in=list(package_ids))
-            .annotate(version=_latest_history_id())
-            .values_list(
-                "package_id", "title", "description", "health_sensitive", "content", "version"
-            )
-        )
+    def packages(self) -> dict[str, PackageInfo]:
+        """The catalog's packages: the active ones with their version, without content (one
+        query)."""
         return {
-            package_id: PackageInfo(
-                package_id, title, description, health_sensitive, content, version
+            package_id: PackageInfo(package_id, title, description, health, version=version)
+            for package_id, title, description, health, version in KBPackage.objects.filter(
+                is_active=True
             )
-            for package_id, title, description, health_sensitive, content, version in rows
+            .annotate(version=_latest_history_id())
+            .order_by("package_id")
+            .values_list("package_id", "title", "description", "health_sensitive", "version")
         }
+
+    def load_packages(
+        self, package_ids: Sequence[str], versions: Mapping[str, int] | None = None
+    ) -> dict[str, PackageInfo]:
+        pinned = {pid: versions[pid] for pid in package_ids if versions and pid in versions}
+        found: dict[str, PackageInfo] = {}
+        if pinned:
+            rows = (
+                _historical_package()
+                .objects.filter(history_id__in=list(pinned.values()))
+                .values_list(*_PACKAGE_COLUMNS, "history_id")
+            )
+            # A history id of another package (a stale or hand-written pin) is not this one's.
+            found = {row[0]: PackageInfo(*row) for row in rows if pinned.get(row[0]) == row[-1]}
+        missing = [pid for pid in package_ids if pid not in found]
+        if not missing:
+            return found
+        rows = (
+            KBPackage.objects.filter(is_active=True, package_id__in=missing)
+            .annotate(version=_latest_history_id())
+            .values_list(*_PACKAGE_COLUMNS, "version")
+        )
+        return found | {row[0]: PackageInfo(*row) for row in rows}
+
+
+_PACKAGE_COLUMNS = ("package_id", "title", "description", "health_sensitive", "content")
 
 
 def _parameters(service: str, schema: object) -> tuple[ParameterSpec, ...]:

@@ -226,9 +226,10 @@ def prompt_preview(
         session = sessions.session(session_id, mask_personal_data=mask_personal_data)
         if session is None:
             raise Http404
-        # The preview shows the agent's prompt as it is now (or the text given), not the
-        # version the session pinned at its first turn.
-        context, masker = replace(session.context, prompt_versions={}), session.masker
+        # The preview shows the agent's prompt and the packages as they are now (or the text
+        # given), not the versions the session pinned at its first turn.
+        context = replace(session.context, prompt_versions={}, package_versions={})
+        masker = session.masker
         if masker is not None:
             context = masked_session_context(context, masker)
         if context.state not in states_of(agent):

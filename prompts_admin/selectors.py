@@ -4,7 +4,8 @@
 `active_override()` is one query (the override and its latest history id), and so is
 `active_overrides()` (every prompt agent's), `rollout_candidates()` (the agents released
 gradually, with their candidate and share; a paused candidate is none), `override_at()` (one
-history row: an override's text as of a version) and `override_ids_of()`; `runtime()` is two
+history row: an override's text as of a version), `live_release()` (the published release's id)
+and `override_ids_of()`; `runtime()` is two
 (the RuntimeConfig row, created with its defaults on first use, and the active strategic
 companies).
 """
@@ -25,7 +26,13 @@ from agents.sources import (
     StrategicCompanyInfo,
 )
 from agents.states import PROMPT_AGENTS, AgentName
-from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
+from prompts_admin.models import (
+    PromptOverride,
+    Release,
+    ReleaseStatus,
+    RuntimeConfig,
+    StrategicCompany,
+)
 
 
 def _latest_history_id() -> Subquery:
@@ -152,6 +159,11 @@ class DatabasePromptSource:
 
     def chosen_override(self, agent: AgentName) -> OverrideTemplate | None:
         return None
+
+    def live_release(self) -> int | None:
+        # At most one is published (a unique constraint): no ordering to pay for.
+        found = Release.objects.filter(status=ReleaseStatus.PUBLISHED).order_by()
+        return next(iter(found.values_list("pk", flat=True)[:1]), None)
 
     def runtime(self) -> RuntimeSettings:
         config = RuntimeConfig.load()

@@ -31,8 +31,9 @@ Rules chosen here:
 - New summary: one in flight per session. While the last request has no summary written after
   it and is younger than the summary task's time limit (``CELERY_TASK_TIME_LIMIT``), another
   click changes nothing: each request is one model call.
-- Use the current prompts: the session's pinned prompt versions (`Session.prompt_versions`)
-  become the ones active now, so its next turn uses them.
+- Use the current prompts: what the session pinned at its first turn — its prompt versions
+  (`Session.prompt_versions`), release and package versions — becomes what is active now, so its
+  next turn uses it.
 """
 
 import base64
@@ -56,7 +57,7 @@ from django.db.models import Q
 from django.template.defaultfilters import filesizeformat
 from django.utils.translation import gettext as _
 
-from agents.sources import prompt_versions_of
+from agents.sources import package_versions_of, prompt_versions_of
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.commit_hooks import on_commit_call
 from conversations.event_codes import EventCode
@@ -83,6 +84,7 @@ from conversations.sending import (
 )
 from conversations.sending.worker import send_message
 from conversations.turns.tasks import generate_handoff_summary
+from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.models import RuntimeConfig
 from prompts_admin.selectors import DatabasePromptSource, override_ids_of
 from staff_auth.names import staff_name
@@ -856,17 +858,24 @@ def _summary_in_flight(session_id: int, now: datetime) -> bool:
 
 
 def session_prompts_update(*, session_id: int, user: User, now: datetime) -> ActionOutcome:
-    """Pin an open session to the prompt versions active now; its next turn uses them."""
+    """Pin an open session to the prompt versions, release and package versions active now;
+    its next turn uses them."""
     with transaction.atomic():
         session = _locked_session(session_id)
         if session.state == SessionState.CLOSED:
             raise StaffActionRefused(_("This conversation is closed."))
         # Read under the session's lock: the versions written are the ones active at the click.
-        current = prompt_versions_of(DatabasePromptSource().active_overrides())
+        prompts = DatabasePromptSource()
+        current = prompt_versions_of(prompts.active_overrides())
+        release = prompts.live_release()
+        packages = package_versions_of(DatabaseKBSource().packages())
         before = {str(agent): str(v) for agent, v in (session.prompt_versions or {}).items()}
-        if before == current:
+        packages_before = dict(session.package_versions or {})
+        if (before, session.release_id, packages_before) == (current, release, packages):
             return ActionOutcome(False, _("The conversation already uses the current prompts."))
-        Session.objects.filter(pk=session_id).update(prompt_versions=current)
+        Session.objects.filter(pk=session_id).update(
+            prompt_versions=current, release_id=release, package_versions=packages
+        )
         # The override ids, so the event reads "override #12 (versão 345)" with no query.
         overrides = override_ids_of([*before.values(), *current.values()])
         event = _event(
@@ -878,6 +887,8 @@ def session_prompts_update(*, session_id: int, user: User, now: datetime) -> Act
                 "from": before,
                 "to": current,
                 "overrides": {str(h): o for h, o in sorted(overrides.items())},
+                "release": {"from": session.release_id, "to": release},
+                "packages": {"from": packages_before, "to": packages},
             },
         )
         _admin_log(
@@ -890,6 +901,8 @@ def session_prompts_update(*, session_id: int, user: User, now: datetime) -> Act
             "user_id": user.pk,
             "from_versions": ",".join(f"{a}={v}" for a, v in sorted(before.items())),
             "to_versions": ",".join(f"{a}={v}" for a, v in sorted(current.items())),
+            "from_release": session.release_id,
+            "to_release": release,
         },
     )
     return ActionOutcome(True, _("The conversation now uses the current prompts."), event.pk)

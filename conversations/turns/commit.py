@@ -4,7 +4,8 @@ If the lease is no longer ours, nothing is written. If a newer inbound message a
 (or staff took the session), the model's draft is stored with ``error="superseded"``, not sent,
 and the turn runs again with every pending message. Otherwise the session fields, the SYSTEM
 events, the lead (code 5), the OUTBOUND parts and ``processed_at`` of the turn's messages are
-written together (with the prompt versions a session's first turn pinned), and the parts are
+written together (with what a session's first turn pinned: its prompt versions, release and
+package versions), and the parts are
 sent — and the summary enqueued on a handoff — after commit.
 A handoff is written by `conversations.handoff.session_handoff`, in the same statements.
 
@@ -16,7 +17,7 @@ sweep, `conversations.sweeps`) exactly as a failed turn's commit does.
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from enum import StrEnum
 from uuid import UUID, uuid4
@@ -31,7 +32,7 @@ from conversations.leads import lead_create
 from conversations.models import SUPERSEDED, Direction, Message, Session, SurveyTrigger
 from conversations.satisfaction import SurveySettings, survey_ask
 from conversations.turns.deps import PipelineDeps
-from conversations.turns.result import Reply, Turn, TurnResult, turn_failure
+from conversations.turns.result import Reply, SessionPin, Turn, TurnResult, turn_failure
 from conversations.turns.rows import (
     action_name_of,
     event_rows,
@@ -212,17 +213,19 @@ def _write_turn(
     *,
     send: Callable[[int], None],
     enqueue_summary: Callable[[int], None],
-    pin: Mapping[str, str] | None = None,
+    pin: SessionPin | None = None,
 ) -> list[int]:
     """Write everything the turn decided, send its parts after commit; their ids, in order.
 
     One UPDATE of the session and one INSERT of its rows either way: a handoff's go through
     `session_handoff` with the turn's own (which also registers the sends and the summary).
-    `pin`: the prompt versions the session's first turn pinned, written in that same UPDATE.
+    `pin`: what the session's first turn pinned, written in that same UPDATE.
     """
     fields = session_fields(result, now)
-    if pin:
-        fields["prompt_versions"] = dict(pin)
+    if pin is not None:
+        fields["prompt_versions"] = dict(pin.prompt_versions)
+        fields["release_id"] = pin.release_id
+        fields["package_versions"] = dict(pin.package_versions)
     events = event_rows(turn, result.events, now)
     replies = reply_rows(turn, result.reply, now) if result.reply is not None else []
     if result.handoff is not None:

@@ -20,6 +20,16 @@ _DETAIL_CHARS = 255
 
 
 @dataclass(frozen=True, slots=True)
+class SessionPin:
+    """What a session's first turn pins, kept until it ends: each prompt agent's version, the
+    published release (None: none was) and each active package's version."""
+
+    prompt_versions: Mapping[str, str]
+    release_id: int | None = None
+    package_versions: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
     """One turn of a session: its pending inbound messages, answered under the lease `token`."""
 
@@ -34,9 +44,9 @@ class Turn:
     texts: tuple[str, ...] = ()
     # The turn's media say it goes to a human before any model call (`media_handoff`).
     media_handoff: HandoffReason | None = None
-    # The prompt versions this turn pinned (the session's first turn; None: pinned before).
-    # The commit writes them only if the session has none yet.
-    pin: Mapping[str, str] | None = None
+    # What this turn pinned (the session's first turn; None: pinned before). The commit writes
+    # it only if the session has no prompt versions yet.
+    pin: SessionPin | None = None
 
 
 @dataclass(frozen=True, slots=True)

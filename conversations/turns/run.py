@@ -7,7 +7,9 @@ released is not stranded. Each turn is read (`conversations.turns.selectors`), t
 with no DB transaction open (`conversations.turns.think`) and committed
 (`conversations.turns.commit`); a HUMAN or CLOSED session's messages are only marked processed.
 A session's first turn pins the active prompt versions (`Session.prompt_versions`, one read of
-the three agents' overrides), written by its commit; later turns use the pinned ones. The
+the three agents' overrides), the published release (`Session.release`, one read) and the
+version of each active package (`Session.package_versions`, from the catalog the turn reads
+anyway), written by its commit; later turns use the pinned ones. The
 task's soft time limit (`deadline_errors`) ends the current turn in an ``llm_timeout`` handoff.
 The phases and every failure's outcome: `conversations.turns`.
 """
@@ -22,7 +24,7 @@ from uuid import UUID, uuid4
 
 from agents.media_markers import media_handoff, media_text
 from agents.rollout import rollout_overrides
-from agents.sources import prompt_versions_of
+from agents.sources import package_versions_of, prompt_versions_of
 from agents.states import BOT_STATES, HandoffReason, SessionState
 from conversations.lease import lease_claim, lease_release
 from conversations.media_reading import READING_WAIT
@@ -33,7 +35,7 @@ from conversations.prometheus import turn_counted
 from conversations.sending import read_receipt_for
 from conversations.turns.commit import CommitOutcome, turn_commit, turn_skip
 from conversations.turns.deps import PipelineConfig, PipelineDeps
-from conversations.turns.result import Turn, turn_failure
+from conversations.turns.result import SessionPin, Turn, turn_failure
 from conversations.turns.selectors import (
     session_context,
     session_has_pending,
@@ -175,17 +177,25 @@ def _process_turn(
         deps.mark_read(receipt)
     context = session_context(session)
     if not context.prompt_versions:
-        # The session's first turn pins the prompts active now; its commit
+        # The session's first turn pins the prompts and the knowledge active now; its commit
         # writes them, and every later turn of the session uses them.
         # An agent released gradually pins its candidate for the sessions in its share.
-        pin = prompt_versions_of(
-            rollout_overrides(
-                active=deps.prompts.active_overrides(),
-                candidates=deps.prompts.rollout_candidates(),
-                session_id=session_id,
-            )
+        pin = SessionPin(
+            prompt_versions=prompt_versions_of(
+                rollout_overrides(
+                    active=deps.prompts.active_overrides(),
+                    candidates=deps.prompts.rollout_candidates(),
+                    session_id=session_id,
+                )
+            ),
+            release_id=deps.prompts.live_release(),
+            package_versions=package_versions_of(deps.kb.catalog().packages),
         )
-        context = replace(context, prompt_versions=pin)
+        context = replace(
+            context,
+            prompt_versions=pin.prompt_versions,
+            package_versions=pin.package_versions,
+        )
         turn = replace(turn, pin=pin)
     runtime = deps.prompts.runtime()
     try:

@@ -41,6 +41,9 @@ def session_context(session: Session) -> SessionContext:
             dict(session.confirmation_data) if session.confirmation_data is not None else None
         ),
         prompt_versions={str(k): str(v) for k, v in (session.prompt_versions or {}).items()},
+        package_versions={
+            str(k): v for k, v in (session.package_versions or {}).items() if isinstance(v, int)
+        },
     )
 
 

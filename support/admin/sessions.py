@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from django.urls import URLPattern, reverse
 from django.utils import timezone
 from django.utils.formats import date_format
-from django.utils.html import escape, format_html_join
+from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import capfirst
 from django.utils.translation import gettext_lazy as _
@@ -22,7 +22,12 @@ from conversations.admin.customer_data import CUSTOMER_DATA_URL_NAME, customer_d
 from conversations.admin.display import format_document
 from conversations.admin.failed_sends import SessionFailedSendsFilter
 from conversations.admin.masking import PersonalDataMaskingMixin
-from conversations.labels import handoff_explanation, handoff_label, prompt_versions_lines
+from conversations.labels import (
+    handoff_explanation,
+    handoff_label,
+    prompt_versions_lines,
+    release_label,
+)
 from conversations.models import Message, Session
 from conversations.privacy.customer_data import can_request_customer_data
 from conversations.privacy.personal_data import masker_of
@@ -272,13 +277,18 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
 
     @admin.display(description=_("prompt versions"))
     def prompts(self, obj: Session) -> str:
-        """The versions the conversation keeps, per agent ("Triagem: override #12 (versão 345)");
-        one query for the override ids, none when every agent is on the built-in prompt."""
+        """The versions the conversation keeps, per agent ("Triagem: override #12 (versão 345)"),
+        and the release it pinned with them ("Publicação #3 — Março"); one query for the
+        override ids, none when every agent is on the built-in prompt, and one for the release
+        when it pinned one."""
         versions = obj.prompt_versions or {}
         if not versions:
             return str(_("Not pinned yet: the conversation's first turn pins the active prompts."))
         lines = prompt_versions_lines(versions, override_ids_of(map(str, versions.values())))
-        return format_html_join(mark_safe("<br>"), "{}: {}", lines)
+        shown = format_html_join(mark_safe("<br>"), "{}: {}", lines)
+        if obj.release is None:
+            return shown
+        return format_html("{}<br>{}", shown, release_label(obj.release.pk, obj.release.name))
 
     @admin.display(description=_("customer"), ordering="customer_name")
     def customer(self, obj: Session) -> str:

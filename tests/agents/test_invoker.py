@@ -8,6 +8,7 @@ from uuid import UUID
 
 import pytest
 
+from agents.context import PackageInfo
 from agents.guards import GUARDS_HEADING
 from agents.invoker import AgentCall, AgentInvoker, InvokerConfig
 from agents.llm import (
@@ -293,6 +294,29 @@ def test_loaded_packages_are_loaded_by_id_and_unknown_ones_are_skipped() -> None
     assert call.context_snapshot["loaded_packages"] == [
         {"package_id": "COLETA_AGUA", "version": 12},
         {"package_id": "REMOVIDO", "version": None},
+        {"package_id": "UNIDADES_ENDERECOS", "version": 11},
+    ]
+
+
+def test_loaded_packages_are_given_at_the_versions_the_session_pinned() -> None:
+    older = PackageInfo(
+        "COLETA_AGUA", "Coleta de água", "Como coletar", content="Frasco antigo.", version=5
+    )
+    kb = FakeKBSource(versions={5: older})
+    session = make_session(
+        AgentName.QUALIFICACAO,
+        loaded_packages=("COLETA_AGUA", "UNIDADES_ENDERECOS"),
+        package_versions={"COLETA_AGUA": 5, "UNIDADES_ENDERECOS": 4},
+    )
+
+    call = make_invoker(kb=kb).invoke(session=session, agent=AgentName.QUALIFICACAO)
+
+    assert kb.load_versions == [{"COLETA_AGUA": 5, "UNIDADES_ENDERECOS": 4}]
+    assert "### COLETA_AGUA — Coleta de água\nFrasco antigo." in call.reference
+    assert "Use o frasco estéril" not in call.reference
+    # Version 4 cannot be read: the active package is given.
+    assert call.context_snapshot["loaded_packages"] == [
+        {"package_id": "COLETA_AGUA", "version": 5},
         {"package_id": "UNIDADES_ENDERECOS", "version": 11},
     ]
 

@@ -14,14 +14,26 @@ from pytest_django import DjangoAssertNumQueries, Settings
 from agents.context import IntentInfo, PackageInfo, SegmentInfo
 from agents.llm import LLMCallResult, LLMRateLimitError
 from agents.parameters import ParameterSpec
-from agents.sources import CallRecord, HistoryEntry, OverrideTemplate, StrategicCompanyInfo
+from agents.sources import (
+    CallRecord,
+    HistoryEntry,
+    OverrideTemplate,
+    StrategicCompanyInfo,
+    package_versions_of,
+)
 from agents.states import AgentName
 from conversations.agent_sources import DatabaseCallRecorder, DatabaseHistorySource
 from conversations.handoff import summary_facts
 from conversations.models import Direction, LLMCall, Message, Session
 from knowledge_base.models import Intent, KBPackage, Segment, Service
 from knowledge_base.selectors import DatabaseKBSource
-from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
+from prompts_admin.models import (
+    PromptOverride,
+    Release,
+    ReleaseStatus,
+    RuntimeConfig,
+    StrategicCompany,
+)
 from prompts_admin.selectors import (
     ChosenOverridesPromptSource,
     DatabasePromptSource,
@@ -83,10 +95,16 @@ def test_catalog_lists_only_active_rows_without_package_content() -> None:
         ParameterSpec("quantidade", "Quantidade", "integer", True),
     )
     assert catalog.services["AGUA"].segment == "AMBIENTAL"
+    # Each with its latest history id: what a session's first turn pins.
+    enderecos, preparo = (
+        KBPackage.objects.get(package_id=pid).history.latest("history_id").history_id
+        for pid in ("ENDERECOS", "PREPARO")
+    )
     assert catalog.packages == {
-        "ENDERECOS": PackageInfo("ENDERECOS", "Endereços", "Onde ficamos", False, "", None),
-        "PREPARO": PackageInfo("PREPARO", "Preparo", "Preparo de exames", True, "", None),
+        "ENDERECOS": PackageInfo("ENDERECOS", "Endereços", "Onde ficamos", False, "", enderecos),
+        "PREPARO": PackageInfo("PREPARO", "Preparo", "Preparo de exames", True, "", preparo),
     }
+    assert package_versions_of(catalog.packages) == {"ENDERECOS": enderecos, "PREPARO": preparo}
 
 
 def test_catalog_is_one_query_per_table(django_assert_num_queries: DjangoAssertNumQueries) -> None:
@@ -137,6 +155,89 @@ def test_load_packages_with_no_ids_makes_no_query(
 ) -> None:
     with django_assert_num_queries(0):
         assert DatabaseKBSource().load_packages([]) == {}
+
+
+def edited(package_id: str, content: str) -> int:
+    """`package_id` saved with `content`; the history id of the version it had before."""
+    package = KBPackage.objects.get(package_id=package_id)
+    before: int = package.history.latest("history_id").history_id
+    package.content = content
+    package.save()
+    return before
+
+
+def test_a_pinned_version_is_given_after_an_edit_and_a_deactivation_in_one_query(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
+    make_catalog()
+    pinned = edited("ENDERECOS", "Rua B, 2")
+    preparo = KBPackage.objects.get(package_id="PREPARO")
+    preparo_pin = preparo.history.latest("history_id").history_id
+    preparo.is_active = False
+    preparo.save()
+
+    with django_assert_num_queries(1):
+        loaded = DatabaseKBSource().load_packages(
+            ["ENDERECOS", "PREPARO"], {"ENDERECOS": pinned, "PREPARO": preparo_pin}
+        )
+
+    assert loaded == {
+        "ENDERECOS": PackageInfo(
+            "ENDERECOS", "Endereços", "Onde ficamos", False, "Rua A, 1", pinned
+        ),
+        "PREPARO": PackageInfo(
+            "PREPARO", "Preparo", "Preparo de exames", True, "Jejum de 8 horas", preparo_pin
+        ),
+    }
+
+
+def test_a_package_with_no_readable_pinned_version_is_the_live_one_in_a_second_query(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
+    make_catalog()
+    pinned = edited("ENDERECOS", "Rua B, 2")
+    KBPackage.history.filter(history_id=pinned).delete()
+    latest = KBPackage.objects.get(package_id="ENDERECOS").history.latest("history_id").history_id
+    preparo = KBPackage.objects.get(package_id="PREPARO").history.latest("history_id").history_id
+    # PREPARO's pin is a history id of another package: not PREPARO's.
+    versions = {"ENDERECOS": pinned, "PREPARO": latest}
+
+    with django_assert_num_queries(2):
+        loaded = DatabaseKBSource().load_packages(["ENDERECOS", "PREPARO"], versions)
+
+    assert {pid: (p.content, p.version) for pid, p in loaded.items()} == {
+        "ENDERECOS": ("Rua B, 2", latest),
+        "PREPARO": ("Jejum de 8 horas", preparo),
+    }
+
+
+def test_a_package_the_session_did_not_pin_is_the_live_active_one(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
+    make_catalog()
+    latest = KBPackage.objects.get(package_id="ENDERECOS").history.latest("history_id").history_id
+
+    with django_assert_num_queries(1):
+        loaded = DatabaseKBSource().load_packages(["ENDERECOS", "RETIRADO"], {"OUTRO": 1})
+
+    assert {pid: (p.content, p.version) for pid, p in loaded.items()} == {
+        "ENDERECOS": ("Rua A, 1", latest)
+    }
+
+
+def test_live_release_is_the_published_one_in_one_query(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
+    Release.objects.create(name="Rascunho", status=ReleaseStatus.DRAFT)
+    Release.objects.create(name="Antiga", status=ReleaseStatus.SUPERSEDED)
+    with django_assert_num_queries(1):
+        assert DatabasePromptSource().live_release() is None
+
+    published = Release.objects.create(name="Março", status=ReleaseStatus.PUBLISHED)
+    Release.objects.create(name="Aprovada", status=ReleaseStatus.APPROVED)
+
+    with django_assert_num_queries(1):
+        assert DatabasePromptSource().live_release() == published.pk
 
 
 def test_active_override_with_its_latest_history_id(

@@ -1,6 +1,6 @@
 """A task reads the runtime settings, each override and the catalog once, however many hops."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from agents.context import CatalogSnapshot, PackageInfo, SegmentInfo
 from agents.sources import (
@@ -43,6 +43,10 @@ class CountingPromptSource:
         self.calls.append(f"chosen:{agent.value}")
         return None
 
+    def live_release(self) -> int | None:
+        self.calls.append("release")
+        return None
+
     def runtime(self) -> RuntimeSettings:
         self.calls.append("runtime")
         return RuntimeSettings(agent_name="Lia", company_name="Lab", business_hours={})
@@ -56,8 +60,12 @@ class CountingKBSource:
         self.calls.append("catalog")
         return CatalogSnapshot(segments={"AMBIENTAL": SegmentInfo("AMBIENTAL", "Ambiental")})
 
-    def load_packages(self, package_ids: Sequence[str]) -> dict[str, PackageInfo]:
-        self.calls.append("load:" + ",".join(package_ids))
+    def load_packages(
+        self, package_ids: Sequence[str], versions: Mapping[str, int] | None = None
+    ) -> dict[str, PackageInfo]:
+        self.calls.append(
+            "load:" + ",".join(package_ids) + (f"@{dict(versions)}" if versions else "")
+        )
         return {pid: PackageInfo(pid, pid.title(), "d", content="c") for pid in package_ids}
 
 
@@ -113,3 +121,20 @@ def test_prompt_source_reads_the_release_candidates_once() -> None:
 
     assert source.rollout_candidates() is source.rollout_candidates()
     assert inner.calls == ["candidates"]
+
+
+def test_prompt_source_reads_the_published_release_once_even_when_none_is() -> None:
+    inner = CountingPromptSource()
+    source = TaskScopedPromptSource(inner)
+
+    assert [source.live_release(), source.live_release()] == [None, None]
+    assert inner.calls == ["release"]
+
+
+def test_kb_source_passes_the_pinned_versions_through() -> None:
+    inner = CountingKBSource()
+    source = TaskScopedKBSource(inner)
+
+    source.load_packages(["COMPANY_INFO"], {"COMPANY_INFO": 41})
+
+    assert inner.calls == ["load:COMPANY_INFO@{'COMPANY_INFO': 41}"]

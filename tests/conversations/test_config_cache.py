@@ -23,7 +23,7 @@ from conversations.config_cache import (
 from conversations.turns.tasks import build_pipeline_deps
 from knowledge_base.models import Segment
 from knowledge_base.selectors import DatabaseKBSource
-from prompts_admin.models import PromptOverride, RuntimeConfig
+from prompts_admin.models import PromptOverride, Release, ReleaseStatus, RuntimeConfig
 from prompts_admin.selectors import DatabasePromptSource
 
 
@@ -212,3 +212,55 @@ def test_the_release_candidates_are_read_once_per_window(
     assert [(c.override.version, c.percent) for c in first.values()] == [(version, 20)]
     assert list(first) == [AgentName.COLETA]
     assert [c.percent for c in later.values()] == [60]
+
+
+@pytest.mark.django_db
+def test_the_published_release_is_read_once_per_window(
+    sources: tuple[CachedPromptSource, CachedKBSource],
+    clock: Clock,
+    django_assert_num_queries: Any,
+) -> None:
+    prompts, _kb = sources
+    march = Release.objects.create(name="Março", status=ReleaseStatus.PUBLISHED)
+
+    with django_assert_num_queries(1):
+        first = prompts.live_release()
+    Release.objects.filter(pk=march.pk).update(status=ReleaseStatus.SUPERSEDED)
+    april = Release.objects.create(name="Abril", status=ReleaseStatus.PUBLISHED)
+    with django_assert_num_queries(0):
+        again = prompts.live_release()
+    clock.now += 4.9
+    with django_assert_num_queries(0):
+        still = prompts.live_release()
+    clock.now += 0.1
+    with django_assert_num_queries(1):
+        later = prompts.live_release()
+
+    assert (first, again, still, later) == (march.pk, march.pk, march.pk, april.pk)
+
+
+@pytest.mark.django_db
+def test_no_published_release_is_kept_for_the_window_too(
+    sources: tuple[CachedPromptSource, CachedKBSource],
+    clock: Clock,
+    django_assert_num_queries: Any,
+) -> None:
+    prompts, _kb = sources
+
+    with django_assert_num_queries(1):
+        assert prompts.live_release() is None
+    Release.objects.create(name="Abril", status=ReleaseStatus.PUBLISHED)
+    with django_assert_num_queries(0):
+        assert prompts.live_release() is None
+
+
+@pytest.mark.django_db
+def test_pinned_package_versions_are_read_by_the_inner_source_every_time(
+    sources: tuple[CachedPromptSource, CachedKBSource], django_assert_num_queries: Any
+) -> None:
+    _prompts, kb = sources
+
+    for _ in range(2):
+        # The pinned version (none readable), then the live package: two queries each time.
+        with django_assert_num_queries(2):
+            assert kb.load_packages(["coleta-agua"], {"coleta-agua": 41}) == {}

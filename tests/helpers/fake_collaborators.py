@@ -193,11 +193,13 @@ class FakePromptSource:
         overrides: Mapping[AgentName, OverrideTemplate] | None = None,
         versions: Mapping[str, OverrideTemplate] | None = None,
         chosen: Mapping[AgentName, OverrideTemplate] | None = None,
+        release: int | None = None,
     ) -> None:
         self._runtime = runtime
         self.overrides = dict(overrides or {})
         self.versions = dict(versions or {})
         self.chosen = dict(chosen or {})
+        self.release = release
 
     def active_override(self, agent: AgentName) -> OverrideTemplate | None:
         return self.overrides.get(agent)
@@ -217,26 +219,45 @@ class FakePromptSource:
     def chosen_override(self, agent: AgentName) -> OverrideTemplate | None:
         return self.chosen.get(agent)
 
+    def live_release(self) -> int | None:
+        return self.release
+
     def runtime(self) -> RuntimeSettings:
         return self._runtime
 
 
 class FakeKBSource:
+    """`packages`: the active ones; `versions`: older ones by history id (what a pinned version
+    finds, whether or not the package is active)."""
+
     def __init__(
         self,
         catalog: CatalogSnapshot = CATALOG,
         packages: Mapping[str, PackageInfo] = PACKAGES,
+        versions: Mapping[int, PackageInfo] | None = None,
     ) -> None:
         self._catalog = catalog
         self._packages = packages
+        self._versions = dict(versions or {})
         self.load_calls: list[list[str]] = []
+        self.load_versions: list[dict[str, int]] = []
 
     def catalog(self) -> CatalogSnapshot:
         return self._catalog
 
-    def load_packages(self, package_ids: Sequence[str]) -> dict[str, PackageInfo]:
+    def load_packages(
+        self, package_ids: Sequence[str], versions: Mapping[str, int] | None = None
+    ) -> dict[str, PackageInfo]:
         self.load_calls.append(list(package_ids))
-        return {pid: self._packages[pid] for pid in package_ids if pid in self._packages}
+        self.load_versions.append(dict(versions or {}))
+        found: dict[str, PackageInfo] = {}
+        for pid in package_ids:
+            pinned = self._versions.get((versions or {}).get(pid, -1))
+            if pinned is not None and pinned.package_id == pid:
+                found[pid] = pinned
+            elif pid in self._packages:
+                found[pid] = self._packages[pid]
+        return found
 
 
 class FakeHistorySource:

@@ -9,13 +9,16 @@ import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import Group, User
 from django.contrib.messages import get_messages
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from model_bakery import baker
 
 from agents.states import SessionState
 from conversations.event_codes import EventCode
 from conversations.models import Direction, Message, Session
-from prompts_admin.models import PromptOverride
+from knowledge_base.models import KBPackage
+from prompts_admin.models import PromptOverride, Release, ReleaseStatus
 from tests import baker_recipes as recipes
 
 pytestmark = pytest.mark.django_db
@@ -103,7 +106,13 @@ def test_support_moves_the_conversation_to_the_current_prompts(
     [event] = events(session)
     assert (event.staff_user, event.json_part) == (
         support,
-        {"from": ALL_BUILTIN, "to": current, "overrides": {str(history_id): triagem.pk}},
+        {
+            "from": ALL_BUILTIN,
+            "to": current,
+            "overrides": {str(history_id): triagem.pk},
+            "release": {"from": None, "to": None},
+            "packages": {"from": {}, "to": {}},
+        },
     )
     assert [
         (e.user.username, e.action_flag, e.change_message)
@@ -159,7 +168,13 @@ def test_a_session_not_pinned_yet_is_pinned_to_the_current_prompts(support: User
         "Qualificação: ainda não fixada → prompt padrão; Coleta: ainda não fixada → prompt padrão."
         in text_of(page.content.decode())
     )
-    assert event.json_part == {"from": {}, "to": ALL_BUILTIN, "overrides": {}}
+    assert event.json_part == {
+        "from": {},
+        "to": ALL_BUILTIN,
+        "overrides": {},
+        "release": {"from": None, "to": None},
+        "packages": {"from": {}, "to": {}},
+    }
 
 
 def test_a_closed_conversation_is_refused(session: Session, support: User) -> None:
@@ -214,3 +229,150 @@ def test_a_version_whose_history_row_is_gone_is_named_by_its_number(support: Use
         "Triagem: ainda não fixada Qualificação: prompt padrão Coleta: versão 424242 (sem registro no "
         "histórico)" in text_of(page.content.decode())
     )
+
+
+# --- The knowledge: the release and the package versions ---------------------------------------
+
+
+def package(package_id: str, content: str) -> tuple[KBPackage, int]:
+    """An active package; the history id it has now."""
+    created = KBPackage.objects.create(
+        package_id=package_id, title=package_id.title(), description="d", content=content
+    )
+    return created, created.history.latest("history_id").history_id
+
+
+def edit(pkg: KBPackage, content: str) -> int:
+    pkg.content = content
+    pkg.save()
+    latest: int = pkg.history.latest("history_id").history_id
+    return latest
+
+
+def knowing(release: Release | None, packages: dict[str, int]) -> Session:
+    """A conversation with the bot that pinned the built-in prompts, `release` and `packages`."""
+    session: Session = recipes.session.make(
+        state=SessionState.QUALIFYING.value,
+        prompt_versions=ALL_BUILTIN,
+        release=release,
+        package_versions=packages,
+    )
+    return session
+
+
+def test_the_release_and_the_package_versions_move_to_the_current_ones(support: User) -> None:
+    old = Release.objects.create(name="Março", status=ReleaseStatus.SUPERSEDED)
+    new = Release.objects.create(name="Abril", status=ReleaseStatus.PUBLISHED)
+    agua, agua_first = package("COLETA_AGUA", "Frasco estéril.")
+    _, unidades = package("UNIDADES", "Rua A, 1.")
+    session = knowing(old, {"COLETA_AGUA": agua_first})
+    agua_now = edit(agua, "Frasco estéril de 500 mL.")
+    client = client_of(support)
+
+    response = update(client, session)
+
+    # The prompts did not change: the knowledge alone moves the conversation.
+    assert flash(response) == [("success", "A conversa agora usa os prompts atuais.")]
+    session.refresh_from_db()
+    assert (session.prompt_versions, session.release_id, session.package_versions) == (
+        ALL_BUILTIN,
+        new.pk,
+        {"COLETA_AGUA": agua_now, "UNIDADES": unidades},
+    )
+    [event] = events(session)
+    assert event.json_part is not None
+    assert (event.json_part["release"], event.json_part["packages"]) == (
+        {"from": old.pk, "to": new.pk},
+        {
+            "from": {"COLETA_AGUA": agua_first},
+            "to": {"COLETA_AGUA": agua_now, "UNIDADES": unidades},
+        },
+    )
+    page = text_of(
+        client.get(f"/admin/conversations/session/{session.pk}/change/").content.decode()
+    )
+    assert (
+        "Ana passou a conversa para os prompts atuais: pacotes de conhecimento: as versões "
+        "ativas agora." in page
+    )
+    assert f"Coleta: prompt padrão Lançamento #{new.pk} — Abril" in page
+
+
+def test_a_conversation_on_the_current_knowledge_already_uses_the_current_prompts(
+    support: User,
+) -> None:
+    release = Release.objects.create(name="Abril", status=ReleaseStatus.PUBLISHED)
+    _, agua = package("COLETA_AGUA", "Frasco estéril.")
+    session = knowing(release, {"COLETA_AGUA": agua})
+
+    response = update(client_of(support), session)
+
+    assert flash(response) == [("info", "A conversa já usa os prompts atuais.")]
+    assert events(session) == []
+
+
+def test_one_package_version_apart_is_enough_to_move_the_conversation(support: User) -> None:
+    release = Release.objects.create(name="Abril", status=ReleaseStatus.PUBLISHED)
+    agua, before = package("COLETA_AGUA", "Frasco estéril.")
+    after = edit(agua, "Frasco estéril de 500 mL.")
+    session = knowing(release, {"COLETA_AGUA": before})
+
+    response = update(client_of(support), session)
+
+    assert flash(response) == [("success", "A conversa agora usa os prompts atuais.")]
+    session.refresh_from_db()
+    assert (session.release_id, session.package_versions) == (release.pk, {"COLETA_AGUA": after})
+
+
+def test_a_release_no_longer_published_is_left_when_none_is(support: User) -> None:
+    old = Release.objects.create(name="Março", status=ReleaseStatus.SUPERSEDED)
+    session = recipes.session.make(
+        state=SessionState.QUALIFYING.value, prompt_versions=ALL_BUILTIN, release=old
+    )
+
+    update(client_of(support), session)
+
+    session.refresh_from_db()
+    assert (session.release_id, session.package_versions) == (None, {})
+
+
+def test_the_button_says_it_moves_the_prompts_and_the_knowledge(
+    session: Session, support: User
+) -> None:
+    page = client_of(support).get(f"/admin/conversations/session/{session.pk}/change/")
+
+    assert (
+        'title="A conversa mantém as versões dos prompts e do conhecimento do seu primeiro turno; '
+        'este botão a passa para os prompts e o conhecimento atuais.">Usar os prompts atuais'
+        in page.content.decode()
+    )
+
+
+def test_the_page_shows_no_release_line_when_the_conversation_pinned_none(
+    session: Session, support: User
+) -> None:
+    page = client_of(support).get(f"/admin/conversations/session/{session.pk}/change/")
+
+    assert "Lançamento #" not in text_of(page.content.decode())
+
+
+def test_the_release_line_costs_one_query_only_when_the_conversation_pinned_one(
+    support: User,
+) -> None:
+    release = Release.objects.create(name="Abril", status=ReleaseStatus.PUBLISHED)
+    without = recipes.session.make(prompt_versions=ALL_BUILTIN)
+    with_release = recipes.session.make(
+        prompt_versions=ALL_BUILTIN,
+        release=release,
+        instance=without.instance,
+        customer_phone="5511977776666",
+    )
+    client = client_of(support)
+    client.get(f"/admin/conversations/session/{without.pk}/change/")  # warm the caches
+    counts = []
+    for session in (without, with_release):
+        with CaptureQueriesContext(connection) as queries:
+            client.get(f"/admin/conversations/session/{session.pk}/change/")
+        counts.append(len(queries))
+
+    assert counts[1] - counts[0] == 1

@@ -240,12 +240,13 @@ def test_an_unexpected_error_releases_the_lease_and_keeps_the_message_pending(
 # session with its instance (1), the commit (5: lock the session, look for newer messages, update
 # the session, insert the messages, mark the turn's messages processed), and the drain (3: pending
 # again, release, look once more). Each agent call: the history (1) and its LLMCall (1), and its
-# prompt: a session's first turn reads every agent's active override once and the candidates of a
-# gradual release once (1 + 1, the versions it pins, which its calls then use with no other read);
-# a later turn reads the pinned version of an
-# override (1 per agent called), and nothing for a pinned built-in prompt.
+# prompt: a session's first turn reads every agent's active override once, the candidates of a
+# gradual release once and the published release once (1 + 1 + 1, what it pins, which its calls
+# then use with no other read; the packages' versions it pins come with the catalog); a later turn
+# reads the pinned version of an override (1 per agent called), and nothing for a pinned built-in
+# prompt.
 SHARED_READS = 2 + 4
-PIN_READ = 1 + 1
+PIN_READ = 1 + 1 + 1
 
 
 PIPELINE_QUERIES = 1 + 1 + 1 + 5 + 3
@@ -266,7 +267,7 @@ def test_a_respond_turn_runs_a_fixed_number_of_queries(instance: Instance, captu
 
     sql = _queries_of_one_run(session, run, capture)
 
-    assert len(sql) == PIPELINE_QUERIES + SHARED_READS + PIN_READ + AGENT_CALL_QUERIES == 21
+    assert len(sql) == PIPELINE_QUERIES + SHARED_READS + PIN_READ + AGENT_CALL_QUERIES == 22
     assert len(outbound(session)) == 1
 
 
@@ -302,6 +303,6 @@ def test_a_routing_turn_adds_only_the_second_agent_call(instance: Instance, capt
 
     # Three messages in the turn cost no more than one; the routing event shares the insert; the
     # second agent's prompt is the version pinned with the first's (no read).
-    assert len(sql) == PIPELINE_QUERIES + SHARED_READS + PIN_READ + 2 * AGENT_CALL_QUERIES == 23
+    assert len(sql) == PIPELINE_QUERIES + SHARED_READS + PIN_READ + 2 * AGENT_CALL_QUERIES == 24
     assert len(outbound(session)) == 1
     assert events(session) == [("state_changed", "to_qualification")]
