@@ -332,8 +332,10 @@ def persona_play(
     client: RunClient,
     cost_left: Decimal,
     persona_model: str,
+    release: Release | None = None,
 ) -> Played:
     """Play `persona`'s conversation on a new simulated session (see the module docstring).
+    A run of `release` pins its knowledge package versions too.
     `cost_left`: what the run may still spend; the conversation stops before the customer's
     next message once its calls have spent it."""
     phone = persona_phone(result_id)
@@ -372,7 +374,9 @@ def persona_play(
             # The run's versions, pinned before the first turn reads them (it pins only an
             # unpinned session).
             Session.objects.filter(pk=delivered.session_id, is_simulated=True).update(
-                prompt_versions=dict(pin)
+                prompt_versions=dict(pin),
+                release=release,
+                package_versions=dict(release.packages) if release is not None else {},
             )
         played.turns += 1
         transcript.append(Bubble("customer", text, tap=tap is not None))
@@ -553,7 +557,7 @@ def persona_run_execute(
     is left as it is, so the task is safe to retry. `deadline_errors` (the task's soft time
     limit) end it FAILED with the results so far."""
     deps = deps or ReplayDeps.from_settings()
-    run = PersonaRun.objects.select_related("override").get(pk=run_id)
+    run = PersonaRun.objects.select_related("override", "release").get(pk=run_id)
     if run.status != ReplayStatus.QUEUED:
         return run
     refusal = persona_refusal()
@@ -614,6 +618,7 @@ def _execute(run: PersonaRun, deps: ReplayDeps, totals: _Totals) -> tuple[Replay
             client=client,
             cost_left=deps.max_cost_usd - totals.cost_usd,
             persona_model=persona_model,
+            release=run.release,
         )
         _result_write(run, result, persona, played, totals, persona_model=persona_model)
         if played.outcome == PersonaOutcome.COST_CAP:

@@ -8,8 +8,10 @@ import json
 import pytest
 from django.core.management.base import CommandError
 
+from conversations.models import Session
 from governance.models import PersonaRun
 from governance.releases_admin import persona_report
+from knowledge_base.models import KBPackage
 from prompts_admin.models import Release
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.simulator import personas_script as script
@@ -17,9 +19,15 @@ from tests.simulator.test_personas import draft, farmer, simulate, world  # noqa
 
 
 def release_of(content: str) -> Release:
-    """A draft release with a collection draft of `content` and the built-in triage and
-    qualification prompts."""
+    """A draft release with a collection draft of `content`, the built-in triage and
+    qualification prompts, and a package's first version (edited since)."""
     collection = draft(content)
+    package = KBPackage.objects.create(
+        package_id="POTABILIDADE", title="Potabilidade", description="Água", content="v1"
+    )
+    first = package.history.latest().history_id
+    package.content = "v2"
+    package.save()
     return Release.objects.create(
         name="Março",
         prompts={
@@ -27,7 +35,7 @@ def release_of(content: str) -> Release:
             "qualificacao": None,
             "coleta": collection.history.latest().history_id,
         },
-        packages={},
+        packages={"POTABILIDADE": first},
     )
 
 
@@ -56,6 +64,11 @@ def test_a_release_is_played_with_its_prompt_versions_and_shown_on_its_page(
         "coleta": f"override:{release.prompts['coleta']}",
     }
     assert persona_report(release) == run
+    session = Session.objects.get()
+    assert (session.release, session.package_versions) == (
+        release,
+        {"POTABILIDADE": release.packages["POTABILIDADE"]},
+    )
     # The release's draft reached the collection agent.
     collection = [r for r in world.requests if r["model"] == script.COLLECTION_MODEL]
     assert collection[0]["instructions"].startswith("RASCUNHO BOM da coleta de Lia")
