@@ -34,6 +34,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -546,7 +547,7 @@ def persona_run_submit(
     token = str(form_token)
     with transaction.atomic():
         if getattr(user, "is_authenticated", False):
-            type(user).objects.select_for_update().filter(pk=user.pk).exists()
+            list(get_user_model().objects.select_for_update().filter(pk=user.pk).values("pk"))
         return submit_once(
             lambda: PersonaRun.objects.filter(task_id=token).first(),
             lambda: persona_run_start(
