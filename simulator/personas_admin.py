@@ -13,6 +13,7 @@
 Views parse the request and call one use case (`simulator.personas`).
 """
 
+from dataclasses import replace
 from typing import Any
 
 from django import forms
@@ -26,6 +27,7 @@ from django.utils.translation import gettext, gettext_lazy
 
 from agents.masking import Masker
 from compat.django_private import unquote
+from conversations.labels import agent_label
 from conversations.privacy.personal_data import can_view_personal_data, session_masker
 from governance.forms import LinesField
 from governance.models import Persona, PersonaResult, PersonaRun
@@ -78,10 +80,15 @@ class PersonaForm(ChangeReasonForm[Persona]):
 @admin.register(Persona)
 class PersonaAdmin(VersionedAdmin[Persona]):
     form = PersonaForm
-    list_display = ("title", "goal", "expected_service", "max_turns", "is_active", "updated_at")
+    list_display = ("title", "goal", "expected_service", "turn_limit", "is_active", "updated_at")
     list_filter = ("goal", "is_active")
     search_fields = ("title", "description")
     change_list_template = "admin/governance/persona/change_list.html"
+
+    # The field's own name is a sentence, too wide for a column.
+    @admin.display(description=gettext_lazy("message limit"), ordering="max_turns")
+    def turn_limit(self, obj: Persona) -> int:
+        return obj.max_turns
 
 
 class PersonaStartForm(forms.Form):
@@ -212,12 +219,20 @@ def target_label(override: PromptOverride | None) -> str:
 
 
 def shown_transcript(result: PersonaResult, *, mask: bool) -> list[Bubble]:
-    """The result's bubbles as the viewer may read them."""
+    """The result's bubbles as the viewer may read them, each bot message with its agent's
+    name."""
     bubbles = [Bubble.from_json(row) for row in result.transcript]
-    if not mask:
-        return bubbles
-    masker = session_masker(result.session) if result.session is not None else Masker()
-    return [Bubble(b.who, masker.text(b.text), b.code, b.agent, b.options, b.tap) for b in bubbles]
+    masker = None
+    if mask:
+        masker = session_masker(result.session) if result.session is not None else Masker()
+    return [
+        replace(
+            b,
+            text=masker.text(b.text) if masker is not None else b.text,
+            agent=agent_label(b.agent) if b.agent else "",
+        )
+        for b in bubbles
+    ]
 
 
 @admin.register(PersonaResult)

@@ -43,11 +43,8 @@ CUSTOMER = "Maria Souza"
 @pytest.fixture(autouse=True)
 def priced_models(settings: Settings) -> None:
     """Every model a run may call has a listed price, so a start is not refused for it."""
-    settings.OPENAI_MODEL_PERSONA = script.PERSONA_MODEL
-    settings.OPENAI_MODEL_TRIAGE = script.TRIAGE_MODEL
-    settings.OPENAI_MODEL_QUALIFICATION = script.QUALIFICATION_MODEL
-    settings.OPENAI_MODEL_COLLECTION = script.COLLECTION_MODEL
-    settings.OPENAI_MODEL_SUMMARY = script.SUMMARY_MODEL
+    for name, model in script.MODEL_SETTINGS.items():
+        setattr(settings, name, model)
 
 
 def persona(title: str = "Produtor rural", **fields: Any) -> Persona:
