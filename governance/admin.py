@@ -68,6 +68,7 @@ from governance.replay import (
 from governance.run_admin import (
     RunAdmin,
     admin_page,
+    int_or_404,
     new_form_token,
     progress_fields,
 )
@@ -220,7 +221,7 @@ class ReplayRunAdmin(RunAdmin[ReplayRun]):
         if not self.may_start(request):
             raise PermissionDenied
         params = request.POST if request.method == "POST" else request.GET
-        override = get_object_or_404(PromptOverride, pk=_int_or_404(params.get("override")))
+        override = get_object_or_404(PromptOverride, pk=int_or_404(params.get("override")))
         # GET with filters counts what they select; POST starts the run.
         form = ReplayStartForm(params if "count" in params or request.method == "POST" else None)
         matching: int | None = None
@@ -260,14 +261,6 @@ class ReplayRunAdmin(RunAdmin[ReplayRun]):
             started=gettext("Replay started."),
             again=gettext("This replay was started already."),
         )
-
-
-def _int_or_404(value: str | None) -> int:
-    # ASCII digits only: isdigit() alone lets "²" through, which int() refuses.
-    text = (value or "").strip()
-    if not (text.isascii() and text.isdigit()):
-        raise Http404
-    return int(text)
 
 
 # --- Prompt test cases --------------------------------------------------------------------------
@@ -544,7 +537,7 @@ class PromptTestRunAdmin(admin.ModelAdmin[PromptTestRun]):
         """GET: how many active cases the override's agent has; POST: run them."""
         if not request.user.has_perm("governance.add_prompttestrun"):
             raise PermissionDenied
-        override = get_object_or_404(PromptOverride, pk=_int_or_404(request.GET.get("override")))
+        override = get_object_or_404(PromptOverride, pk=int_or_404(request.GET.get("override")))
         if request.method == "POST":
             prompt_tests_enqueue(override_id=override.pk, user_id=request.user.pk)
             self.message_user(
@@ -587,7 +580,7 @@ class GovernedLLMCallAdmin(LLMCallAdmin):
         extra = dict(extra_context or {})
         if request.user.has_perm(ADD_CASE):
             call = (
-                LLMCall.objects.filter(pk=_int_or_404(unquote(object_id)))
+                LLMCall.objects.filter(pk=int_or_404(unquote(object_id)))
                 .only("purpose", "agent", "context_snapshot")
                 .first()
             )

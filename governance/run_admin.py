@@ -1,13 +1,14 @@
 """What the admin pages of a run share, a replay's and a run of simulated customers'
 (`governance.admin.ReplayRunAdmin`, `simulator.personas_admin.PersonaRunAdmin`).
 
-- `RunAdmin`: runs are started from their start page, never added, edited or deleted as rows;
+- `RunAdmin`: runs are started from their start page, never added, edited or deleted as rows
+  (`ReadOnlyRowsAdmin`, their results' admins too);
   ``<id>/change/`` is the run's page (`run_page`) and ``<id>/progress/`` its progress as JSON,
   which replay_progress.js polls while the run is not finished (the keys of `progress_fields`).
 - the start form's one-time token (`new_form_token` in the page, `RunAdmin.start_submitted`
   for the POST): a second submit of the same form finds the run the first started
   (`governance.replay.submit_once`) instead of starting another.
-- `admin_page`: the context every page of these admins starts from.
+- `admin_page`: the context every page of these admins starts from; `int_or_404` reads an id.
 """
 
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from uuid import UUID, uuid4
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Model
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -24,6 +26,7 @@ from django.utils.translation import gettext
 from compat.django_private import unquote
 from governance.models import ModelRun
 
+ModelT = TypeVar("ModelT", bound=Model)
 RunT = TypeVar("RunT", bound=ModelRun)
 
 
@@ -65,6 +68,15 @@ def admin_page(
     )
 
 
+def int_or_404(value: str | None) -> int:
+    """An id from the URL or the query string; 404 unless it is a whole number."""
+    # ASCII digits only: isdigit() alone lets "²" through, which int() refuses.
+    text = (value or "").strip()
+    if not (text.isascii() and text.isdigit()):
+        raise Http404
+    return int(text)
+
+
 def new_form_token() -> str:
     """The token a start page renders in its form (a hidden ``form_token``)."""
     return str(uuid4())
@@ -84,7 +96,20 @@ def posted_form_token(model_admin: "admin.ModelAdmin[Any]", request: HttpRequest
         return None
 
 
-class RunAdmin(admin.ModelAdmin[RunT]):
+class ReadOnlyRowsAdmin(admin.ModelAdmin[ModelT]):
+    """Rows their run writes: never added, edited or deleted in the admin."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ModelT | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: ModelT | None = None) -> bool:
+        return False
+
+
+class RunAdmin(ReadOnlyRowsAdmin[RunT]):
     """A kind of run in the admin: read-only rows, the run's page and its progress."""
 
     run_template: str
@@ -100,15 +125,6 @@ class RunAdmin(admin.ModelAdmin[RunT]):
 
     def start_view(self, request: HttpRequest) -> HttpResponse:
         raise NotImplementedError
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: RunT | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: RunT | None = None) -> bool:
-        return False
 
     def get_urls(self) -> list[URLPattern]:
         wrap = self.admin_site.admin_view

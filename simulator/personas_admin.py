@@ -4,9 +4,11 @@
   list's "Simular clientes" button opens the start page.
 - ``personarun/start/[?override=<id>]`` (``add_personarun``): which personas to play, against
   the prompt personalizado (the override's page links here) or the prompts in use; the button
-  stores a queued run and enqueues its task on the replays queue.
-- ``personarun/<id>/change/``: the run read-only, its progress polled as a replay's
-  (replay_progress.js on ``<id>/progress/``), one row per persona linking to its result.
+  stores a queued run and enqueues its task on the replays queue, once per form (its one-time
+  token: a second submit lands on the run the first started).
+- ``personarun/<id>/change/``: the run read-only on the runs' shared page
+  (`governance.run_admin.RunAdmin`), its progress polled as a replay's (replay_progress.js on
+  ``<id>/progress/``), one row per persona linking to its result.
 - ``personaresult/<id>/change/``: the conversation as bubbles, customer and bot, with the bot's
   codes; masked for staff without `conversations.view_personal_data`.
 
@@ -21,7 +23,7 @@ from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext, gettext_lazy
 
@@ -32,8 +34,10 @@ from conversations.privacy.personal_data import can_view_personal_data, session_
 from governance.forms import LinesField
 from governance.models import Persona, PersonaResult, PersonaRun
 from governance.run_admin import (
+    ReadOnlyRowsAdmin,
     RunAdmin,
     admin_page,
+    int_or_404,
     new_form_token,
     progress_fields,
 )
@@ -159,10 +163,7 @@ class PersonaRunAdmin(RunAdmin[PersonaRun]):
         params = request.POST if request.method == "POST" else request.GET
         override = None
         if params.get("override"):
-            override_id = params.get("override", "")
-            if not (override_id.isascii() and override_id.isdigit()):
-                raise Http404
-            override = get_object_or_404(PromptOverride, pk=int(override_id))
+            override = get_object_or_404(PromptOverride, pk=int_or_404(params.get("override")))
         if request.method == "POST":
             form = PersonaStartForm(request.POST)
             if form.is_valid():
@@ -236,21 +237,11 @@ def shown_transcript(result: PersonaResult, *, mask: bool) -> list[Bubble]:
 
 
 @admin.register(PersonaResult)
-class PersonaResultAdmin(admin.ModelAdmin[PersonaResult]):
+class PersonaResultAdmin(ReadOnlyRowsAdmin[PersonaResult]):
     list_display = ("id", "run", "title", "reached", "outcome", "turns", "cost_usd")
     list_filter = ("reached", "outcome")
     list_select_related = ("run",)
     transcript_template = "admin/governance/personaresult/transcript.html"
-
-    # Results are written by their run, never added, edited or deleted as rows.
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: PersonaResult | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: PersonaResult | None = None) -> bool:
-        return False
 
     def change_view(
         self,
@@ -261,15 +252,10 @@ class PersonaResultAdmin(admin.ModelAdmin[PersonaResult]):
     ) -> HttpResponse:
         if not self.has_view_permission(request) or request.method != "GET":
             raise PermissionDenied
-        result = (
-            PersonaResult.objects.select_related("run", "session__instance")
-            .filter(pk=unquote(object_id))
-            .first()
-            if unquote(object_id).isdigit()
-            else None
+        result = get_object_or_404(
+            PersonaResult.objects.select_related("run", "session__instance"),
+            pk=int_or_404(unquote(object_id)),
         )
-        if result is None:
-            raise Http404
         mask = not can_view_personal_data(request.user)
         return admin_page(
             self,

@@ -21,11 +21,7 @@ PERSONA_QUERIES = {"sqlite": 248, "postgresql": 199}
 def test_two_personas_reach_their_request_with_the_same_queries_each(
     settings: Settings, openai_settings: FakeOpenAIServer
 ) -> None:
-    for name, model in script.MODEL_SETTINGS.items():
-        setattr(settings, name, model)
-    settings.REPLAY_MAX_COST_USD = 1.0
-    script.catalog_create()
-    openai_settings.answer_with(script.answer)
+    script.world_prepare(settings, openai_settings)
     override = PromptOverride.objects.create(agent="coleta", content=script.GOOD_DRAFT)
 
     figures = run_measure(

@@ -75,6 +75,17 @@ def catalog_create() -> None:
     recipes.instance.make()
 
 
+def world_prepare(settings: Any, model: Any) -> None:
+    """The tests' world: one model per caller (`settings`: pytest-django's fixture), a cost cap
+    of 1 USD, the catalog (`catalog_create`), and the fake OpenAI server `model` answering
+    with this script."""
+    for name, value in MODEL_SETTINGS.items():
+        setattr(settings, name, value)
+    settings.REPLAY_MAX_COST_USD = 1.0
+    catalog_create()
+    model.answer_with(answer)
+
+
 def _last(body: dict[str, Any], role: str) -> str:
     texts = [str(i.get("content")) for i in history_of(body) if i.get("role") == role]
     return texts[-1] if texts else ""

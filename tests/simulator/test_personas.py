@@ -82,11 +82,7 @@ def world(
     transactional_db: None, settings: Settings, openai_settings: FakeOpenAIServer
 ) -> FakeOpenAIServer:
     """The catalog, the demo instance, one model per caller and the scripted model."""
-    for name, model in script.MODEL_SETTINGS.items():
-        setattr(settings, name, model)
-    settings.REPLAY_MAX_COST_USD = 1.0
-    script.catalog_create()
-    openai_settings.answer_with(script.answer)
+    script.world_prepare(settings, openai_settings)
     return openai_settings
 
 

@@ -232,6 +232,23 @@ def test_a_missing_run_or_result_is_not_found(prompt_editor_client: Client) -> N
         prompt_editor_client.get("/admin/governance/personaresult/999/change/").status_code == 404
     )
     assert prompt_editor_client.get("/admin/governance/personaresult/x/change/").status_code == 404
+    assert prompt_editor_client.get("/admin/governance/personaresult/²/change/").status_code == 404
+
+
+def test_a_start_with_an_empty_override_plays_against_the_prompts_in_use(
+    prompt_editor_client: Client,
+) -> None:
+    response = prompt_editor_client.get(f"{START}?override=")
+
+    assert response.status_code == 200
+    assert response.context["override"] is None
+    assert response.context["target"] == (
+        "os prompts em uso (o prompt personalizado ativo de cada agente, ou o prompt padrão)"
+    )
+
+
+def test_a_start_against_a_missing_override_is_not_found(prompt_editor_client: Client) -> None:
+    assert prompt_editor_client.get(f"{START}?override=999").status_code == 404
 
 
 # --- Start: one run per form ----------------------------------------------------------------------

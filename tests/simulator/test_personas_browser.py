@@ -18,7 +18,7 @@ from pytest_django.live_server_helper import LiveServer
 from governance.models import Persona, PersonaGoal, PersonaResult, PersonaRun, ReplayStatus
 from prompts_admin.models import PromptOverride
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.helpers.browser import PASSWORD, VIEWPORT, browser_staff
+from tests.helpers.browser import VIEWPORT, admin_login, browser_staff
 from tests.simulator import personas_script as script
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -41,10 +41,7 @@ def test_an_editor_simulates_customers_against_a_draft_and_reads_a_conversation(
     settings: Settings,
     openai_settings: FakeOpenAIServer,
 ) -> None:
-    for name, model in script.MODEL_SETTINGS.items():
-        setattr(settings, name, model)
-    script.catalog_create()
-    openai_settings.answer_with(script.answer)
+    script.world_prepare(settings, openai_settings)
     Persona.objects.create(
         title="Produtor rural",
         description=script.FARMER,
@@ -59,11 +56,7 @@ def test_an_editor_simulates_customers_against_a_draft_and_reads_a_conversation(
     override = PromptOverride.objects.create(agent="coleta", content=script.GOOD_DRAFT)
     browser_staff("bia", *EDITOR)
     page = browser_page
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-    page.fill("#id_username", "bia")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{live_server.url}/admin/")
+    admin_login(page, live_server.url, "bia", "/admin/")
 
     page.click("#personas-link")
     page.wait_for_selector("#result_list")
