@@ -7,12 +7,15 @@ Nothing here plays a conversation: a start's task is enqueued after the commit, 
 tests capture without running (tests/simulator/test_personas.py plays them)."""
 
 import re
+import threading
 from decimal import Decimal
 from typing import Any
+from uuid import uuid4
 
 import pytest
 from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from model_bakery import baker
@@ -28,6 +31,7 @@ from governance.models import (
     ReplayStatus,
 )
 from prompts_admin.models import PromptOverride
+from simulator.personas import persona_run_submit
 from tests.helpers.recorded_calls import conversation, draft
 from tests.helpers.staff import logged_in, staff_member
 from tests.simulator import personas_script as script
@@ -305,6 +309,37 @@ def test_a_second_submit_of_the_same_form_starts_no_second_run(
         "Teste com clientes simulados iniciado.",
         "Este teste com clientes simulados já foi iniciado.",
     ]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_same_form_submitted_twice_at_once_starts_one_run(instance: Instance) -> None:
+    """Two requests of one double click, each in a thread with its own connection: the
+    starter's row lock makes the second look the token up after the first committed."""
+    user = staff_member()
+    person = persona()
+    token = uuid4()
+    barrier = threading.Barrier(2)
+    created: list[bool] = []
+
+    def submit() -> None:
+        try:
+            barrier.wait()
+            _run, new = persona_run_submit(
+                override=None, persona_ids=[person.pk], user=user, form_token=token
+            )
+            created.append(new)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=submit) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(created) == [False, True]
+    assert list(PersonaRun.objects.values_list("task_id", flat=True)) == [str(token)]
 
 
 def test_two_forms_start_two_runs(
