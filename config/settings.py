@@ -441,6 +441,9 @@ ACTIVATION_GATE_MAX_CONTRACT_ERROR_PCT = env.float(
 # (agents.rollout.candidate_worse, governance/rollout_pause.py).
 ROLLOUT_PAUSE_MARGIN = env.float("ROLLOUT_PAUSE_MARGIN", default=5.0)
 ROLLOUT_PAUSE_MIN_CONVERSATIONS = env.int("ROLLOUT_PAUSE_MIN_CONVERSATIONS", default=30)
+# A release is published only after another user with the approval permission approved it
+# (prompts_admin.releases).
+PROMPT_APPROVAL_REQUIRED = env.bool("PROMPT_APPROVAL_REQUIRED", default=False)
 
 # --- WhatsApp Cloud API ---
 WHATSAPP_VERIFY_TOKEN = env.str("WHATSAPP_VERIFY_TOKEN", default="")

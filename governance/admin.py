@@ -589,3 +589,6 @@ class GovernedLLMCallAdmin(LLMCallAdmin):
                     "admin:governance_prompttestcase_from_call", args=[call.pk]
                 )
         return super().change_view(request, object_id, form_url, extra)
+
+
+import governance.releases_admin  # noqa: E402, F401 (registers the releases' admin)

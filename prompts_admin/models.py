@@ -300,6 +300,86 @@ def validate_phone_lines(value: str) -> None:
         )
 
 
+class ReleaseStatus(models.TextChoices):
+    DRAFT = "draft", _("draft")
+    # Waiting for another editor's approval (PROMPT_APPROVAL_REQUIRED).
+    PROPOSED = "proposed", _("awaiting approval")
+    APPROVED = "approved", _("approved")
+    PUBLISHED = "published", _("published")
+    # Was published; a later release (or a rollback) replaced it.
+    SUPERSEDED = "superseded", _("replaced")
+
+
+# A release can be changed, proposed, approved or published only in these statuses.
+RELEASE_EDITABLE_STATUSES = (ReleaseStatus.DRAFT,)
+
+
+class Release(models.Model):
+    """One version of each agent's prompt and of each knowledge package, published together
+    (docs/decisions/0060): publishing activates all of it in one transaction.
+
+    `prompts` is {agent value: history id of the override version, or null for the built-in
+    prompt}; `packages` is {package id: history id of the package version}. Both are frozen once
+    the release leaves the draft.
+    """
+
+    name = models.CharField(_("name"), max_length=120)
+    note = models.TextField(
+        _("what changes and why"), blank=True, validators=[MaxLengthValidator(MAX_NOTES_CHARS)]
+    )
+    prompts = models.JSONField(_("prompt versions"), default=dict, blank=True)
+    packages = models.JSONField(_("knowledge package versions"), default=dict, blank=True)
+    status = models.CharField(
+        _("status"), max_length=16, choices=ReleaseStatus.choices, default=ReleaseStatus.DRAFT
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("proposed by"),
+    )
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("approved by"),
+    )
+    approved_at = models.DateTimeField(_("approved at"), null=True, blank=True)
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("published by"),
+    )
+    published_at = models.DateTimeField(_("published at"), null=True, blank=True)
+    history = HistoricalRecords(history_change_reason_field=models.TextField(null=True))
+    _change_reason: str
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name = _("release")
+        verbose_name_plural = _("releases")
+        permissions = [("approve_release", _("Can approve another editor's release"))]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["status"],
+                condition=models.Q(status="published"),
+                name="release_one_published",
+                violation_error_message=_("Another release is already published."),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk or '-'} {self.name}"
+
+
 class StrategicCompany(models.Model):
     """A customer company whose contacts always go straight to a human."""
 

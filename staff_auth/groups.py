@@ -11,10 +11,13 @@ from django.utils.translation import gettext, gettext_noop
 
 SUPPORT = "Support"
 PROMPT_EDITORS = "Prompt editors"
+# Approve another editor's release (prompts_admin/migrations/0007_release_permissions.py).
+PROMPT_APPROVERS = "Prompt approvers"
 # Stored name -> msgid (the same text: the stored name is the msgid).
 _DISPLAY_NAMES: Mapping[str, str] = {
     SUPPORT: gettext_noop("Support"),
     PROMPT_EDITORS: gettext_noop("Prompt editors"),
+    PROMPT_APPROVERS: gettext_noop("Prompt approvers"),
 }
 
 

@@ -194,7 +194,7 @@ def test_every_variable_settings_reads_is_documented() -> None:
     configuration = operations.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
     example = (ROOT / ".env.example").read_text()
 
-    assert len(variables) == 91
+    assert len(variables) == 92
     assert [v for v in variables if f"`{v}`" not in configuration] == []
     assert [v for v in variables if v not in example] == []
 

@@ -54,7 +54,12 @@ EXPECTED_PERMISSIONS = {
         "governance.add_personarun",
         "governance.view_personarun",
         "governance.view_personaresult",
+        "prompts_admin.add_release",
+        "prompts_admin.change_release",
+        "prompts_admin.view_release",
     },
+    # They approve another editor's release; they change nothing.
+    "Prompt approvers": {"prompts_admin.approve_release", "prompts_admin.view_release"},
     "Support": CONVERSATION_VIEWS
     | {
         "conversations.view_personal_data",
@@ -203,7 +208,7 @@ def _every_admin_url() -> list[str]:
 
 def test_anonymous_users_are_sent_to_login_from_every_admin_url(client: Client) -> None:
     urls = _every_admin_url()
-    assert len(urls) == 1 + 4 * 20 + 2 * 9
+    assert len(urls) == 1 + 4 * 21 + 2 * 10
     for url in urls:
         response = client.get(url)
         assert (response.status_code, response.headers.get("Location")) == (

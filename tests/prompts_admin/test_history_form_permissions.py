@@ -15,7 +15,7 @@ from model_bakery import baker
 
 from governance.models import Persona
 from knowledge_base.models import Intent, KBPackage, Segment, Service
-from prompts_admin.models import PromptOverride, RuntimeConfig, StrategicCompany
+from prompts_admin.models import PromptOverride, Release, RuntimeConfig, StrategicCompany
 from support.models import Label, QuickReply
 from tests.helpers.staff import logged_in, staff_member
 from versioning.admin import ModelT, VersionedAdmin, history_of
@@ -59,6 +59,7 @@ VERSIONED: dict[type[Model], tuple[Callable[[], Model], str]] = {
         lambda: baker.make(Persona, title="Produtor rural", description="Quer um orçamento."),
         "description",
     ),
+    Release: (lambda: baker.make(Release, name="Março", prompts={}, packages={}), "name"),
 }
 MODEL_IDS = [model.__name__ for model in VERSIONED]
 
@@ -116,15 +117,17 @@ def change_permission(model: type[Model]) -> str:
 # Every (versioned model, staff group) whose group lacks the change permission on the model: the
 # catalog and the prompts are the prompt editors', quick replies and labels Support's.
 SUPPORT_TOOLS = (QuickReply, Label)
+# The Prompt approvers approve releases and change nothing.
 GROUPS_WITHOUT_CHANGE = [
     (model, "Prompt editors" if model in SUPPORT_TOOLS else "Support") for model in VERSIONED
-]
+] + [(model, "Prompt approvers") for model in VERSIONED]
 GROUPS_WITH_CHANGE = [
     (model, "Support" if model in SUPPORT_TOOLS else "Prompt editors") for model in VERSIONED
 ]
 # A Support member reverts only their own quick reply, not the shared one made here
 # (tests/support/test_quick_replies.py).
-REVERTING_GROUPS = [(m, g) for m, g in GROUPS_WITH_CHANGE if m is not QuickReply]
+# A release moves only by its steps (publish, approve): its versions are never written back.
+REVERTING_GROUPS = [(m, g) for m, g in GROUPS_WITH_CHANGE if m not in (QuickReply, Release)]
 
 
 def test_the_tables_cover_every_versioned_admin_and_every_group() -> None:

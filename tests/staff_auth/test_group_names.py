@@ -13,18 +13,25 @@ pytestmark = pytest.mark.django_db
 
 
 def test_the_project_groups_have_pt_br_display_names_and_others_their_own() -> None:
-    assert [group_display_name(n) for n in ("Support", "Prompt editors", "Auditoria")] == [
+    names = ("Support", "Prompt editors", "Prompt approvers", "Auditoria")
+    assert [group_display_name(n) for n in names] == [
         "Suporte",
         "Editores de prompt",
+        "Aprovadores de prompt",
         "Auditoria",
     ]
-    assert sorted(Group.objects.values_list("name", flat=True)) == ["Prompt editors", "Support"]
+    assert sorted(Group.objects.values_list("name", flat=True)) == [
+        "Prompt approvers",
+        "Prompt editors",
+        "Support",
+    ]
 
 
 def test_the_group_list_shows_the_display_names(admin_client: Client) -> None:
     page = admin_client.get("/admin/auth/group/").content.decode()
 
     assert sorted(re.findall(r'<a href="/admin/auth/group/\d+/change/">([^<]+)</a>', page)) == [
+        "Aprovadores de prompt",
         "Editores de prompt",
         "Suporte",
     ]

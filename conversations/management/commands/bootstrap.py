@@ -52,6 +52,7 @@ class Command(BaseCommand):
             "token.\n"
             "2. At Meta, point the app's webhook to https://<your host>/webhooks/whatsapp/ with "
             "WHATSAPP_VERIFY_TOKEN, subscribed to `messages`.\n"
-            "3. Put staff in the Support and Prompt editors groups; forgotten password: "
+            "3. Put staff in the Support and Prompt editors groups (Prompt approvers approve "
+            "releases); forgotten password: "
             "`python manage.py changepassword <username>`."
         )

@@ -1,0 +1,331 @@
+"""The releases' admin (docs/decisions/0060): the add form prefilled with what is live, the
+release's page with what publishing changes (diffs, replay, test suite, persona run), and the
+steps — publish, send for approval, approve (another user), back to the previous release."""
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.test import Client
+from model_bakery import baker
+from pytest_django import DjangoAssertNumQueries, Settings
+
+from governance.models import PersonaRun, ReplayRun, ReplayStatus
+from knowledge_base.models import KBPackage
+from prompts_admin.models import PromptOverride, Release, prompt_content_hash
+from tests.helpers.staff import PROMPT_EDITORS, logged_in, staff_member
+
+pytestmark = pytest.mark.django_db
+
+BASE = "/admin/prompts_admin/release/"
+OLD = "Triagem antiga de {{ agent_name }}."
+NEW = "Triagem nova de {{ agent_name }}.\nPergunte o município."
+PACKAGE = "Potabilidade: 2 frascos de 500 mL."
+PROMPT_APPROVERS = "Prompt approvers"
+
+
+def latest(model: Any, pk: int) -> int:
+    history_id: int = model.history.filter(id=pk).order_by("-history_id")[0].history_id
+    return history_id
+
+
+@pytest.fixture
+def live() -> tuple[PromptOverride, PromptOverride, KBPackage]:
+    active = PromptOverride.objects.create(agent="triagem", content=OLD, is_active=True)
+    draft = PromptOverride.objects.create(agent="triagem", content=NEW, note="município")
+    package = KBPackage.objects.create(
+        package_id="POTABILIDADE", title="Potabilidade", description="Água", content=PACKAGE
+    )
+    return active, draft, package
+
+
+def texts(response: Any) -> list[str]:
+    """The messages the page a step redirected to showed (each step is followed, so every
+    message is shown, and consumed, once)."""
+    assert response.redirect_chain, "a step redirects to a page"
+    return [str(m) for m in response.context["messages"]]
+
+
+def release_form(draft: PromptOverride, package: KBPackage, **fields: str) -> dict[str, str]:
+    data = {
+        "name": "Março",
+        "note": "Pergunta o município",
+        "prompt_triagem": str(latest(PromptOverride, draft.pk)),
+        "prompt_qualificacao": "",
+        "prompt_coleta": "",
+        "package_POTABILIDADE": str(latest(KBPackage, package.pk)),
+    }
+    return data | fields
+
+
+def replayed(content: str) -> ReplayRun:
+    run: ReplayRun = baker.make(
+        ReplayRun,
+        agent="triagem",
+        content=content,
+        content_hash=prompt_content_hash(content),
+        status=ReplayStatus.DONE,
+        calls_selected=40,
+        calls_done=40,
+        cost_usd=Decimal("0.01"),
+    )
+    return run
+
+
+def test_the_add_form_is_prefilled_with_what_is_live(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
+) -> None:
+    active, _draft, package = live
+
+    form = prompt_editor_client.get(f"{BASE}add/").context["adminform"].form
+
+    assert form["prompt_triagem"].value() == str(latest(PromptOverride, active.pk))
+    assert form["prompt_coleta"].value() == ""
+    assert form["package_POTABILIDADE"].value() == str(latest(KBPackage, package.pk))
+    assert [label for _value, label in form.fields["prompt_coleta"].choices] == [
+        "Prompt padrão (sem personalização)"
+    ]
+
+
+def test_an_editor_saves_a_release_with_the_versions_chosen(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+    prompt_editor_client: Client,
+    prompt_editor_user: Any,
+) -> None:
+    _active, draft, package = live
+
+    response = prompt_editor_client.post(f"{BASE}add/", release_form(draft, package), follow=True)
+
+    pk = Release.objects.get().pk
+    assert texts(response) == [
+        f'O lançamento “<a href="{BASE}{pk}/change/">#{pk} Março</a>” foi adicionado com sucesso.'
+    ]
+    release = Release.objects.get()
+    assert release.prompts == {
+        "triagem": latest(PromptOverride, draft.pk),
+        "qualificacao": None,
+        "coleta": None,
+    }
+    assert release.packages == {"POTABILIDADE": latest(KBPackage, package.pk)}
+    assert (release.status, release.created_by) == ("draft", prompt_editor_user)
+
+
+def test_a_version_of_another_agent_is_refused_with_what_is_wrong(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
+) -> None:
+    _active, draft, package = live
+    coleta = PromptOverride.objects.create(agent="coleta", content="Coleta.")
+    version = str(latest(PromptOverride, coleta.pk))
+
+    response = prompt_editor_client.post(
+        f"{BASE}add/", release_form(draft, package, prompt_triagem=version)
+    )
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert errors["prompt_triagem"] == [
+        f"Faça uma escolha válida. {version} não é uma das escolhas disponíveis."
+    ]
+    assert Release.objects.count() == 0
+
+
+def test_the_release_page_shows_the_diff_the_replay_and_publishes(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+    prompt_editor_client: Client,
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
+    active, draft, package = live
+    run = replayed(NEW)
+    prompt_editor_client.post(f"{BASE}add/", release_form(draft, package), follow=True)
+    release = Release.objects.get()
+
+    with django_assert_num_queries(14):
+        page = prompt_editor_client.get(f"{BASE}{release.pk}/change/").content.decode()
+
+    assert "O que este lançamento muda" in page
+    assert "Prompt de Triagem" in page
+    assert '<tr class="diff-added"><td class="diff-sign">+</td><td>Pergunte o município.</td>' in (
+        page
+    )
+    assert f"Último teste deste texto em conversas gravadas (#{run.pk})" in page
+    assert "Nenhuma execução de clientes simulados exatamente destes prompts ainda." in page
+    assert 'id="release-publish"' in page
+
+    published = prompt_editor_client.post(
+        f"{BASE}{release.pk}/publish/", {"reason": ""}, follow=True
+    )
+
+    assert texts(published) == ["Lançamento no ar: as novas conversas já o usam."]
+    active.refresh_from_db()
+    draft.refresh_from_db()
+    assert (active.is_active, draft.is_active) == (False, True)
+
+
+def test_publishing_without_a_replay_and_without_a_reason_says_why_and_changes_nothing(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
+) -> None:
+    active, draft, package = live
+    prompt_editor_client.post(f"{BASE}add/", release_form(draft, package), follow=True)
+    release = Release.objects.get()
+
+    response = prompt_editor_client.post(
+        f"{BASE}{release.pk}/publish/", {"reason": " "}, follow=True
+    )
+
+    assert texts(response) == [
+        "Triagem: nenhum teste deste texto em conversas gravadas. "
+        "Escreva o motivo para seguir mesmo assim; o histórico o registra."
+    ]
+    active.refresh_from_db()
+    assert active.is_active is True
+    assert Release.objects.get().status == "draft"
+
+
+def test_with_approval_required_the_proposer_sees_no_approve_button_and_cannot_approve(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], settings: Settings
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = True
+    _active, draft, package = live
+    replayed(NEW)
+    proposer = staff_member(PROMPT_EDITORS, PROMPT_APPROVERS)
+    approver_user = staff_member(PROMPT_APPROVERS)
+    approver = logged_in(approver_user)
+    client = logged_in(proposer)
+    client.post(f"{BASE}add/", release_form(draft, package), follow=True)
+    release = Release.objects.get()
+    draft_page = client.get(f"{BASE}{release.pk}/change/").content.decode()
+
+    proposed = client.post(f"{BASE}{release.pk}/propose/", follow=True)
+    own_page = client.get(f"{BASE}{release.pk}/change/").content.decode()
+    own_approval = client.post(f"{BASE}{release.pk}/approve/", {"reason": ""}, follow=True)
+    approver_page = approver.get(f"{BASE}{release.pk}/change/").content.decode()
+    approved = approver.post(f"{BASE}{release.pk}/approve/", {"reason": ""}, follow=True)
+    published = client.post(f"{BASE}{release.pk}/publish/", {"reason": ""}, follow=True)
+
+    assert ('id="release-propose"' in draft_page, 'id="release-publish"' in draft_page) == (
+        True,
+        False,
+    )
+    assert texts(proposed) == [
+        "Enviado para aprovação: outro editor com permissão de aprovar é quem o aprova."
+    ]
+    assert ('id="release-approve"' in own_page, 'id="release-own-proposal"' in own_page) == (
+        False,
+        True,
+    )
+    assert texts(own_approval) == [
+        "Você preparou ou propôs este lançamento: outro editor com permissão de aprovar é quem o aprova."
+    ]
+    assert 'id="release-approve"' in approver_page
+    assert texts(approved) == ["Lançamento aprovado: já pode ser publicado."]
+    assert texts(published) == ["Lançamento no ar: as novas conversas já o usam."]
+    release.refresh_from_db()
+    assert (release.status, release.created_by, release.approved_by) == (
+        "published",
+        proposer,
+        approver_user,
+    )
+
+
+def test_support_may_not_see_or_step_a_release(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], support_client: Client
+) -> None:
+    release = Release.objects.create(name="x", prompts={}, packages={})
+
+    assert support_client.get(f"{BASE}{release.pk}/change/").status_code == 403
+    assert support_client.post(f"{BASE}{release.pk}/publish/").status_code == 403
+    assert support_client.post(f"{BASE}rollback/").status_code == 403
+    assert Release.objects.get().status == "draft"
+
+
+def test_a_step_is_a_post_only(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
+) -> None:
+    release = Release.objects.create(name="x", prompts={}, packages={})
+
+    assert prompt_editor_client.get(f"{BASE}{release.pk}/publish/").status_code == 405
+    assert Release.objects.get().status == "draft"
+
+
+def test_the_published_release_page_rolls_back_in_one_action(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
+) -> None:
+    active, draft, _package = live
+    first = Release.objects.create(
+        name="Fevereiro", prompts={"triagem": latest(PromptOverride, active.pk)}, packages={}
+    )
+    prompt_editor_client.post(f"{BASE}{first.pk}/publish/", {"reason": "base"}, follow=True)
+    replayed(NEW)
+    second = Release.objects.create(
+        name="Março", prompts={"triagem": latest(PromptOverride, draft.pk)}, packages={}
+    )
+    prompt_editor_client.post(f"{BASE}{second.pk}/publish/", {"reason": ""}, follow=True)
+    page = prompt_editor_client.get(f"{BASE}{second.pk}/change/").content.decode()
+
+    response = prompt_editor_client.post(
+        f"{BASE}rollback/", {"reason": "mais transferências"}, follow=True
+    )
+
+    assert 'id="release-rollback"' in page
+    assert response.redirect_chain == [(f"{BASE}{first.pk}/change/", 302)]
+    assert texts(response) == [
+        f"De volta ao lançamento #{first.pk} Fevereiro: as novas conversas já o usam."
+    ]
+    active.refresh_from_db()
+    assert active.is_active is True
+
+
+def test_the_persona_run_of_exactly_the_release_prompts_is_shown(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
+) -> None:
+    _active, draft, _package = live
+    release = Release.objects.create(
+        name="Março", prompts={"triagem": latest(PromptOverride, draft.pk)}, packages={}
+    )
+    versions = {
+        "triagem": f"override:{latest(PromptOverride, draft.pk)}",
+        "qualificacao": "builtin",
+        "coleta": "builtin",
+    }
+    run = baker.make(
+        PersonaRun,
+        prompt_versions=versions,
+        status=ReplayStatus.DONE,
+        personas_done=10,
+        reached=9,
+    )
+    baker.make(PersonaRun, prompt_versions=versions | {"coleta": "override:1"}, status="done")
+
+    page = prompt_editor_client.get(f"{BASE}{release.pk}/change/").content.decode()
+
+    assert (
+        f"Execução #{run.pk} destes prompts: 9 de 10 clientes simulados chegaram ao resultado "
+        "esperado."
+    ) in page
+
+
+def test_an_editor_who_changed_or_proposed_someone_elses_draft_cannot_approve_it(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], settings: Settings
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = True
+    _active, draft, package = live
+    replayed(NEW)
+    author = logged_in(staff_member(PROMPT_EDITORS))
+    editor = logged_in(staff_member(PROMPT_EDITORS, PROMPT_APPROVERS))
+    author.post(f"{BASE}add/", release_form(draft, package), follow=True)
+    release = Release.objects.get()
+    editor.post(
+        f"{BASE}{release.pk}/change/",
+        release_form(draft, package, note="Ajustei a nota"),
+        follow=True,
+    )
+    author.post(f"{BASE}{release.pk}/propose/", follow=True)
+
+    page = editor.get(f"{BASE}{release.pk}/change/").content.decode()
+    refused = editor.post(f"{BASE}{release.pk}/approve/", {"reason": ""}, follow=True)
+
+    assert ('id="release-approve"' in page, 'id="release-own-proposal"' in page) == (False, True)
+    assert texts(refused) == [
+        "Você preparou ou propôs este lançamento: outro editor com permissão de aprovar é quem o aprova."
+    ]
+    assert Release.objects.get().status == "proposed"

@@ -1,0 +1,312 @@
+"""Releases (docs/decisions/0060): publishing activates one version of each agent's prompt and
+of each knowledge package in one transaction, rolling back is one action, and with
+PROMPT_APPROVAL_REQUIRED another editor with the approval permission approves first."""
+
+from collections.abc import Callable
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import DatabaseError, transaction
+from model_bakery import baker
+from pytest_django import Settings
+
+from governance.models import ReplayRun, ReplayStatus
+from knowledge_base.models import KBPackage
+from prompts_admin.models import PromptOverride, Release, ReleaseStatus, prompt_content_hash
+from prompts_admin.releases import (
+    ReleaseRefused,
+    release_approve,
+    release_changes,
+    release_live_versions,
+    release_propose,
+    release_publish,
+    release_rollback,
+)
+from tests.helpers.staff import PROMPT_EDITORS, staff_member
+
+pytestmark = pytest.mark.django_db
+
+OLD = "Triagem antiga de {{ agent_name }}."
+NEW = "Triagem nova de {{ agent_name }}."
+COLETA = "Coleta de {{ agent_name }}."
+OLD_PACKAGE = "Potabilidade: 2 frascos de 500 mL."
+NEW_PACKAGE = "Potabilidade: 1 frasco de 1 L, entregue refrigerado."
+PROMPT_APPROVERS = "Prompt approvers"
+
+
+def latest(model: type, pk: int) -> int:
+    history_id: int = model.history.filter(id=pk).order_by("-history_id")[0].history_id  # type: ignore[attr-defined]
+    return history_id
+
+
+def reasons(model: type, pk: int) -> list[str | None]:
+    return list(
+        model.history.filter(id=pk)  # type: ignore[attr-defined]
+        .order_by("history_id")
+        .values_list("history_change_reason", flat=True)
+    )
+
+
+def refusal(step: Callable[[], object]) -> str:
+    """The message `step` is refused with."""
+    with pytest.raises(ReleaseRefused) as refused:
+        step()
+    return str(refused.value)
+
+
+def replayed(content: str) -> None:
+    baker.make(
+        ReplayRun,
+        agent="triagem",
+        content=content,
+        content_hash=prompt_content_hash(content),
+        status=ReplayStatus.DONE,
+        calls_selected=40,
+        calls_done=40,
+        cost_usd=Decimal("0.01"),
+    )
+
+
+@pytest.fixture
+def live() -> tuple[PromptOverride, PromptOverride, KBPackage]:
+    """Triagem's active override, a draft of it, and a package: what is live before a release."""
+    active = PromptOverride.objects.create(agent="triagem", content=OLD, is_active=True)
+    draft = PromptOverride.objects.create(agent="triagem", content=NEW)
+    package = KBPackage.objects.create(
+        package_id="POTABILIDADE", title="Potabilidade", description="Água", content=OLD_PACKAGE
+    )
+    return active, draft, package
+
+
+def release_of(
+    draft: PromptOverride, package: KBPackage, *, by: User | None = None, name: str = "Março"
+) -> Release:
+    """A release of `draft` for triagem, the built-in prompt for the others, and `package`'s
+    latest version."""
+    return Release.objects.create(
+        name=name,
+        prompts={"triagem": latest(PromptOverride, draft.pk), "qualificacao": None, "coleta": None},
+        packages={"POTABILIDADE": latest(KBPackage, package.pk)},
+        created_by=by,
+    )
+
+
+def test_the_live_versions_are_the_active_overrides_and_packages(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, _draft, package = live
+    coleta = PromptOverride.objects.create(agent="coleta", content=COLETA, is_active=True)
+    KBPackage.objects.create(
+        package_id="ANTIGO", title="Antigo", description="x", content="x", is_active=False
+    )
+
+    versions = release_live_versions()
+
+    assert versions.prompts == {
+        "triagem": latest(PromptOverride, active.pk),
+        "qualificacao": None,
+        "coleta": latest(PromptOverride, coleta.pk),
+    }
+    assert versions.packages == {"POTABILIDADE": latest(KBPackage, package.pk)}
+
+
+def test_publishing_activates_the_prompts_and_the_packages_together(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, package = live
+    replayed(NEW)
+    package.content = NEW_PACKAGE
+    package.save()
+    release = release_of(draft, package)
+    package.content = OLD_PACKAGE  # edited back after the release was prepared
+    package.save()
+    editor = staff_member(PROMPT_EDITORS)
+
+    changes = release_publish(release, user=editor)
+
+    active.refresh_from_db()
+    draft.refresh_from_db()
+    package.refresh_from_db()
+    release.refresh_from_db()
+    assert (active.is_active, draft.is_active) == (False, True)
+    assert package.content == NEW_PACKAGE
+    assert (release.status, release.published_by) == ("published", editor)
+    assert [(c.agent, c.before, c.after) for c in changes.prompts] == [("triagem", OLD, NEW)]
+    assert [(c.package_id, c.after) for c in changes.packages] == [("POTABILIDADE", NEW_PACKAGE)]
+    assert (
+        reasons(PromptOverride, draft.pk)[-1] == f"Publicado com o lançamento #{release.pk} “Março”"
+    )
+    assert reasons(PromptOverride, active.pk)[-1] == reasons(PromptOverride, draft.pk)[-1]
+    assert reasons(KBPackage, package.pk)[-1] == reasons(PromptOverride, draft.pk)[-1]
+
+
+def test_a_prompt_without_a_replay_needs_a_reason_and_nothing_changes_without_it(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, package = live
+    release = release_of(draft, package)
+
+    with pytest.raises(ReleaseRefused) as refused:
+        release_publish(release, user=staff_member(PROMPT_EDITORS))
+
+    active.refresh_from_db()
+    release.refresh_from_db()
+    assert str(refused.value) == (
+        "Triagem: nenhum teste deste texto em conversas gravadas. "
+        "Escreva o motivo para seguir mesmo assim; o histórico o registra."
+    )
+    assert (active.is_active, release.status) == (True, "draft")
+
+    release_publish(release, user=staff_member(PROMPT_EDITORS), reason="Urgente")
+
+    assert reasons(PromptOverride, draft.pk)[-1] == (
+        f"Publicado com o lançamento #{release.pk} “Março”: "
+        "Triagem: Ativado sem teste em conversas gravadas: Urgente"
+    )
+
+
+def test_a_release_of_the_built_in_prompt_deactivates_the_agents_override_and_its_rollout(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, _package = live
+    draft.rollout_percent = 30
+    draft.save()
+    release = Release.objects.create(
+        name="Padrão", prompts={"triagem": None}, packages={}, created_by=None
+    )
+
+    release_publish(release, user=staff_member(PROMPT_EDITORS))
+
+    active.refresh_from_db()
+    draft.refresh_from_db()
+    assert (active.is_active, draft.is_active) == (False, False)
+    assert draft.rollout_percent is None
+
+
+def test_rolling_back_publishes_the_previous_release_again_in_one_action(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, package = live
+    first = Release.objects.create(
+        name="Fevereiro",
+        prompts={"triagem": latest(PromptOverride, active.pk)},
+        packages={"POTABILIDADE": latest(KBPackage, package.pk)},
+    )
+    release_publish(first, user=staff_member(PROMPT_EDITORS))
+    replayed(NEW)
+    package.content = NEW_PACKAGE
+    package.save()
+    second = release_of(draft, package)
+    release_publish(second, user=staff_member(PROMPT_EDITORS))
+
+    back = release_rollback(user=staff_member(PROMPT_EDITORS), reason="Mais transferências")
+
+    active.refresh_from_db()
+    draft.refresh_from_db()
+    package.refresh_from_db()
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert back == first
+    assert (active.is_active, draft.is_active, package.content) == (True, False, OLD_PACKAGE)
+    assert (first.status, second.status) == ("published", "superseded")
+    assert reasons(PromptOverride, active.pk)[-1] == (
+        f"Voltou ao lançamento #{first.pk} “Fevereiro”: Mais transferências"
+    )
+
+
+def test_rolling_back_with_no_earlier_release_is_refused(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, _draft, _package = live
+    editor = staff_member(PROMPT_EDITORS)
+    assert refusal(lambda: release_rollback(user=editor)) == (
+        "Nenhum lançamento está no ar: não há para onde voltar."
+    )
+    only = Release.objects.create(
+        name="Única", prompts={"triagem": latest(PromptOverride, active.pk)}, packages={}
+    )
+    release_publish(only, user=editor)
+
+    assert refusal(lambda: release_rollback(user=editor)) == (
+        "Nenhum lançamento foi publicado antes deste."
+    )
+
+
+def test_a_release_naming_a_version_that_is_gone_is_refused(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    _active, draft, package = live
+    release = release_of(draft, package)
+    KBPackage.history.filter(id=package.pk).delete()
+
+    with pytest.raises(ReleaseRefused) as refused:
+        release_publish(release, user=staff_member(PROMPT_EDITORS), reason="x")
+
+    assert str(refused.value) == (
+        f"POTABILIDADE: a versão {release.packages['POTABILIDADE']} do pacote não existe mais"
+    )
+    assert release_changes(release).missing == (str(refused.value),)
+
+
+def test_with_approval_required_the_proposer_cannot_approve_their_own_release(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], settings: Settings
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = True
+    _active, draft, package = live
+    replayed(NEW)
+    proposer = staff_member(PROMPT_EDITORS, PROMPT_APPROVERS)
+    approver = staff_member(PROMPT_APPROVERS)
+    release = release_of(draft, package, by=proposer)
+
+    assert refusal(lambda: release_publish(release, user=proposer)) == (
+        "Outro editor com permissão de aprovar precisa aprovar este lançamento antes."
+    )
+    assert refusal(lambda: release_approve(release, user=approver)) == (
+        "Só um lançamento aguardando aprovação pode ser aprovado."
+    )
+    release_propose(release, user=proposer)
+    assert refusal(lambda: release_approve(release, user=proposer)) == (
+        "Você preparou ou propôs este lançamento: outro editor com permissão de aprovar é quem o aprova."
+    )
+    assert refusal(lambda: release_approve(release, user=staff_member(PROMPT_EDITORS))) == (
+        "Você não pode aprovar lançamentos."
+    )
+    release_approve(release, user=approver)
+    release_publish(release, user=proposer)
+
+    release.refresh_from_db()
+    draft.refresh_from_db()
+    assert (release.status, release.created_by, release.approved_by) == (
+        "published",
+        proposer,
+        approver,
+    )
+    assert release.approved_at is not None
+    assert draft.is_active is True
+    assert reasons(Release, release.pk)[1:] == [
+        "Enviado para aprovação",
+        "Aprovado",
+        f"Publicado com o lançamento #{release.pk} “Março”",
+    ]
+
+
+def test_approval_off_publishes_a_draft_directly_and_a_published_one_only_once(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    _active, draft, package = live
+    replayed(NEW)
+    release = release_of(draft, package)
+    release_publish(release, user=staff_member(PROMPT_EDITORS))
+
+    assert refusal(lambda: release_publish(release, user=staff_member(PROMPT_EDITORS))) == (
+        "Este lançamento já foi publicado."
+    )
+    assert Release.objects.get(pk=release.pk).status == ReleaseStatus.PUBLISHED
+
+
+def test_the_database_keeps_one_published_release() -> None:
+    Release.objects.create(name="A", status=ReleaseStatus.PUBLISHED)
+
+    with pytest.raises(DatabaseError), transaction.atomic():
+        Release.objects.create(name="B", status=ReleaseStatus.PUBLISHED)
