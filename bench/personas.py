@@ -32,9 +32,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
-os.environ.setdefault("LOG_LEVEL", "WARNING")
-
 from tests.simulator import personas_script as script  # noqa: E402
 
 
@@ -143,6 +140,10 @@ def main() -> None:
     parser.add_argument("--personas", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    # Set here, not on import: tests/bench imports this module, and the processes its suite
+    # starts would inherit them.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
 
     import django
 
