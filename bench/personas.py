@@ -13,8 +13,10 @@ through the real openai SDK, so a call's time is the SDK's and the loopback's, n
 
 Each run stores a queued run of every persona against the collection agent's draft and plays
 it (`simulator.personas.persona_run_execute`, as the ``governance.persona_run`` task does, in
-this process). Prints per run the wall time and the queries (every statement the run sends,
-BEGIN and COMMIT included), then per persona the median time and queries and their range.
+this process). Prints per run the wall time and the queries (every statement sent through a
+cursor: on SQLite Django's BEGIN of each transaction too, on PostgreSQL the driver opens them;
+COMMIT goes through the driver on both), then per persona the median time and queries and their
+range.
 """
 
 import argparse
