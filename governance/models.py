@@ -28,7 +28,7 @@ from conversations.models import (
     LLMCall,
     Session,
 )
-from prompts_admin.models import PromptOverride
+from prompts_admin.models import PromptOverride, Release
 
 
 class ReplayStatus(models.TextChoices):
@@ -459,6 +459,15 @@ class PersonaRun(ModelRun):
         blank=True,
         related_name="persona_runs",
         verbose_name=_("prompt override"),
+    )
+    # A run of a release's prompt versions (`simulate_personas --release`); null otherwise.
+    release = models.ForeignKey(
+        Release,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="persona_runs",
+        verbose_name=_("release"),
     )
     agent = models.CharField(_("agent"), max_length=16, choices=AGENT_CHOICES, blank=True)
     # The versions each agent's conversation pins (`Session.prompt_versions`), fixed at the start.

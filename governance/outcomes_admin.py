@@ -1,6 +1,8 @@
 """The admin page "Prompt metrics per version" (docs/architecture.md, Outcome metrics per prompt
-version): a filter form, a table of the versions newest first with the change in handoff rate from
-the version before, the handoff rate by reason, and a chart of the handoff rate over the period.
+version): a filter form, the agent's gradual release if it has one (its candidate and the current
+version side by side, counted as the automatic pause counts them), a table of the versions newest
+first with the change in handoff rate from the version before, the handoff rate by reason, and a
+chart of the handoff rate over the period.
 
 Staff who may read prompt overrides (`prompts_admin.view_promptoverride`: prompt editors,
 superusers) see it; other staff get 403, the admin's login check comes first (the URL is wrapped
@@ -9,7 +11,7 @@ in `admin.site.admin_view`, governance/urls.py). The numbers come from
 """
 
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 from django import forms
@@ -36,6 +38,7 @@ from governance.outcomes import (
     default_filters,
     prompt_metrics,
 )
+from governance.rollout_pause import ReleaseSides, Side, release_sides, releases
 from prompts_admin.models import AGENT_CHOICES, PromptOverride
 
 VIEW_PERMISSION = "prompts_admin.view_promptoverride"
@@ -271,6 +274,67 @@ def handoff_chart(metrics: PromptMetrics, *, agent_label: str) -> SafeString:
     return mark_safe(svg)
 
 
+@dataclass(frozen=True, slots=True)
+class SideColumn:
+    label: str
+    share: str
+    conversations: str
+    handoff_rate: str
+    contract_error_rate: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseComparison:
+    """The agent's gradual release, its candidate and the current version side by side."""
+
+    override_id: int
+    started_at: datetime
+    paused_at: datetime | None
+    pause_reason: str
+    candidate: SideColumn
+    current: SideColumn
+
+
+def _side_column(side: Side, *, label: str, share: str) -> SideColumn:
+    return SideColumn(
+        label=label,
+        share=share,
+        conversations=decimal(side.conversations, 0),
+        handoff_rate=percent_text(100 * side.handoff.rate),
+        contract_error_rate=percent_text(100 * side.contract.rate),
+    )
+
+
+def release_comparison(agent: AgentName) -> ReleaseComparison | None:
+    """The agent's gradual release, paused or not, counted as its automatic pause counts it
+    (`governance.rollout_pause.release_sides`); None without one. One query without a release,
+    three with one."""
+    found: list[ReleaseSides] = release_sides(releases(agent=agent.value, include_paused=True))
+    if not found:
+        return None
+    sides = found[0]  # one candidate per agent (prompts_admin.rollout)
+    release = sides.release
+    return ReleaseComparison(
+        override_id=release.override_id,
+        started_at=release.started_at,
+        paused_at=release.paused_at,
+        pause_reason=release.pause_reason,
+        candidate=_side_column(
+            sides.candidate,
+            label=_("Candidate: override #%(id)s") % {"id": release.override_id},
+            # Paused, the share is kept for the resume but no new conversation gets it.
+            share=(
+                _("%(percent)s %% (paused)") % {"percent": release.percent}
+                if release.paused_at
+                else f"{release.percent} %"
+            ),
+        ),
+        current=_side_column(
+            sides.current, label=_("Current version"), share=f"{100 - release.percent} %"
+        ),
+    )
+
+
 def prompt_metrics_view(request: HttpRequest) -> HttpResponse:
     """The page; 403 for staff who may not read prompt overrides."""
     if not can_view_metrics(request.user):
@@ -295,5 +359,6 @@ def prompt_metrics_view(request: HttpRequest) -> HttpResponse:
             "chart": handoff_chart(metrics, agent_label=agent_label) if metrics.versions else "",
             "chart_title": handoff_chart_title(metrics, agent_label=agent_label),
             "is_triage": filters.agent is AgentName.TRIAGEM,
+            "release": release_comparison(filters.agent),
         }
     return TemplateResponse(request, "admin/governance/prompt_metrics.html", context)

@@ -27,7 +27,6 @@ from django.utils.formats import date_format
 from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
-from agents.sources import BUILTIN_PROMPT_VERSION
 from agents.states import PROMPT_AGENTS
 from governance.models import PersonaRun, ReplayStatus
 from knowledge_base.models import KBPackage
@@ -41,6 +40,7 @@ from prompts_admin.releases import (
     release_authored_by,
     release_changes,
     release_live_versions,
+    release_prompt_versions,
     release_propose,
     release_publish,
     release_rollback,
@@ -187,14 +187,7 @@ def release_form_class(release: Release | None) -> type[ReleaseForm]:
 
 def persona_report(release: Release) -> PersonaRun | None:
     """The latest finished persona run of exactly the release's prompt versions."""
-    versions = {
-        agent.value: (
-            f"override:{release.prompts[agent.value]}"
-            if release.prompts.get(agent.value) is not None
-            else BUILTIN_PROMPT_VERSION
-        )
-        for agent in PROMPT_AGENTS
-    }
+    versions = release_prompt_versions(release)
     run: PersonaRun | None = (
         PersonaRun.objects.filter(
             prompt_versions=versions,
@@ -236,12 +229,21 @@ class ReleaseAdmin(VersionedAdmin[Release]):
         if not self._editable(obj):
             return [(None, {"fields": READ_ONLY_FIELDS})]
         names = list(self._form_class(request, obj).base_fields)
+        packages = [n for n in names if n.startswith("package_")]
         return [
             (None, {"fields": ["name", "note"]}),
             (gettext("Prompts"), {"fields": [n for n in names if n.startswith("prompt_")]}),
             (
                 gettext("Knowledge packages"),
-                {"fields": [n for n in names if n.startswith("package_")]},
+                {
+                    "fields": packages,
+                    "description": gettext(
+                        "The version of each package this release publishes; a package left "
+                        "as it is keeps what it has."
+                    )
+                    if packages
+                    else gettext("There is no knowledge package yet."),
+                },
             ),
         ]
 

@@ -36,6 +36,7 @@ from django.utils.text import capfirst
 from django.utils.translation import gettext, gettext_noop
 
 from agents.labels import AGENT_LABELS
+from agents.sources import BUILTIN_PROMPT_VERSION
 from agents.states import PROMPT_AGENTS, AgentName
 from knowledge_base.models import KBPackage
 from prompts_admin.activation import (
@@ -128,6 +129,19 @@ def gate_problems(check: ActivationCheck) -> str:
 def agent_label(agent: AgentName) -> str:
     """ "Triagem", "Qualificação", "Coleta": the label table's, translated."""
     return capfirst(gettext(AGENT_LABELS[agent]))
+
+
+def release_prompt_versions(release: Release) -> dict[str, str]:
+    """The `Session.prompt_versions` a conversation of `release` pins: "override:<history id>"
+    per agent, "builtin" for the built-in prompt (and for an agent the release does not name)."""
+    return {
+        agent.value: (
+            f"override:{release.prompts[agent.value]}"
+            if release.prompts.get(agent.value) is not None
+            else BUILTIN_PROMPT_VERSION
+        )
+        for agent in PROMPT_AGENTS
+    }
 
 
 def _override_history() -> Any:

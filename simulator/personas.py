@@ -63,7 +63,8 @@ from governance.replay import (
     unpriced_model_refusal,
 )
 from governance.slots import slot_acquire, slot_release, slots_release
-from prompts_admin.models import PromptOverride
+from prompts_admin.models import PromptOverride, Release
+from prompts_admin.releases import release_prompt_versions
 from prompts_admin.selectors import ChosenOverridesPromptSource, DatabasePromptSource
 from simulator.simulation import (
     SIMULATED_PHONE_PREFIX,
@@ -503,12 +504,13 @@ def persona_run_start(
     override: PromptOverride | None,
     persona_ids: Sequence[int] = (),
     user: Any = None,
+    release: Release | None = None,
     task_id: str = "",
 ) -> PersonaRun:
     """A queued run of the chosen personas (none: every active one) against `override`'s text
-    as it is now (None: the prompts in use). Refused (`PersonaRunRefused`) with no persona to
-    play or a model with no listed price. `task_id`: the id its task is published with
-    (`persona_run_submit`; empty: a new one at the enqueue)."""
+    as it is now (None: the prompts in use), or against `release`'s prompt versions. Refused
+    (`PersonaRunRefused`) with no persona to play or a model with no listed price. `task_id`:
+    the id its task is published with (`persona_run_submit`; empty: a new one at the enqueue)."""
     refusal = persona_refusal()
     if refusal:
         raise PersonaRunRefused(refusal)
@@ -524,8 +526,11 @@ def persona_run_start(
         raise PersonaRunRefused(gettext("A chosen simulated customer does not exist."))
     return PersonaRun.objects.create(
         override=override,
+        release=release,
         agent=override.agent if override is not None else "",
-        prompt_versions=run_pin(override),
+        prompt_versions=(
+            release_prompt_versions(release) if release is not None else run_pin(override)
+        ),
         persona_ids=ids,
         personas_selected=count,
         created_by=user if getattr(user, "is_authenticated", False) else None,
@@ -757,6 +762,7 @@ def run_report(run: PersonaRun) -> dict[str, Any]:
         "status": str(run.status),
         "detail": run.detail,
         "override": run.override_id,
+        "release": run.release_id,
         "personas": len(results),
         "reached": sum(r.reached for r in results),
         "failed": sum(not r.reached for r in results),

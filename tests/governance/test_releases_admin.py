@@ -2,7 +2,6 @@
 release's page with what publishing changes (diffs, replay, test suite, persona run), and the
 steps — publish, send for approval, approve (another user), back to the previous release."""
 
-from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -10,9 +9,10 @@ from django.test import Client
 from model_bakery import baker
 from pytest_django import DjangoAssertNumQueries, Settings
 
-from governance.models import PersonaRun, ReplayRun, ReplayStatus
+from governance.models import PersonaRun, ReplayStatus
 from knowledge_base.models import KBPackage
-from prompts_admin.models import PromptOverride, Release, prompt_content_hash
+from prompts_admin.models import PromptOverride, Release
+from tests.helpers.replays import replayed
 from tests.helpers.staff import PROMPT_EDITORS, logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
@@ -56,20 +56,6 @@ def release_form(draft: PromptOverride, package: KBPackage, **fields: str) -> di
         "package_POTABILIDADE": str(latest(KBPackage, package.pk)),
     }
     return data | fields
-
-
-def replayed(content: str) -> ReplayRun:
-    run: ReplayRun = baker.make(
-        ReplayRun,
-        agent="triagem",
-        content=content,
-        content_hash=prompt_content_hash(content),
-        status=ReplayStatus.DONE,
-        calls_selected=40,
-        calls_done=40,
-        cost_usd=Decimal("0.01"),
-    )
-    return run
 
 
 def test_the_add_form_is_prefilled_with_what_is_live(

@@ -81,6 +81,7 @@ def test_a_second_editor_approves_a_release_and_the_first_publishes_and_rolls_ba
     ana.select_option("#id_prompt_triagem", str(draft.history.latest().history_id))
     ana.fill("#id_name", "Março")
     ana.fill("#id_note", "Pergunta o município logo no começo.")
+    ana.screenshot(path=str(screenshots_dir / "release-add.png"), full_page=True)
     ana.click("input[name=_continue]")
     ana.wait_for_selector("#release-changes")
     release = Release.objects.exclude(pk=earlier.pk).get()

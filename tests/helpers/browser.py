@@ -33,13 +33,14 @@ def browser_staff(username: str, *permissions: str) -> User:
     return user
 
 
-def admin_login(page: Any, base_url: str, username: str, next_path: str) -> None:
-    """Log `username` in through the admin's login form and wait for `next_path`."""
+def browser_log_in(page: Any, base_url: str, username: str, next_path: str) -> None:
+    """Logs `username` (password `PASSWORD`) in through the admin's login form, landing on
+    `next_path`."""
     page.goto(f"{base_url}/admin/login/?next={next_path}")
     page.fill("#id_username", username)
     page.fill("#id_password", PASSWORD)
     page.click("input[type=submit]")
-    page.wait_for_url(f"{base_url}{next_path}")
+    page.wait_for_url(f"**{next_path}")
 
 
 @pytest.fixture

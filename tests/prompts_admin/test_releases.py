@@ -3,17 +3,14 @@ of each knowledge package in one transaction, rolling back is one action, and wi
 PROMPT_APPROVAL_REQUIRED another editor with the approval permission approves first."""
 
 from collections.abc import Callable
-from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import User
 from django.db import DatabaseError, transaction
-from model_bakery import baker
 from pytest_django import Settings
 
-from governance.models import ReplayRun, ReplayStatus
 from knowledge_base.models import KBPackage
-from prompts_admin.models import PromptOverride, Release, ReleaseStatus, prompt_content_hash
+from prompts_admin.models import PromptOverride, Release, ReleaseStatus
 from prompts_admin.releases import (
     ReleaseRefused,
     release_approve,
@@ -23,6 +20,7 @@ from prompts_admin.releases import (
     release_publish,
     release_rollback,
 )
+from tests.helpers.replays import replayed
 from tests.helpers.staff import PROMPT_EDITORS, staff_member
 
 pytestmark = pytest.mark.django_db
@@ -53,19 +51,6 @@ def refusal(step: Callable[[], object]) -> str:
     with pytest.raises(ReleaseRefused) as refused:
         step()
     return str(refused.value)
-
-
-def replayed(content: str) -> None:
-    baker.make(
-        ReplayRun,
-        agent="triagem",
-        content=content,
-        content_hash=prompt_content_hash(content),
-        status=ReplayStatus.DONE,
-        calls_selected=40,
-        calls_done=40,
-        cost_usd=Decimal("0.01"),
-    )
 
 
 @pytest.fixture

@@ -3,15 +3,13 @@ it at a share of the new conversations, changes the share, stops it, or raises i
 makes it the active override through the activation gate and deactivates the one active before;
 each with its change reason in the history."""
 
-from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.test import Client
-from model_bakery import baker
 
-from governance.models import ReplayRun, ReplayStatus
-from prompts_admin.models import PromptOverride, prompt_content_hash
+from prompts_admin.models import PromptOverride
+from tests.helpers.replays import replayed
 
 pytestmark = pytest.mark.django_db
 
@@ -57,20 +55,6 @@ def state(override: PromptOverride) -> tuple[bool, int | None]:
     return override.is_active, override.rollout_percent
 
 
-def replayed(content: str) -> ReplayRun:
-    run: ReplayRun = baker.make(
-        ReplayRun,
-        agent="triagem",
-        content=content,
-        content_hash=prompt_content_hash(content),
-        status=ReplayStatus.DONE,
-        calls_selected=100,
-        calls_done=100,
-        cost_usd=Decimal("0.01"),
-    )
-    return run
-
-
 def test_the_page_shows_the_release_section_in_portuguese(prompt_editor_client: Client) -> None:
     _current, candidate = overrides()
 
@@ -84,7 +68,7 @@ def test_an_editor_starts_changes_and_stops_a_release_with_history(
     prompt_editor_client: Client,
 ) -> None:
     _current, candidate = overrides()
-    replayed(CANDIDATE)
+    replayed(CANDIDATE, calls=100)
 
     started = post(prompt_editor_client, candidate, rollout_percent="20", change_reason=REASON)
     after_start = state(candidate)
@@ -112,7 +96,7 @@ def test_the_share_runs_from_1_to_99(
     prompt_editor_client: Client, percent: str, stored: int
 ) -> None:
     _current, candidate = overrides()
-    replayed(CANDIDATE)
+    replayed(CANDIDATE, calls=100)
 
     assert post(prompt_editor_client, candidate, rollout_percent=percent).status_code == 302
     assert state(candidate) == (False, stored)
@@ -199,7 +183,7 @@ def test_the_active_override_is_not_released_gradually(prompt_editor_client: Cli
 
 def test_one_release_per_agent(prompt_editor_client: Client) -> None:
     _current, candidate = overrides()
-    replayed(CANDIDATE)
+    replayed(CANDIDATE, calls=100)
     other = PromptOverride.objects.create(agent="triagem", content="Outra.", rollout_percent=10)
 
     response = post(prompt_editor_client, candidate, rollout_percent="30")
@@ -259,7 +243,7 @@ def test_raising_to_100_with_a_replay_within_the_limits_activates(
     current, candidate = overrides()
     candidate.rollout_percent = 50
     candidate.save()
-    run = replayed(CANDIDATE)
+    run = replayed(CANDIDATE, calls=100)
 
     response = post(prompt_editor_client, candidate, rollout_percent="100")
 

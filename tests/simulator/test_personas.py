@@ -416,6 +416,7 @@ def test_the_command_prints_json_and_exits_1_when_a_persona_fails(world: FakeOpe
         "status": "done",
         "detail": "",
         "override": broken.pk,
+        "release": None,
         "personas": 1,
         "reached": 0,
         "failed": 1,

@@ -18,7 +18,7 @@ from pytest_django.live_server_helper import LiveServer
 from governance.models import Persona, PersonaGoal, PersonaResult, PersonaRun, ReplayStatus
 from prompts_admin.models import PromptOverride
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.helpers.browser import VIEWPORT, admin_login, browser_staff
+from tests.helpers.browser import VIEWPORT, browser_log_in, browser_staff
 from tests.simulator import personas_script as script
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -56,7 +56,7 @@ def test_an_editor_simulates_customers_against_a_draft_and_reads_a_conversation(
     override = PromptOverride.objects.create(agent="coleta", content=script.GOOD_DRAFT)
     browser_staff("bia", *EDITOR)
     page = browser_page
-    admin_login(page, live_server.url, "bia", "/admin/")
+    browser_log_in(page, live_server.url, "bia", "/admin/")
 
     page.click("#personas-link")
     page.wait_for_selector("#result_list")

@@ -1,14 +1,15 @@
-"""`python manage.py simulate_personas [--override ID] [--persona ID ...] [--json]`: play simulated
-customers' whole conversations in this process (`simulator.personas`) and print which reached
-their expected outcome.
+"""`python manage.py simulate_personas [--override ID | --release ID] [--persona ID ...] [--json]`:
+play simulated customers' whole conversations in this process (`simulator.personas`) and print
+which reached their expected outcome.
 
 `--override ID` plays them against that prompt personalizado (pinned for its agent, the prompts
-in use for the others); without it, against the prompts in use. `--persona ID` (repeatable)
-chooses the personas, active or not; without it, every active one. The run is stored (the admin
-shows it) and keeps to the replay's caps (REPLAY_MAX_RUNNING, REPLAY_CONCURRENCY,
-REPLAY_MAX_COST_USD). `--json` prints one JSON object (`personas`, `reached`, `failed`,
-`cost_usd`, and one entry per persona); without it, one line per persona and the totals. The
-exit code is 1 when a persona missed its outcome. Nothing is sent to WhatsApp.
+in use for the others); `--release ID` against that release's prompt versions (a draft release
+too, to try it before it is published); without either, against the prompts in use. `--persona
+ID` (repeatable) chooses the personas, active or not; without it, every active one. The run is
+stored (the admin shows it) and keeps to the replay's caps (REPLAY_MAX_RUNNING,
+REPLAY_CONCURRENCY, REPLAY_MAX_COST_USD). `--json` prints one JSON object (`personas`, `reached`,
+`failed`, `cost_usd`, and one entry per persona); without it, one line per persona and the
+totals. The exit code is 1 when a persona missed its outcome. Nothing is sent to WhatsApp.
 """
 
 import json
@@ -19,7 +20,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from governance.models import ReplayStatus
-from prompts_admin.models import PromptOverride
+from prompts_admin.models import PromptOverride, Release
 from simulator.personas import (
     PersonaRunRefused,
     persona_run_execute,
@@ -33,7 +34,9 @@ class Command(BaseCommand):
     help = "Play simulated customers against a prompt; exit code 1 when one misses its outcome."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--override", type=int, metavar="ID", help="against this override")
+        target = parser.add_mutually_exclusive_group()
+        target.add_argument("--override", type=int, metavar="ID", help="against this override")
+        target.add_argument("--release", type=int, metavar="ID", help="against this release")
         parser.add_argument(
             "--persona", type=int, action="append", default=[], metavar="ID", help="this persona"
         )
@@ -45,8 +48,15 @@ class Command(BaseCommand):
             override = PromptOverride.objects.filter(pk=options["override"]).first()
             if override is None:
                 raise CommandError(f"no prompt override with id {options['override']}")
+        release: Release | None = None
+        if options["release"] is not None:
+            release = Release.objects.filter(pk=options["release"]).first()
+            if release is None:
+                raise CommandError(f"no release with id {options['release']}")
         try:
-            run = persona_run_start(override=override, persona_ids=options["persona"])
+            run = persona_run_start(
+                override=override, release=release, persona_ids=options["persona"]
+            )
         except PersonaRunRefused as refusal:
             raise CommandError(str(refusal)) from None
         run = persona_run_execute(run_id=run.pk)
