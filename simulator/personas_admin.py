@@ -41,7 +41,7 @@ from governance.run_admin import (
     new_form_token,
     progress_fields,
 )
-from prompts_admin.models import PromptOverride
+from prompts_admin.models import PromptOverride, Release
 from simulator.personas import Bubble, PersonaRunRefused, persona_run_submit
 from simulator.tasks import persona_run_enqueue
 from versioning.admin import VersionedAdmin
@@ -139,7 +139,7 @@ class PersonaRunAdmin(RunAdmin[PersonaRun]):
         }
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[PersonaRun]:
-        return super().get_queryset(request).select_related("override", "created_by")
+        return super().get_queryset(request).select_related("override", "release", "created_by")
 
     def change_view(
         self,
@@ -153,7 +153,7 @@ class PersonaRunAdmin(RunAdmin[PersonaRun]):
             request,
             run,
             title=gettext("Simulated customers #%(id)s") % {"id": run.pk},
-            target=target_label(run.override),
+            target=target_label(run.override, run.release),
             results=run.results.order_by("id"),
         )
 
@@ -205,8 +205,10 @@ class PersonaRunAdmin(RunAdmin[PersonaRun]):
         )
 
 
-def target_label(override: PromptOverride | None) -> str:
+def target_label(override: PromptOverride | None, release: Release | None = None) -> str:
     """What the run plays against, in the editor's words (decision 0056)."""
+    if release is not None:
+        return gettext("the prompt versions of release %(release)s") % {"release": release}
     if override is None:
         return gettext(
             "the prompts in use (each agent's active prompt personalizado or its prompt padrão)"

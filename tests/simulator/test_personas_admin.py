@@ -30,7 +30,7 @@ from governance.models import (
     PersonaRun,
     ReplayStatus,
 )
-from prompts_admin.models import PromptOverride
+from prompts_admin.models import PromptOverride, Release
 from simulator.personas import persona_run_submit
 from tests.helpers.recorded_calls import conversation, draft
 from tests.helpers.staff import logged_in, staff_member
@@ -536,6 +536,18 @@ def test_the_report_shows_the_totals_and_each_outcome(
     assert "esperado: pedido confirmado; terminou em: transferência" in page
     assert (
         f">o prompt personalizado #{override.pk} do agente coleta, fixado em todas as conversas</a>"
+    ) in page
+
+
+def test_a_run_of_a_release_names_and_links_its_release(prompt_editor_client: Client) -> None:
+    release = Release.objects.create(name="Março", prompts={}, packages={})
+    run = finished_run(release=release)
+
+    page = prompt_editor_client.get(run_url(run)).content.decode()
+
+    assert (
+        f'<td id="persona-target"><a href="/admin/prompts_admin/release/{release.pk}/change/">'
+        f"as versões dos prompts do lançamento #{release.pk} Março</a></td>"
     ) in page
 
 
