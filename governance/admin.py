@@ -22,13 +22,12 @@ the run's transaction commits.
 
 from dataclasses import dataclass
 from typing import Any
-from uuid import UUID, uuid4
 
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -51,7 +50,6 @@ from conversations.models import (
 from conversations.privacy.personal_data import can_view_personal_data, session_masker
 from governance.forms import EXPECTATION_FIELDS, PromptTestCaseForm, ReplayStartForm
 from governance.models import (
-    FINISHED_STATUSES,
     HandoffExpectation,
     PromptTestCase,
     PromptTestRun,
@@ -67,6 +65,13 @@ from governance.replay import (
     replay_run_cancel,
     replay_run_submit,
 )
+from governance.run_admin import (
+    RunAdmin,
+    admin_page,
+    int_or_404,
+    new_form_token,
+    progress_fields,
+)
 from governance.tasks import prompt_tests_enqueue, replay_run_enqueue
 from governance.test_cases import (
     active_cases_count,
@@ -79,24 +84,6 @@ from versioning.diff import DiffLine, line_diff
 
 _HANDOFF_LABELS = dict(HANDOFF_REASON_CHOICES)
 _STATE_LABELS = dict(STATE_CHOICES)
-
-
-def run_progress(run: ReplayRun) -> dict[str, Any]:
-    """What the run page's progress shows (and its JSON endpoint returns)."""
-    return {
-        "status": str(run.status),
-        "status_label": str(run.get_status_display()),
-        "finished": run.status in FINISHED_STATUSES,
-        "cancel_requested": run.cancel_requested,
-        "done": run.calls_done,
-        "selected": run.calls_selected,
-        "detail": run.detail,
-        "code_changed": run.code_changed,
-        "handoff_changed": run.handoff_changed,
-        "contract_errors": run.contract_errors,
-        "provider_errors": run.provider_errors,
-        "cost_usd": f"{run.cost_usd:.6f}",
-    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +138,7 @@ def _masker(result: ReplayResult, maskers: dict[int, Masker]) -> Masker:
 
 
 @admin.register(ReplayRun)
-class ReplayRunAdmin(admin.ModelAdmin[ReplayRun]):
+class ReplayRunAdmin(RunAdmin[ReplayRun]):
     list_display = (
         "id",
         "override",
@@ -174,15 +161,15 @@ class ReplayRunAdmin(admin.ModelAdmin[ReplayRun]):
     def progress(self, obj: ReplayRun) -> str:
         return f"{obj.calls_done}/{obj.calls_selected}"
 
-    # Runs are started from an override (the start page), never added or edited as rows.
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: ReplayRun | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: ReplayRun | None = None) -> bool:
-        return False
+    def run_progress(self, run: ReplayRun) -> dict[str, Any]:
+        return {
+            **progress_fields(run, done=run.calls_done, selected=run.calls_selected),
+            "cancel_requested": run.cancel_requested,
+            "code_changed": run.code_changed,
+            "handoff_changed": run.handoff_changed,
+            "contract_errors": run.contract_errors,
+            "provider_errors": run.provider_errors,
+        }
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ReplayRun]:
         return super().get_queryset(request).select_related("override", "created_by")
@@ -193,27 +180,14 @@ class ReplayRunAdmin(admin.ModelAdmin[ReplayRun]):
     def may_cancel(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("governance.change_replayrun"))
 
-    def get_urls(self) -> list[URLPattern]:
-        wrap = self.admin_site.admin_view
-        name = "governance_replayrun"
+    def extra_urls(self) -> list[URLPattern]:
         return [
-            path("start/", wrap(self.start_view), name=f"{name}_start"),
-            path("<path:object_id>/progress/", wrap(self.progress_view), name=f"{name}_progress"),
             path(
                 "<path:object_id>/cancel/",
-                wrap(require_POST(self.cancel_view)),
-                name=f"{name}_cancel",
+                self.admin_site.admin_view(require_POST(self.cancel_view)),
+                name="governance_replayrun_cancel",
             ),
-            *super().get_urls(),
         ]
-
-    def _run(self, request: HttpRequest, object_id: str) -> ReplayRun:
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        run = self.get_object(request, unquote(object_id))
-        if run is None:
-            raise Http404
-        return run
 
     def change_view(
         self,
@@ -222,32 +196,19 @@ class ReplayRunAdmin(admin.ModelAdmin[ReplayRun]):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        run = self._run(request, object_id)
-        if request.method != "GET":
-            raise PermissionDenied
-        opts = self.model._meta
+        run = self.viewed_run(request, object_id)
         mask = not can_view_personal_data(request.user)
-        context = {
-            **self.admin_site.each_context(request),
-            "title": gettext("Replay #%(id)s") % {"id": run.pk},
-            "subtitle": None,
-            "opts": opts,
-            "app_label": opts.app_label,
-            "original": run,
-            "run": run,
-            "progress": run_progress(run),
-            "rows": result_rows(run.results.all(), mask=mask),
-            "may_cancel": self.may_cancel(request) and run.status not in FINISHED_STATUSES,
-            "masked": mask,
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, self.run_template, context)
-
-    def progress_view(self, request: HttpRequest, object_id: str) -> JsonResponse:
-        return JsonResponse(run_progress(self._run(request, object_id)))
+        return self.run_page(
+            request,
+            run,
+            title=gettext("Replay #%(id)s") % {"id": run.pk},
+            rows=result_rows(run.results.all(), mask=mask),
+            may_cancel=self.may_cancel(request) and not run.finished,
+            masked=mask,
+        )
 
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        run = self._run(request, object_id)
+        run = self.viewed_run(request, object_id)
         if not self.may_cancel(request):
             raise PermissionDenied
         if replay_run_cancel(run=run):
@@ -260,7 +221,7 @@ class ReplayRunAdmin(admin.ModelAdmin[ReplayRun]):
         if not self.may_start(request):
             raise PermissionDenied
         params = request.POST if request.method == "POST" else request.GET
-        override = get_object_or_404(PromptOverride, pk=_int_or_404(params.get("override")))
+        override = get_object_or_404(PromptOverride, pk=int_or_404(params.get("override")))
         # GET with filters counts what they select; POST starts the run.
         form = ReplayStartForm(params if "count" in params or request.method == "POST" else None)
         matching: int | None = None
@@ -273,61 +234,33 @@ class ReplayRunAdmin(admin.ModelAdmin[ReplayRun]):
                 matching = replay_calls_count(agent=override.agent, filters=form.filters())
         elif not form.is_bound:
             matching = replay_calls_count(agent=override.agent, filters=ReplayFilters())
-        opts = self.model._meta
-        context = {
-            **self.admin_site.each_context(request),
-            "title": gettext("Replay a draft: %(override)s") % {"override": override},
-            "subtitle": None,
-            "opts": opts,
-            "app_label": opts.app_label,
-            "override": override,
-            "form": form,
-            "matching": matching,
-            "max_calls": settings.REPLAY_MAX_CALLS,
-            "max_cost": settings.REPLAY_MAX_COST_USD,
-            "max_running": settings.REPLAY_MAX_RUNNING,
-            "form_token": str(uuid4()),
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, self.start_template, context)
+        return admin_page(
+            self,
+            request,
+            self.start_template,
+            title=gettext("Replay a draft: %(override)s") % {"override": override},
+            override=override,
+            form=form,
+            matching=matching,
+            max_calls=settings.REPLAY_MAX_CALLS,
+            max_cost=settings.REPLAY_MAX_COST_USD,
+            max_running=settings.REPLAY_MAX_RUNNING,
+            form_token=new_form_token(),
+        )
 
     def _start(
         self, request: HttpRequest, *, override: PromptOverride, form: ReplayStartForm
     ) -> HttpResponse | None:
-        """The start button: one run per form (its one-time token), redirected to; None with
-        an error message when it may not start (the page is shown again)."""
-        try:
-            token = UUID(request.POST.get("form_token", ""))
-        except ValueError:
-            self.message_user(
-                request,
-                gettext("This form has expired. Reload the page and try again."),
-                messages.ERROR,
-            )
-            return None
-        try:
-            run, created = replay_run_submit(
+        return self.start_submitted(
+            request,
+            lambda token: replay_run_submit(
                 override=override, filters=form.filters(), user=request.user, form_token=token
-            )
-        except ReplayRefused as refusal:
-            self.message_user(request, str(refusal), messages.ERROR)
-            return None
-        if created:
-            replay_run_enqueue(run)
-            self.message_user(request, gettext("Replay started."))
-        else:
-            self.message_user(
-                request, gettext("This replay was started already."), messages.WARNING
-            )
-        return HttpResponseRedirect(reverse("admin:governance_replayrun_change", args=[run.pk]))
-
-
-def _int_or_404(value: str | None) -> int:
-    # ASCII digits only: isdigit() alone lets "²" through, which int() refuses.
-    text = (value or "").strip()
-    if not (text.isascii() and text.isdigit()):
-        raise Http404
-    return int(text)
+            ),
+            refused=ReplayRefused,
+            enqueue=replay_run_enqueue,
+            started=gettext("Replay started."),
+            again=gettext("This replay was started already."),
+        )
 
 
 # --- Prompt test cases --------------------------------------------------------------------------
@@ -604,7 +537,7 @@ class PromptTestRunAdmin(admin.ModelAdmin[PromptTestRun]):
         """GET: how many active cases the override's agent has; POST: run them."""
         if not request.user.has_perm("governance.add_prompttestrun"):
             raise PermissionDenied
-        override = get_object_or_404(PromptOverride, pk=_int_or_404(request.GET.get("override")))
+        override = get_object_or_404(PromptOverride, pk=int_or_404(request.GET.get("override")))
         if request.method == "POST":
             prompt_tests_enqueue(override_id=override.pk, user_id=request.user.pk)
             self.message_user(
@@ -647,7 +580,7 @@ class GovernedLLMCallAdmin(LLMCallAdmin):
         extra = dict(extra_context or {})
         if request.user.has_perm(ADD_CASE):
             call = (
-                LLMCall.objects.filter(pk=_int_or_404(unquote(object_id)))
+                LLMCall.objects.filter(pk=int_or_404(unquote(object_id)))
                 .only("purpose", "agent", "context_snapshot")
                 .first()
             )

@@ -55,44 +55,16 @@ class ContractOutcome(models.TextChoices):
     FAILED = "failed", _("failed")
 
 
-class ReplayRun(models.Model):
-    """One replay of a draft override's text over a selection of recorded calls of its agent."""
+class ModelRun(models.Model):
+    """What a run of a draft's model calls has in common, a replay's or a run of simulated
+    customers': its status, its task, its token and cost totals, who started it and when.
+    Abstract: each kind of run keeps its own table."""
 
-    override = models.ForeignKey(
-        PromptOverride,
-        on_delete=models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="replay_runs",
-        verbose_name=_("prompt override"),
-    )
-    agent = models.CharField(_("agent"), max_length=16, choices=AGENT_CHOICES)
-    # The draft's text as replayed, and its `prompts_admin.models.prompt_content_hash`.
-    content = models.TextField(_("replayed text"))
-    content_hash = models.CharField(_("content hash"), max_length=64, db_index=True)
-    model = models.CharField(_("model"), max_length=64, blank=True)
-    # date_from, date_to (ISO dates), segment, handoff_reason, last_n: what was selected.
-    filters = models.JSONField(_("filters"), default=dict, blank=True)
     status = models.CharField(
         _("status"), max_length=16, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED
     )
-    cancel_requested = models.BooleanField(_("cancel requested"), default=False)
     detail = models.CharField(_("detail"), max_length=255, blank=True)
     task_id = models.CharField(_("task id"), max_length=64, blank=True)
-    # The start form's one-time token: a second submit of the same form finds this run.
-    form_token = models.UUIDField(_("form token"), null=True, blank=True, unique=True)
-    # When the run's task was last published and no worker has looked at it yet; None while the
-    # run waits for a free run slot (`governance.replay.replay_queue_advance` publishes it then).
-    dispatched_at = models.DateTimeField(_("dispatched at"), null=True, blank=True)
-    # Totals, updated as results arrive (the admin shows the progress from them).
-    calls_selected = models.PositiveIntegerField(_("calls selected"), default=0)
-    calls_done = models.PositiveIntegerField(_("calls replayed"), default=0)
-    code_changed = models.PositiveIntegerField(_("codes changed"), default=0)
-    state_changed = models.PositiveIntegerField(_("state changes changed"), default=0)
-    handoff_changed = models.PositiveIntegerField(_("handoffs changed"), default=0)
-    contract_errors = models.PositiveIntegerField(_("contract errors"), default=0)
-    repaired = models.PositiveIntegerField(_("repaired answers"), default=0)
-    provider_errors = models.PositiveIntegerField(_("provider errors"), default=0)
     tokens_input = models.PositiveIntegerField(_("input tokens"), default=0)
     # The part of tokens_input read from the provider's prompt cache.
     cached_tokens = models.PositiveIntegerField(_("cached input tokens"), default=0)
@@ -113,7 +85,49 @@ class ReplayRun(models.Model):
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
 
     class Meta:
+        abstract = True
         ordering = ["-created_at", "-id"]
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+
+class ReplayRun(ModelRun):
+    """One replay of a draft override's text over a selection of recorded calls of its agent."""
+
+    override = models.ForeignKey(
+        PromptOverride,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="replay_runs",
+        verbose_name=_("prompt override"),
+    )
+    agent = models.CharField(_("agent"), max_length=16, choices=AGENT_CHOICES)
+    # The draft's text as replayed, and its `prompts_admin.models.prompt_content_hash`.
+    content = models.TextField(_("replayed text"))
+    content_hash = models.CharField(_("content hash"), max_length=64, db_index=True)
+    model = models.CharField(_("model"), max_length=64, blank=True)
+    # date_from, date_to (ISO dates), segment, handoff_reason, last_n: what was selected.
+    filters = models.JSONField(_("filters"), default=dict, blank=True)
+    cancel_requested = models.BooleanField(_("cancel requested"), default=False)
+    # The start form's one-time token: a second submit of the same form finds this run.
+    form_token = models.UUIDField(_("form token"), null=True, blank=True, unique=True)
+    # When the run's task was last published and no worker has looked at it yet; None while the
+    # run waits for a free run slot (`governance.replay.replay_queue_advance` publishes it then).
+    dispatched_at = models.DateTimeField(_("dispatched at"), null=True, blank=True)
+    # Totals, updated as results arrive (the admin shows the progress from them).
+    calls_selected = models.PositiveIntegerField(_("calls selected"), default=0)
+    calls_done = models.PositiveIntegerField(_("calls replayed"), default=0)
+    code_changed = models.PositiveIntegerField(_("codes changed"), default=0)
+    state_changed = models.PositiveIntegerField(_("state changes changed"), default=0)
+    handoff_changed = models.PositiveIntegerField(_("handoffs changed"), default=0)
+    contract_errors = models.PositiveIntegerField(_("contract errors"), default=0)
+    repaired = models.PositiveIntegerField(_("repaired answers"), default=0)
+    provider_errors = models.PositiveIntegerField(_("provider errors"), default=0)
+
+    class Meta(ModelRun.Meta):
         verbose_name = _("replay run")
         verbose_name_plural = _("replay runs")
         indexes = [
@@ -434,7 +448,7 @@ class Persona(models.Model):
             )
 
 
-class PersonaRun(models.Model):
+class PersonaRun(ModelRun):
     """One run of simulated customers against a prompt personalizado (or the prompts in use
     when `override` is None)."""
 
@@ -460,35 +474,12 @@ class PersonaRun(models.Model):
     prompt_versions = models.JSONField(_("prompt versions"), default=dict)
     # The personas chosen ([]: every active one at the start).
     persona_ids = models.JSONField(_("simulated customers chosen"), default=list, blank=True)
-    status = models.CharField(
-        _("status"), max_length=16, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED
-    )
-    detail = models.CharField(_("detail"), max_length=255, blank=True)
-    task_id = models.CharField(_("task id"), max_length=64, blank=True)
     personas_selected = models.PositiveIntegerField(_("simulated customers"), default=0)
     personas_done = models.PositiveIntegerField(_("simulated customers played"), default=0)
     reached = models.PositiveIntegerField(_("outcomes reached"), default=0)
     failed = models.PositiveIntegerField(_("outcomes missed"), default=0)
-    tokens_input = models.PositiveIntegerField(_("input tokens"), default=0)
-    cached_tokens = models.PositiveIntegerField(_("cached input tokens"), default=0)
-    tokens_output = models.PositiveIntegerField(_("output tokens"), default=0)
-    cost_usd = models.DecimalField(
-        _("cost (USD)"), default=Decimal("0"), max_digits=12, decimal_places=6
-    )
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        on_delete=models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="+",
-        verbose_name=_("started by"),
-    )
-    created_at = models.DateTimeField(_("created at"), default=timezone.now)
-    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
-    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
+    class Meta(ModelRun.Meta):
         verbose_name = _("simulated customers run")
         verbose_name_plural = _("simulated customers runs")
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from time import sleep
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from django.conf import settings
@@ -64,6 +64,7 @@ from conversations.turns.result import Turn
 from conversations.turns.think import agent_answer_read
 from governance.models import (
     ContractOutcome,
+    ModelRun,
     PersonaRun,
     ReplayResult,
     ReplayRun,
@@ -87,6 +88,7 @@ from prompts_admin.models import PromptOverride, prompt_content_hash
 from prompts_admin.selectors import DatabasePromptSource
 
 logger = logging.getLogger(__name__)
+RunT = TypeVar("RunT", bound=ModelRun)
 
 # The version the replay's requests carry (never recorded: the replay writes no LLMCall).
 REPLAY_PROMPT_VERSION = "replay"
@@ -232,23 +234,35 @@ def replay_run_start(
     )
 
 
-def replay_run_submit(
-    *, override: PromptOverride, filters: ReplayFilters, user: Any | None, form_token: UUID
-) -> tuple[ReplayRun, bool]:
-    """The start form's submit: a new run and True; or, for a token seen before (a double
-    click, a resubmitted page), the run it started and False."""
-    existing = ReplayRun.objects.filter(form_token=form_token).first()
+def submit_once(started: Callable[[], RunT | None], start: Callable[[], RunT]) -> tuple[RunT, bool]:
+    """A start form's submit: `start`'s new run and True; or, for a form token seen before (a
+    double click, a resubmitted page), the run `started` finds and False. `start` stores the
+    token where `started` looks for it, in a unique column or under a lock the caller holds."""
+    existing = started()
     if existing is not None:
         return existing, False
     try:
         with transaction.atomic():
-            run = replay_run_start(
-                override=override, filters=filters, user=user, form_token=form_token
-            )
+            run = start()
     except IntegrityError:
         # The same token submitted twice at once: the other request's run stands.
-        return ReplayRun.objects.get(form_token=form_token), False
+        existing = started()
+        if existing is None:
+            raise
+        return existing, False
     return run, True
+
+
+def replay_run_submit(
+    *, override: PromptOverride, filters: ReplayFilters, user: Any | None, form_token: UUID
+) -> tuple[ReplayRun, bool]:
+    """The start form's submit (`submit_once`, the token in the run's unique `form_token`)."""
+    return submit_once(
+        lambda: ReplayRun.objects.filter(form_token=form_token).first(),
+        lambda: replay_run_start(
+            override=override, filters=filters, user=user, form_token=form_token
+        ),
+    )
 
 
 def unpriced_model_refusal(model: str) -> str:

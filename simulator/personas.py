@@ -31,8 +31,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -45,7 +47,6 @@ from conversations.db_connections import pooled_connections_release
 from conversations.labels import handoff_label, usd_text
 from conversations.models import SUPERSEDED, Direction, Instance, Lead, Message, Session
 from governance.models import (
-    FINISHED_STATUSES,
     Persona,
     PersonaGoal,
     PersonaOutcome,
@@ -54,7 +55,13 @@ from governance.models import (
     ReplaySlotPool,
     ReplayStatus,
 )
-from governance.replay import ReplayDeps, answer_cost, replay_model, unpriced_model_refusal
+from governance.replay import (
+    ReplayDeps,
+    answer_cost,
+    replay_model,
+    submit_once,
+    unpriced_model_refusal,
+)
 from governance.slots import slot_acquire, slot_release, slots_release
 from prompts_admin.models import PromptOverride, Release
 from prompts_admin.releases import release_prompt_versions
@@ -502,10 +509,12 @@ def persona_run_start(
     persona_ids: Sequence[int] = (),
     user: Any = None,
     release: Release | None = None,
+    task_id: str = "",
 ) -> PersonaRun:
     """A queued run of the chosen personas (none: every active one) against `override`'s text
     as it is now (None: the prompts in use), or against `release`'s prompt versions. Refused
-    (`PersonaRunRefused`) with no persona to play or a model with no listed price."""
+    (`PersonaRunRefused`) with no persona to play or a model with no listed price. `task_id`:
+    the id its task is published with (`persona_run_submit`; empty: a new one at the enqueue)."""
     refusal = persona_refusal()
     if refusal:
         raise PersonaRunRefused(refusal)
@@ -529,7 +538,31 @@ def persona_run_start(
         persona_ids=ids,
         personas_selected=count,
         created_by=user if getattr(user, "is_authenticated", False) else None,
+        task_id=task_id,
     )
+
+
+def persona_run_submit(
+    *,
+    override: PromptOverride | None,
+    persona_ids: Sequence[int],
+    user: Any,
+    form_token: UUID,
+) -> tuple[PersonaRun, bool]:
+    """The start form's submit (`governance.replay.submit_once`): a new run and True, or the
+    run this form started already and False. The form's one-time token is the run's task id,
+    so a run keeps no column of its own for it; the starter's row is locked meanwhile, so two
+    submits of one form at once (a double click) are looked up one after the other."""
+    token = str(form_token)
+    with transaction.atomic():
+        if getattr(user, "is_authenticated", False):
+            list(get_user_model().objects.select_for_update().filter(pk=user.pk).values("pk"))
+        return submit_once(
+            lambda: PersonaRun.objects.filter(task_id=token).first(),
+            lambda: persona_run_start(
+                override=override, persona_ids=persona_ids, user=user, task_id=token
+            ),
+        )
 
 
 @dataclass(slots=True)
@@ -724,22 +757,6 @@ def persona_run_fail_waiting(*, run_id: int, now: datetime, older_than: timedelt
             pk=run_id, status=ReplayStatus.QUEUED, created_at__lt=now - older_than
         ).update(status=ReplayStatus.FAILED, detail=detail[:_DETAIL_CHARS], finished_at=now)
     )
-
-
-def run_progress(run: PersonaRun) -> dict[str, Any]:
-    """What the run page's progress shows (and its JSON endpoint returns), in the replay
-    page's keys (its script polls both)."""
-    return {
-        "status": str(run.status),
-        "status_label": str(run.get_status_display()),
-        "finished": run.status in FINISHED_STATUSES,
-        "done": run.personas_done,
-        "selected": run.personas_selected,
-        "detail": run.detail,
-        "reached": run.reached,
-        "failed": run.failed,
-        "cost_usd": f"{run.cost_usd:.6f}",
-    }
 
 
 def run_report(run: PersonaRun) -> dict[str, Any]:

@@ -4,39 +4,45 @@
   list's "Simular clientes" button opens the start page.
 - ``personarun/start/[?override=<id>]`` (``add_personarun``): which personas to play, against
   the prompt personalizado (the override's page links here) or the prompts in use; the button
-  stores a queued run and enqueues its task on the replays queue.
-- ``personarun/<id>/change/``: the run read-only, its progress polled as a replay's
-  (replay_progress.js on ``<id>/progress/``), one row per persona linking to its result.
+  stores a queued run and enqueues its task on the replays queue, once per form (its one-time
+  token: a second submit lands on the run the first started).
+- ``personarun/<id>/change/``: the run read-only on the runs' shared page
+  (`governance.run_admin.RunAdmin`), its progress polled as a replay's (replay_progress.js on
+  ``<id>/progress/``), one row per persona linking to its result.
 - ``personaresult/<id>/change/``: the conversation as bubbles, customer and bot, with the bot's
   codes; masked for staff without `conversations.view_personal_data`.
 
 Views parse the request and call one use case (`simulator.personas`).
 """
 
+from dataclasses import replace
 from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
-from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
 from django.utils.translation import gettext, gettext_lazy
 
 from agents.masking import Masker
 from compat.django_private import unquote
+from conversations.labels import agent_label
 from conversations.privacy.personal_data import can_view_personal_data, session_masker
 from governance.forms import LinesField
 from governance.models import Persona, PersonaResult, PersonaRun
-from prompts_admin.models import PromptOverride
-from simulator.personas import (
-    Bubble,
-    PersonaRunRefused,
-    persona_run_start,
-    run_progress,
+from governance.run_admin import (
+    ReadOnlyRowsAdmin,
+    RunAdmin,
+    admin_page,
+    int_or_404,
+    new_form_token,
+    progress_fields,
 )
+from prompts_admin.models import PromptOverride, Release
+from simulator.personas import Bubble, PersonaRunRefused, persona_run_submit
 from simulator.tasks import persona_run_enqueue
 from versioning.admin import VersionedAdmin
 from versioning.forms import ChangeReasonForm
@@ -78,10 +84,15 @@ class PersonaForm(ChangeReasonForm[Persona]):
 @admin.register(Persona)
 class PersonaAdmin(VersionedAdmin[Persona]):
     form = PersonaForm
-    list_display = ("title", "goal", "expected_service", "max_turns", "is_active", "updated_at")
+    list_display = ("title", "goal", "expected_service", "turn_limit", "is_active", "updated_at")
     list_filter = ("goal", "is_active")
     search_fields = ("title", "description")
     change_list_template = "admin/governance/persona/change_list.html"
+
+    # The field's own name is a sentence, too wide for a column.
+    @admin.display(description=gettext_lazy("message limit"), ordering="max_turns")
+    def turn_limit(self, obj: Persona) -> int:
+        return obj.max_turns
 
 
 class PersonaStartForm(forms.Form):
@@ -99,7 +110,7 @@ class PersonaStartForm(forms.Form):
 
 
 @admin.register(PersonaRun)
-class PersonaRunAdmin(admin.ModelAdmin[PersonaRun]):
+class PersonaRunAdmin(RunAdmin[PersonaRun]):
     list_display = (
         "id",
         "override",
@@ -120,31 +131,15 @@ class PersonaRunAdmin(admin.ModelAdmin[PersonaRun]):
     def progress(self, obj: PersonaRun) -> str:
         return f"{obj.personas_done}/{obj.personas_selected}"
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
+    def run_progress(self, run: PersonaRun) -> dict[str, Any]:
+        return {
+            **progress_fields(run, done=run.personas_done, selected=run.personas_selected),
+            "reached": run.reached,
+            "failed": run.failed,
+        }
 
-    def has_change_permission(self, request: HttpRequest, obj: PersonaRun | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: PersonaRun | None = None) -> bool:
-        return False
-
-    def get_urls(self) -> list[URLPattern]:
-        wrap = self.admin_site.admin_view
-        name = "governance_personarun"
-        return [
-            path("start/", wrap(self.start_view), name=f"{name}_start"),
-            path("<path:object_id>/progress/", wrap(self.progress_view), name=f"{name}_progress"),
-            *super().get_urls(),
-        ]
-
-    def _run(self, request: HttpRequest, object_id: str) -> PersonaRun:
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        run = self.get_object(request, unquote(object_id))
-        if run is None:
-            raise Http404
-        return run
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PersonaRun]:
+        return super().get_queryset(request).select_related("override", "release", "created_by")
 
     def change_view(
         self,
@@ -153,27 +148,14 @@ class PersonaRunAdmin(admin.ModelAdmin[PersonaRun]):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        run = self._run(request, object_id)
-        if request.method != "GET":
-            raise PermissionDenied
-        opts = self.model._meta
-        context = {
-            **self.admin_site.each_context(request),
-            "title": gettext("Simulated customers #%(id)s") % {"id": run.pk},
-            "subtitle": None,
-            "opts": opts,
-            "app_label": opts.app_label,
-            "original": run,
-            "run": run,
-            "target": target_label(run.override),
-            "progress": run_progress(run),
-            "results": run.results.select_related("persona").order_by("id"),
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, self.run_template, context)
-
-    def progress_view(self, request: HttpRequest, object_id: str) -> JsonResponse:
-        return JsonResponse(run_progress(self._run(request, object_id)))
+        run = self.viewed_run(request, object_id)
+        return self.run_page(
+            request,
+            run,
+            title=gettext("Simulated customers #%(id)s") % {"id": run.pk},
+            target=target_label(run.override, run.release),
+            results=run.results.order_by("id"),
+        )
 
     def start_view(self, request: HttpRequest) -> HttpResponse:
         if not request.user.has_perm(START_RUN):
@@ -181,49 +163,52 @@ class PersonaRunAdmin(admin.ModelAdmin[PersonaRun]):
         params = request.POST if request.method == "POST" else request.GET
         override = None
         if params.get("override"):
-            override_id = params.get("override", "")
-            if not (override_id.isascii() and override_id.isdigit()):
-                raise Http404
-            override = get_object_or_404(PromptOverride, pk=int(override_id))
+            override = get_object_or_404(PromptOverride, pk=int_or_404(params.get("override")))
         if request.method == "POST":
             form = PersonaStartForm(request.POST)
             if form.is_valid():
-                chosen = [p.pk for p in form.cleaned_data["personas"]]
-                try:
-                    run = persona_run_start(
-                        override=override, persona_ids=chosen, user=request.user
-                    )
-                except PersonaRunRefused as refusal:
-                    self.message_user(request, str(refusal), messages.ERROR)
-                else:
-                    persona_run_enqueue(run)
-                    self.message_user(request, gettext("Simulated customers started."))
-                    return HttpResponseRedirect(
-                        reverse("admin:governance_personarun_change", args=[run.pk])
-                    )
+                started = self._start(request, override=override, form=form)
+                if started is not None:
+                    return started
         else:
             active = list(Persona.objects.filter(is_active=True).values_list("pk", flat=True))
             form = PersonaStartForm(initial={"personas": active})
-        opts = self.model._meta
-        context = {
-            **self.admin_site.each_context(request),
-            "title": gettext("Simulate customers"),
-            "subtitle": None,
-            "opts": opts,
-            "app_label": opts.app_label,
-            "override": override,
-            "target": target_label(override),
-            "form": form,
-            "max_cost": settings.REPLAY_MAX_COST_USD,
-            "max_running": settings.REPLAY_MAX_RUNNING,
-            "persona_model": settings.OPENAI_MODEL_PERSONA,
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, self.start_template, context)
+        return admin_page(
+            self,
+            request,
+            self.start_template,
+            title=gettext("Simulate customers"),
+            override=override,
+            target=target_label(override),
+            form=form,
+            max_cost=settings.REPLAY_MAX_COST_USD,
+            max_running=settings.REPLAY_MAX_RUNNING,
+            persona_model=settings.OPENAI_MODEL_PERSONA,
+            form_token=new_form_token(),
+        )
+
+    def _start(
+        self, request: HttpRequest, *, override: PromptOverride | None, form: PersonaStartForm
+    ) -> HttpResponse | None:
+        return self.start_submitted(
+            request,
+            lambda token: persona_run_submit(
+                override=override,
+                persona_ids=[p.pk for p in form.cleaned_data["personas"]],
+                user=request.user,
+                form_token=token,
+            ),
+            refused=PersonaRunRefused,
+            enqueue=persona_run_enqueue,
+            started=gettext("Simulated customers started."),
+            again=gettext("These simulated customers were started already."),
+        )
 
 
-def target_label(override: PromptOverride | None) -> str:
+def target_label(override: PromptOverride | None, release: Release | None = None) -> str:
     """What the run plays against, in the editor's words (decision 0056)."""
+    if release is not None:
+        return gettext("the prompt versions of release %(release)s") % {"release": release}
     if override is None:
         return gettext(
             "the prompts in use (each agent's active prompt personalizado or its prompt padrão)"
@@ -237,29 +222,28 @@ def target_label(override: PromptOverride | None) -> str:
 
 
 def shown_transcript(result: PersonaResult, *, mask: bool) -> list[Bubble]:
-    """The result's bubbles as the viewer may read them."""
+    """The result's bubbles as the viewer may read them, each bot message with its agent's
+    name."""
     bubbles = [Bubble.from_json(row) for row in result.transcript]
-    if not mask:
-        return bubbles
-    masker = session_masker(result.session) if result.session is not None else Masker()
-    return [Bubble(b.who, masker.text(b.text), b.code, b.agent, b.options, b.tap) for b in bubbles]
+    masker = None
+    if mask:
+        masker = session_masker(result.session) if result.session is not None else Masker()
+    return [
+        replace(
+            b,
+            text=masker.text(b.text) if masker is not None else b.text,
+            agent=agent_label(b.agent) if b.agent else "",
+        )
+        for b in bubbles
+    ]
 
 
 @admin.register(PersonaResult)
-class PersonaResultAdmin(admin.ModelAdmin[PersonaResult]):
+class PersonaResultAdmin(ReadOnlyRowsAdmin[PersonaResult]):
     list_display = ("id", "run", "title", "reached", "outcome", "turns", "cost_usd")
     list_filter = ("reached", "outcome")
     list_select_related = ("run",)
     transcript_template = "admin/governance/personaresult/transcript.html"
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: PersonaResult | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: PersonaResult | None = None) -> bool:
-        return False
 
     def change_view(
         self,
@@ -270,27 +254,18 @@ class PersonaResultAdmin(admin.ModelAdmin[PersonaResult]):
     ) -> HttpResponse:
         if not self.has_view_permission(request) or request.method != "GET":
             raise PermissionDenied
-        result = (
-            PersonaResult.objects.select_related("run", "session__instance")
-            .filter(pk=unquote(object_id))
-            .first()
-            if unquote(object_id).isdigit()
-            else None
+        result = get_object_or_404(
+            PersonaResult.objects.select_related("run", "session__instance"),
+            pk=int_or_404(unquote(object_id)),
         )
-        if result is None:
-            raise Http404
         mask = not can_view_personal_data(request.user)
-        opts = self.model._meta
-        context = {
-            **self.admin_site.each_context(request),
-            "title": result.title,
-            "subtitle": None,
-            "opts": opts,
-            "app_label": opts.app_label,
-            "original": result,
-            "result": result,
-            "bubbles": shown_transcript(result, mask=mask),
-            "masked": mask,
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, self.transcript_template, context)
+        return admin_page(
+            self,
+            request,
+            self.transcript_template,
+            title=result.title,
+            original=result,
+            result=result,
+            bubbles=shown_transcript(result, mask=mask),
+            masked=mask,
+        )

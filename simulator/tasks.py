@@ -53,8 +53,9 @@ def persona_run(run_id: int) -> str:
 
 
 def persona_run_enqueue(run: PersonaRun) -> None:
-    """Enqueue a new run after the transaction that created it commits; its task id is kept."""
-    task_id = str(uuid4())
+    """Enqueue a new run after the transaction that created it commits, with the task id it
+    was started with (the start form's token) or a new one, kept on the run."""
+    task_id = run.task_id or str(uuid4())
     PersonaRun.objects.filter(pk=run.pk).update(task_id=task_id)
     run.task_id = task_id
     transaction.on_commit(lambda: persona_run.apply_async((run.pk,), task_id=task_id))

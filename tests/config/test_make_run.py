@@ -21,7 +21,7 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
-def test_make_run_steps_serve_the_admin_login_page(tmp_path: Path) -> None:
+def test_make_run_steps_serve_the_browser_log_in_page(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in {"DJANGO_SETTINGS_MODULE"}}
     env.update(
         {

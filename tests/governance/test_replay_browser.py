@@ -17,7 +17,7 @@ from pytest_django.live_server_helper import LiveServer
 from conversations.models import Instance
 from governance.models import ReplayRun, ReplayStatus
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.helpers.browser import PASSWORD, VIEWPORT, browser_staff
+from tests.helpers.browser import VIEWPORT, browser_log_in, browser_staff
 from tests.helpers.recorded_calls import GREETING, conversation, draft, record_turn
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -56,11 +56,7 @@ def test_an_editor_replays_a_draft_from_its_page_and_reads_the_results(
     override = draft()
     page = browser_page
     change_url = f"/admin/prompts_admin/promptoverride/{override.pk}/change/"
-    page.goto(f"{live_server.url}/admin/login/?next={change_url}")
-    page.fill("#id_username", "bia")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url(f"**{change_url}")
+    browser_log_in(page, live_server.url, "bia", change_url)
 
     page.click("#replay-this-draft")
     page.wait_for_selector("#replay-matching")

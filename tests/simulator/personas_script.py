@@ -19,6 +19,19 @@ GOOD_DRAFT = "RASCUNHO BOM da coleta de {{ agent_name }}: peça nome, CPF e e-ma
 BROKEN_MARKER = "RASCUNHO QUEBRADO"
 BROKEN_DRAFT = f"{BROKEN_MARKER} da coleta de {{{{ agent_name }}}}: confirme sem dados."
 HUMAN_MARKER = "quer falar com uma pessoa"
+# The settings that give each caller its own model.
+MODEL_SETTINGS = {
+    "OPENAI_MODEL_PERSONA": PERSONA_MODEL,
+    "OPENAI_MODEL_TRIAGE": TRIAGE_MODEL,
+    "OPENAI_MODEL_QUALIFICATION": QUALIFICATION_MODEL,
+    "OPENAI_MODEL_COLLECTION": COLLECTION_MODEL,
+    "OPENAI_MODEL_SUMMARY": SUMMARY_MODEL,
+}
+FARMER = (
+    "Produtor rural com poço, quer orçamento de potabilidade para 2 amostras, responde curto, "
+    "manda o CPF só quando pedido."
+)
+WANTS_HUMAN = f"Cliente irritado que {HUMAN_MARKER} logo na primeira mensagem."
 
 FIRST = "Oi, quero um orçamento de potabilidade"
 SAMPLES = "2 amostras de poço"
@@ -37,6 +50,40 @@ CODE_4 = (
     '{"s":4,"cadastro":{"nome":"Ana Lima","documento":"52998224725","email":"ana@example.com"}}'
     + CONFIRM_TEXT
 )
+
+
+def catalog_create() -> None:
+    """What the conversations need besides the model: the water service's catalog, the
+    handoff message, and the demo instance."""
+    # Imported here: bench/personas.py imports this module before Django is set up.
+    from knowledge_base.models import Intent, Segment, Service
+    from prompts_admin.models import RuntimeConfig
+    from tests import baker_recipes as recipes
+    from tests.helpers.pipeline import OPEN_TEXT, WATER_SCHEMA
+
+    ambiental = Segment.objects.create(code="AMBIENTAL", label="Ambiental")
+    Intent.objects.create(code="ORCAMENTO", label="Orçamento")
+    Service.objects.create(
+        code="AGUA_POTABILIDADE",
+        label="Potabilidade da água",
+        segment=ambiental,
+        parameter_schema=WATER_SCHEMA,
+    )
+    config = RuntimeConfig.load()
+    config.handoff_message_open = config.handoff_message_closed = OPEN_TEXT
+    config.save()
+    recipes.instance.make()
+
+
+def world_prepare(settings: Any, model: Any) -> None:
+    """The tests' world: one model per caller (`settings`: pytest-django's fixture), a cost cap
+    of 1 USD, the catalog (`catalog_create`), and the fake OpenAI server `model` answering
+    with this script."""
+    for name, value in MODEL_SETTINGS.items():
+        setattr(settings, name, value)
+    settings.REPLAY_MAX_COST_USD = 1.0
+    catalog_create()
+    model.answer_with(answer)
 
 
 def _last(body: dict[str, Any], role: str) -> str:

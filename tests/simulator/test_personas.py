@@ -29,7 +29,6 @@ from governance.models import (
     ReplayStatus,
 )
 from governance.slots import slot_acquire
-from knowledge_base.models import Intent, Segment, Service
 from prompts_admin.models import PromptOverride, RuntimeConfig
 from simulator.personas import (
     Bubble,
@@ -42,18 +41,14 @@ from simulator.personas import (
     persona_run_start,
     run_pin,
 )
-from tests import baker_recipes as recipes
 from tests.fakes.graph_server import FakeGraphAPI
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.webhook_receiver import WebhookReceiver, receiver  # noqa: F401 (fixture)
-from tests.helpers.pipeline import OPEN_TEXT, WATER_SCHEMA
+from tests.helpers.pipeline import OPEN_TEXT
 from tests.simulator import personas_script as script
 
-FARMER = (
-    "Produtor rural com poço, quer orçamento de potabilidade para 2 amostras, responde curto, "
-    "manda o CPF só quando pedido."
-)
-WANTS_HUMAN = f"Cliente irritado que {script.HUMAN_MARKER} logo na primeira mensagem."
+FARMER = script.FARMER
+WANTS_HUMAN = script.WANTS_HUMAN
 # Each call is answered with 10 input and 5 output tokens (the fake's default).
 LEAD_CALLS = {
     # 4 customer messages; agents: triagem + qualificação, qualificação + coleta, coleta, coleta;
@@ -87,25 +82,7 @@ def world(
     transactional_db: None, settings: Settings, openai_settings: FakeOpenAIServer
 ) -> FakeOpenAIServer:
     """The catalog, the demo instance, one model per caller and the scripted model."""
-    settings.OPENAI_MODEL_PERSONA = script.PERSONA_MODEL
-    settings.OPENAI_MODEL_TRIAGE = script.TRIAGE_MODEL
-    settings.OPENAI_MODEL_QUALIFICATION = script.QUALIFICATION_MODEL
-    settings.OPENAI_MODEL_COLLECTION = script.COLLECTION_MODEL
-    settings.OPENAI_MODEL_SUMMARY = script.SUMMARY_MODEL
-    settings.REPLAY_MAX_COST_USD = 1.0
-    ambiental = Segment.objects.create(code="AMBIENTAL", label="Ambiental")
-    Intent.objects.create(code="ORCAMENTO", label="Orçamento")
-    Service.objects.create(
-        code="AGUA_POTABILIDADE",
-        label="Potabilidade da água",
-        segment=ambiental,
-        parameter_schema=WATER_SCHEMA,
-    )
-    config = RuntimeConfig.load()
-    config.handoff_message_open = config.handoff_message_closed = OPEN_TEXT
-    config.save()
-    recipes.instance.make()
-    openai_settings.answer_with(script.answer)
+    script.world_prepare(settings, openai_settings)
     return openai_settings
 
 
