@@ -383,6 +383,9 @@ def _user(user: User) -> Any:
 def _apply(release: Release, *, user: User, why: str) -> None:
     with transaction.atomic():
         locked = Release.objects.select_for_update().get(pk=release.pk)
+        if locked.status != release.status:
+            # Another request moved it between the checks and the lock (a second click).
+            raise ReleaseRefused(gettext("This release changed meanwhile: reload its page."))
         for agent in PROMPT_AGENTS:
             version = locked.prompts.get(agent.value)
             _prompt_publish(agent, int(version) if version is not None else None, why)

@@ -295,3 +295,21 @@ def test_the_database_keeps_one_published_release() -> None:
 
     with pytest.raises(DatabaseError), transaction.atomic():
         Release.objects.create(name="B", status=ReleaseStatus.PUBLISHED)
+
+
+def test_a_release_moved_by_another_request_before_the_lock_is_refused_and_left_alone(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    _active, draft, package = live
+    replayed(NEW)
+    release = release_of(draft, package)
+    stale = Release.objects.get(pk=release.pk)
+    release_publish(release, user=staff_member(PROMPT_EDITORS))
+
+    # `stale` still reads "draft": a second click that passed the status check before the first
+    # publication committed.
+    refused = refusal(lambda: release_publish(stale, user=staff_member(PROMPT_EDITORS)))
+
+    assert refused == "Este lançamento mudou nesse meio-tempo: recarregue a página."
+    assert Release.objects.get(pk=release.pk).status == "published"
+    assert reasons(Release, release.pk)[-1] == f"Publicado com o lançamento #{release.pk} “Março”"
