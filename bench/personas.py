@@ -20,8 +20,6 @@ range.
 """
 
 import argparse
-import logging
-import os
 import statistics
 import sys
 import time
@@ -142,36 +140,13 @@ def main() -> None:
     parser.add_argument("--personas", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    # Set here, not on import: tests/bench imports this module, and the processes its suite
-    # starts would inherit them.
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    from bench.fake_world import fake_world
 
-    import django
+    with fake_world(**script.MODEL_SETTINGS) as world:
+        from prompts_admin.models import PromptOverride
 
-    django.setup()
-    # The fake server's access log, one line per model call, would bury the figures.
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    from django.db import connection
-    from django.test.utils import override_settings
-    from pytest_httpserver import HTTPServer
-
-    from prompts_admin.models import PromptOverride
-    from tests.fakes.openai_server import FakeOpenAIServer
-
-    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
-    server.start()
-    model = FakeOpenAIServer(server)
-    model.answer_with(script.answer)
-    overrides = override_settings(
-        OPENAI_BASE_URL=model.base_url,
-        OPENAI_API_KEY="bench-openai-key",
-        REPLAY_MAX_COST_USD=100.0,
-        **script.MODEL_SETTINGS,
-    )
-    overrides.enable()
-    test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
-    try:
+        model = world.model
+        model.answer_with(script.answer)
         script.catalog_create()
         override = PromptOverride.objects.create(agent="coleta", content=script.GOOD_DRAFT)
         persona_ids = personas_create(args.personas)
@@ -181,7 +156,7 @@ def main() -> None:
             persona_ids=persona_ids[:1],
             requests=lambda: model.request_count,
         )
-        print(f"database {connection.vendor} ({test_db}); {args.personas} personas per run")
+        print(f"database {world.database}; {args.personas} personas per run")
         for n in range(args.runs):
             report(
                 f"run {n + 1}",
@@ -191,10 +166,6 @@ def main() -> None:
                     requests=lambda: model.request_count,
                 ),
             )
-    finally:
-        connection.creation.destroy_test_db(test_db, verbosity=0)
-        overrides.disable()
-        server.stop()
 
 
 if __name__ == "__main__":

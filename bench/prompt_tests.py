@@ -15,8 +15,6 @@ the queries (every statement sent through a cursor) and how many cases passed.
 
 import argparse
 import contextlib
-import logging
-import os
 import statistics
 import sys
 import time
@@ -102,40 +100,16 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=50)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings_test")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    from bench.fake_world import fake_world
 
-    import django
+    with fake_world() as world:
+        from tests.helpers.recorded_calls import draft
 
-    django.setup()
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    from django.db import connection
-    from django.test.utils import override_settings
-    from pytest_httpserver import HTTPServer
-
-    from tests.fakes.graph_server import FakeGraphAPI
-    from tests.fakes.openai_server import FakeOpenAIServer
-    from tests.helpers.recorded_calls import draft
-
-    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
-    server.start()
-    graph_server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
-    graph_server.start()
-    model = FakeOpenAIServer(server)
-    graph = FakeGraphAPI(graph_server)
-    overrides = override_settings(
-        OPENAI_BASE_URL=model.base_url,
-        OPENAI_API_KEY="bench-openai-key",
-        WHATSAPP_API_BASE_URL=graph.base_url,
-        REPLAY_MAX_COST_USD=100.0,
-    )
-    overrides.enable()
-    test_db = connection.creation.create_test_db(verbosity=0, autoclobber=True)
-    try:
+        model = world.model
         cases = suite_create(args.cases, model=model)
         override = draft()
         run_measure(cases[:1], override, model=model)  # warm up: the SDK's client, templates
-        print(f"database {connection.vendor} ({test_db}); {args.cases} cases per run")
+        print(f"database {world.database}; {args.cases} cases per run")
         seconds = []
         for n in range(args.runs):
             figures = run_measure(cases, override, model=model)
@@ -147,11 +121,6 @@ def main() -> None:
                 f"model calls {figures.model_calls}"
             )
         print(f"median wall {statistics.median(seconds) * 1000:.1f} ms")
-    finally:
-        connection.creation.destroy_test_db(test_db, verbosity=0)
-        overrides.disable()
-        server.stop()
-        graph_server.stop()
 
 
 if __name__ == "__main__":
