@@ -31,9 +31,11 @@ from support.admin.media_block import media_block, media_html
 from support.admin.notes import note_json
 from support.admin.transcript import (
     TranscriptEntry,
+    can_save_cases,
     message_delivery,
     note_entry,
     quotes_find,
+    save_case_url,
     transcript_entry,
 )
 from support.models import InternalNote
@@ -76,6 +78,8 @@ class LiveMessage:
     reaction: str = ""
     options: tuple[str, ...] = ()
     reply_kind: str = ""
+    # A bot's bubble's "Guardar como caso de teste" page, for staff who may save cases.
+    save_case_url: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,10 +173,11 @@ def _message_json(message: LiveMessage) -> dict[str, Any]:
         "reaction": message.reaction,
         "options": list(message.options),
         "reply_kind": message.reply_kind,
+        "save_case_url": message.save_case_url,
     }
 
 
-def _live_message(entry: TranscriptEntry) -> LiveMessage:
+def _live_message(entry: TranscriptEntry, *, save_cases: bool) -> LiveMessage:
     message = entry.message
     return LiveMessage(
         id=message.pk,
@@ -194,6 +199,7 @@ def _live_message(entry: TranscriptEntry) -> LiveMessage:
         reaction=entry.reaction,
         options=tuple(entry.options),
         reply_kind=entry.reply_kind,
+        save_case_url=save_case_url(entry) if save_cases else "",
     )
 
 
@@ -298,9 +304,11 @@ def session_live(
         ]
 
     quotes = quotes_find(rows, session=session, masker=masker)
+    save_cases = can_save_cases(user)
     messages = [
         _live_message(
-            transcript_entry(m, session=session, turn_cost=None, masker=masker, quotes=quotes)
+            transcript_entry(m, session=session, turn_cost=None, masker=masker, quotes=quotes),
+            save_cases=save_cases,
         )
         for m in rows
     ]

@@ -40,7 +40,7 @@ from support.admin.queue import queue_urls
 from support.admin.quick_replies import QUICK_REPLIES_URL_NAME
 from support.admin.staff_actions import staff_action_urls, staff_actions_panel
 from support.admin.template_picker import template_picker_for
-from support.admin.transcript import session_transcript
+from support.admin.transcript import can_save_cases, session_transcript
 from support.notes import note_mentions_seen
 from support.staff_actions import can_attend
 
@@ -51,9 +51,6 @@ _NUMBER_PUNCTUATION = re.compile(r"[\s().+/-]")
 # Prompt editors read the technical details (tokens, latency, codes, model) as superusers do;
 # Support finds them behind "Detalhes técnicos".
 TECHNICAL_READER_PERMISSION = "prompts_admin.change_promptoverride"
-# Who may freeze a bot's answer as a prompt test case (governance's test cases, named here by
-# their permission: the two apps are siblings and import nothing from each other).
-SAVE_CASE_PERMISSION = "governance.add_prompttestcase"
 
 # Staff who may not read personal data search the conversations' text only, and not for a
 # number of this many digits or more (part of a phone or document) nor an e-mail.
@@ -417,10 +414,7 @@ class SessionAdmin(PersonalDataMaskingMixin[Session]):
             ),
             "show_technical": user.is_superuser or user.has_perm(TECHNICAL_READER_PERMISSION),
             "show_raw_fields": user.is_superuser,
-            # A bot's bubble links to "Guardar como caso de teste" (governance's page, which
-            # shows the call's reply: its reader must be one who may read model calls).
-            "can_save_case": user.has_perm(SAVE_CASE_PERMISSION)
-            and user.has_perm("conversations.view_llmcall"),
+            "can_save_case": can_save_cases(user),
             "customer_panel": {
                 "name": obj.customer_name or "—",
                 "phone": format_phone(obj.customer_phone) if obj.customer_phone else "—",

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Sum
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.formats import date_format, number_format
 from django.utils.html import escape, format_html
@@ -160,6 +161,25 @@ class NoteEntry:
     meta: str  # its time, as the messages' ("20/11 10:00:01")
     side: str = "note"
     turn_cost: str = ""  # the template reads every entry's
+
+
+# Who may freeze a bot's answer as a prompt test case (governance's test cases, named here by
+# their permission: the two apps are siblings and import nothing from each other).
+SAVE_CASE_PERMISSION = "governance.add_prompttestcase"
+
+
+def can_save_cases(user: Any) -> bool:
+    """Whether a bot's bubble links to "Guardar como caso de teste" for `user`: the page it
+    opens shows the call's reply, so its reader must also be one who may read model calls."""
+    return bool(user.has_perm(SAVE_CASE_PERMISSION) and user.has_perm("conversations.view_llmcall"))
+
+
+def save_case_url(entry: "TranscriptEntry") -> str:
+    """The "Guardar como caso de teste" page of a bot's bubble written by a turn; "" for any
+    other bubble."""
+    if entry.side != "bot" or not entry.message.turn_id:
+        return ""
+    return reverse("admin:governance_prompttestcase_from_message", args=[entry.message.pk])
 
 
 def note_author(note: InternalNote) -> str:

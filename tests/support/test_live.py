@@ -124,6 +124,7 @@ def test_support_reads_the_messages_after_the_one_shown() -> None:
                 "reaction": "",
                 "options": [],
                 "reply_kind": "",
+                "save_case_url": "",
             }
         ],
         "more": False,
@@ -158,6 +159,35 @@ def test_a_prompt_editor_reads_the_same_answer_masked() -> None:
     ]
     assert "Maria" not in response.content.decode()
     assert "529" not in response.content.decode()
+
+
+def test_a_bot_bubble_links_to_save_it_as_a_test_case_for_an_editor_only() -> None:
+    session, question, answer = conversation()
+    bot = Message.objects.create(
+        session=session,
+        direction=Direction.OUTBOUND,
+        content="Posso ajudar com mais alguma coisa?",
+        turn_id="6f1c1a52-8f0e-4a8e-9d1e-0c5b9c1f2a10",
+        created_at=AT + timedelta(seconds=2),
+    )
+    untracked = Message.objects.create(  # a bot text with no turn: no call to save
+        session=session,
+        direction=Direction.OUTBOUND,
+        content="Mensagem antiga",
+        created_at=AT + timedelta(seconds=3),
+    )
+
+    def links(user: User) -> list[tuple[int, str]]:
+        data = body(logged_in(user).get(live_url(session.pk)))
+        return [(m["id"], m["save_case_url"]) for m in data["messages"]]
+
+    assert links(staff_member(PROMPT_EDITORS)) == [
+        (question.pk, ""),
+        (answer.pk, ""),
+        (bot.pk, f"/admin/governance/prompttestcase/from-message/{bot.pk}/"),
+        (untracked.pk, ""),
+    ]
+    assert [url for _id, url in links(staff_member(SUPPORT))] == ["", "", "", ""]
 
 
 def test_a_superuser_reads_it_unmasked() -> None:

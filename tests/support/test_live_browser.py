@@ -185,3 +185,36 @@ def test_a_poll_after_the_login_expired_leaves_the_page_as_it_is(
 
     assert page.evaluate("window.sessionLivePoll()") is False
     assert page.locator("#transcript li .text").all_inner_texts() == ["Oi"]
+
+
+def test_a_bot_bubble_that_arrives_live_links_to_save_it_as_a_test_case(
+    live_server: LiveServer, browser: Any, screenshots_dir: Path
+) -> None:
+    browser_staff(
+        "bia",
+        "conversations.view_session",
+        "conversations.view_llmcall",
+        "governance.add_prompttestcase",
+    )
+    session = baker.make(
+        Session, instance=baker.make(Instance), state="TRIAGE", customer_phone="5511912345678"
+    )
+    Message.objects.create(session=session, direction=Direction.INBOUND, content="Oi")
+    page = open_conversation(browser, live_server.url, "bia", session)
+    page.evaluate("window.__notReloaded = true")
+    assert page.locator("a.save-case").count() == 0
+
+    bot = Message.objects.create(
+        session=session,
+        direction=Direction.OUTBOUND,
+        content="Olá! Como posso ajudar?",
+        turn_id="6f1c1a52-8f0e-4a8e-9d1e-0c5b9c1f2a10",
+    )
+    link = page.locator(f'li[data-message-id="{bot.pk}"] a.save-case')
+    link.wait_for(state="attached", timeout=APPEAR_WITHIN_SECONDS * 1000)
+
+    assert page.evaluate("window.__notReloaded") is True
+    assert link.text_content() == "Guardar como caso de teste"
+    assert link.get_attribute("href") == (
+        f"/admin/governance/prompttestcase/from-message/{bot.pk}/"
+    )

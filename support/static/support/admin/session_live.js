@@ -78,6 +78,19 @@
     return span;
   }
 
+  // The bot bubble's "Guardar como caso de teste" link, as transcript_list.html writes it.
+  function saveCaseSpan(url) {
+    var span = document.createElement("span");
+    span.className = "tech";
+    span.appendChild(document.createTextNode(" · "));
+    var link = document.createElement("a");
+    link.className = "save-case";
+    link.href = url;
+    link.textContent = list.getAttribute("data-save-case-label") || "";
+    span.appendChild(link);
+    return span;
+  }
+
   function reactionSpan(emoji) {
     var span = document.createElement("span");
     span.className = "reaction";
@@ -171,6 +184,9 @@
     if (message.delivery) {
       meta.appendChild(document.createTextNode(" · "));
       meta.appendChild(deliverySpan(message.delivery, message.delivery_failed));
+    }
+    if (message.save_case_url) {
+      meta.appendChild(saveCaseSpan(message.save_case_url));
     }
     li.appendChild(meta);
     if (message.reaction) {
