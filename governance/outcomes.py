@@ -35,6 +35,7 @@ from agents.states import AgentName, HandoffReason
 from conversations.model_prices import call_cost_usd
 from conversations.models import Lead, LLMCall, LLMCallPurpose
 from prompts_admin.models import PromptOverride
+from versioning.history import historical_model
 
 OVERRIDE_PREFIX = "override:"
 # Handoff reasons that mean the model broke the output contract (docs/architecture.md lists them).
@@ -477,7 +478,8 @@ def _add_override_versions(versions: Mapping[str, VersionMetrics]) -> None:
     if not history_ids:
         return
     rows = (
-        PromptOverride.history.model.objects.filter(history_id__in=list(history_ids))
+        historical_model(PromptOverride)
+        .objects.filter(history_id__in=list(history_ids))
         .order_by()
         .values_list("history_id", "id", "history_date", "note")
     )

@@ -19,7 +19,6 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import URLPattern, path, reverse
@@ -27,7 +26,7 @@ from django.utils.formats import date_format
 from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
-from agents.states import PROMPT_AGENTS
+from agents.states import PROMPT_AGENTS, AgentName
 from governance.models import PersonaRun, ReplayStatus
 from knowledge_base.models import KBPackage
 from prompts_admin.activation import cases_html, evidence_html
@@ -48,6 +47,7 @@ from prompts_admin.releases import (
 )
 from versioning.admin import VersionedAdmin
 from versioning.diff import line_diff
+from versioning.history import historical_model, latest_version
 
 # The versions of a package offered in the form, newest first.
 PACKAGE_VERSIONS_OFFERED = 10
@@ -77,18 +77,13 @@ def package_field(package_id: str) -> str:
 def prompt_choices() -> dict[str, list[tuple[str, str]]]:
     """Per agent: the built-in prompt, then each of its overrides at its latest version (one
     query)."""
-    latest = Subquery(
-        PromptOverride.history.model.objects.filter(id=OuterRef("pk"))
-        .order_by("-history_id")
-        .values("history_id")[:1]
-    )
     choices: dict[str, list[tuple[str, str]]] = {
         agent.value: [(BUILTIN_CHOICE, gettext("Default prompt (not customised)"))]
         for agent in PROMPT_AGENTS
     }
     rows = (
         PromptOverride.objects.filter(agent__in=list(choices))
-        .annotate(version=latest)
+        .annotate(version=latest_version(PromptOverride))
         .order_by("agent", "-is_active", "-updated_at")
         .values_list("agent", "pk", "is_active", "note", "version")
     )
@@ -106,7 +101,8 @@ def package_choices() -> dict[str, list[tuple[str, str]]]:
     (one query)."""
     choices: dict[str, list[tuple[str, str]]] = {}
     rows = (
-        KBPackage.history.model.objects.order_by("package_id", "-history_id")
+        historical_model(KBPackage)
+        .objects.order_by("package_id", "-history_id")
         .values_list("package_id", "history_id", "history_date", "history_change_reason")
         .iterator()
     )
@@ -156,12 +152,11 @@ def release_form_class(release: Release | None) -> type[ReleaseForm]:
     """`ReleaseForm` with a choice per agent and per package, set to `release`'s versions (what
     is live now, for a new release); a version it names that is no longer offered is kept as
     a choice."""
-    chosen = (
-        (release.prompts, release.packages)
-        if release is not None
-        else (lambda live: (live.prompts, live.packages))(release_live_versions())
-    )
-    prompts, packages = chosen
+    if release is not None:
+        prompts, packages = release.prompts, release.packages
+    else:
+        live = release_live_versions()
+        prompts, packages = live.prompts, live.packages
     declared: dict[str, Any] = {}
     for agent, choices in prompt_choices().items():
         initial = prompts.get(agent)
@@ -169,7 +164,7 @@ def release_form_class(release: Release | None) -> type[ReleaseForm]:
         if value not in {v for v, _label in choices}:
             choices.append((value, f"{gettext('version')} {value}"))
         declared[prompt_field(agent)] = forms.ChoiceField(
-            label=agent_label(next(a for a in PROMPT_AGENTS if a.value == agent)),
+            label=agent_label(AgentName(agent)),
             choices=choices,
             initial=value,
             required=False,

@@ -27,6 +27,7 @@ from conversations.models import Session
 from governance.outcomes import CONTRACT_VIOLATIONS, HANDOFF_REASONS
 from governance.rollout_alert import rollout_pause_alert_send
 from prompts_admin.models import PromptOverride
+from versioning.history import historical_model
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +91,8 @@ def releases(*, agent: str | None = None, include_paused: bool = False) -> list[
     if not found:
         return []
     rows = (
-        PromptOverride.history.model.objects.filter(id__in=list(found))
+        historical_model(PromptOverride)
+        .objects.filter(id__in=list(found))
         .order_by("id", "history_id")
         .values_list("id", "history_id", "history_date", "rollout_percent", "rollout_paused_at")
     )

@@ -10,32 +10,13 @@ pinned ones in one query, and the live ones only for those it could not read.
 
 import logging
 from collections.abc import Mapping, Sequence
-from functools import cache
-from typing import Any
-
-from django.db.models import OuterRef, Subquery
 
 from agents.context import CatalogSnapshot, IntentInfo, PackageInfo, SegmentInfo, ServiceInfo
 from agents.parameters import ParameterSchemaError, ParameterSpec, parse_parameter_schema
 from knowledge_base.models import Intent, KBPackage, Segment, Service
+from versioning.history import historical_model, latest_version
 
 logger = logging.getLogger(__name__)
-
-
-@cache
-def _historical_package() -> Any:
-    # simple-history builds a new manager on every `KBPackage.history` access (~1 ms); the
-    # historical model itself never changes.
-    return KBPackage.history.model
-
-
-def _latest_history_id() -> Subquery:
-    return Subquery(
-        _historical_package()
-        .objects.filter(id=OuterRef("pk"))
-        .order_by("-history_id")
-        .values("history_id")[:1]
-    )
 
 
 class DatabaseKBSource:
@@ -72,7 +53,7 @@ class DatabaseKBSource:
             for package_id, title, description, health, version in KBPackage.objects.filter(
                 is_active=True
             )
-            .annotate(version=_latest_history_id())
+            .annotate(version=latest_version(KBPackage))
             .order_by("package_id")
             .values_list("package_id", "title", "description", "health_sensitive", "version")
         }
@@ -84,7 +65,7 @@ class DatabaseKBSource:
         found: dict[str, PackageInfo] = {}
         if pinned:
             rows = (
-                _historical_package()
+                historical_model(KBPackage)
                 .objects.filter(history_id__in=list(pinned.values()))
                 .values_list(*_PACKAGE_COLUMNS, "history_id")
             )
@@ -95,7 +76,7 @@ class DatabaseKBSource:
             return found
         rows = (
             KBPackage.objects.filter(is_active=True, package_id__in=missing)
-            .annotate(version=_latest_history_id())
+            .annotate(version=latest_version(KBPackage))
             .values_list(*_PACKAGE_COLUMNS, "version")
         )
         return found | {row[0]: PackageInfo(*row) for row in rows}

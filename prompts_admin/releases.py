@@ -30,7 +30,7 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.models import User as StaffUser
 from django.db import transaction
-from django.db.models import OuterRef, Q, Subquery
+from django.db.models import Q
 from django.utils import timezone, translation
 from django.utils.text import capfirst
 from django.utils.translation import gettext, gettext_noop
@@ -48,6 +48,7 @@ from prompts_admin.activation import (
     latest_replay,
 )
 from prompts_admin.models import PromptOverride, Release, ReleaseStatus
+from versioning.history import historical_model, latest_version
 
 APPROVE_PERMISSION = "prompts_admin.approve_release"
 # The package fields a release restores (its version's), besides making it active.
@@ -144,31 +145,17 @@ def release_prompt_versions(release: Release) -> dict[str, str]:
     }
 
 
-def _override_history() -> Any:
-    return PromptOverride.history.model
-
-
-def _package_history() -> Any:
-    return KBPackage.history.model
-
-
-def _latest(history: Any) -> Subquery:
-    return Subquery(
-        history.objects.filter(id=OuterRef("pk")).order_by("-history_id").values("history_id")[:1]
-    )
-
-
 def release_live_versions() -> ReleaseVersions:
     """Each agent's active override at its latest version (None: the built-in prompt), and
     every active package at its latest version."""
     active = dict(
         PromptOverride.objects.filter(is_active=True)
-        .annotate(version=_latest(_override_history()))
+        .annotate(version=latest_version(PromptOverride))
         .values_list("agent", "version")
     )
     packages = dict(
         KBPackage.objects.filter(is_active=True)
-        .annotate(version=_latest(_package_history()))
+        .annotate(version=latest_version(KBPackage))
         .values_list("package_id", "version")
     )
     return ReleaseVersions(
@@ -184,13 +171,13 @@ def release_changes(release: Release) -> ReleaseChanges:
     prompt_ids = {int(h) for h in release.prompts.values() if h is not None}
     prompt_ids |= {h for h in live.prompts.values() if h is not None}
     texts = dict(
-        _override_history()
+        historical_model(PromptOverride)
         .objects.filter(history_id__in=prompt_ids)
         .values_list("history_id", "content")
     )
     package_ids = {int(h) for h in release.packages.values()} | set(live.packages.values())
     contents = dict(
-        _package_history()
+        historical_model(KBPackage)
         .objects.filter(history_id__in=package_ids)
         .values_list("history_id", "content")
     )
@@ -360,7 +347,7 @@ def _gate_reasons(changes: ReleaseChanges, reason: str) -> str:
     editor's reason (the editor's reason alone when none needed one)."""
     with translation.override(settings.LANGUAGE_CODE):
         found = [
-            f"{capfirst(gettext(AGENT_LABELS[AgentName(change.agent)]))}: "
+            f"{agent_label(AgentName(change.agent))}: "
             f"{activation_change_reason(change.check, reason.strip())}"
             for change in changes.prompts
             if change.check is not None and change.check.needs_confirmation
@@ -408,7 +395,7 @@ def _prompt_publish(agent: AgentName, version: int | None, why: str) -> None:
     is active, the built-in prompt serves); no other override of the agent stays active or
     released gradually."""
     row = (
-        _override_history().objects.filter(history_id=version).first()
+        historical_model(PromptOverride).objects.filter(history_id=version).first()
         if version is not None
         else None
     )
@@ -444,7 +431,7 @@ def _prompt_publish(agent: AgentName, version: int | None, why: str) -> None:
 
 
 def _package_publish(package_id: str, version: int, why: str) -> None:
-    row = _package_history().objects.get(history_id=version)
+    row = historical_model(KBPackage).objects.get(history_id=version)
     # By its id, the release's key: a package deleted and created again keeps its id.
     package: Any = KBPackage.objects.select_for_update().filter(package_id=package_id).first()
     if package is None:
@@ -473,7 +460,7 @@ def release_versions_valid(prompts: Mapping[str, Any], packages: Mapping[str, An
     agents = {agent.value for agent in PROMPT_AGENTS}
     prompt_versions = {int(h) for h in prompts.values() if h is not None}
     found = dict(
-        _override_history()
+        historical_model(PromptOverride)
         .objects.filter(history_id__in=prompt_versions)
         .values_list("history_id", "agent")
     )
@@ -487,7 +474,7 @@ def release_versions_valid(prompts: Mapping[str, Any], packages: Mapping[str, An
             )
     package_versions = {int(h) for h in packages.values()}
     found_packages = dict(
-        _package_history()
+        historical_model(KBPackage)
         .objects.filter(history_id__in=package_versions)
         .values_list("history_id", "package_id")
     )

@@ -12,11 +12,9 @@ companies).
 
 import re
 from collections.abc import Iterable, Mapping
-from functools import cache
-from typing import Any
 
 from django.conf import settings
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import QuerySet
 
 from agents.phones import phone_digits as phone_digits_of
 from agents.sources import (
@@ -33,21 +31,13 @@ from prompts_admin.models import (
     RuntimeConfig,
     StrategicCompany,
 )
-
-
-def _latest_history_id() -> Subquery:
-    return Subquery(
-        _historical_override()
-        .objects.filter(id=OuterRef("pk"))
-        .order_by("-history_id")
-        .values("history_id")[:1]
-    )
+from versioning.history import historical_model, latest_version
 
 
 def _override_template(overrides: QuerySet[PromptOverride]) -> OverrideTemplate | None:
     """The first override of `overrides` with its version (one query)."""
     row = (
-        overrides.annotate(version=_latest_history_id())
+        overrides.annotate(version=latest_version(PromptOverride))
         .values_list("pk", "content", "version")
         .first()
     )
@@ -87,7 +77,7 @@ def override_ids_of(versions: Iterable[str]) -> dict[int, int]:
     if not history_ids:
         return {}
     return dict(
-        _historical_override()
+        historical_model(PromptOverride)
         .objects.filter(history_id__in=history_ids)
         .values_list("history_id", "id")
     )
@@ -99,12 +89,6 @@ def phone_digits(lines: str) -> tuple[str, ...]:
     return tuple(number for number in parsed if number is not None)
 
 
-@cache
-def _historical_override() -> Any:
-    # simple-history builds a new manager on every `PromptOverride.history` access (~1 ms).
-    return PromptOverride.history.model
-
-
 class DatabasePromptSource:
     def active_override(self, agent: AgentName) -> OverrideTemplate | None:
         return _override_template(PromptOverride.objects.filter(agent=agent.value, is_active=True))
@@ -114,7 +98,7 @@ class DatabasePromptSource:
             PromptOverride.objects.filter(
                 is_active=True, agent__in=[agent.value for agent in PROMPT_AGENTS]
             )
-            .annotate(version=_latest_history_id())
+            .annotate(version=latest_version(PromptOverride))
             .values_list("agent", "pk", "content", "version")
         )
         found = {
@@ -130,7 +114,7 @@ class DatabasePromptSource:
                 rollout_paused_at__isnull=True,  # a paused candidate is pinned by no one
                 agent__in=[agent.value for agent in PROMPT_AGENTS],
             )
-            .annotate(version=_latest_history_id())
+            .annotate(version=latest_version(PromptOverride))
             .values_list("agent", "pk", "content", "version", "rollout_percent")
         )
         return {
@@ -150,7 +134,7 @@ class DatabasePromptSource:
             # "builtin" is not an override; an unversioned override has no text to go back to.
             return None
         content = (
-            _historical_override()
+            historical_model(PromptOverride)
             .objects.filter(history_id=history_id, agent=agent.value)
             .values_list("content", flat=True)
             .first()

@@ -13,7 +13,8 @@ from governance.models import PersonaRun, ReplayStatus
 from knowledge_base.models import KBPackage
 from prompts_admin.models import PromptOverride, Release
 from tests.helpers.replays import replayed
-from tests.helpers.staff import PROMPT_EDITORS, logged_in, staff_member
+from tests.helpers.staff import PROMPT_APPROVERS, PROMPT_EDITORS, logged_in, staff_member
+from tests.helpers.versions import latest_version
 
 pytestmark = pytest.mark.django_db
 
@@ -21,12 +22,6 @@ BASE = "/admin/prompts_admin/release/"
 OLD = "Triagem antiga de {{ agent_name }}."
 NEW = "Triagem nova de {{ agent_name }}.\nPergunte o município."
 PACKAGE = "Potabilidade: 2 frascos de 500 mL."
-PROMPT_APPROVERS = "Prompt approvers"
-
-
-def latest(model: Any, pk: int) -> int:
-    history_id: int = model.history.filter(id=pk).order_by("-history_id")[0].history_id
-    return history_id
 
 
 @pytest.fixture
@@ -50,10 +45,10 @@ def release_form(draft: PromptOverride, package: KBPackage, **fields: str) -> di
     data = {
         "name": "Março",
         "note": "Pergunta o município",
-        "prompt_triagem": str(latest(PromptOverride, draft.pk)),
+        "prompt_triagem": str(latest_version(PromptOverride, draft.pk)),
         "prompt_qualificacao": "",
         "prompt_coleta": "",
-        "package_POTABILIDADE": str(latest(KBPackage, package.pk)),
+        "package_POTABILIDADE": str(latest_version(KBPackage, package.pk)),
     }
     return data | fields
 
@@ -65,9 +60,9 @@ def test_the_add_form_is_prefilled_with_what_is_live(
 
     form = prompt_editor_client.get(f"{BASE}add/").context["adminform"].form
 
-    assert form["prompt_triagem"].value() == str(latest(PromptOverride, active.pk))
+    assert form["prompt_triagem"].value() == str(latest_version(PromptOverride, active.pk))
     assert form["prompt_coleta"].value() == ""
-    assert form["package_POTABILIDADE"].value() == str(latest(KBPackage, package.pk))
+    assert form["package_POTABILIDADE"].value() == str(latest_version(KBPackage, package.pk))
     assert [label for _value, label in form.fields["prompt_coleta"].choices] == [
         "Prompt padrão (sem personalização)"
     ]
@@ -88,11 +83,11 @@ def test_an_editor_saves_a_release_with_the_versions_chosen(
     ]
     release = Release.objects.get()
     assert release.prompts == {
-        "triagem": latest(PromptOverride, draft.pk),
+        "triagem": latest_version(PromptOverride, draft.pk),
         "qualificacao": None,
         "coleta": None,
     }
-    assert release.packages == {"POTABILIDADE": latest(KBPackage, package.pk)}
+    assert release.packages == {"POTABILIDADE": latest_version(KBPackage, package.pk)}
     assert (release.status, release.created_by) == ("draft", prompt_editor_user)
 
 
@@ -101,7 +96,7 @@ def test_a_version_of_another_agent_is_refused_with_what_is_wrong(
 ) -> None:
     _active, draft, package = live
     coleta = PromptOverride.objects.create(agent="coleta", content="Coleta.")
-    version = str(latest(PromptOverride, coleta.pk))
+    version = str(latest_version(PromptOverride, coleta.pk))
 
     response = prompt_editor_client.post(
         f"{BASE}add/", release_form(draft, package, prompt_triagem=version)
@@ -238,12 +233,14 @@ def test_the_published_release_page_rolls_back_in_one_action(
 ) -> None:
     active, draft, _package = live
     first = Release.objects.create(
-        name="Fevereiro", prompts={"triagem": latest(PromptOverride, active.pk)}, packages={}
+        name="Fevereiro",
+        prompts={"triagem": latest_version(PromptOverride, active.pk)},
+        packages={},
     )
     prompt_editor_client.post(f"{BASE}{first.pk}/publish/", {"reason": "base"}, follow=True)
     replayed(NEW)
     second = Release.objects.create(
-        name="Março", prompts={"triagem": latest(PromptOverride, draft.pk)}, packages={}
+        name="Março", prompts={"triagem": latest_version(PromptOverride, draft.pk)}, packages={}
     )
     prompt_editor_client.post(f"{BASE}{second.pk}/publish/", {"reason": ""}, follow=True)
     page = prompt_editor_client.get(f"{BASE}{second.pk}/change/").content.decode()
@@ -266,10 +263,10 @@ def test_the_persona_run_of_exactly_the_release_prompts_is_shown(
 ) -> None:
     _active, draft, _package = live
     release = Release.objects.create(
-        name="Março", prompts={"triagem": latest(PromptOverride, draft.pk)}, packages={}
+        name="Março", prompts={"triagem": latest_version(PromptOverride, draft.pk)}, packages={}
     )
     versions = {
-        "triagem": f"override:{latest(PromptOverride, draft.pk)}",
+        "triagem": f"override:{latest_version(PromptOverride, draft.pk)}",
         "qualificacao": "builtin",
         "coleta": "builtin",
     }

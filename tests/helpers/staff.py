@@ -8,6 +8,7 @@ from tests import baker_recipes as recipes
 
 SUPPORT = "Support"
 PROMPT_EDITORS = "Prompt editors"
+PROMPT_APPROVERS = "Prompt approvers"
 
 
 def staff_member(*groups: str, permissions: tuple[str, ...] = ()) -> User:

@@ -21,7 +21,9 @@ from prompts_admin.releases import (
     release_rollback,
 )
 from tests.helpers.replays import replayed
-from tests.helpers.staff import PROMPT_EDITORS, staff_member
+from tests.helpers.staff import PROMPT_APPROVERS, PROMPT_EDITORS, staff_member
+from tests.helpers.versions import latest_version
+from versioning.history import historical_model
 
 pytestmark = pytest.mark.django_db
 
@@ -30,17 +32,12 @@ NEW = "Triagem nova de {{ agent_name }}."
 COLETA = "Coleta de {{ agent_name }}."
 OLD_PACKAGE = "Potabilidade: 2 frascos de 500 mL."
 NEW_PACKAGE = "Potabilidade: 1 frasco de 1 L, entregue refrigerado."
-PROMPT_APPROVERS = "Prompt approvers"
-
-
-def latest(model: type, pk: int) -> int:
-    history_id: int = model.history.filter(id=pk).order_by("-history_id")[0].history_id  # type: ignore[attr-defined]
-    return history_id
 
 
 def reasons(model: type, pk: int) -> list[str | None]:
     return list(
-        model.history.filter(id=pk)  # type: ignore[attr-defined]
+        historical_model(model)
+        .objects.filter(id=pk)
         .order_by("history_id")
         .values_list("history_change_reason", flat=True)
     )
@@ -71,8 +68,12 @@ def release_of(
     latest version."""
     return Release.objects.create(
         name=name,
-        prompts={"triagem": latest(PromptOverride, draft.pk), "qualificacao": None, "coleta": None},
-        packages={"POTABILIDADE": latest(KBPackage, package.pk)},
+        prompts={
+            "triagem": latest_version(PromptOverride, draft.pk),
+            "qualificacao": None,
+            "coleta": None,
+        },
+        packages={"POTABILIDADE": latest_version(KBPackage, package.pk)},
         created_by=by,
     )
 
@@ -89,11 +90,11 @@ def test_the_live_versions_are_the_active_overrides_and_packages(
     versions = release_live_versions()
 
     assert versions.prompts == {
-        "triagem": latest(PromptOverride, active.pk),
+        "triagem": latest_version(PromptOverride, active.pk),
         "qualificacao": None,
-        "coleta": latest(PromptOverride, coleta.pk),
+        "coleta": latest_version(PromptOverride, coleta.pk),
     }
-    assert versions.packages == {"POTABILIDADE": latest(KBPackage, package.pk)}
+    assert versions.packages == {"POTABILIDADE": latest_version(KBPackage, package.pk)}
 
 
 def test_publishing_activates_the_prompts_and_the_packages_together(
@@ -175,8 +176,8 @@ def test_rolling_back_publishes_the_previous_release_again_in_one_action(
     active, draft, package = live
     first = Release.objects.create(
         name="Fevereiro",
-        prompts={"triagem": latest(PromptOverride, active.pk)},
-        packages={"POTABILIDADE": latest(KBPackage, package.pk)},
+        prompts={"triagem": latest_version(PromptOverride, active.pk)},
+        packages={"POTABILIDADE": latest_version(KBPackage, package.pk)},
     )
     release_publish(first, user=staff_member(PROMPT_EDITORS))
     replayed(NEW)
@@ -209,7 +210,7 @@ def test_rolling_back_with_no_earlier_release_is_refused(
         "Nenhum lançamento está no ar: não há para onde voltar."
     )
     only = Release.objects.create(
-        name="Única", prompts={"triagem": latest(PromptOverride, active.pk)}, packages={}
+        name="Única", prompts={"triagem": latest_version(PromptOverride, active.pk)}, packages={}
     )
     release_publish(only, user=editor)
 
