@@ -312,3 +312,17 @@ def test_an_editor_who_changed_or_proposed_someone_elses_draft_cannot_approve_it
         "Você preparou ou propôs este lançamento: outro editor com permissão de aprovar é quem o aprova."
     ]
     assert Release.objects.get().status == "proposed"
+
+
+def test_an_approver_may_not_publish_or_roll_back_and_an_unknown_release_is_a_404(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
+) -> None:
+    release = Release.objects.create(name="x", prompts={}, packages={})
+    approver = logged_in(staff_member(PROMPT_APPROVERS))
+
+    assert approver.post(f"{BASE}{release.pk}/publish/").status_code == 403
+    assert approver.post(f"{BASE}rollback/").status_code == 403
+    assert approver.post(f"{BASE}{release.pk}/propose/").status_code == 403
+    assert prompt_editor_client.post(f"{BASE}999/publish/").status_code == 404
+    assert prompt_editor_client.post(f"{BASE}{release.pk}/approve/").status_code == 403
+    assert Release.objects.get().status == "draft"
