@@ -67,8 +67,10 @@ def claim_refresh(message: Message) -> None:
 
 def claim_release(message: Message, *, code: int | None, title: str) -> None:
     """Give the claim up for a retry: the last error stays visible in admin while the retry
-    waits; the claim time goes, so the retry (or another task) may claim at once."""
-    Message.objects.filter(pk=message.pk).update(
+    waits; the claim time goes, so the retry (or another task) may claim at once. Only a claim
+    that still stands is released: the sweep may have marked the message failed meanwhile (its
+    24-hour window closed while this worker was sending), and that stays."""
+    Message.objects.filter(pk=message.pk, delivery_status=DeliveryStatus.PENDING).update(
         delivery_status=DeliveryStatus.PENDING,
         delivery_status_at=None,
         delivery_error_code=code,

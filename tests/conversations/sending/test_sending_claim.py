@@ -26,7 +26,7 @@ from conversations.sending import (
     read_receipt_for,
     read_receipt_send,
 )
-from conversations.sending.claim import message_claim, message_store_sent
+from conversations.sending.claim import claim_release, message_claim, message_store_sent
 from conversations.sending.turn_parts import turn_parts
 from tests.fakes.graph_server import FakeGraphAPI
 from whatsapp.client import GraphClient
@@ -204,3 +204,29 @@ def test_the_claim_writes_its_four_fields_and_holds_the_message_for_this_worker(
     assert message_claim(reply.pk) == SendOutcome.IN_FLIGHT
     with pytest.raises(Message.DoesNotExist):
         message_claim(reply.pk + 1000)
+
+
+def test_releasing_a_claim_leaves_a_message_the_sweep_failed_meanwhile_failed() -> None:
+    session = baker.make(Session)
+    claimed = make(session, delivery_status=DeliveryStatus.PENDING, send_attempts=1)
+    expired = make(
+        session,
+        delivery_status=DeliveryStatus.FAILED,
+        delivery_error_title="Não enviada: passou o prazo de 24 horas para responder ao cliente",
+        send_attempts=1,
+    )
+
+    for message in (claimed, expired):
+        claim_release(message, code=None, title="Service unavailable")
+
+    rows = Message.objects.filter(pk__in=[claimed.pk, expired.pk]).order_by("pk")
+    assert list(
+        rows.values_list("delivery_status", "delivery_status_at", "delivery_error_title")
+    ) == [
+        ("pending", None, "Service unavailable"),
+        (
+            "failed",
+            expired.delivery_status_at,
+            "Não enviada: passou o prazo de 24 horas para responder ao cliente",
+        ),
+    ]
