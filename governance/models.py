@@ -472,6 +472,9 @@ class PersonaRun(ModelRun):
     agent = models.CharField(_("agent"), max_length=16, choices=AGENT_CHOICES, blank=True)
     # The versions each agent's conversation pins (`Session.prompt_versions`), fixed at the start.
     prompt_versions = models.JSONField(_("prompt versions"), default=dict)
+    # The knowledge package versions they pin (`Session.package_versions`), fixed at the start
+    # too, so that an edit made while the run plays reaches none of its conversations.
+    package_versions = models.JSONField(_("knowledge package versions"), default=dict)
     # The personas chosen ([]: every active one at the start).
     persona_ids = models.JSONField(_("simulated customers chosen"), default=list, blank=True)
     personas_selected = models.PositiveIntegerField(_("simulated customers"), default=0)

@@ -4,7 +4,9 @@ pipeline. Here, above governance, because it drives the simulator.
 
 `persona_run_start` stores a queued `PersonaRun` with the versions every conversation of the run
 pins (`Session.prompt_versions`): the draft's for its agent, the prompts in use for the other two
-(or for all three without a draft), fixed at the start so an edit during the run changes nothing.
+(or for all three without a draft), and the knowledge package versions they pin
+(`Session.package_versions`: the active ones, or a release's where it names one), fixed at the
+start so an edit during the run changes nothing.
 `persona_run_execute` (the ``governance.persona_run`` task in `simulator.tasks`, or
 ``python manage.py simulate_personas``) plays each persona in turn: the customer model
 (`OPENAI_MODEL_PERSONA`) writes the customer's next message from the persona and the transcript
@@ -41,7 +43,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from agents.llm import CallPurpose, ChatMessage, LLMCallResult, LLMClient, LLMError
-from agents.sources import OverrideTemplate, prompt_versions_of
+from agents.sources import OverrideTemplate, package_versions_of, prompt_versions_of
 from agents.states import AgentName, HandoffReason, SessionState
 from conversations.db_connections import pooled_connections_release
 from conversations.labels import handoff_label, usd_text
@@ -63,6 +65,7 @@ from governance.replay import (
     unpriced_model_refusal,
 )
 from governance.slots import slot_acquire, slot_release, slots_release
+from knowledge_base.selectors import DatabaseKBSource
 from prompts_admin.models import PromptOverride, Release
 from prompts_admin.releases import release_prompt_versions
 from prompts_admin.selectors import ChosenOverridesPromptSource, DatabasePromptSource
@@ -336,13 +339,14 @@ def persona_play(
     result_id: int,
     instance: Instance,
     pin: Mapping[str, str],
+    packages: Mapping[str, int],
     client: RunClient,
     cost_left: Decimal,
     persona_model: str,
     release: Release | None = None,
 ) -> Played:
     """Play `persona`'s conversation on a new simulated session (see the module docstring).
-    A run of `release` pins its knowledge package versions too.
+    `pin` and `packages`: the prompt and knowledge package versions the conversation pins.
     `cost_left`: what the run may still spend; the conversation stops before the customer's
     next message once its calls have spent it."""
     phone = persona_phone(result_id)
@@ -383,7 +387,7 @@ def persona_play(
             Session.objects.filter(pk=delivered.session_id, is_simulated=True).update(
                 prompt_versions=dict(pin),
                 release=release,
-                package_versions=dict(release.packages) if release is not None else {},
+                package_versions=dict(packages),
             )
         played.turns += 1
         transcript.append(Bubble("customer", text, tap=tap is not None))
@@ -496,6 +500,15 @@ def run_pin(override: PromptOverride | None) -> dict[str, str]:
     return prompt_versions_of(overrides)
 
 
+def run_package_pin(release: Release | None) -> dict[str, int]:
+    """The knowledge package versions every conversation of the run pins: each active
+    package's version now, with `release`'s named versions in their place (what a conversation
+    would pin right after publishing it)."""
+    live = package_versions_of(DatabaseKBSource().packages())
+    named = {} if release is None else {pid: int(h) for pid, h in release.packages.items()}
+    return {**live, **named}
+
+
 def selected_personas(persona_ids: Sequence[int]) -> QuerySet[Persona]:
     """The chosen personas (active or not), or every active one when none is chosen."""
     if persona_ids:
@@ -535,6 +548,7 @@ def persona_run_start(
         prompt_versions=(
             release_prompt_versions(release) if release is not None else run_pin(override)
         ),
+        package_versions=run_package_pin(release),
         persona_ids=ids,
         personas_selected=count,
         created_by=user if getattr(user, "is_authenticated", False) else None,
@@ -648,6 +662,7 @@ def _execute(run: PersonaRun, deps: ReplayDeps, totals: _Totals) -> tuple[Replay
             result_id=result.pk,
             instance=instance,
             pin=run.prompt_versions,
+            packages=run.package_versions,
             client=client,
             cost_left=deps.max_cost_usd - totals.cost_usd,
             persona_model=persona_model,

@@ -29,6 +29,7 @@ from governance.models import (
     ReplayStatus,
 )
 from governance.slots import slot_acquire
+from knowledge_base.models import KBPackage
 from prompts_admin.models import PromptOverride, RuntimeConfig
 from simulator.personas import (
     Bubble,
@@ -259,6 +260,32 @@ def test_without_a_draft_the_prompts_in_use_are_pinned(world: FakeOpenAIServer) 
     }
     assert (run.override_id, run.failed) == (None, 1)
     assert Session.objects.get().prompt_versions == run.prompt_versions
+
+
+def test_the_knowledge_versions_at_the_start_are_pinned_an_edit_meanwhile_reaches_none(
+    world: FakeOpenAIServer,
+) -> None:
+    package = KBPackage.objects.create(
+        package_id="POTABILIDADE", title="Potabilidade", description="Água", content="v1"
+    )
+    at_start = package.history.latest().history_id
+    KBPackage.objects.create(
+        package_id="RASCUNHO",
+        title="Rascunho",
+        description="Ainda não",
+        content="x",
+        is_active=False,
+    )
+    run = persona_run_start(override=None, persona_ids=[farmer().pk])
+    package.content = "v2"
+    package.save()
+
+    run = persona_run_execute(run_id=run.pk)
+
+    assert run.package_versions == {"POTABILIDADE": at_start}
+    assert Session.objects.get().package_versions == {"POTABILIDADE": at_start}
+    # The edit made a newer version, which the run did not take.
+    assert package.history.latest().history_id > at_start
 
 
 @pytest.mark.parametrize(
