@@ -25,6 +25,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext, gettext_lazy
 
 from agents.masking import Masker
@@ -44,6 +45,7 @@ from governance.run_admin import (
 from prompts_admin.models import PromptOverride, Release
 from simulator.personas import Bubble, PersonaRunRefused, persona_run_submit
 from simulator.tasks import persona_run_enqueue
+from support.admin.sessions import breakable_code
 from versioning.admin import VersionedAdmin
 from versioning.forms import ChangeReasonForm
 
@@ -84,10 +86,15 @@ class PersonaForm(ChangeReasonForm[Persona]):
 @admin.register(Persona)
 class PersonaAdmin(VersionedAdmin[Persona]):
     form = PersonaForm
-    list_display = ("title", "goal", "expected_service", "turn_limit", "is_active", "updated_at")
+    list_display = ("title", "goal", "service_code", "turn_limit", "is_active", "updated_at")
     list_filter = ("goal", "is_active")
     search_fields = ("title", "description")
     change_list_template = "admin/governance/persona/change_list.html"
+
+    # A catalog code has no space to wrap at: without this it widens the list past the page.
+    @admin.display(description=gettext_lazy("service of the request"), ordering="expected_service")
+    def service_code(self, obj: Persona) -> SafeString:
+        return breakable_code(obj.expected_service)
 
     # The field's own name is a sentence, too wide for a column.
     @admin.display(description=gettext_lazy("message limit"), ordering="max_turns")

@@ -64,6 +64,10 @@ def test_an_editor_simulates_customers_against_a_draft_and_reads_a_conversation(
     assert page.locator("#result_list thead th.column-turn_limit").inner_text() == (
         "LIMITE DE MENSAGENS"
     )
+    # At 1,366 px the list fits beside its filter, with no horizontal scroll bar.
+    assert page.evaluate(
+        "(r => r.scrollWidth <= r.clientWidth)(document.querySelector('#changelist .results'))"
+    )
     page.screenshot(path=str(screenshots_dir / "personas-list.png"), full_page=True)
 
     page.goto(f"{live_server.url}/admin/prompts_admin/promptoverride/{override.pk}/change/")
