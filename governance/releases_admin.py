@@ -181,7 +181,8 @@ def release_form_class(release: Release | None) -> type[ReleaseForm]:
 
 
 def persona_report(release: Release) -> PersonaRun | None:
-    """The latest finished persona run of exactly the release's prompt versions."""
+    """The latest finished persona run of exactly the release's prompt versions (its knowledge
+    may differ: `played_other_knowledge`)."""
     versions = release_prompt_versions(release)
     run: PersonaRun | None = (
         PersonaRun.objects.filter(
@@ -192,6 +193,11 @@ def persona_report(release: Release) -> PersonaRun | None:
         .first()
     )
     return run
+
+
+def played_other_knowledge(run: PersonaRun, release: Release) -> bool:
+    """Whether `run` gave a package the release names another version than the release's."""
+    return any(run.package_versions.get(pid) != int(h) for pid, h in release.packages.items())
 
 
 @admin.register(Release)
@@ -307,6 +313,7 @@ class ReleaseAdmin(VersionedAdmin[Release]):
         approval = settings.PROMPT_APPROVAL_REQUIRED
         status = release.status
         authored = status == ReleaseStatus.PROPOSED and release_authored_by(release, user)
+        persona_run = persona_report(release)
         return {
             "release": release,
             "changes": changes,
@@ -329,7 +336,10 @@ class ReleaseAdmin(VersionedAdmin[Release]):
                 {"change": change, "diff": line_diff(change.before, change.after)}
                 for change in changes.packages
             ],
-            "persona_run": persona_report(release),
+            "persona_run": persona_run,
+            "persona_other_knowledge": (
+                persona_run is not None and played_other_knowledge(persona_run, release)
+            ),
             "approval_required": approval,
             "can_propose": may_change and approval and status == ReleaseStatus.DRAFT,
             "can_approve": (

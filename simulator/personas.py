@@ -562,6 +562,7 @@ def persona_run_submit(
     persona_ids: Sequence[int],
     user: Any,
     form_token: UUID,
+    release: Release | None = None,
 ) -> tuple[PersonaRun, bool]:
     """The start form's submit (`governance.replay.submit_once`): a new run and True, or the
     run this form started already and False. The form's one-time token is the run's task id,
@@ -574,7 +575,11 @@ def persona_run_submit(
         return submit_once(
             lambda: PersonaRun.objects.filter(task_id=token).first(),
             lambda: persona_run_start(
-                override=override, persona_ids=persona_ids, user=user, task_id=token
+                override=override,
+                persona_ids=persona_ids,
+                user=user,
+                release=release,
+                task_id=token,
             ),
         )
 

@@ -2,8 +2,9 @@
 
 - the personas: edited with history and a change reason (`versioning.admin.VersionedAdmin`); the
   list's "Simular clientes" button opens the start page.
-- ``personarun/start/[?override=<id>]`` (``add_personarun``): which personas to play, against
-  the prompt personalizado (the override's page links here) or the prompts in use; the button
+- ``personarun/start/[?override=<id> | ?release=<id>]`` (``add_personarun``): which personas to
+  play, against the prompt personalizado (the override's page links here), a release's prompt
+  and package versions (the release's page links here) or the prompts in use; the button
   stores a queued run and enqueues its task on the replays queue, once per form (its one-time
   token: a second submit lands on the run the first started).
 - ``personarun/<id>/change/``: the run read-only on the runs' shared page
@@ -23,7 +24,7 @@ from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext, gettext_lazy
@@ -168,13 +169,17 @@ class PersonaRunAdmin(RunAdmin[PersonaRun]):
         if not request.user.has_perm(START_RUN):
             raise PermissionDenied
         params = request.POST if request.method == "POST" else request.GET
-        override = None
+        override = release = None
+        if params.get("override") and params.get("release"):
+            return HttpResponseBadRequest(gettext("Choose a draft or a release, not both."))
         if params.get("override"):
             override = get_object_or_404(PromptOverride, pk=int_or_404(params.get("override")))
+        if params.get("release"):
+            release = get_object_or_404(Release, pk=int_or_404(params.get("release")))
         if request.method == "POST":
             form = PersonaStartForm(request.POST)
             if form.is_valid():
-                started = self._start(request, override=override, form=form)
+                started = self._start(request, override=override, release=release, form=form)
                 if started is not None:
                     return started
         else:
@@ -186,7 +191,8 @@ class PersonaRunAdmin(RunAdmin[PersonaRun]):
             self.start_template,
             title=gettext("Simulate customers"),
             override=override,
-            target=target_label(override),
+            release=release,
+            target=target_label(override, release),
             form=form,
             max_cost=settings.REPLAY_MAX_COST_USD,
             max_running=settings.REPLAY_MAX_RUNNING,
@@ -195,7 +201,12 @@ class PersonaRunAdmin(RunAdmin[PersonaRun]):
         )
 
     def _start(
-        self, request: HttpRequest, *, override: PromptOverride | None, form: PersonaStartForm
+        self,
+        request: HttpRequest,
+        *,
+        override: PromptOverride | None,
+        release: Release | None,
+        form: PersonaStartForm,
     ) -> HttpResponse | None:
         return self.start_submitted(
             request,
@@ -204,6 +215,7 @@ class PersonaRunAdmin(RunAdmin[PersonaRun]):
                 persona_ids=[p.pk for p in form.cleaned_data["personas"]],
                 user=request.user,
                 form_token=token,
+                release=release,
             ),
             refused=PersonaRunRefused,
             enqueue=persona_run_enqueue,
@@ -215,7 +227,9 @@ class PersonaRunAdmin(RunAdmin[PersonaRun]):
 def target_label(override: PromptOverride | None, release: Release | None = None) -> str:
     """What the run plays against, in the editor's words (decision 0056)."""
     if release is not None:
-        return gettext("the prompt versions of release %(release)s") % {"release": release}
+        return gettext("the prompt and knowledge versions of release %(release)s") % {
+            "release": release
+        }
     if override is None:
         return gettext(
             "the prompts in use (each agent's active prompt personalizado or its prompt padrão)"

@@ -287,6 +287,60 @@ def test_the_persona_run_of_exactly_the_release_prompts_is_shown(
     ) in page
 
 
+@pytest.mark.parametrize(
+    ("played", "warned"),
+    [("release's", False), ("other", True), ("none", True)],
+)
+def test_a_persona_run_of_other_knowledge_versions_is_said_so(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+    prompt_editor_client: Client,
+    played: str,
+    warned: bool,
+) -> None:
+    _active, draft, package = live
+    version = latest_version(KBPackage, package.pk)
+    release = Release.objects.create(
+        name="Março",
+        prompts={"triagem": latest_version(PromptOverride, draft.pk)},
+        packages={"POTABILIDADE": version},
+    )
+    package_versions = {"release's": {"POTABILIDADE": version}, "other": {"POTABILIDADE": version + 1}}
+    baker.make(
+        PersonaRun,
+        prompt_versions={
+            "triagem": f"override:{latest_version(PromptOverride, draft.pk)}",
+            "qualificacao": "builtin",
+            "coleta": "builtin",
+        },
+        package_versions=package_versions.get(played, {}),
+        status=ReplayStatus.DONE,
+    )
+
+    page = prompt_editor_client.get(f"{BASE}{release.pk}/change/").content.decode()
+
+    warning = (
+        "Essa execução usou outra versão de um pacote de conhecimento que este lançamento nomeia: "
+        "simule o lançamento para ver os dois juntos."
+    )
+    assert (warning in page) is warned
+
+
+def test_an_editor_may_simulate_customers_with_the_release_an_approver_may_not(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
+) -> None:
+    release = Release.objects.create(name="Março", prompts={}, packages={})
+    approver = logged_in(staff_member(PROMPT_APPROVERS))
+    link = (
+        f'<a href="/admin/governance/personarun/start/?release={release.pk}" '
+        'id="release-simulate">Simular clientes com este lançamento</a>'
+    )
+
+    assert link in prompt_editor_client.get(f"{BASE}{release.pk}/change/").content.decode()
+    assert 'id="release-simulate"' not in (
+        approver.get(f"{BASE}{release.pk}/change/").content.decode()
+    )
+
+
 def test_an_editor_who_changed_or_proposed_someone_elses_draft_cannot_approve_it(
     live: tuple[PromptOverride, PromptOverride, KBPackage], settings: Settings
 ) -> None:

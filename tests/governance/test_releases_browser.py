@@ -2,7 +2,8 @@
 release from the admin index (the form prefilled with what is live), picks her draft for
 Triagem and sends it for approval; she sees no approve button on her own release. A second
 editor with the approval permission opens it, reads the diff and the replay, and approves; the
-first publishes it, then rolls back to the release before in one click.
+first publishes it, then rolls back to the release before in one click. From her release's page
+she can also open the simulated customers' start page against it.
 
 Playwright drives Debian's chromium (tests/helpers/browser.py); screenshots of the proposer's
 page, the approver's page and the published release go to `BROWSER_SCREENSHOTS_DIR`.
@@ -31,6 +32,7 @@ EDITOR = (
     "prompts_admin.change_release",
     "prompts_admin.view_release",
     "prompts_admin.view_promptoverride",
+    "governance.add_personarun",
 )
 APPROVER = ("prompts_admin.approve_release", "prompts_admin.view_release")
 
@@ -99,6 +101,13 @@ def test_a_second_editor_approves_a_release_and_the_first_publishes_and_rolls_ba
     assert ana.locator("#release-approve").count() == 0
     assert ana.evaluate("document.documentElement.scrollWidth") <= VIEWPORT["width"]
     ana.screenshot(path=str(screenshots_dir / "release-proposed.png"), full_page=True)
+    ana.click("#release-simulate")
+    ana.wait_for_selector("#persona-target")
+    assert (
+        f"contra as versões dos prompts e do conhecimento do lançamento #{release.pk} Março."
+    ) in ana.locator("#persona-target").inner_text()
+    ana.screenshot(path=str(screenshots_dir / "release-simulate.png"), full_page=True)
+    ana.go_back()
 
     caio = browser.new_context(viewport=VIEWPORT, locale="pt-BR").new_page()
     release_url = f"/admin/prompts_admin/release/{release.pk}/change/"

@@ -30,6 +30,7 @@ from governance.models import (
     PersonaRun,
     ReplayStatus,
 )
+from knowledge_base.models import KBPackage
 from prompts_admin.models import PromptOverride, Release
 from simulator.personas import persona_run_submit
 from tests.helpers.recorded_calls import conversation, draft
@@ -253,6 +254,82 @@ def test_a_start_with_an_empty_override_plays_against_the_prompts_in_use(
 
 def test_a_start_against_a_missing_override_is_not_found(prompt_editor_client: Client) -> None:
     assert prompt_editor_client.get(f"{START}?override=999").status_code == 404
+
+
+@pytest.mark.parametrize("value", ["abc", "²", "-1", "999"])
+def test_a_start_against_a_malformed_or_missing_release_is_not_found(
+    prompt_editor_client: Client, value: str
+) -> None:
+    assert prompt_editor_client.get(f"{START}?release={value}").status_code == 404
+
+
+def test_a_start_against_a_draft_and_a_release_at_once_is_refused(
+    prompt_editor_client: Client, instance: Instance
+) -> None:
+    override = draft("coleta", script.GOOD_DRAFT)
+    release = Release.objects.create(name="Março", prompts={}, packages={})
+    url = f"{START}?override={override.pk}&release={release.pk}"
+
+    response = prompt_editor_client.get(url)
+    posted = prompt_editor_client.post(
+        START,
+        {
+            "override": override.pk,
+            "release": release.pk,
+            "personas": [persona().pk],
+            "form_token": str(uuid4()),
+        },
+    )
+
+    assert (response.status_code, posted.status_code) == (400, 400)
+    assert response.content.decode() == "Escolha um rascunho ou um lançamento, não os dois."
+    assert PersonaRun.objects.count() == 0
+
+
+def test_a_start_against_a_release_pins_its_prompt_and_package_versions(
+    prompt_editor_client: Client, instance: Instance, django_capture_on_commit_callbacks: Any
+) -> None:
+    person = persona()
+    collection = draft("coleta", script.GOOD_DRAFT)
+    package = KBPackage.objects.create(
+        package_id="POTABILIDADE", title="Potabilidade", description="Água", content="v1"
+    )
+    first = package.history.latest().history_id
+    package.content = "v2"
+    package.save()
+    release = Release.objects.create(
+        name="Março",
+        prompts={"coleta": collection.history.latest().history_id},
+        packages={"POTABILIDADE": first},
+    )
+    url = f"{START}?release={release.pk}"
+    page = prompt_editor_client.get(url)
+
+    with django_capture_on_commit_callbacks() as enqueued:
+        response = prompt_editor_client.post(
+            url,
+            {
+                "release": release.pk,
+                "personas": [person.pk],
+                "form_token": form_token(prompt_editor_client, url),
+            },
+        )
+
+    run = PersonaRun.objects.get()
+    assert page.context["target"] == (
+        f"as versões dos prompts e do conhecimento do lançamento #{release.pk} Março"
+    )
+    assert (
+        f'<a href="/admin/prompts_admin/release/{release.pk}/change/">#{release.pk} Março</a>'
+    ) in page.content.decode()
+    assert response["Location"] == f"/admin/governance/personarun/{run.pk}/change/"
+    assert (run.release, run.override, len(enqueued)) == (release, None, 1)
+    assert run.prompt_versions == {
+        "triagem": "builtin",
+        "qualificacao": "builtin",
+        "coleta": f"override:{collection.history.latest().history_id}",
+    }
+    assert run.package_versions == {"POTABILIDADE": first}
 
 
 # --- Start: one run per form ----------------------------------------------------------------------
@@ -547,7 +624,7 @@ def test_a_run_of_a_release_names_and_links_its_release(prompt_editor_client: Cl
 
     assert (
         f'<td id="persona-target"><a href="/admin/prompts_admin/release/{release.pk}/change/">'
-        f"as versões dos prompts do lançamento #{release.pk} Março</a></td>"
+        f"as versões dos prompts e do conhecimento do lançamento #{release.pk} Março</a></td>"
     ) in page
 
 
