@@ -78,6 +78,12 @@ class LinesField(forms.CharField):
         text = super().to_python(value) or ""
         return [line.strip() for line in text.splitlines() if line.strip()]
 
+    def run_validators(self, value: Any) -> None:
+        # Line by line: on the list, the null-character check would read its repr, where a
+        # NUL is escaped, and PostgreSQL's jsonb refuses one (a 500 instead of the message).
+        for line in value:
+            super().run_validators(line)
+
     def validate(self, value: Any) -> None:
         if len(value) > LINES_MAX:
             raise forms.ValidationError(
