@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from prompts_admin.models import PromptOverride
 from tests.helpers.replays import replayed
@@ -276,3 +277,105 @@ def test_the_revert_page_starts_from_the_share_as_it_is_now(prompt_editor_client
 
     assert page.status_code == 200
     assert page.context["adminform"].form.initial["rollout_percent"] is None
+
+
+# --- Resuming a paused release ------------------------------------------------------------------
+
+PAUSE_REASON = (
+    "Liberação aos poucos pausada automaticamente: transferências 30% (110 conversas) "
+    "contra 10% (90 conversas), margem de 5 pontos"
+)
+
+
+def running(percent: int = 20) -> PromptOverride:
+    _current, candidate = overrides()
+    candidate.rollout_percent = percent
+    candidate.save()
+    return candidate
+
+
+def pause(candidate: PromptOverride) -> None:
+    """The automatic pause as `governance.rollout_pause` writes it."""
+    candidate.refresh_from_db()
+    candidate.rollout_paused_at = timezone.now()
+    candidate.rollout_pause_reason = PAUSE_REASON
+    candidate.save()
+
+
+def rendered(client: Client, override: PromptOverride) -> dict[str, str]:
+    """The hidden values of the override's page as its editor's browser would post them back."""
+    form = client.get(f"{BASE}{override.pk}/change/").context["adminform"].form
+    return {"rollout_pause_seen": str(form["rollout_pause_seen"].value() or "")}
+
+
+def paused(override: PromptOverride) -> tuple[int | None, bool, str]:
+    override.refresh_from_db()
+    return (
+        override.rollout_percent,
+        override.rollout_paused_at is not None,
+        override.rollout_pause_reason,
+    )
+
+
+def test_saving_the_page_of_a_paused_release_resumes_it(prompt_editor_client: Client) -> None:
+    candidate = running(20)
+    pause(candidate)
+    seen = rendered(prompt_editor_client, candidate)
+
+    response = post(prompt_editor_client, candidate, rollout_percent="20", **seen)
+
+    assert response.status_code == 302
+    assert paused(candidate) == (20, False, "")
+
+
+def test_a_release_paused_while_its_page_was_open_is_not_resumed_by_that_page(
+    prompt_editor_client: Client,
+) -> None:
+    candidate = running(20)
+    seen = rendered(prompt_editor_client, candidate)  # opened before the pause
+    pause(candidate)
+    versions = candidate.history.count()
+
+    refused = post(prompt_editor_client, candidate, rollout_percent="50", **seen)
+    refused_state = (paused(candidate), candidate.history.count())
+    again = {"rollout_pause_seen": refused.context["adminform"].form["rollout_pause_seen"].value()}
+    resumed = post(prompt_editor_client, candidate, rollout_percent="50", **again)
+
+    assert errors_of(refused) == {
+        "rollout_percent": [
+            "Esta liberação foi pausada automaticamente enquanto a página estava aberta (o "
+            "motivo está abaixo): salve de novo para retomá-la, ou esvazie a porcentagem para "
+            "encerrá-la."
+        ]
+    }
+    assert refused_state == ((20, True, PAUSE_REASON), versions)
+    assert resumed.status_code == 302
+    assert paused(candidate) == (50, False, "")
+
+
+def test_a_page_posted_without_what_it_showed_does_not_resume_a_paused_release(
+    prompt_editor_client: Client,
+) -> None:
+    candidate = running(20)
+    pause(candidate)
+
+    refused = post(prompt_editor_client, candidate, rollout_percent="20")
+
+    assert list(errors_of(refused)) == ["rollout_percent"]
+    assert paused(candidate) == (20, True, PAUSE_REASON)
+
+
+def test_a_release_paused_meanwhile_may_still_be_ended_after_the_editor_sees_it(
+    prompt_editor_client: Client,
+) -> None:
+    candidate = running(20)
+    seen = rendered(prompt_editor_client, candidate)
+    pause(candidate)
+
+    refused = post(prompt_editor_client, candidate, rollout_percent=None, **seen)
+    again = {"rollout_pause_seen": refused.context["adminform"].form["rollout_pause_seen"].value()}
+    ended = post(prompt_editor_client, candidate, rollout_percent=None, **again)
+
+    assert list(errors_of(refused)) == ["rollout_percent"]
+    assert ended.status_code == 302
+    assert paused(candidate) == (None, False, "")
