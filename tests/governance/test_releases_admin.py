@@ -304,7 +304,10 @@ def test_a_persona_run_of_other_knowledge_versions_is_said_so(
         prompts={"triagem": latest_version(PromptOverride, draft.pk)},
         packages={"POTABILIDADE": version},
     )
-    package_versions = {"release's": {"POTABILIDADE": version}, "other": {"POTABILIDADE": version + 1}}
+    package_versions = {
+        "release's": {"POTABILIDADE": version},
+        "other": {"POTABILIDADE": version + 1},
+    }
     baker.make(
         PersonaRun,
         prompt_versions={
