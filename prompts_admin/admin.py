@@ -10,6 +10,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.http import HttpRequest, QueryDict
 from django.utils import timezone
 from django.utils.html import format_html
@@ -267,11 +268,15 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
         form's instance is the old version, so it is read from the database, not the instance."""
         if self.instance.pk is None:
             return None
-        row = (
-            PromptOverride.objects.filter(pk=self.instance.pk)
-            .values_list("agent", "content", "is_active", "rollout_percent", "rollout_paused_at")
-            .first()
-        )
+        rows = PromptOverride.objects.filter(pk=self.instance.pk)
+        if transaction.get_connection().in_atomic_block:
+            # The admin's save is one transaction: locked until it commits, the row takes the
+            # automatic pause (`governance.rollout_pause`, which locks it too) before this read,
+            # to be weighed here, or after this save, never between them to be overwritten.
+            rows = rows.select_for_update()
+        row = rows.values_list(
+            "agent", "content", "is_active", "rollout_percent", "rollout_paused_at"
+        ).first()
         return None if row is None else StoredOverride(*row)
 
     def change_reason_text(self) -> str:

@@ -246,7 +246,8 @@ def test_two_checks_at_once_pause_once_with_one_e_mail_and_one_version(
 ) -> None:
     """Two beat runs overlapping, each in a thread with its own connection: the pause's row
     lock makes the second find the release paused already."""
-    editor("editora@lab.example", PROMPT_EDITORS)
+    # The permission, not the group: a transactional test's flush drops the migrations' groups.
+    editor("editora@lab.example", permissions=("prompts_admin.change_promptoverride",))
     candidate = release(instance, candidate_handoffs=33, current_handoffs=9)
     versions = candidate.history.count()
     barrier = threading.Barrier(2)

@@ -3,14 +3,22 @@ it at a share of the new conversations, changes the share, stops it, or raises i
 makes it the active override through the activation gate and deactivates the one active before;
 each with its change reason in the history."""
 
+import threading
+import time
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from conversations.models import Instance
+from governance.rollout_pause import rollout_pauses_check
+from prompts_admin.admin import PromptOverrideAdmin
 from prompts_admin.models import PromptOverride
+from tests.governance.test_rollout_pause import release
 from tests.helpers.replays import replayed
+from tests.helpers.staff import logged_in, staff_member
 
 pytestmark = pytest.mark.django_db
 
@@ -152,7 +160,13 @@ def test_a_released_text_changed_is_weighed_by_the_gate_again(
     ("percent", "error"),
     [
         ("0", "Certifique-se que este valor seja maior ou igual a 1."),
+        ("-1", "Certifique-se que este valor seja maior ou igual a 1."),
         ("101", "Certifique-se que este valor seja menor ou igual a 100."),
+        ("99999999999999999999", "Certifique-se que este valor seja menor ou igual a 100."),
+        ("12.5", "Informe um número inteiro."),
+        ("1e2", "Informe um número inteiro."),
+        ("metade", "Informe um número inteiro."),
+        ("\x00", "Informe um número inteiro."),
     ],
 )
 def test_a_share_outside_1_to_100_is_refused(
@@ -379,3 +393,67 @@ def test_a_release_paused_meanwhile_may_still_be_ended_after_the_editor_sees_it(
     assert list(errors_of(refused)) == ["rollout_percent"]
     assert ended.status_code == 302
     assert paused(candidate) == (None, False, "")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_pause_landing_during_an_editors_save_is_kept(
+    instance: Instance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The editor raises the share (page opened before any pause) while the beat's check
+    pauses the release, each in a thread with its own connection; the save is held after its
+    form was checked, the moment a pause written then was lost: the form's row lock makes the
+    check wait for the save, then pause."""
+    candidate = release(instance, candidate_handoffs=33, current_handoffs=9)  # 50%, worse
+    # Permissions, not the group: a transactional test's flush drops the migrations' groups.
+    client = logged_in(
+        staff_member(
+            permissions=(
+                "prompts_admin.view_promptoverride",
+                "prompts_admin.change_promptoverride",
+            )
+        )
+    )
+    seen = rendered(client, candidate)
+    in_save, go = threading.Event(), threading.Event()
+    save_model = PromptOverrideAdmin.save_model
+
+    def held_save_model(self: Any, request: Any, obj: Any, form: Any, change: bool) -> None:
+        in_save.set()
+        go.wait(10)
+        save_model(self, request, obj, form, change)
+
+    monkeypatch.setattr(PromptOverrideAdmin, "save_model", held_save_model)
+    saved: list[int] = []
+    paused_ids: list[list[int]] = []
+
+    def edit() -> None:
+        try:
+            data = form(content="Nova.", rollout_percent="60") | seen
+            saved.append(client.post(f"{BASE}{candidate.pk}/change/", data).status_code)
+        finally:
+            connection.close()
+
+    def check() -> None:
+        try:
+            in_save.wait(10)
+            paused_ids.append(rollout_pauses_check())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=edit), threading.Thread(target=check)]
+    for thread in threads:
+        thread.start()
+    in_save.wait(10)
+    time.sleep(0.5)  # the check runs meanwhile, up to the row lock
+    go.set()
+    for thread in threads:
+        thread.join()
+
+    assert (saved, paused_ids) == ([302], [[candidate.pk]])
+    candidate.refresh_from_db()
+    assert (candidate.rollout_percent, candidate.rollout_pause_reason) == (60, PAUSE_REASON)
+    assert reasons(candidate)[-2:] == [
+        "Liberação aos poucos alterada de 50% para 60%",
+        PAUSE_REASON,
+    ]
