@@ -2,6 +2,7 @@
 at 50% (110 on the candidate's side, 90 on the current's, by the bucket rule)."""
 
 import pytest
+from pytest_django import Settings
 
 from agents.rollout import rollout_bucket
 from conversations.models import Instance, Session
@@ -158,3 +159,19 @@ def test_simulated_conversations_count_on_neither_side(instance: Instance) -> No
     )
 
     assert rollout_pauses_check() == []
+
+
+@pytest.mark.parametrize(("margin", "text"), [(2.5, "2,5"), (5.0, "5"), (10.0, "10")])
+def test_the_reason_writes_the_margin_as_portuguese_does(
+    instance: Instance, settings: Settings, margin: float, text: str
+) -> None:
+    settings.ROLLOUT_PAUSE_MARGIN = margin
+    candidate = release(instance, candidate_handoffs=55, current_handoffs=9)  # 50% vs 10%
+
+    assert rollout_pauses_check() == [candidate.pk]
+
+    candidate.refresh_from_db()
+    assert candidate.rollout_pause_reason == (
+        "Liberação aos poucos pausada automaticamente: transferências 50% (110 conversas) "
+        f"contra 10% (90 conversas), margem de {text} pontos"
+    )
