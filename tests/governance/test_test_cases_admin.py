@@ -332,3 +332,33 @@ def test_a_null_character_in_a_line_is_refused_and_the_case_keeps_its_lines(
         ["equipe"],
         1,
     )
+
+
+def test_a_call_without_its_context_recorded_has_no_case_form_and_saves_nothing(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    prompt_editor_client: Client,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    call = recorded_greeting(instance, model, django_capture_on_commit_callbacks)
+    LLMCall.objects.filter(pk=call.pk).update(context_snapshot=None)
+
+    shown = prompt_editor_client.get(from_call_url(call))
+    posted = prompt_editor_client.post(
+        from_call_url(call), {"title": "x", "handoff_expected": "any", "is_active": "on"}
+    )
+    missing = prompt_editor_client.get("/admin/governance/prompttestcase/from-call/999/")
+
+    assert (shown.status_code, posted.status_code, missing.status_code) == (404, 404, 404)
+    assert PromptTestCase.objects.count() == 0
+
+
+def test_a_missing_case_goes_back_to_the_admin_with_a_message(
+    prompt_editor_client: Client,
+) -> None:
+    for object_id in ("999", "abc", "99999999999999999999"):
+        response = prompt_editor_client.get(
+            f"/admin/governance/prompttestcase/{object_id}/change/", follow=True
+        )
+
+        assert response.redirect_chain == [("/admin/", 302)]

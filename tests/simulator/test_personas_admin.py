@@ -781,3 +781,47 @@ def test_a_start_with_a_persona_id_that_is_not_one_is_a_form_error(
         "\x00": {"personas": ["Caracteres nulos não são permitidos."]},
     }
     assert (PersonaRun.objects.count(), person.pk) == (0, person.pk)
+
+
+@pytest.mark.parametrize(
+    ("goal", "reason", "errors"),
+    [
+        ("handoff", "", ["Diga qual motivo de transferência é esperado."]),
+        (
+            "lead",
+            "model_requested",
+            ["Um pedido confirmado não tem motivo de transferência a informar."],
+        ),
+        # An unknown reason is no reason: both are said.
+        (
+            "handoff",
+            "not_a_reason",
+            [
+                "Faça uma escolha válida. not_a_reason não é uma das escolhas disponíveis.",
+                "Diga qual motivo de transferência é esperado.",
+            ],
+        ),
+    ],
+)
+def test_an_outcome_and_a_handoff_reason_that_disagree_are_refused_and_nothing_is_lost(
+    prompt_editor_client: Client, goal: str, reason: str, errors: list[str]
+) -> None:
+    person = persona()
+    page = f"{PERSONAS}{person.pk}/change/"
+
+    response = prompt_editor_client.post(
+        page, persona_form(goal=goal, expected_handoff_reason=reason)
+    )
+
+    assert persona_errors(response) == {"expected_handoff_reason": errors}
+    person.refresh_from_db()
+    assert (person.goal, person.expected_handoff_reason, person.history.count()) == ("lead", "", 1)
+
+
+def test_an_unknown_outcome_is_refused(prompt_editor_client: Client) -> None:
+    response = prompt_editor_client.post(PERSONA_ADD, persona_form(goal="sale"))
+
+    assert persona_errors(response) == {
+        "goal": ["Faça uma escolha válida. sale não é uma das escolhas disponíveis."]
+    }
+    assert Persona.objects.count() == 0
