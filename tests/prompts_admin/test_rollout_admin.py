@@ -457,3 +457,19 @@ def test_a_pause_landing_during_an_editors_save_is_kept(
         "Liberação aos poucos alterada de 50% para 60%",
         PAUSE_REASON,
     ]
+
+
+def test_a_paused_release_raised_to_100_from_its_page_becomes_the_active_version(
+    prompt_editor_client: Client,
+) -> None:
+    candidate = running(50)
+    current = PromptOverride.objects.get(is_active=True)
+    replayed(CANDIDATE, calls=100)
+    pause(candidate)
+    seen = rendered(prompt_editor_client, candidate)
+
+    response = post(prompt_editor_client, candidate, rollout_percent="100", **seen)
+
+    assert response.status_code == 302
+    assert (state(current), state(candidate)) == ((False, None), (True, None))
+    assert paused(candidate) == (None, False, "")
