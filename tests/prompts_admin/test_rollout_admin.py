@@ -473,3 +473,22 @@ def test_a_paused_release_raised_to_100_from_its_page_becomes_the_active_version
     assert response.status_code == 302
     assert (state(current), state(candidate)) == ((False, None), (True, None))
     assert paused(candidate) == (None, False, "")
+
+
+def test_the_revert_page_shows_the_pause_as_it_is_now_and_resumes_from_it(
+    prompt_editor_client: Client,
+) -> None:
+    candidate = running(20)
+    before_pause = candidate.history.latest().history_id
+    pause(candidate)
+    candidate.refresh_from_db()
+    revert = f"{BASE}{candidate.pk}/history/{before_pause}/"
+
+    shown = prompt_editor_client.get(revert).context["adminform"].form
+    seen = {"rollout_pause_seen": str(shown["rollout_pause_seen"].value())}
+    response = prompt_editor_client.post(revert, form(rollout_percent="20") | seen)
+
+    assert candidate.rollout_paused_at is not None
+    assert seen == {"rollout_pause_seen": candidate.rollout_paused_at.isoformat()}
+    assert response.status_code == 302
+    assert paused(candidate) == (20, False, "")
