@@ -1,9 +1,11 @@
 """The replay start form: which recorded calls to replay (`governance.replay.ReplayFilters`); the
 prompt test case form: what an editor expects of a case's answer (`governance.test_cases`)."""
 
+from datetime import date
 from typing import Any
 
 from django import forms
+from django.core.validators import MaxValueValidator
 from django.utils.translation import gettext_lazy as _
 
 from conversations.models import HANDOFF_REASON_CHOICES
@@ -11,13 +13,25 @@ from governance.models import PromptTestCase
 from governance.replay import ReplayFilters
 from knowledge_base.models import Segment
 
+# The last day a period filter takes: a period is read to the next day's midnight (a week's
+# chart to its next Monday) in the site's time zone, then in UTC, past which the calendar of
+# Python's dates (year 9999 at most) has no date.
+LATEST_PERIOD_DATE = date(9998, 12, 31)
+PERIOD_DATE_VALIDATORS = [MaxValueValidator(LATEST_PERIOD_DATE)]
+
 
 class ReplayStartForm(forms.Form):
     date_from = forms.DateField(
-        label=_("From"), required=False, widget=forms.DateInput(attrs={"type": "date"})
+        label=_("From"),
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+        validators=PERIOD_DATE_VALIDATORS,
     )
     date_to = forms.DateField(
-        label=_("Until"), required=False, widget=forms.DateInput(attrs={"type": "date"})
+        label=_("Until"),
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+        validators=PERIOD_DATE_VALIDATORS,
     )
     segment = forms.ChoiceField(label=_("Segment of the conversation"), required=False)
     handoff_reason = forms.ChoiceField(
@@ -77,6 +91,12 @@ class LinesField(forms.CharField):
             return [str(v).strip() for v in value if str(v).strip()]
         text = super().to_python(value) or ""
         return [line.strip() for line in text.splitlines() if line.strip()]
+
+    def run_validators(self, value: Any) -> None:
+        # Line by line: on the list, the null-character check would read its repr, where a
+        # NUL is escaped, and PostgreSQL's jsonb refuses one (a 500 instead of the message).
+        for line in value:
+            super().run_validators(line)
 
     def validate(self, value: Any) -> None:
         if len(value) > LINES_MAX:

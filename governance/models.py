@@ -385,6 +385,7 @@ class PromptTestRun(models.Model):
 # --- Simulated customers (docs/architecture.md, Simulated customers) ----------------------------
 
 # A persona's conversation is a few exchanges; past this a draft that loops would burn the cost cap.
+PERSONA_MIN_TURNS = 1
 PERSONA_MAX_TURNS_LIMIT = 30
 PERSONA_DEFAULT_MAX_TURNS = 12
 
@@ -421,7 +422,10 @@ class Persona(models.Model):
     max_turns = models.PositiveSmallIntegerField(
         _("at most this many customer messages"),
         default=PERSONA_DEFAULT_MAX_TURNS,
-        validators=[MinValueValidator(1), MaxValueValidator(PERSONA_MAX_TURNS_LIMIT)],
+        validators=[
+            MinValueValidator(PERSONA_MIN_TURNS),
+            MaxValueValidator(PERSONA_MAX_TURNS_LIMIT),
+        ],
     )
     is_active = models.BooleanField(_("active"), default=True)
     created_at = models.DateTimeField(_("created at"), default=timezone.now)

@@ -29,6 +29,7 @@ from agents.labels import HANDOFF_REASON_LABELS
 from agents.sources import BUILTIN_PROMPT_VERSION
 from agents.states import AgentName, HandoffReason
 from governance.charts import Point, Series, line_chart
+from governance.forms import PERIOD_DATE_VALIDATORS
 from governance.outcomes import (
     HANDOFF_REASONS,
     OVERRIDE_PREFIX,
@@ -50,10 +51,14 @@ DASH = "—"
 class MetricsFilterForm(forms.Form):
     agent = forms.ChoiceField(label=gettext_lazy("Agent"), choices=AGENT_CHOICES)
     date_from = forms.DateField(
-        label=gettext_lazy("Start date"), widget=forms.DateInput(attrs={"type": "date"})
+        label=gettext_lazy("Start date"),
+        widget=forms.DateInput(attrs={"type": "date"}),
+        validators=PERIOD_DATE_VALIDATORS,
     )
     date_to = forms.DateField(
-        label=gettext_lazy("End date"), widget=forms.DateInput(attrs={"type": "date"})
+        label=gettext_lazy("End date"),
+        widget=forms.DateInput(attrs={"type": "date"}),
+        validators=PERIOD_DATE_VALIDATORS,
     )
     include_simulated = forms.BooleanField(
         label=gettext_lazy("Include simulated conversations"), required=False

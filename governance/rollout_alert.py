@@ -20,8 +20,10 @@ from smtplib import SMTPException
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.core.exceptions import ValidationError
 from django.core.mail import get_connection
 from django.core.mail.message import EmailMessage
+from django.core.validators import validate_email
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import translation
@@ -36,7 +38,8 @@ CHANGE_PERMISSION = ("prompts_admin", "change_promptoverride")
 
 
 def prompt_editor_addresses() -> list[str]:
-    """The addresses of the active staff who may change prompt overrides, sorted, each once."""
+    """The addresses of the active staff who may change prompt overrides, sorted, each once;
+    a stored value that is not one address is left out."""
     user_model = get_user_model()
     app_label, codename = CHANGE_PERMISSION
     permissions = Permission.objects.filter(content_type__app_label=app_label, codename=codename)
@@ -51,7 +54,18 @@ def prompt_editor_addresses() -> list[str]:
         .values_list("email", flat=True)
         .distinct()
     )
-    return sorted({address.strip() for address in addresses if address.strip()})
+    return sorted({address.strip() for address in addresses if is_address(address.strip())})
+
+
+def is_address(text: str) -> bool:
+    """Whether `text` is one e-mail address, as the admin's user form validates it: one stored
+    past that form (an import, a shell) could carry a header or several addresses, and fail
+    the send to the editors after it."""
+    try:
+        validate_email(text)
+    except ValidationError:
+        return False
+    return True
 
 
 def override_admin_url(override_id: int) -> str:
@@ -149,7 +163,9 @@ def rollout_pause_alert_send(override_id: int) -> int:
             for address in recipients
         ]
         sent = connection.send_messages(messages) or 0
-    except (SMTPException, OSError) as exc:
+    # ValueError: an address or header the message refuses (Django's BadHeaderError is one);
+    # its text would name the address, so only its class is logged.
+    except (SMTPException, OSError, ValueError) as exc:
         logger.error("rollout_pause_email_failed", extra={**log, "error": type(exc).__name__})
         return 0
     logger.info("rollout_pause_email_sent", extra={**log, "sent": sent})

@@ -14,11 +14,13 @@ pause e-mails the prompt editors (`governance.rollout_alert`).
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone, translation
+from django.utils.formats import number_format
 from django.utils.translation import gettext
 
 from agents.rollout import Proportion, candidate_worse
@@ -197,7 +199,8 @@ def _pause(override_id: int, label: str, cand: Proportion, cur: Proportion) -> b
             "c_n": cand.conversations,
             "o_rate": round(100 * cur.rate),
             "o_n": cur.conversations,
-            "margin": f"{settings.ROLLOUT_PAUSE_MARGIN:g}",
+            # Through a Decimal of its shortest form: "5", not "5,0"; "2,5", not "2.5".
+            "margin": number_format(Decimal(f"{settings.ROLLOUT_PAUSE_MARGIN:g}")),
         }
     with transaction.atomic():
         override = (

@@ -192,6 +192,8 @@ class StoredOverride:
     is_active: bool
     # The share of new conversations it is released to (None: not released gradually).
     rollout_percent: int | None = None
+    # When its release paused itself (None: not paused).
+    rollout_paused_at: datetime | None = None
 
 
 def is_activation(*, stored: StoredOverride | None, agent: str, content: str, active: bool) -> bool:

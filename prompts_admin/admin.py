@@ -4,12 +4,14 @@ Each is a `versioning.admin.VersionedAdmin` (history, diff, read-only versions);
 admin adds the prompt tools of `prompts_admin.preview`.
 """
 
+from datetime import datetime
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest
+from django.db import transaction
+from django.http import HttpRequest, QueryDict
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
@@ -90,6 +92,10 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
         help_text=PromptOverride._meta.get_field("rollout_percent").help_text,
     )
 
+    # The pause the page showed (`pause_seen_value`; empty: none). A save resumes a paused release
+    # only from a page that showed that pause, not from one opened before the release paused.
+    rollout_pause_seen = forms.CharField(required=False, widget=forms.HiddenInput)
+
     class Meta:
         model = PromptOverride
         fields = ["agent", "content", "is_active", "note", "rollout_percent"]
@@ -103,6 +109,9 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["rollout_pause_seen"].initial = pause_seen_value(
+            self.instance.rollout_paused_at
+        )
         self.replays: dict[tuple[str, str], ReplaySummary | None] = {}
         self.cases: dict[tuple[str, str], CasesSummary] = {}
         # The editor sees the evidence of the text in the form before ticking "active".
@@ -187,6 +196,25 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
         """A share of 100 activates the candidate (the gate then weighs it as any activation);
         an active override is the current version, never a candidate."""
         percent = cleaned.get("rollout_percent")
+        stored_pause = pause_seen_value(None if stored is None else stored.rollout_paused_at)
+        if stored_pause and cleaned.get("rollout_pause_seen") != stored_pause:
+            # The page is shown again with the pause (its reason below the share): saved from
+            # there, it resumes or ends the release.
+            data = QueryDict(mutable=True)
+            data.update(self.data)
+            data[self.add_prefix("rollout_pause_seen")] = stored_pause
+            self.data = data
+            self.add_error(
+                "rollout_percent",
+                ValidationError(
+                    _(
+                        "This release paused itself while the page was open (the reason is "
+                        "below): save again to resume it, or empty the share to end it."
+                    ),
+                    code="paused_meanwhile",
+                ),
+            )
+            return
         if percent == ROLLOUT_PROMOTE_PERCENT:
             if stored is None or stored.rollout_percent is None:
                 self.add_error(
@@ -240,11 +268,15 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
         form's instance is the old version, so it is read from the database, not the instance."""
         if self.instance.pk is None:
             return None
-        row = (
-            PromptOverride.objects.filter(pk=self.instance.pk)
-            .values_list("agent", "content", "is_active", "rollout_percent")
-            .first()
-        )
+        rows = PromptOverride.objects.filter(pk=self.instance.pk)
+        if transaction.get_connection().in_atomic_block:
+            # The admin's save is one transaction: locked until it commits, the row takes the
+            # automatic pause (`governance.rollout_pause`, which locks it too) before this read,
+            # to be weighed here, or after this save, never between them to be overwritten.
+            rows = rows.select_for_update()
+        row = rows.values_list(
+            "agent", "content", "is_active", "rollout_percent", "rollout_paused_at"
+        ).first()
         return None if row is None else StoredOverride(*row)
 
     def change_reason_text(self) -> str:
@@ -258,6 +290,11 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
             after=self.cleaned_data.get("rollout_percent"),
             reason=self.typed_change_reason(),
         )
+
+
+def pause_seen_value(paused_at: datetime | None) -> str:
+    """The form's record of a pause: its moment to the microsecond (empty: not paused)."""
+    return "" if paused_at is None else paused_at.isoformat()
 
 
 # simple-history's name for the version (revert) page of an override.
@@ -274,7 +311,12 @@ class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin[PromptOverrid
         (
             _("Gradual release"),
             {
-                "fields": ("rollout_percent", "rollout_paused_at", "rollout_pause_reason"),
+                "fields": (
+                    "rollout_percent",
+                    "rollout_paused_at",
+                    "rollout_pause_reason",
+                    "rollout_pause_seen",
+                ),
                 "description": _(
                     "Try this inactive text on part of the new conversations before making it "
                     "the active version. Each conversation keeps the version it started with. "
@@ -308,16 +350,23 @@ class PromptOverrideAdmin(PromptOverrideToolsMixin, VersionedAdmin[PromptOverrid
         """On the revert page (simple-history's version form), the "active" box starts as the
         override is now, not as it was in that version: reverting the text of the active
         override must not deactivate it, nor reverting a draft activate it, unless the editor
-        ticks the box."""
+        ticks the box. So do the share and the pause."""
         match = request.resolver_match
         if obj is not None and match is not None and match.url_name == REVERT_URL_NAME:
             current = (
                 PromptOverride.objects.filter(pk=obj.pk)
-                .values_list("is_active", "rollout_percent")
+                .values_list(
+                    "is_active", "rollout_percent", "rollout_paused_at", "rollout_pause_reason"
+                )
                 .first()
             )
             if current is not None:
-                obj.is_active, obj.rollout_percent = current
+                (
+                    obj.is_active,
+                    obj.rollout_percent,
+                    obj.rollout_paused_at,
+                    obj.rollout_pause_reason,
+                ) = current
         return super().get_form(request, obj, change, **kwargs)
 
     def save_model(

@@ -34,7 +34,7 @@ from compat.django_private import unquote
 from conversations.labels import agent_label
 from conversations.privacy.personal_data import can_view_personal_data, session_masker
 from governance.forms import LinesField
-from governance.models import Persona, PersonaResult, PersonaRun
+from governance.models import PERSONA_MIN_TURNS, Persona, PersonaResult, PersonaRun
 from governance.run_admin import (
     ReadOnlyRowsAdmin,
     RunAdmin,
@@ -62,6 +62,9 @@ class PersonaForm(ChangeReasonForm[Persona]):
             "qualification_data.quantidade_amostras; each must be present and not empty."
         ),
     )
+    # A positive field's form field starts at 0, so -1 would be told "at least 0", and 0 then
+    # "at least 1": the limit the model keeps, from the start.
+    max_turns = Persona._meta.get_field("max_turns").formfield(min_value=PERSONA_MIN_TURNS)
 
     class Meta:
         model = Persona

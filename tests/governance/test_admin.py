@@ -430,3 +430,24 @@ def test_a_result_of_a_deleted_call_stays_readable(
 
     assert response.status_code == 200
     assert ReplayResult.objects.get().llm_call_id is None
+
+
+def test_a_start_with_a_date_past_the_last_one_taken_is_refused(
+    prompt_editor_client: Client,
+) -> None:
+    override = draft()
+    start = reverse("admin:governance_replayrun_start")
+
+    at_limit = prompt_editor_client.get(
+        start, {"override": str(override.pk), "count": "1", "date_to": "9998-12-31"}
+    )
+    past = prompt_editor_client.get(
+        start, {"override": str(override.pk), "count": "1", "date_to": "9999-12-31"}
+    )
+    started = prompt_editor_client.post(start, {"override": override.pk, "date_to": "9999-12-31"})
+
+    assert (at_limit.status_code, at_limit.context["form"].errors) == (200, {})
+    refused = {"date_to": ["Certifique-se que este valor seja menor ou igual a 9998-12-31."]}
+    assert (past.status_code, past.context["form"].errors) == (200, refused)
+    assert (started.status_code, started.context["form"].errors) == (200, refused)
+    assert ReplayRun.objects.count() == 0

@@ -269,3 +269,32 @@ def test_the_page_makes_as_many_queries_for_ten_versions_as_for_two(
 # agent's gradual release (one query finding none; tests/governance/test_rollout_metrics.py has
 # the three of a release).
 QUERIES_PER_PAGE = 5 + metrics_queries()
+
+
+@pytest.mark.parametrize(
+    ("query", "errors"),
+    [
+        # The last day taken, and its weekly chart (its end is read to the next Monday).
+        ("?date_from=9998-06-01&date_to=9998-12-31", {}),
+        (
+            "?date_from=9999-12-20&date_to=9999-12-31",
+            {
+                "date_from": ["Certifique-se que este valor seja menor ou igual a 9998-12-31."],
+                "date_to": ["Certifique-se que este valor seja menor ou igual a 9998-12-31."],
+            },
+        ),
+        (
+            "?date_from=9998-12-31&date_to=9999-01-01",
+            {
+                "date_to": ["Certifique-se que este valor seja menor ou igual a 9998-12-31."],
+            },
+        ),
+        ("?date_from=0001-01-01&date_to=0001-12-31", {}),
+    ],
+)
+def test_a_period_at_the_calendars_ends_is_shown_or_refused_never_a_server_error(
+    prompt_editor_client: Client, query: str, errors: dict[str, list[str]]
+) -> None:
+    response = prompt_editor_client.get(URL + query)
+
+    assert (response.status_code, response.context["form"].errors) == (200, errors)

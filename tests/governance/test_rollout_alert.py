@@ -4,11 +4,12 @@ server that refuses leaves the pause in place."""
 
 import json
 import logging
+import threading
 
 import pytest
 from django.contrib.auth.models import User
 from django.core import mail
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
@@ -236,3 +237,105 @@ def test_a_release_resumed_before_the_hook_runs_e_mails_no_one(
 )
 def test_the_e_mail_names_the_agent_by_its_pt_br_label(agent: str, label: str) -> None:
     assert agent_label(agent) == label
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_checks_at_once_pause_once_with_one_e_mail_and_one_version(
+    instance: Instance,
+) -> None:
+    """Two beat runs overlapping, each in a thread with its own connection: the pause's row
+    lock makes the second find the release paused already."""
+    # The permission, not the group: a transactional test's flush drops the migrations' groups.
+    editor("editora@lab.example", permissions=("prompts_admin.change_promptoverride",))
+    candidate = release(instance, candidate_handoffs=33, current_handoffs=9)
+    versions = candidate.history.count()
+    barrier = threading.Barrier(2)
+    paused: list[list[int]] = []
+
+    def check() -> None:
+        try:
+            barrier.wait()
+            paused.append(rollout_pauses_check())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=check) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(paused) == [[], [candidate.pk]]
+    assert [email.to for email in mail.outbox] == [["editora@lab.example"]]
+    assert list(
+        candidate.history.order_by("history_id").values_list("history_change_reason", flat=True)
+    )[versions:] == [REASON]
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        "quebrada@lab.example\nBcc: intruso@fora.example",
+        "quebrada@lab.example, outra@lab.example",
+        "quebrada arroba lab.example",
+    ],
+)
+@pytest.mark.usefixtures("team")
+def test_an_editor_address_that_is_not_one_is_left_out_and_the_others_are_e_mailed(
+    instance: Instance,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    caplog: pytest.LogCaptureFixture,
+    stored: str,
+) -> None:
+    """An address stored past the admin's validation (an import, a shell): not a header to
+    inject, and not a failure that keeps the other editors from hearing of the pause."""
+    broken = editor("x@lab.example", PROMPT_EDITORS)
+    User.objects.filter(pk=broken.pk).update(email=stored)
+    candidate = release(instance, candidate_handoffs=33, current_handoffs=9)
+
+    with caplog.at_level(logging.INFO), django_capture_on_commit_callbacks(execute=True):
+        assert rollout_pauses_check() == [candidate.pk]
+
+    assert [email.to for email in mail.outbox] == [
+        ["chefe@lab.example"],
+        ["editora@lab.example"],
+        ["revisor@lab.example"],
+    ]
+    candidate.refresh_from_db()
+    assert (candidate.rollout_pause_reason, candidate.rollout_percent) == (REASON, 50)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    for record in caplog.records:
+        assert "@lab.example" not in json.dumps(record.__dict__, default=str)
+
+
+@pytest.mark.usefixtures("team")
+def test_a_message_the_mail_layer_refuses_is_logged_by_its_class_and_the_pause_stays(
+    instance: Instance,
+    settings: Settings,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings.DEFAULT_FROM_EMAIL = "atendimento@lab.example\nBcc: intruso@lab.example"
+    candidate = release(instance, candidate_handoffs=33, current_handoffs=9)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert rollout_pauses_check() == [candidate.pk]
+
+    candidate.refresh_from_db()
+    assert (candidate.rollout_pause_reason, candidate.rollout_percent, mail.outbox) == (
+        REASON,
+        50,
+        [],
+    )
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        "rollout_pause_email_failed"
+    ]
+    [failed] = [r for r in caplog.records if r.getMessage() == "rollout_pause_email_failed"]
+    assert (failed.override_id, failed.recipients, failed.error) == (  # type: ignore[attr-defined]
+        candidate.pk,
+        3,
+        "BadHeaderError",
+    )
+    for record in caplog.records:
+        assert "@lab.example" not in json.dumps(record.__dict__, default=str)

@@ -303,3 +303,62 @@ def test_a_message_no_agent_answer_wrote_has_no_case(
             f"/admin/governance/prompttestcase/from-message/{message_id}/"
         )
         assert response.status_code == 404
+
+
+@pytest.mark.parametrize("name", ["required_fields", "must_contain", "must_not_contain"])
+def test_a_null_character_in_a_line_is_refused_and_the_case_keeps_its_lines(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    prompt_editor_client: Client,
+    django_capture_on_commit_callbacks: Any,
+    name: str,
+) -> None:
+    call = recorded_greeting(instance, model, django_capture_on_commit_callbacks)
+    data = {"title": "x", "handoff_expected": "any", "is_active": "on", name: "equipe"}
+    prompt_editor_client.post(from_call_url(call), data)
+    case = PromptTestCase.objects.get()
+
+    added = prompt_editor_client.post(from_call_url(call), data | {name: "equipe\nor\x00camento"})
+    edited = prompt_editor_client.post(
+        f"/admin/governance/prompttestcase/{case.pk}/change/", data | {name: "equ\x00ipe"}
+    )
+
+    refused = {name: ["Caracteres nulos não são permitidos."]}
+    assert (added.status_code, added.context["form"].errors) == (200, refused)
+    assert (edited.status_code, edited.context["adminform"].form.errors) == (200, refused)
+    case.refresh_from_db()
+    assert (PromptTestCase.objects.count(), getattr(case, name), case.history.count()) == (
+        1,
+        ["equipe"],
+        1,
+    )
+
+
+def test_a_call_without_its_context_recorded_has_no_case_form_and_saves_nothing(
+    instance: Instance,
+    model: FakeOpenAIServer,
+    prompt_editor_client: Client,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    call = recorded_greeting(instance, model, django_capture_on_commit_callbacks)
+    LLMCall.objects.filter(pk=call.pk).update(context_snapshot=None)
+
+    shown = prompt_editor_client.get(from_call_url(call))
+    posted = prompt_editor_client.post(
+        from_call_url(call), {"title": "x", "handoff_expected": "any", "is_active": "on"}
+    )
+    missing = prompt_editor_client.get("/admin/governance/prompttestcase/from-call/999/")
+
+    assert (shown.status_code, posted.status_code, missing.status_code) == (404, 404, 404)
+    assert PromptTestCase.objects.count() == 0
+
+
+def test_a_missing_case_goes_back_to_the_admin_with_a_message(
+    prompt_editor_client: Client,
+) -> None:
+    for object_id in ("999", "abc", "99999999999999999999"):
+        response = prompt_editor_client.get(
+            f"/admin/governance/prompttestcase/{object_id}/change/", follow=True
+        )
+
+        assert response.redirect_chain == [("/admin/", 302)]

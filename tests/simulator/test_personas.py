@@ -289,7 +289,8 @@ def test_the_knowledge_versions_at_the_start_are_pinned_an_edit_meanwhile_reache
 
 
 @pytest.mark.parametrize(
-    ("max_turns", "reached", "outcome"), [(4, True, "lead"), (3, False, "max_turns")]
+    ("max_turns", "reached", "outcome"),
+    [(4, True, "lead"), (3, False, "max_turns"), (1, False, "max_turns")],
 )
 def test_the_message_limit_is_reached_at_its_last_message(
     world: FakeOpenAIServer, max_turns: int, reached: bool, outcome: str

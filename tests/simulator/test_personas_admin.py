@@ -666,3 +666,162 @@ def test_the_transcript_queries_do_not_grow_with_the_messages(
 
     assert response.status_code == 200
     assert [b.text for b in response.context["bubbles"]] == ["Sou M*** S***"] * count
+
+
+# --- The persona's page: what a careless or hostile POST gets -----------------------------------
+
+PERSONA_ADD = f"{PERSONAS}add/"
+
+
+def persona_form(**fields: str) -> dict[str, str]:
+    return {
+        "title": "Produtor rural",
+        "description": "Produtor rural com poço, quer orçamento.",
+        "goal": "lead",
+        "expected_segment": "",
+        "expected_service": "",
+        "required_fields": "",
+        "expected_handoff_reason": "",
+        "max_turns": "12",
+        "is_active": "on",
+        "change_reason": "Novo cliente simulado",
+        **fields,
+    }
+
+
+def persona_errors(response: Any) -> dict[str, list[str]]:
+    assert response.status_code == 200
+    errors: dict[str, list[str]] = response.context["adminform"].form.errors
+    return errors
+
+
+@pytest.mark.parametrize("turns", ["1", "30"])
+def test_a_persona_keeps_a_message_limit_of_1_to_30(
+    prompt_editor_client: Client, turns: str
+) -> None:
+    response = prompt_editor_client.post(PERSONA_ADD, persona_form(max_turns=turns))
+
+    assert response.status_code == 302
+    assert list(Persona.objects.values_list("max_turns", flat=True)) == [int(turns)]
+
+
+@pytest.mark.parametrize(
+    ("turns", "error"),
+    [
+        ("0", "Certifique-se que este valor seja maior ou igual a 1."),
+        ("-1", "Certifique-se que este valor seja maior ou igual a 1."),
+        ("31", "Certifique-se que este valor seja menor ou igual a 30."),
+        ("99999999999999999999", "Certifique-se que este valor seja menor ou igual a 30."),
+        ("12.5", "Informe um número inteiro."),
+        ("doze", "Informe um número inteiro."),
+    ],
+)
+def test_a_message_limit_outside_1_to_30_is_refused_and_nothing_is_saved(
+    prompt_editor_client: Client, turns: str, error: str
+) -> None:
+    response = prompt_editor_client.post(PERSONA_ADD, persona_form(max_turns=turns))
+
+    assert persona_errors(response) == {"max_turns": [error]}
+    assert Persona.objects.count() == 0
+
+
+def test_a_null_character_in_the_required_fields_is_refused_and_nothing_is_lost(
+    prompt_editor_client: Client,
+) -> None:
+    person = persona(required_fields=["cadastro.email"])
+    page = f"{PERSONAS}{person.pk}/change/"
+
+    response = prompt_editor_client.post(
+        page, persona_form(required_fields="cadastro.email\ncadastro.\x00documento")
+    )
+
+    assert persona_errors(response) == {"required_fields": ["Caracteres nulos não são permitidos."]}
+    person.refresh_from_db()
+    assert (person.required_fields, person.history.count()) == (["cadastro.email"], 1)
+
+
+def test_garbage_lines_in_the_required_fields_are_kept_as_typed(
+    prompt_editor_client: Client,
+) -> None:
+    response = prompt_editor_client.post(
+        PERSONA_ADD,
+        persona_form(required_fields="  cadastro.email \r\n\r\n<script>x</script>\n{}\n"),
+    )
+
+    assert response.status_code == 302
+    assert Persona.objects.get().required_fields == ["cadastro.email", "<script>x</script>", "{}"]
+
+
+def test_a_missing_or_malformed_persona_goes_back_to_the_list_with_a_message(
+    prompt_editor_client: Client,
+) -> None:
+    for object_id in ("999", "abc", "99999999999999999999"):
+        response = prompt_editor_client.get(f"{PERSONAS}{object_id}/change/", follow=True)
+
+        assert response.redirect_chain == [("/admin/", 302)]
+        assert [str(m) for m in get_messages(response.wsgi_request)] == [
+            f"O cliente simulado com ID “{object_id}” não existe. Talvez tenha sido removido."
+        ]
+
+
+def test_a_start_with_a_persona_id_that_is_not_one_is_a_form_error(
+    prompt_editor_client: Client,
+) -> None:
+    person = persona()
+    token = form_token(prompt_editor_client)
+
+    responses = {
+        value: prompt_editor_client.post(START, {"personas": [value], "form_token": token})
+        for value in ("999", "abc", "\x00")
+    }
+
+    assert {value: r.context["form"].errors for value, r in responses.items()} == {
+        "999": {"personas": ["Faça uma escolha válida. 999 não é uma das escolhas disponíveis."]},
+        "abc": {"personas": ["“abc” não é um valor válido."]},
+        "\x00": {"personas": ["Caracteres nulos não são permitidos."]},
+    }
+    assert (PersonaRun.objects.count(), person.pk) == (0, person.pk)
+
+
+@pytest.mark.parametrize(
+    ("goal", "reason", "errors"),
+    [
+        ("handoff", "", ["Diga qual motivo de transferência é esperado."]),
+        (
+            "lead",
+            "model_requested",
+            ["Um pedido confirmado não tem motivo de transferência a informar."],
+        ),
+        # An unknown reason is no reason: both are said.
+        (
+            "handoff",
+            "not_a_reason",
+            [
+                "Faça uma escolha válida. not_a_reason não é uma das escolhas disponíveis.",
+                "Diga qual motivo de transferência é esperado.",
+            ],
+        ),
+    ],
+)
+def test_an_outcome_and_a_handoff_reason_that_disagree_are_refused_and_nothing_is_lost(
+    prompt_editor_client: Client, goal: str, reason: str, errors: list[str]
+) -> None:
+    person = persona()
+    page = f"{PERSONAS}{person.pk}/change/"
+
+    response = prompt_editor_client.post(
+        page, persona_form(goal=goal, expected_handoff_reason=reason)
+    )
+
+    assert persona_errors(response) == {"expected_handoff_reason": errors}
+    person.refresh_from_db()
+    assert (person.goal, person.expected_handoff_reason, person.history.count()) == ("lead", "", 1)
+
+
+def test_an_unknown_outcome_is_refused(prompt_editor_client: Client) -> None:
+    response = prompt_editor_client.post(PERSONA_ADD, persona_form(goal="sale"))
+
+    assert persona_errors(response) == {
+        "goal": ["Faça uma escolha válida. sale não é uma das escolhas disponíveis."]
+    }
+    assert Persona.objects.count() == 0
