@@ -61,6 +61,7 @@ READ_ONLY_FIELDS = (
     "created_at",
     "approved_by",
     "approved_at",
+    "approval_reason",
     "published_by",
     "published_at",
 )

@@ -259,6 +259,7 @@ def release_approve(release: Release, *, user: User, reason: str = "") -> None:
     release.status = ReleaseStatus.APPROVED
     release.approved_by = _user(user)
     release.approved_at = timezone.now()
+    release.approval_reason = reason.strip()
     release._change_reason = _reason(gettext_noop("Approved"), _gate_reasons(changes, reason))
     release.save()
 
@@ -278,19 +279,22 @@ def release_authored_by(release: Release, user: User) -> bool:
 
 def release_publish(release: Release, *, user: User, reason: str = "") -> ReleaseChanges:
     """Publishes `release` in one transaction (see the module docstring); what it changed."""
-    approval = settings.PROMPT_APPROVAL_REQUIRED
-    if approval and release.status != ReleaseStatus.APPROVED:
+    if release.status in (ReleaseStatus.PUBLISHED, ReleaseStatus.SUPERSEDED):
+        raise ReleaseRefused(gettext("This release was already published."))
+    approved = release.status == ReleaseStatus.APPROVED
+    if not approved and (
+        settings.PROMPT_APPROVAL_REQUIRED or release.status != ReleaseStatus.DRAFT
+    ):
         raise ReleaseRefused(
             gettext("Another editor with approval rights must approve this release first.")
         )
-    if release.status not in (ReleaseStatus.DRAFT, ReleaseStatus.APPROVED):
-        raise ReleaseRefused(gettext("This release was already published."))
-    # An approved release was weighed by its approver; a draft is weighed now.
-    changes = (
-        release_changes(release)
-        if release.status == ReleaseStatus.APPROVED
-        else _publishable_changes(release, reason)
-    )
+    # An approved release was weighed by its approver, whose reason the history records; a
+    # draft is weighed now.
+    if approved:
+        reason = release.approval_reason
+        changes = release_changes(release)
+    else:
+        changes = _publishable_changes(release, reason)
     if changes.missing:
         raise ReleaseRefused(" ".join(changes.missing))
     why = _reason(
@@ -370,8 +374,13 @@ def _user(user: User) -> Any:
 def _apply(release: Release, *, user: User, why: str) -> None:
     with transaction.atomic():
         locked = Release.objects.select_for_update().get(pk=release.pk)
-        if locked.status != release.status:
-            # Another request moved it between the checks and the lock (a second click).
+        if (locked.status, locked.prompts, locked.packages) != (
+            release.status,
+            release.prompts,
+            release.packages,
+        ):
+            # Another request moved or changed it between the checks and the lock (a second
+            # click, a save of the draft): what was weighed is not what would be published.
             raise ReleaseRefused(gettext("This release changed meanwhile: reload its page."))
         for agent in PROMPT_AGENTS:
             version = locked.prompts.get(agent.value)

@@ -304,7 +304,10 @@ def test_a_persona_run_of_other_knowledge_versions_is_said_so(
         prompts={"triagem": latest_version(PromptOverride, draft.pk)},
         packages={"POTABILIDADE": version},
     )
-    package_versions = {"release's": {"POTABILIDADE": version}, "other": {"POTABILIDADE": version + 1}}
+    package_versions = {
+        "release's": {"POTABILIDADE": version},
+        "other": {"POTABILIDADE": version + 1},
+    }
     baker.make(
         PersonaRun,
         prompt_versions={
@@ -380,3 +383,47 @@ def test_an_approver_may_not_publish_or_roll_back_and_an_unknown_release_is_a_40
     assert prompt_editor_client.post(f"{BASE}999/publish/").status_code == 404
     assert prompt_editor_client.post(f"{BASE}{release.pk}/approve/").status_code == 403
     assert Release.objects.get().status == "draft"
+
+
+def release_row(pk: int) -> tuple[Any, ...]:
+    """What a refused request must leave as it was."""
+    return tuple(
+        Release.objects.filter(pk=pk).values_list("name", "note", "prompts", "packages", "status")[
+            0
+        ]
+    )
+
+
+def test_an_approved_release_publishes_with_its_approvers_reason_and_only_once(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], settings: Settings
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = True
+    _active, draft, package = live
+    proposer = logged_in(staff_member(PROMPT_EDITORS))
+    approver = logged_in(staff_member(PROMPT_APPROVERS))
+    proposer.post(f"{BASE}add/", release_form(draft, package), follow=True)
+    release = Release.objects.get()
+    proposer.post(f"{BASE}{release.pk}/propose/", follow=True)
+    approver.post(f"{BASE}{release.pk}/approve/", {"reason": "Urgente"}, follow=True)
+    page = proposer.get(f"{BASE}{release.pk}/change/").content.decode()
+
+    published = proposer.post(f"{BASE}{release.pk}/publish/", {"reason": ""}, follow=True)
+    again = proposer.post(f"{BASE}{release.pk}/publish/", {"reason": ""}, follow=True)
+
+    assert ('id="release-publish"' in page, 'id="release-reason"' in page) == (True, False)
+    assert '<div class="readonly">Urgente</div>' in page
+    assert texts(published) == ["Lançamento no ar: as novas conversas já o usam."]
+    assert texts(again) == ["Este lançamento já foi publicado."]
+    assert historical_reasons(PromptOverride, draft.pk)[-1] == (
+        f"Publicado com o lançamento #{release.pk} “Março”: "
+        "Triagem: Ativado sem teste em conversas gravadas: Urgente"
+    )
+    assert Release.objects.get().status == "published"
+
+
+def historical_reasons(model: type, pk: int) -> list[str | None]:
+    return list(
+        model.history.filter(id=pk)  # type: ignore[attr-defined]
+        .order_by("history_id")
+        .values_list("history_change_reason", flat=True)
+    )

@@ -314,3 +314,90 @@ def test_a_release_moved_by_another_request_before_the_lock_is_refused_and_left_
     assert refused == "Este lançamento mudou nesse meio-tempo: recarregue a página."
     assert Release.objects.get(pk=release.pk).status == "published"
     assert reasons(Release, release.pk)[-1] == f"Publicado com o lançamento #{release.pk} “Março”"
+
+
+def test_publishing_an_approved_release_records_the_approvers_reason_on_each_prompt(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], settings: Settings
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = True
+    _active, draft, package = live
+    proposer = staff_member(PROMPT_EDITORS)
+    release = release_of(draft, package, by=proposer)
+    release_propose(release, user=proposer)
+    release_approve(release, user=staff_member(PROMPT_APPROVERS), reason="Urgente")
+
+    release_publish(release, user=proposer)
+
+    assert reasons(PromptOverride, draft.pk)[-1] == (
+        f"Publicado com o lançamento #{release.pk} “Março”: "
+        "Triagem: Ativado sem teste em conversas gravadas: Urgente"
+    )
+    assert reasons(Release, release.pk)[-2:] == [
+        "Aprovado: Triagem: Ativado sem teste em conversas gravadas: Urgente",
+        f"Publicado com o lançamento #{release.pk} “Março”: "
+        "Triagem: Ativado sem teste em conversas gravadas: Urgente",
+    ]
+
+
+@pytest.mark.parametrize("approval", [True, False])
+def test_publishing_the_published_release_again_says_it_was_published(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], settings: Settings, approval: bool
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = approval
+    _active, draft, package = live
+    replayed(NEW)
+    release = release_of(draft, package)
+    if approval:
+        release_propose(release, user=staff_member(PROMPT_EDITORS))
+        release_approve(release, user=staff_member(PROMPT_APPROVERS))
+    release_publish(release, user=staff_member(PROMPT_EDITORS))
+    history = reasons(Release, release.pk)
+    # A second click: the page it came from still offered "Publish".
+    again = Release.objects.get(pk=release.pk)
+
+    refused = refusal(lambda: release_publish(again, user=staff_member(PROMPT_EDITORS)))
+
+    assert refused == "Este lançamento já foi publicado."
+    assert Release.objects.get(pk=release.pk).status == "published"
+    assert reasons(Release, release.pk) == history
+
+
+def test_a_proposed_release_with_approval_off_needs_its_approval_to_be_published(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, package = live
+    replayed(NEW)
+    release = release_of(draft, package)
+    release_propose(release, user=staff_member(PROMPT_EDITORS))
+
+    refused = refusal(lambda: release_publish(release, user=staff_member(PROMPT_EDITORS)))
+
+    active.refresh_from_db()
+    assert refused == "Outro editor com permissão de aprovar precisa aprovar este lançamento antes."
+    assert (Release.objects.get().status, active.is_active) == ("proposed", True)
+
+
+def test_a_draft_whose_versions_changed_after_it_was_weighed_is_refused_and_left_alone(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, _package = live
+    release = Release.objects.create(
+        name="Março",
+        prompts={"triagem": latest_version(PromptOverride, active.pk)},
+        packages={},
+    )
+    stale = Release.objects.get(pk=release.pk)
+    # Another request saves the draft with a text no replay passed while `stale` is weighed.
+    release.prompts = {"triagem": latest_version(PromptOverride, draft.pk)}
+    release.save()
+
+    refused = refusal(lambda: release_publish(stale, user=staff_member(PROMPT_EDITORS)))
+
+    active.refresh_from_db()
+    draft.refresh_from_db()
+    assert refused == "Este lançamento mudou nesse meio-tempo: recarregue a página."
+    assert (active.is_active, draft.is_active, Release.objects.get().status) == (
+        True,
+        False,
+        "draft",
+    )
