@@ -427,3 +427,151 @@ def historical_reasons(model: type, pk: int) -> list[str | None]:
         .order_by("history_id")
         .values_list("history_change_reason", flat=True)
     )
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("prompt_triagem", "abc"),
+        ("prompt_triagem", "-1"),
+        ("prompt_triagem", "99999999999999999999"),
+        ("prompt_triagem", "deleted override"),
+        ("package_POTABILIDADE", "other package"),
+        ("package_POTABILIDADE", "1.5"),
+    ],
+)
+def test_a_tampered_version_is_refused_with_what_is_wrong_and_nothing_saved(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+    prompt_editor_client: Client,
+    field: str,
+    value: str,
+) -> None:
+    _active, draft, package = live
+    gone = PromptOverride.objects.create(agent="triagem", content="Apagado.")
+    gone_version = latest_version(PromptOverride, gone.pk)
+    gone.delete()
+    other = KBPackage.objects.create(
+        package_id="SOLO", title="Solo", description="Terra", content="Solo."
+    )
+    value = {
+        "deleted override": str(gone_version),
+        "other package": str(latest_version(KBPackage, other.pk)),
+    }.get(value, value)
+
+    response = prompt_editor_client.post(
+        f"{BASE}add/", release_form(draft, package, **{field: value})
+    )
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors[field] == [
+        f"Faça uma escolha válida. {value} não é uma das escolhas disponíveis."
+    ]
+    assert Release.objects.count() == 0
+
+
+def test_fields_the_form_does_not_have_are_ignored(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
+) -> None:
+    _active, draft, package = live
+
+    prompt_editor_client.post(
+        f"{BASE}add/",
+        release_form(
+            draft,
+            package,
+            status="published",
+            approved_by="1",
+            package_INEXISTENTE="1",
+            prompt_outro="1",
+        ),
+        follow=True,
+    )
+
+    release = Release.objects.get()
+    assert (release.status, release.approved_by, release.published_at) == ("draft", None, None)
+    assert set(release.prompts) == {"triagem", "qualificacao", "coleta"}
+    assert set(release.packages) == {"POTABILIDADE"}
+
+
+@pytest.mark.parametrize("status", ["proposed", "approved", "published", "superseded"])
+def test_a_release_past_its_draft_cannot_be_changed_or_written_back(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+    prompt_editor_client: Client,
+    status: str,
+) -> None:
+    active, draft, package = live
+    release = Release.objects.create(
+        name="Março",
+        prompts={"triagem": latest_version(PromptOverride, active.pk)},
+        packages={},
+        status=status,
+    )
+    before = release_row(release.pk)
+    version = latest_version(Release, release.pk)
+
+    changed = prompt_editor_client.post(
+        f"{BASE}{release.pk}/change/", release_form(draft, package, name="Outro")
+    )
+    reverted = prompt_editor_client.post(f"{BASE}{release.pk}/history/{version}/", {"name": "x"})
+    page = prompt_editor_client.get(f"{BASE}{release.pk}/change/")
+
+    assert (changed.status_code, reverted.status_code, page.status_code) == (403, 403, 200)
+    assert 'name="prompt_triagem"' not in page.content.decode()
+    assert release_row(release.pk) == before
+
+
+def test_an_out_of_range_release_id_is_a_404(prompt_editor_client: Client) -> None:
+    huge = "9" * 20
+
+    assert prompt_editor_client.post(f"{BASE}{huge}/publish/").status_code == 404
+    assert prompt_editor_client.post(f"{BASE}{huge}/propose/").status_code == 404
+    assert prompt_editor_client.get(f"{BASE}{huge}/change/", follow=True).status_code == 200
+
+
+def test_a_superuser_who_proposed_a_release_cannot_approve_it(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], settings: Settings
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = True
+    _active, draft, _package = live
+    replayed(NEW)
+    release = Release.objects.create(
+        name="Março",
+        prompts={"triagem": latest_version(PromptOverride, draft.pk)},
+        packages={},
+    )
+    root = baker.make("auth.User", is_staff=True, is_superuser=True)
+    client = logged_in(root)
+    client.post(f"{BASE}{release.pk}/propose/", follow=True)
+    page = client.get(f"{BASE}{release.pk}/change/").content.decode()
+
+    refused = client.post(f"{BASE}{release.pk}/approve/", {"reason": ""}, follow=True)
+
+    assert ('id="release-approve"' in page, 'id="release-own-proposal"' in page) == (False, True)
+    assert texts(refused) == [
+        "Você preparou ou propôs este lançamento: outro editor com permissão de aprovar é quem o aprova."
+    ]
+    release.refresh_from_db()
+    assert (release.status, release.approved_by) == ("proposed", None)
+
+
+def test_a_release_whose_prompt_version_is_gone_says_which_on_its_page_and_publishes_nothing(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
+) -> None:
+    active, draft, package = live
+    prompt_editor_client.post(f"{BASE}add/", release_form(draft, package), follow=True)
+    release = Release.objects.get()
+    gone = release.prompts["triagem"]
+    PromptOverride.history.filter(history_id=gone).delete()
+    before = release_row(release.pk)
+
+    page = prompt_editor_client.get(f"{BASE}{release.pk}/change/").content.decode()
+    response = prompt_editor_client.post(
+        f"{BASE}{release.pk}/publish/", {"reason": "Urgente"}, follow=True
+    )
+
+    missing = f"Triagem: a versão {gone} do prompt não existe mais"
+    assert f'<p class="errornote">{missing}</p>' in page
+    assert texts(response) == [missing]
+    active.refresh_from_db()
+    assert active.is_active is True
+    assert release_row(release.pk) == before

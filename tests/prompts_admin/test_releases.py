@@ -401,3 +401,121 @@ def test_a_draft_whose_versions_changed_after_it_was_weighed_is_refused_and_left
         False,
         "draft",
     )
+
+
+def test_an_override_and_a_package_deleted_after_the_release_was_saved_come_back(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, package = live
+    replayed(NEW)
+    release = release_of(draft, package)
+    draft_pk, package_pk = draft.pk, package.pk
+    draft.delete()
+    package.delete()
+
+    release_publish(release, user=staff_member(PROMPT_EDITORS))
+
+    back = PromptOverride.objects.get(pk=draft_pk)
+    package = KBPackage.objects.get(package_id="POTABILIDADE")
+    active.refresh_from_db()
+    assert (back.content, back.is_active, active.is_active) == (NEW, True, False)
+    assert (package.pk, package.content, package.is_active) == (package_pk, OLD_PACKAGE, True)
+    published = f"Publicado com o lançamento #{release.pk} “Março”"
+    assert (reasons(PromptOverride, draft_pk)[-1], reasons(KBPackage, package_pk)[-1]) == (
+        published,
+        published,
+    )
+
+
+def test_a_release_naming_an_inactive_package_activates_it(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, _draft, _package = live
+    new = KBPackage.objects.create(
+        package_id="POCO",
+        title="Poço",
+        description="Água de poço",
+        content="Poço.",
+        is_active=False,
+    )
+    release = Release.objects.create(
+        name="Poço",
+        prompts={"triagem": latest_version(PromptOverride, active.pk)},
+        packages={"POCO": latest_version(KBPackage, new.pk)},
+    )
+
+    changes = release_publish(release, user=staff_member(PROMPT_EDITORS))
+
+    new.refresh_from_db()
+    assert [(c.package_id, c.before, c.before_version, c.after) for c in changes.packages] == [
+        ("POCO", "", None, "Poço.")
+    ]
+    assert new.is_active is True
+    assert reasons(KBPackage, new.pk) == [None, f"Publicado com o lançamento #{release.pk} “Poço”"]
+
+
+def test_a_release_of_what_is_live_publishes_and_writes_no_prompt_or_package_version(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, package = live
+    release = Release.objects.create(
+        name="Base",
+        prompts={"triagem": latest_version(PromptOverride, active.pk)},
+        packages={"POTABILIDADE": latest_version(KBPackage, package.pk)},
+    )
+    assert release_changes(release) == release_changes(release).__class__((), (), ())
+
+    changes = release_publish(release, user=staff_member(PROMPT_EDITORS))
+
+    assert (changes.prompts, changes.packages) == ((), ())
+    assert Release.objects.get().status == "published"
+    assert (reasons(PromptOverride, active.pk), reasons(PromptOverride, draft.pk)) == (
+        [None],
+        [None],
+    )
+    assert reasons(KBPackage, package.pk) == [None]
+
+
+def test_rolling_back_to_a_release_whose_version_is_gone_says_which_and_changes_nothing(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, package = live
+    first = Release.objects.create(
+        name="Fevereiro",
+        prompts={"triagem": latest_version(PromptOverride, active.pk)},
+        packages={},
+    )
+    release_publish(first, user=staff_member(PROMPT_EDITORS))
+    replayed(NEW)
+    second = release_of(draft, package)
+    release_publish(second, user=staff_member(PROMPT_EDITORS))
+    gone = first.prompts["triagem"]
+    PromptOverride.history.filter(history_id=gone).delete()
+
+    refused = refusal(lambda: release_rollback(user=staff_member(PROMPT_EDITORS)))
+
+    active.refresh_from_db()
+    draft.refresh_from_db()
+    assert refused == f"Triagem: a versão {gone} do prompt não existe mais"
+    assert (active.is_active, draft.is_active) == (False, True)
+    assert list(Release.objects.order_by("pk").values_list("status", flat=True)) == [
+        "superseded",
+        "published",
+    ]
+
+
+def test_a_long_reason_is_kept_whole_in_every_history_row(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    _active, draft, package = live
+    release = release_of(draft, package, name="M" * 120)
+    reason = "r" * 255
+
+    release_publish(release, user=staff_member(PROMPT_EDITORS), reason=reason)
+
+    expected = (
+        f"Publicado com o lançamento #{release.pk} “{'M' * 120}”: "
+        f"Triagem: Ativado sem teste em conversas gravadas: {reason}"
+    )
+    assert reasons(PromptOverride, draft.pk)[-1] == expected
+    assert reasons(Release, release.pk)[-1] == expected
