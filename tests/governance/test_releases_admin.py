@@ -5,6 +5,7 @@ steps — publish, send for approval, approve (another user), back to the previo
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from model_bakery import baker
 from pytest_django import DjangoAssertNumQueries, Settings
@@ -539,7 +540,7 @@ def test_a_superuser_who_proposed_a_release_cannot_approve_it(
         prompts={"triagem": latest_version(PromptOverride, draft.pk)},
         packages={},
     )
-    root = baker.make("auth.User", is_staff=True, is_superuser=True)
+    root = User.objects.create_superuser("root", "root@example.com", "x")
     client = logged_in(root)
     client.post(f"{BASE}{release.pk}/propose/", follow=True)
     page = client.get(f"{BASE}{release.pk}/change/").content.decode()
