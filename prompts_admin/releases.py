@@ -373,8 +373,12 @@ def _user(user: User) -> Any:
 
 def _apply(release: Release, *, user: User, why: str) -> None:
     with transaction.atomic():
-        locked = Release.objects.select_for_update().get(pk=release.pk)
-        if (locked.status, locked.prompts, locked.packages) != (
+        # One publication at a time: a second one waits here for the first to commit, then
+        # reads the overrides and the published release it left (locking only its own rows, it
+        # would miss them and break the one-active and one-published constraints).
+        rows = {row.pk: row for row in Release.objects.select_for_update().order_by("pk")}
+        locked = rows.get(release.pk)
+        if locked is None or (locked.status, locked.prompts, locked.packages) != (
             release.status,
             release.prompts,
             release.packages,
@@ -387,7 +391,9 @@ def _apply(release: Release, *, user: User, why: str) -> None:
             _prompt_publish(agent, int(version) if version is not None else None, why)
         for package_id, version in locked.packages.items():
             _package_publish(package_id, int(version), why)
-        for previous in Release.objects.select_for_update().filter(status=ReleaseStatus.PUBLISHED):
+        for previous in rows.values():
+            if previous.status != ReleaseStatus.PUBLISHED:
+                continue
             previous.status = ReleaseStatus.SUPERSEDED
             previous._change_reason = why
             previous.save()

@@ -2,11 +2,13 @@
 of each knowledge package in one transaction, rolling back is one action, and with
 PROMPT_APPROVAL_REQUIRED another editor with the approval permission approves first."""
 
+import threading
+import time
 from collections.abc import Callable
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, connections, transaction
 from pytest_django import Settings
 
 from knowledge_base.models import KBPackage
@@ -519,3 +521,77 @@ def test_a_long_reason_is_kept_whole_in_every_history_row(
     )
     assert reasons(PromptOverride, draft.pk)[-1] == expected
     assert reasons(Release, release.pk)[-1] == expected
+
+
+def lock_waiters() -> int:
+    """How many other connections wait for a row lock (PostgreSQL)."""
+    with connection.cursor() as cursor:
+        # Inside a transaction the statistics views keep their first reading otherwise.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND pid <> pg_backend_pid()"
+        )
+        waiting: int = cursor.fetchone()[0]
+    return waiting
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_releases_published_at_once_are_published_one_after_the_other() -> None:
+    """Two editors publish two releases of the same agent at the same moment: the second waits
+    for the first and replaces it, leaving one active override and one published release."""
+    active = PromptOverride.objects.create(agent="triagem", content=OLD, is_active=True)
+    drafts = [PromptOverride.objects.create(agent="triagem", content=t) for t in (NEW, COLETA)]
+    releases = [
+        Release.objects.create(
+            name=f"R{index}",
+            prompts={"triagem": latest_version(PromptOverride, draft.pk)},
+            packages={},
+        )
+        for index, draft in enumerate(drafts)
+    ]
+    editor = staff_member(PROMPT_EDITORS)
+    outcomes: list[str] = []
+
+    def publish(release: Release) -> None:
+        try:
+            release_publish(release, user=editor, reason="Urgente")
+            outcomes.append("published")
+        except Exception as failed:  # the outcome the test compares
+            outcomes.append(type(failed).__name__)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=publish, args=(release,)) for release in releases]
+    # Both publications reach the lock on the live override before either commits.
+    with transaction.atomic():
+        list(PromptOverride.objects.select_for_update().filter(pk=active.pk))
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 10
+        while lock_waiters() < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert outcomes == ["published", "published"]
+    assert sorted(Release.objects.values_list("status", flat=True)) == ["published", "superseded"]
+    assert PromptOverride.objects.filter(agent="triagem", is_active=True).count() == 1
+
+
+def test_a_draft_deleted_while_it_is_published_is_refused_and_nothing_changes(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, package = live
+    replayed(NEW)
+    release = release_of(draft, package)
+    stale = Release.objects.get(pk=release.pk)
+    release.delete()
+
+    refused = refusal(lambda: release_publish(stale, user=staff_member(PROMPT_EDITORS)))
+
+    active.refresh_from_db()
+    draft.refresh_from_db()
+    assert refused == "Este lançamento mudou nesse meio-tempo: recarregue a página."
+    assert (active.is_active, draft.is_active, Release.objects.count()) == (True, False, 0)
