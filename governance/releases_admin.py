@@ -400,14 +400,21 @@ class ReleaseAdmin(VersionedAdmin[Release]):
     def rollback_view(self, request: HttpRequest) -> HttpResponse:
         if not request.user.has_perm("prompts_admin.change_release"):
             raise PermissionDenied
+        sent = str(request.POST.get("release", ""))
+        current_id = int(sent) if sent.isdigit() else None
         try:
             back = release_rollback(
                 user=request.user,
+                current_id=current_id,
                 reason=str(request.POST.get("reason", "")).strip(),
             )
         except ReleaseRefused as refused:
             messages.error(request, str(refused))
-            return HttpResponseRedirect(reverse("admin:prompts_admin_release_changelist"))
+            return HttpResponseRedirect(
+                reverse("admin:prompts_admin_release_change", args=[current_id])
+                if current_id is not None
+                else reverse("admin:prompts_admin_release_changelist")
+            )
         messages.success(
             request,
             gettext("Back to release %(release)s: new conversations use it.") % {"release": back},

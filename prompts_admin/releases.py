@@ -307,11 +307,16 @@ def release_publish(release: Release, *, user: User, reason: str = "") -> Releas
     return changes
 
 
-def release_rollback(*, user: User, reason: str = "") -> Release:
-    """Publishes again the release published before the current one; that release."""
+def release_rollback(*, user: User, current_id: int | None, reason: str = "") -> Release:
+    """Publishes again the release published before the current one, `current_id` (the one the
+    page that asks showed); that release."""
     current = Release.objects.filter(status=ReleaseStatus.PUBLISHED).first()
     if current is None:
         raise ReleaseRefused(gettext("No release is published: there is nothing to roll back."))
+    if current.pk != current_id:
+        # A second click, or another editor's rollback meanwhile: going back again would
+        # publish again the release just left.
+        raise ReleaseRefused(gettext("This release changed meanwhile: reload its page."))
     previous = (
         Release.objects.filter(status=ReleaseStatus.SUPERSEDED, published_at__isnull=False)
         .exclude(pk=current.pk)

@@ -247,7 +247,9 @@ def test_the_published_release_page_rolls_back_in_one_action(
     page = prompt_editor_client.get(f"{BASE}{second.pk}/change/").content.decode()
 
     response = prompt_editor_client.post(
-        f"{BASE}rollback/", {"reason": "mais transferências"}, follow=True
+        f"{BASE}rollback/",
+        {"release": str(second.pk), "reason": "mais transferências"},
+        follow=True,
     )
 
     assert 'id="release-rollback"' in page
@@ -576,3 +578,78 @@ def test_a_release_whose_prompt_version_is_gone_says_which_on_its_page_and_publi
     active.refresh_from_db()
     assert active.is_active is True
     assert release_row(release.pk) == before
+
+
+def test_a_second_click_on_back_to_the_previous_release_is_refused_and_changes_nothing(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
+) -> None:
+    active, draft, _package = live
+    first = Release.objects.create(
+        name="Fevereiro",
+        prompts={"triagem": latest_version(PromptOverride, active.pk)},
+        packages={},
+    )
+    prompt_editor_client.post(f"{BASE}{first.pk}/publish/", {"reason": ""}, follow=True)
+    replayed(NEW)
+    second = Release.objects.create(
+        name="Março", prompts={"triagem": latest_version(PromptOverride, draft.pk)}, packages={}
+    )
+    prompt_editor_client.post(f"{BASE}{second.pk}/publish/", {"reason": ""}, follow=True)
+    page = prompt_editor_client.get(f"{BASE}{second.pk}/change/").content.decode()
+    form = {"release": str(second.pk), "reason": "mais transferências"}
+    prompt_editor_client.post(f"{BASE}rollback/", form, follow=True)
+    history = historical_reasons(PromptOverride, draft.pk)
+
+    again = prompt_editor_client.post(f"{BASE}rollback/", form, follow=True)
+
+    assert f'<input type="hidden" name="release" value="{second.pk}">' in page
+    assert again.redirect_chain == [(f"{BASE}{second.pk}/change/", 302)]
+    assert texts(again) == ["Este lançamento mudou nesse meio-tempo: recarregue a página."]
+    active.refresh_from_db()
+    draft.refresh_from_db()
+    assert (active.is_active, draft.is_active) == (True, False)
+    assert list(Release.objects.order_by("pk").values_list("status", flat=True)) == [
+        "published",
+        "superseded",
+    ]
+    assert historical_reasons(PromptOverride, draft.pk) == history
+
+
+@pytest.mark.parametrize(
+    ("sent", "then"),
+    [
+        ("", []),
+        ("abc", []),
+        ("-1", []),
+        # Sent back to that release's page, which says it does not exist.
+        ("9" * 20, [f"O lançamento com ID “{'9' * 20}” não existe. Talvez tenha sido removido."]),
+    ],
+)
+def test_a_rollback_without_the_published_release_is_refused(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+    prompt_editor_client: Client,
+    sent: str,
+    then: list[str],
+) -> None:
+    active, draft, _package = live
+    first = Release.objects.create(
+        name="Fevereiro",
+        prompts={"triagem": latest_version(PromptOverride, active.pk)},
+        packages={},
+    )
+    prompt_editor_client.post(f"{BASE}{first.pk}/publish/", {"reason": ""}, follow=True)
+    second = Release.objects.create(
+        name="Março", prompts={"triagem": latest_version(PromptOverride, draft.pk)}, packages={}
+    )
+    prompt_editor_client.post(f"{BASE}{second.pk}/publish/", {"reason": "x"}, follow=True)
+
+    refused = prompt_editor_client.post(f"{BASE}rollback/", {"release": sent}, follow=True)
+
+    assert texts(refused) == [
+        "Este lançamento mudou nesse meio-tempo: recarregue a página.",
+        *then,
+    ]
+    assert list(Release.objects.order_by("pk").values_list("status", flat=True)) == [
+        "superseded",
+        "published",
+    ]

@@ -188,7 +188,9 @@ def test_rolling_back_publishes_the_previous_release_again_in_one_action(
     second = release_of(draft, package)
     release_publish(second, user=staff_member(PROMPT_EDITORS))
 
-    back = release_rollback(user=staff_member(PROMPT_EDITORS), reason="Mais transferências")
+    back = release_rollback(
+        user=staff_member(PROMPT_EDITORS), current_id=second.pk, reason="Mais transferências"
+    )
 
     active.refresh_from_db()
     draft.refresh_from_db()
@@ -208,7 +210,7 @@ def test_rolling_back_with_no_earlier_release_is_refused(
 ) -> None:
     active, _draft, _package = live
     editor = staff_member(PROMPT_EDITORS)
-    assert refusal(lambda: release_rollback(user=editor)) == (
+    assert refusal(lambda: release_rollback(user=editor, current_id=None)) == (
         "Nenhum lançamento está no ar: não há para onde voltar."
     )
     only = Release.objects.create(
@@ -216,7 +218,7 @@ def test_rolling_back_with_no_earlier_release_is_refused(
     )
     release_publish(only, user=editor)
 
-    assert refusal(lambda: release_rollback(user=editor)) == (
+    assert refusal(lambda: release_rollback(user=editor, current_id=only.pk)) == (
         "Nenhum lançamento foi publicado antes deste."
     )
 
@@ -494,7 +496,9 @@ def test_rolling_back_to_a_release_whose_version_is_gone_says_which_and_changes_
     gone = first.prompts["triagem"]
     PromptOverride.history.filter(history_id=gone).delete()
 
-    refused = refusal(lambda: release_rollback(user=staff_member(PROMPT_EDITORS)))
+    refused = refusal(
+        lambda: release_rollback(user=staff_member(PROMPT_EDITORS), current_id=second.pk)
+    )
 
     active.refresh_from_db()
     draft.refresh_from_db()
