@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 from django.contrib.auth.models import User
 from django.db import DatabaseError, connection, connections, transaction
+from django.utils import translation
 from pytest_django import Settings
 
 from knowledge_base.models import KBPackage
@@ -599,3 +600,18 @@ def test_a_draft_deleted_while_it_is_published_is_refused_and_nothing_changes(
     draft.refresh_from_db()
     assert refused == "Este lançamento mudou nesse meio-tempo: recarregue a página."
     assert (active.is_active, draft.is_active, Release.objects.count()) == (True, False, 0)
+
+
+def test_the_history_is_written_in_the_sites_language_whatever_the_editors(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    _active, draft, package = live
+    release = release_of(draft, package)
+
+    with translation.override("en"):
+        release_publish(release, user=staff_member(PROMPT_EDITORS), reason="Urgent")
+
+    assert reasons(PromptOverride, draft.pk)[-1] == (
+        f"Publicado com o lançamento #{release.pk} “Março”: "
+        "Triagem: Ativado sem teste em conversas gravadas: Urgent"
+    )
