@@ -401,7 +401,7 @@ class ReleaseAdmin(VersionedAdmin[Release]):
         if not request.user.has_perm("prompts_admin.change_release"):
             raise PermissionDenied
         sent = str(request.POST.get("release", ""))
-        current_id = int(sent) if sent.isdigit() else None
+        current_id = int(sent) if sent.isdecimal() else None
         try:
             back = release_rollback(
                 user=request.user,

@@ -621,6 +621,7 @@ def test_a_second_click_on_back_to_the_previous_release_is_refused_and_changes_n
         ("", []),
         ("abc", []),
         ("-1", []),
+        ("²", []),
         # Sent back to that release's page, which says it does not exist.
         ("9" * 20, [f"O lançamento com ID “{'9' * 20}” não existe. Talvez tenha sido removido."]),
     ],
