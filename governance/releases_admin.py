@@ -28,6 +28,7 @@ from django.views.decorators.http import require_POST
 
 from agents.states import PROMPT_AGENTS, AgentName
 from governance.models import PersonaRun, ReplayStatus
+from governance.run_admin import int_or_404
 from knowledge_base.models import KBPackage
 from prompts_admin.activation import cases_html, evidence_html
 from prompts_admin.models import PromptOverride, Release, ReleaseStatus
@@ -400,8 +401,7 @@ class ReleaseAdmin(VersionedAdmin[Release]):
     def rollback_view(self, request: HttpRequest) -> HttpResponse:
         if not request.user.has_perm("prompts_admin.change_release"):
             raise PermissionDenied
-        sent = str(request.POST.get("release", ""))
-        current_id = int(sent) if sent.isdecimal() else None
+        current_id = int_or_404(request.POST.get("release"))
         try:
             back = release_rollback(
                 user=request.user,
@@ -412,8 +412,6 @@ class ReleaseAdmin(VersionedAdmin[Release]):
             messages.error(request, str(refused))
             return HttpResponseRedirect(
                 reverse("admin:prompts_admin_release_change", args=[current_id])
-                if current_id is not None
-                else reverse("admin:prompts_admin_release_changelist")
             )
         messages.success(
             request,

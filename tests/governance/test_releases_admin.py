@@ -615,40 +615,50 @@ def test_a_second_click_on_back_to_the_previous_release_is_refused_and_changes_n
     assert historical_reasons(PromptOverride, draft.pk) == history
 
 
-@pytest.mark.parametrize(
-    ("sent", "then"),
-    [
-        ("", []),
-        ("abc", []),
-        ("-1", []),
-        ("²", []),
-        # Sent back to that release's page, which says it does not exist.
-        ("9" * 20, [f"O lançamento com ID “{'9' * 20}” não existe. Talvez tenha sido removido."]),
-    ],
-)
-def test_a_rollback_without_the_published_release_is_refused(
-    live: tuple[PromptOverride, PromptOverride, KBPackage],
-    prompt_editor_client: Client,
-    sent: str,
-    then: list[str],
-) -> None:
+def published_twice(live: tuple[PromptOverride, PromptOverride, KBPackage], client: Client) -> None:
+    """Triagem's active override published as "Fevereiro", then its draft as "Março"."""
     active, draft, _package = live
     first = Release.objects.create(
         name="Fevereiro",
         prompts={"triagem": latest_version(PromptOverride, active.pk)},
         packages={},
     )
-    prompt_editor_client.post(f"{BASE}{first.pk}/publish/", {"reason": ""}, follow=True)
+    client.post(f"{BASE}{first.pk}/publish/", {"reason": ""}, follow=True)
     second = Release.objects.create(
         name="Março", prompts={"triagem": latest_version(PromptOverride, draft.pk)}, packages={}
     )
-    prompt_editor_client.post(f"{BASE}{second.pk}/publish/", {"reason": "x"}, follow=True)
+    client.post(f"{BASE}{second.pk}/publish/", {"reason": "x"}, follow=True)
+
+
+@pytest.mark.parametrize("sent", ["", "abc", "-1", "²"])
+def test_a_rollback_sent_without_a_release_id_is_a_404(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+    prompt_editor_client: Client,
+    sent: str,
+) -> None:
+    published_twice(live, prompt_editor_client)
+
+    refused = prompt_editor_client.post(f"{BASE}rollback/", {"release": sent})
+
+    assert refused.status_code == 404
+    assert list(Release.objects.order_by("pk").values_list("status", flat=True)) == [
+        "superseded",
+        "published",
+    ]
+
+
+def test_a_rollback_from_an_unknown_release_is_refused(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+    prompt_editor_client: Client,
+) -> None:
+    published_twice(live, prompt_editor_client)
+    sent = "9" * 20
 
     refused = prompt_editor_client.post(f"{BASE}rollback/", {"release": sent}, follow=True)
 
     assert texts(refused) == [
         "Este lançamento mudou nesse meio-tempo: recarregue a página.",
-        *then,
+        f"O lançamento com ID “{sent}” não existe. Talvez tenha sido removido.",
     ]
     assert list(Release.objects.order_by("pk").values_list("status", flat=True)) == [
         "superseded",
