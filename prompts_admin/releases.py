@@ -238,7 +238,7 @@ def release_propose(release: Release, *, user: User) -> None:
     release.status = ReleaseStatus.PROPOSED
     release.created_by = release.created_by or _user(user)
     release._change_reason = _reason(gettext_noop("Sent for approval"), "")
-    release.save()
+    _save_step(release, was=ReleaseStatus.DRAFT)
 
 
 def release_approve(release: Release, *, user: User, reason: str = "") -> None:
@@ -261,7 +261,7 @@ def release_approve(release: Release, *, user: User, reason: str = "") -> None:
     release.approved_at = timezone.now()
     release.approval_reason = reason.strip()
     release._change_reason = _reason(gettext_noop("Approved"), _gate_reasons(changes, reason))
-    release.save()
+    _save_step(release, was=ReleaseStatus.PROPOSED)
 
 
 def release_authored_by(release: Release, user: User) -> bool:
@@ -376,21 +376,36 @@ def _user(user: User) -> Any:
     return user if user.is_authenticated else None
 
 
+def _unchanged(locked: Release | None, release: Release, status: str) -> Release:
+    """`locked`, the row of `release` read under its lock, when it still reads `status` with
+    `release`'s versions. Refuses a step whose release another request moved, changed or
+    deleted between the checks and the lock (a second click, a save of the draft in another
+    tab): what was weighed is not what would be written, and writing `release` back would
+    undo that."""
+    if locked is None or (locked.status, locked.prompts, locked.packages) != (
+        status,
+        release.prompts,
+        release.packages,
+    ):
+        raise ReleaseRefused(gettext("This release changed meanwhile: reload its page."))
+    return locked
+
+
+def _save_step(release: Release, *, was: ReleaseStatus) -> None:
+    """Saves `release`'s next step if its row still reads `was`, with its versions."""
+    with transaction.atomic():
+        locked = Release.objects.select_for_update().filter(pk=release.pk).first()
+        _unchanged(locked, release, was)
+        release.save()
+
+
 def _apply(release: Release, *, user: User, why: str) -> None:
     with transaction.atomic():
         # One publication at a time: a second one waits here for the first to commit, then
         # reads the overrides and the published release it left (locking only its own rows, it
         # would miss them and break the one-active and one-published constraints).
         rows = {row.pk: row for row in Release.objects.select_for_update().order_by("pk")}
-        locked = rows.get(release.pk)
-        if locked is None or (locked.status, locked.prompts, locked.packages) != (
-            release.status,
-            release.prompts,
-            release.packages,
-        ):
-            # Another request moved or changed it between the checks and the lock (a second
-            # click, a save of the draft): what was weighed is not what would be published.
-            raise ReleaseRefused(gettext("This release changed meanwhile: reload its page."))
+        locked = _unchanged(rows.get(release.pk), release, release.status)
         for agent in PROMPT_AGENTS:
             version = locked.prompts.get(agent.value)
             _prompt_publish(agent, int(version) if version is not None else None, why)

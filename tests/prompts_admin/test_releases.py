@@ -615,3 +615,41 @@ def test_the_history_is_written_in_the_sites_language_whatever_the_editors(
         f"Publicado com o lançamento #{release.pk} “Março”: "
         "Triagem: Ativado sem teste em conversas gravadas: Urgent"
     )
+
+
+def test_a_release_deleted_while_it_is_approved_is_refused_and_stays_deleted(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], settings: Settings
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = True
+    _active, draft, package = live
+    replayed(NEW)
+    release = release_of(draft, package, by=staff_member(PROMPT_EDITORS))
+    release_propose(release, user=staff_member(PROMPT_EDITORS))
+    stale = Release.objects.get(pk=release.pk)
+    release.delete()
+
+    refused = refusal(lambda: release_approve(stale, user=staff_member(PROMPT_APPROVERS)))
+
+    assert refused == "Este lançamento mudou nesse meio-tempo: recarregue a página."
+    assert Release.objects.count() == 0
+
+
+def test_a_draft_saved_while_it_is_sent_for_approval_is_refused_and_keeps_the_save(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], settings: Settings
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = True
+    active, draft, package = live
+    release = release_of(draft, package)
+    stale = Release.objects.get(pk=release.pk)
+    # Another tab saves the draft with the active override while `stale` is sent.
+    release.prompts = {"triagem": latest_version(PromptOverride, active.pk)}
+    release.save()
+
+    refused = refusal(lambda: release_propose(stale, user=staff_member(PROMPT_EDITORS)))
+
+    saved = Release.objects.get()
+    assert refused == "Este lançamento mudou nesse meio-tempo: recarregue a página."
+    assert (saved.status, saved.prompts) == (
+        "draft",
+        {"triagem": latest_version(PromptOverride, active.pk)},
+    )
