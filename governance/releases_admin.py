@@ -277,6 +277,10 @@ class ReleaseAdmin(VersionedAdmin[Release]):
     def save_model(self, request: HttpRequest, obj: Release, form: Any, change: bool) -> None:
         if not change:
             obj.created_by = request.user  # type: ignore[assignment]
+        elif not Release.objects.select_for_update().filter(pk=obj.pk, status=obj.status).exists():
+            # Sent for approval, published or deleted since this request read it (the change
+            # view is one transaction): writing it back would undo that step.
+            raise PermissionDenied
         super().save_model(request, obj, form, change)
 
     def get_urls(self) -> list[URLPattern]:

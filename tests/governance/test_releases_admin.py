@@ -5,14 +5,17 @@ steps — publish, send for approval, approve (another user), back to the previo
 from typing import Any
 
 import pytest
+from django.contrib import admin
 from django.contrib.auth.models import User
-from django.test import Client
+from django.core.exceptions import PermissionDenied
+from django.test import Client, RequestFactory
 from model_bakery import baker
 from pytest_django import DjangoAssertNumQueries, Settings
 
 from governance.models import PersonaRun, ReplayStatus
 from knowledge_base.models import KBPackage
 from prompts_admin.models import PromptOverride, Release
+from prompts_admin.releases import release_publish
 from tests.helpers.replays import replayed
 from tests.helpers.staff import PROMPT_APPROVERS, PROMPT_EDITORS, logged_in, staff_member
 from tests.helpers.versions import latest_version
@@ -664,3 +667,24 @@ def test_a_rollback_from_an_unknown_release_is_refused(
         "superseded",
         "published",
     ]
+
+
+def test_a_draft_saved_from_a_read_that_a_step_overtook_is_refused_and_the_step_stays(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_user: User
+) -> None:
+    _active, draft, _package = live
+    replayed(NEW)
+    release = Release.objects.create(
+        name="Março", prompts={"triagem": latest_version(PromptOverride, draft.pk)}, packages={}
+    )
+    # The change view read the draft; the publication commits before its save.
+    stale = Release.objects.get(pk=release.pk)
+    release_publish(release, user=prompt_editor_user)
+    stale.name = "Outro"
+    request = RequestFactory().post(f"{BASE}{release.pk}/change/")
+    request.user = prompt_editor_user
+
+    with pytest.raises(PermissionDenied):
+        admin.site._registry[Release].save_model(request, stale, None, True)
+
+    assert release_row(release.pk)[::4] == ("Março", "published")
