@@ -9,14 +9,16 @@ package, published together.
 - `release_propose` → `release_approve` (another user, with `prompts_admin.approve_release`) →
   `release_publish` when `PROMPT_APPROVAL_REQUIRED`; without it a draft is published directly.
   Publishing weighs each changed prompt through the activation gate (`prompts_admin.activation`):
-  a prompt without a passing replay or test suite needs a reason, which the history records.
+  a prompt without a passing replay or test suite needs a reason, which the history records
+  (for an approved release, the approver's).
 - `release_publish` activates all of it in one transaction: each agent's override version
   becomes its active override (its gradual release stopped), or the agent goes back to the
   built-in prompt; each package gets its version's title, description, content and health flag,
   active. A package the release does not name is left as it is. The release published before
   becomes "replaced".
 - `release_rollback` publishes again the release published before the current one: one action,
-  no approval (that release was approved, or needed none, when it was first published).
+  no approval (that release was approved, or needed none, when it was first published), from
+  the current release the page showed (a second click goes nowhere).
 
 Every override and package a publication changes gets a history row whose change reason names
 the release, in the site's language.
@@ -278,7 +280,8 @@ def release_authored_by(release: Release, user: User) -> bool:
 
 
 def release_publish(release: Release, *, user: User, reason: str = "") -> ReleaseChanges:
-    """Publishes `release` in one transaction (see the module docstring); what it changed."""
+    """Publishes `release` in one transaction (see the module docstring); what it changed.
+    `reason` is the editor's for a draft; an approved release publishes with its approver's."""
     if release.status in (ReleaseStatus.PUBLISHED, ReleaseStatus.SUPERSEDED):
         raise ReleaseRefused(gettext("This release was already published."))
     approved = release.status == ReleaseStatus.APPROVED
