@@ -93,11 +93,22 @@ class PackageChange:
 
 
 @dataclass(frozen=True, slots=True)
+class RolloutStop:
+    """A gradual release that publishing stops (every publication stops them all)."""
+
+    agent: str
+    label: str
+    override_id: int
+    percent: int
+
+
+@dataclass(frozen=True, slots=True)
 class ReleaseChanges:
     prompts: tuple[PromptChange, ...]
     packages: tuple[PackageChange, ...]
     # Versions the release names that can no longer be read (a message each).
     missing: tuple[str, ...]
+    rollouts_stopped: tuple[RolloutStop, ...] = ()
 
     @property
     def needs_confirmation(self) -> bool:
@@ -230,7 +241,19 @@ def release_changes(release: Release) -> ReleaseChanges:
                     package_id, before, contents[after_version], before_version, after_version
                 )
             )
-    return ReleaseChanges(tuple(prompts), tuple(packages), tuple(missing))
+    rollouts = (
+        PromptOverride.objects.filter(
+            rollout_percent__isnull=False, agent__in=[agent.value for agent in PROMPT_AGENTS]
+        )
+        .order_by("agent", "pk")
+        .values_list("agent", "pk", "rollout_percent")
+    )
+    stops = tuple(
+        RolloutStop(agent, agent_label(AgentName(agent)), pk, percent)
+        for agent, pk, percent in rollouts
+        if percent is not None  # the query's filter, for the type checker
+    )
+    return ReleaseChanges(tuple(prompts), tuple(packages), tuple(missing), stops)
 
 
 def release_propose(release: Release, *, user: User) -> None:

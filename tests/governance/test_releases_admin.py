@@ -124,7 +124,7 @@ def test_the_release_page_shows_the_diff_the_replay_and_publishes(
     prompt_editor_client.post(f"{BASE}add/", release_form(draft, package), follow=True)
     release = Release.objects.get()
 
-    with django_assert_num_queries(14):
+    with django_assert_num_queries(15):
         page = prompt_editor_client.get(f"{BASE}{release.pk}/change/").content.decode()
 
     assert "O que este lançamento muda" in page
@@ -688,3 +688,22 @@ def test_a_draft_saved_from_a_read_that_a_step_overtook_is_refused_and_the_step_
         admin.site._registry[Release].save_model(request, stale, None, True)
 
     assert release_row(release.pk)[::4] == ("Março", "published")
+
+
+def test_the_page_says_publishing_stops_a_gradual_release_even_when_nothing_else_changes(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
+) -> None:
+    active, draft, _package = live
+    draft.rollout_percent = 30
+    draft.save()
+    release = Release.objects.create(
+        name="Base", prompts={"triagem": latest_version(PromptOverride, active.pk)}, packages={}
+    )
+
+    page = prompt_editor_client.get(f"{BASE}{release.pk}/change/").content.decode()
+
+    assert (
+        f'<p class="release-rollout" data-agent="triagem">Encerra a liberação aos poucos de '
+        f"Triagem (#{draft.pk}, 30% das novas conversas).</p>"
+    ) in page
+    assert "Nada: este lançamento é o que já está no ar." not in page
