@@ -32,7 +32,7 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.models import User as StaffUser
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Field, Q
 from django.utils import timezone, translation
 from django.utils.text import capfirst
 from django.utils.translation import gettext, gettext_noop
@@ -90,6 +90,9 @@ class PackageChange:
     after: str
     before_version: int | None
     after_version: int
+    # (label, before, after) of each other field publishing changes: title, description, the
+    # health flag.
+    fields: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,11 +192,12 @@ def release_changes(release: Release) -> ReleaseChanges:
         .values_list("history_id", "content")
     )
     package_ids = {int(h) for h in release.packages.values()} | set(live.packages.values())
-    contents = dict(
-        historical_model(KBPackage)
+    package_rows = {
+        row["history_id"]: row
+        for row in historical_model(KBPackage)
         .objects.filter(history_id__in=package_ids)
-        .values_list("history_id", "content")
-    )
+        .values("history_id", *PACKAGE_FIELDS)
+    }
     missing: list[str] = []
     prompts: list[PromptChange] = []
     for agent in PROMPT_AGENTS:
@@ -227,18 +231,24 @@ def release_changes(release: Release) -> ReleaseChanges:
     packages: list[PackageChange] = []
     for package_id, version in sorted(release.packages.items()):
         after_version = int(version)
-        if after_version not in contents:
+        if after_version not in package_rows:
             missing.append(
                 gettext("%(package)s: the package version %(version)s no longer exists")
                 % {"package": package_id, "version": after_version}
             )
             continue
         before_version = live.packages.get(package_id)
-        before = contents.get(before_version, "") if before_version is not None else ""
+        before = package_rows.get(before_version, {}) if before_version is not None else {}
+        after = package_rows[after_version]
         if before_version != after_version:
             packages.append(
                 PackageChange(
-                    package_id, before, contents[after_version], before_version, after_version
+                    package_id,
+                    before.get("content", ""),
+                    after["content"],
+                    before_version,
+                    after_version,
+                    package_field_changes(before, after),
                 )
             )
     rollouts = (
@@ -254,6 +264,28 @@ def release_changes(release: Release) -> ReleaseChanges:
         if percent is not None  # the query's filter, for the type checker
     )
     return ReleaseChanges(tuple(prompts), tuple(packages), tuple(missing), stops)
+
+
+def package_field_changes(
+    before: Mapping[str, Any], after: Mapping[str, Any]
+) -> tuple[tuple[str, str, str], ...]:
+    """(label, before, after) of each package field besides the content that differs ("" before,
+    for a package not live)."""
+
+    def shown(value: Any) -> str:
+        if isinstance(value, bool):
+            return gettext("Yes") if value else gettext("No")
+        return "" if value is None else str(value)
+
+    changed = []
+    for name in PACKAGE_FIELDS:
+        field = KBPackage._meta.get_field(name)
+        if name == "content" or before.get(name) == after[name] or not isinstance(field, Field):
+            continue
+        changed.append(
+            (capfirst(str(field.verbose_name)), shown(before.get(name)), shown(after[name]))
+        )
+    return tuple(changed)
 
 
 def release_propose(release: Release, *, user: User) -> None:

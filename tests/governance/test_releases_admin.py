@@ -707,3 +707,26 @@ def test_the_page_says_publishing_stops_a_gradual_release_even_when_nothing_else
         f"Triagem (#{draft.pk}, 30% das novas conversas).</p>"
     ) in page
     assert "Nada: este lançamento é o que já está no ar." not in page
+
+
+def test_the_page_shows_a_package_change_outside_its_content(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
+) -> None:
+    _active, _draft, package = live
+    package.title = "Potabilidade (saúde)"
+    package.health_sensitive = True
+    package.save()
+    release = Release.objects.create(
+        name="Saúde", prompts={}, packages={"POTABILIDADE": latest_version(KBPackage, package.pk)}
+    )
+    package.title = "Potabilidade"
+    package.health_sensitive = False
+    package.save()
+
+    page = prompt_editor_client.get(f"{BASE}{release.pk}/change/").content.decode()
+
+    assert (
+        '<p class="release-package-field">Título: Potabilidade → Potabilidade (saúde)</p>'
+    ) in page
+    assert '<p class="release-package-field">Sensível à saúde: Não → Sim</p>' in page
+    assert "Descrição de uma linha:" not in page
