@@ -28,6 +28,7 @@ from django.views.decorators.http import require_POST
 
 from agents.states import PROMPT_AGENTS, AgentName
 from governance.models import PersonaRun, ReplayStatus
+from governance.run_admin import int_or_404
 from knowledge_base.models import KBPackage
 from prompts_admin.activation import cases_html, evidence_html
 from prompts_admin.models import PromptOverride, Release, ReleaseStatus
@@ -61,6 +62,7 @@ READ_ONLY_FIELDS = (
     "created_at",
     "approved_by",
     "approved_at",
+    "approval_reason",
     "published_by",
     "published_at",
 )
@@ -275,6 +277,10 @@ class ReleaseAdmin(VersionedAdmin[Release]):
     def save_model(self, request: HttpRequest, obj: Release, form: Any, change: bool) -> None:
         if not change:
             obj.created_by = request.user  # type: ignore[assignment]
+        elif not Release.objects.select_for_update().filter(pk=obj.pk, status=obj.status).exists():
+            # Sent for approval, published or deleted since this request read it (the change
+            # view is one transaction): writing it back would undo that step.
+            raise PermissionDenied
         super().save_model(request, obj, form, change)
 
     def get_urls(self) -> list[URLPattern]:
@@ -399,14 +405,18 @@ class ReleaseAdmin(VersionedAdmin[Release]):
     def rollback_view(self, request: HttpRequest) -> HttpResponse:
         if not request.user.has_perm("prompts_admin.change_release"):
             raise PermissionDenied
+        current_id = int_or_404(request.POST.get("release"))
         try:
             back = release_rollback(
                 user=request.user,
+                current_id=current_id,
                 reason=str(request.POST.get("reason", "")).strip(),
             )
         except ReleaseRefused as refused:
             messages.error(request, str(refused))
-            return HttpResponseRedirect(reverse("admin:prompts_admin_release_changelist"))
+            return HttpResponseRedirect(
+                reverse("admin:prompts_admin_release_change", args=[current_id])
+            )
         messages.success(
             request,
             gettext("Back to release %(release)s: new conversations use it.") % {"release": back},

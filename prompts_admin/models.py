@@ -350,6 +350,9 @@ class Release(models.Model):
         verbose_name=_("approved by"),
     )
     approved_at = models.DateTimeField(_("approved at"), null=True, blank=True)
+    # The approver's reason for a prompt the activation gate would not let through, which the
+    # publication's history rows record.
+    approval_reason = models.TextField(_("approval reason"), blank=True, editable=False)
     published_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,

@@ -9,14 +9,16 @@ package, published together.
 - `release_propose` → `release_approve` (another user, with `prompts_admin.approve_release`) →
   `release_publish` when `PROMPT_APPROVAL_REQUIRED`; without it a draft is published directly.
   Publishing weighs each changed prompt through the activation gate (`prompts_admin.activation`):
-  a prompt without a passing replay or test suite needs a reason, which the history records.
+  a prompt without a passing replay or test suite needs a reason, which the history records
+  (for an approved release, the approver's).
 - `release_publish` activates all of it in one transaction: each agent's override version
   becomes its active override (its gradual release stopped), or the agent goes back to the
   built-in prompt; each package gets its version's title, description, content and health flag,
   active. A package the release does not name is left as it is. The release published before
   becomes "replaced".
 - `release_rollback` publishes again the release published before the current one: one action,
-  no approval (that release was approved, or needed none, when it was first published).
+  no approval (that release was approved, or needed none, when it was first published), from
+  the current release the page showed (a second click goes nowhere).
 
 Every override and package a publication changes gets a history row whose change reason names
 the release, in the site's language.
@@ -30,7 +32,7 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.models import User as StaffUser
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Field, Q
 from django.utils import timezone, translation
 from django.utils.text import capfirst
 from django.utils.translation import gettext, gettext_noop
@@ -88,6 +90,19 @@ class PackageChange:
     after: str
     before_version: int | None
     after_version: int
+    # (label, before, after) of each other field publishing changes: title, description, the
+    # health flag.
+    fields: tuple[tuple[str, str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutStop:
+    """A gradual release that publishing stops (every publication stops them all)."""
+
+    agent: str
+    label: str
+    override_id: int
+    percent: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +111,7 @@ class ReleaseChanges:
     packages: tuple[PackageChange, ...]
     # Versions the release names that can no longer be read (a message each).
     missing: tuple[str, ...]
+    rollouts_stopped: tuple[RolloutStop, ...] = ()
 
     @property
     def needs_confirmation(self) -> bool:
@@ -176,11 +192,12 @@ def release_changes(release: Release) -> ReleaseChanges:
         .values_list("history_id", "content")
     )
     package_ids = {int(h) for h in release.packages.values()} | set(live.packages.values())
-    contents = dict(
-        historical_model(KBPackage)
+    package_rows = {
+        row["history_id"]: row
+        for row in historical_model(KBPackage)
         .objects.filter(history_id__in=package_ids)
-        .values_list("history_id", "content")
-    )
+        .values("history_id", *PACKAGE_FIELDS)
+    }
     missing: list[str] = []
     prompts: list[PromptChange] = []
     for agent in PROMPT_AGENTS:
@@ -214,21 +231,61 @@ def release_changes(release: Release) -> ReleaseChanges:
     packages: list[PackageChange] = []
     for package_id, version in sorted(release.packages.items()):
         after_version = int(version)
-        if after_version not in contents:
+        if after_version not in package_rows:
             missing.append(
                 gettext("%(package)s: the package version %(version)s no longer exists")
                 % {"package": package_id, "version": after_version}
             )
             continue
         before_version = live.packages.get(package_id)
-        before = contents.get(before_version, "") if before_version is not None else ""
+        before = package_rows.get(before_version, {}) if before_version is not None else {}
+        after = package_rows[after_version]
         if before_version != after_version:
             packages.append(
                 PackageChange(
-                    package_id, before, contents[after_version], before_version, after_version
+                    package_id,
+                    before.get("content", ""),
+                    after["content"],
+                    before_version,
+                    after_version,
+                    package_field_changes(before, after),
                 )
             )
-    return ReleaseChanges(tuple(prompts), tuple(packages), tuple(missing))
+    rollouts = (
+        PromptOverride.objects.filter(
+            rollout_percent__isnull=False, agent__in=[agent.value for agent in PROMPT_AGENTS]
+        )
+        .order_by("agent", "pk")
+        .values_list("agent", "pk", "rollout_percent")
+    )
+    stops = tuple(
+        RolloutStop(agent, agent_label(AgentName(agent)), pk, percent)
+        for agent, pk, percent in rollouts
+        if percent is not None  # the query's filter, for the type checker
+    )
+    return ReleaseChanges(tuple(prompts), tuple(packages), tuple(missing), stops)
+
+
+def package_field_changes(
+    before: Mapping[str, Any], after: Mapping[str, Any]
+) -> tuple[tuple[str, str, str], ...]:
+    """(label, before, after) of each package field besides the content that differs ("" before,
+    for a package not live)."""
+
+    def shown(value: Any) -> str:
+        if isinstance(value, bool):
+            return gettext("Yes") if value else gettext("No")
+        return "" if value is None else str(value)
+
+    changed = []
+    for name in PACKAGE_FIELDS:
+        field = KBPackage._meta.get_field(name)
+        if name == "content" or before.get(name) == after[name] or not isinstance(field, Field):
+            continue
+        changed.append(
+            (capfirst(str(field.verbose_name)), shown(before.get(name)), shown(after[name]))
+        )
+    return tuple(changed)
 
 
 def release_propose(release: Release, *, user: User) -> None:
@@ -238,7 +295,7 @@ def release_propose(release: Release, *, user: User) -> None:
     release.status = ReleaseStatus.PROPOSED
     release.created_by = release.created_by or _user(user)
     release._change_reason = _reason(gettext_noop("Sent for approval"), "")
-    release.save()
+    _save_step(release, was=ReleaseStatus.DRAFT)
 
 
 def release_approve(release: Release, *, user: User, reason: str = "") -> None:
@@ -259,8 +316,9 @@ def release_approve(release: Release, *, user: User, reason: str = "") -> None:
     release.status = ReleaseStatus.APPROVED
     release.approved_by = _user(user)
     release.approved_at = timezone.now()
+    release.approval_reason = reason.strip()
     release._change_reason = _reason(gettext_noop("Approved"), _gate_reasons(changes, reason))
-    release.save()
+    _save_step(release, was=ReleaseStatus.PROPOSED)
 
 
 def release_authored_by(release: Release, user: User) -> bool:
@@ -277,20 +335,24 @@ def release_authored_by(release: Release, user: User) -> bool:
 
 
 def release_publish(release: Release, *, user: User, reason: str = "") -> ReleaseChanges:
-    """Publishes `release` in one transaction (see the module docstring); what it changed."""
-    approval = settings.PROMPT_APPROVAL_REQUIRED
-    if approval and release.status != ReleaseStatus.APPROVED:
+    """Publishes `release` in one transaction (see the module docstring); what it changed.
+    `reason` is the editor's for a draft; an approved release publishes with its approver's."""
+    if release.status in (ReleaseStatus.PUBLISHED, ReleaseStatus.SUPERSEDED):
+        raise ReleaseRefused(gettext("This release was already published."))
+    approved = release.status == ReleaseStatus.APPROVED
+    if not approved and (
+        settings.PROMPT_APPROVAL_REQUIRED or release.status != ReleaseStatus.DRAFT
+    ):
         raise ReleaseRefused(
             gettext("Another editor with approval rights must approve this release first.")
         )
-    if release.status not in (ReleaseStatus.DRAFT, ReleaseStatus.APPROVED):
-        raise ReleaseRefused(gettext("This release was already published."))
-    # An approved release was weighed by its approver; a draft is weighed now.
-    changes = (
-        release_changes(release)
-        if release.status == ReleaseStatus.APPROVED
-        else _publishable_changes(release, reason)
-    )
+    # An approved release was weighed by its approver, whose reason the history records; a
+    # draft is weighed now.
+    if approved:
+        reason = release.approval_reason
+        changes = release_changes(release)
+    else:
+        changes = _publishable_changes(release, reason)
     if changes.missing:
         raise ReleaseRefused(" ".join(changes.missing))
     why = _reason(
@@ -303,11 +365,16 @@ def release_publish(release: Release, *, user: User, reason: str = "") -> Releas
     return changes
 
 
-def release_rollback(*, user: User, reason: str = "") -> Release:
-    """Publishes again the release published before the current one; that release."""
+def release_rollback(*, user: User, current_id: int | None, reason: str = "") -> Release:
+    """Publishes again the release published before the current one, `current_id` (the one the
+    page that asks showed); that release."""
     current = Release.objects.filter(status=ReleaseStatus.PUBLISHED).first()
     if current is None:
         raise ReleaseRefused(gettext("No release is published: there is nothing to roll back."))
+    if current.pk != current_id:
+        # A second click, or another editor's rollback meanwhile: going back again would
+        # publish again the release just left.
+        raise ReleaseRefused(gettext("This release changed meanwhile: reload its page."))
     previous = (
         Release.objects.filter(status=ReleaseStatus.SUPERSEDED, published_at__isnull=False)
         .exclude(pk=current.pk)
@@ -367,18 +434,44 @@ def _user(user: User) -> Any:
     return user if user.is_authenticated else None
 
 
+def _unchanged(locked: Release | None, release: Release, status: str) -> Release:
+    """`locked`, the row of `release` read under its lock, when it still reads `status` with
+    `release`'s versions. Refuses a step whose release another request moved, changed or
+    deleted between the checks and the lock (a second click, a save of the draft in another
+    tab): what was weighed is not what would be written, and writing `release` back would
+    undo that."""
+    if locked is None or (locked.status, locked.prompts, locked.packages) != (
+        status,
+        release.prompts,
+        release.packages,
+    ):
+        raise ReleaseRefused(gettext("This release changed meanwhile: reload its page."))
+    return locked
+
+
+def _save_step(release: Release, *, was: ReleaseStatus) -> None:
+    """Saves `release`'s next step if its row still reads `was`, with its versions."""
+    with transaction.atomic():
+        locked = Release.objects.select_for_update().filter(pk=release.pk).first()
+        _unchanged(locked, release, was)
+        release.save()
+
+
 def _apply(release: Release, *, user: User, why: str) -> None:
     with transaction.atomic():
-        locked = Release.objects.select_for_update().get(pk=release.pk)
-        if locked.status != release.status:
-            # Another request moved it between the checks and the lock (a second click).
-            raise ReleaseRefused(gettext("This release changed meanwhile: reload its page."))
+        # One publication at a time: a second one waits here for the first to commit, then
+        # reads the overrides and the published release it left (locking only its own rows, it
+        # would miss them and break the one-active and one-published constraints).
+        rows = {row.pk: row for row in Release.objects.select_for_update().order_by("pk")}
+        locked = _unchanged(rows.get(release.pk), release, release.status)
         for agent in PROMPT_AGENTS:
             version = locked.prompts.get(agent.value)
             _prompt_publish(agent, int(version) if version is not None else None, why)
         for package_id, version in locked.packages.items():
             _package_publish(package_id, int(version), why)
-        for previous in Release.objects.select_for_update().filter(status=ReleaseStatus.PUBLISHED):
+        for previous in rows.values():
+            if previous.status != ReleaseStatus.PUBLISHED:
+                continue
             previous.status = ReleaseStatus.SUPERSEDED
             previous._change_reason = why
             previous.save()

@@ -2,11 +2,14 @@
 of each knowledge package in one transaction, rolling back is one action, and with
 PROMPT_APPROVAL_REQUIRED another editor with the approval permission approves first."""
 
+import threading
+import time
 from collections.abc import Callable
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, connections, transaction
+from django.utils import translation
 from pytest_django import Settings
 
 from knowledge_base.models import KBPackage
@@ -186,7 +189,9 @@ def test_rolling_back_publishes_the_previous_release_again_in_one_action(
     second = release_of(draft, package)
     release_publish(second, user=staff_member(PROMPT_EDITORS))
 
-    back = release_rollback(user=staff_member(PROMPT_EDITORS), reason="Mais transferências")
+    back = release_rollback(
+        user=staff_member(PROMPT_EDITORS), current_id=second.pk, reason="Mais transferências"
+    )
 
     active.refresh_from_db()
     draft.refresh_from_db()
@@ -206,7 +211,7 @@ def test_rolling_back_with_no_earlier_release_is_refused(
 ) -> None:
     active, _draft, _package = live
     editor = staff_member(PROMPT_EDITORS)
-    assert refusal(lambda: release_rollback(user=editor)) == (
+    assert refusal(lambda: release_rollback(user=editor, current_id=None)) == (
         "Nenhum lançamento está no ar: não há para onde voltar."
     )
     only = Release.objects.create(
@@ -214,7 +219,7 @@ def test_rolling_back_with_no_earlier_release_is_refused(
     )
     release_publish(only, user=editor)
 
-    assert refusal(lambda: release_rollback(user=editor)) == (
+    assert refusal(lambda: release_rollback(user=editor, current_id=only.pk)) == (
         "Nenhum lançamento foi publicado antes deste."
     )
 
@@ -314,3 +319,337 @@ def test_a_release_moved_by_another_request_before_the_lock_is_refused_and_left_
     assert refused == "Este lançamento mudou nesse meio-tempo: recarregue a página."
     assert Release.objects.get(pk=release.pk).status == "published"
     assert reasons(Release, release.pk)[-1] == f"Publicado com o lançamento #{release.pk} “Março”"
+
+
+def test_publishing_an_approved_release_records_the_approvers_reason_on_each_prompt(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], settings: Settings
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = True
+    _active, draft, package = live
+    proposer = staff_member(PROMPT_EDITORS)
+    release = release_of(draft, package, by=proposer)
+    release_propose(release, user=proposer)
+    release_approve(release, user=staff_member(PROMPT_APPROVERS), reason="Urgente")
+
+    release_publish(release, user=proposer)
+
+    assert reasons(PromptOverride, draft.pk)[-1] == (
+        f"Publicado com o lançamento #{release.pk} “Março”: "
+        "Triagem: Ativado sem teste em conversas gravadas: Urgente"
+    )
+    assert reasons(Release, release.pk)[-2:] == [
+        "Aprovado: Triagem: Ativado sem teste em conversas gravadas: Urgente",
+        f"Publicado com o lançamento #{release.pk} “Março”: "
+        "Triagem: Ativado sem teste em conversas gravadas: Urgente",
+    ]
+
+
+@pytest.mark.parametrize("approval", [True, False])
+def test_publishing_the_published_release_again_says_it_was_published(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], settings: Settings, approval: bool
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = approval
+    _active, draft, package = live
+    replayed(NEW)
+    release = release_of(draft, package)
+    if approval:
+        release_propose(release, user=staff_member(PROMPT_EDITORS))
+        release_approve(release, user=staff_member(PROMPT_APPROVERS))
+    release_publish(release, user=staff_member(PROMPT_EDITORS))
+    history = reasons(Release, release.pk)
+    # A second click: the page it came from still offered "Publish".
+    again = Release.objects.get(pk=release.pk)
+
+    refused = refusal(lambda: release_publish(again, user=staff_member(PROMPT_EDITORS)))
+
+    assert refused == "Este lançamento já foi publicado."
+    assert Release.objects.get(pk=release.pk).status == "published"
+    assert reasons(Release, release.pk) == history
+
+
+def test_a_proposed_release_with_approval_off_needs_its_approval_to_be_published(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, package = live
+    replayed(NEW)
+    release = release_of(draft, package)
+    release_propose(release, user=staff_member(PROMPT_EDITORS))
+
+    refused = refusal(lambda: release_publish(release, user=staff_member(PROMPT_EDITORS)))
+
+    active.refresh_from_db()
+    assert refused == "Outro editor com permissão de aprovar precisa aprovar este lançamento antes."
+    assert (Release.objects.get().status, active.is_active) == ("proposed", True)
+
+
+def test_a_draft_whose_versions_changed_after_it_was_weighed_is_refused_and_left_alone(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, _package = live
+    release = Release.objects.create(
+        name="Março",
+        prompts={"triagem": latest_version(PromptOverride, active.pk)},
+        packages={},
+    )
+    stale = Release.objects.get(pk=release.pk)
+    # Another request saves the draft with a text no replay passed while `stale` is weighed.
+    release.prompts = {"triagem": latest_version(PromptOverride, draft.pk)}
+    release.save()
+
+    refused = refusal(lambda: release_publish(stale, user=staff_member(PROMPT_EDITORS)))
+
+    active.refresh_from_db()
+    draft.refresh_from_db()
+    assert refused == "Este lançamento mudou nesse meio-tempo: recarregue a página."
+    assert (active.is_active, draft.is_active, Release.objects.get().status) == (
+        True,
+        False,
+        "draft",
+    )
+
+
+def test_an_override_and_a_package_deleted_after_the_release_was_saved_come_back(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, package = live
+    replayed(NEW)
+    release = release_of(draft, package)
+    draft_pk, package_pk = draft.pk, package.pk
+    draft.delete()
+    package.delete()
+
+    release_publish(release, user=staff_member(PROMPT_EDITORS))
+
+    back = PromptOverride.objects.get(pk=draft_pk)
+    package = KBPackage.objects.get(package_id="POTABILIDADE")
+    active.refresh_from_db()
+    assert (back.content, back.is_active, active.is_active) == (NEW, True, False)
+    assert (package.pk, package.content, package.is_active) == (package_pk, OLD_PACKAGE, True)
+    published = f"Publicado com o lançamento #{release.pk} “Março”"
+    assert (reasons(PromptOverride, draft_pk)[-1], reasons(KBPackage, package_pk)[-1]) == (
+        published,
+        published,
+    )
+
+
+def test_a_release_naming_an_inactive_package_activates_it(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, _draft, _package = live
+    new = KBPackage.objects.create(
+        package_id="POCO",
+        title="Poço",
+        description="Água de poço",
+        content="Poço.",
+        is_active=False,
+    )
+    release = Release.objects.create(
+        name="Poço",
+        prompts={"triagem": latest_version(PromptOverride, active.pk)},
+        packages={"POCO": latest_version(KBPackage, new.pk)},
+    )
+
+    changes = release_publish(release, user=staff_member(PROMPT_EDITORS))
+
+    new.refresh_from_db()
+    assert [(c.package_id, c.before, c.before_version, c.after) for c in changes.packages] == [
+        ("POCO", "", None, "Poço.")
+    ]
+    assert new.is_active is True
+    assert reasons(KBPackage, new.pk) == [None, f"Publicado com o lançamento #{release.pk} “Poço”"]
+
+
+def test_a_release_of_what_is_live_publishes_and_writes_no_prompt_or_package_version(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, package = live
+    release = Release.objects.create(
+        name="Base",
+        prompts={"triagem": latest_version(PromptOverride, active.pk)},
+        packages={"POTABILIDADE": latest_version(KBPackage, package.pk)},
+    )
+    assert release_changes(release) == release_changes(release).__class__((), (), ())
+
+    changes = release_publish(release, user=staff_member(PROMPT_EDITORS))
+
+    assert (changes.prompts, changes.packages) == ((), ())
+    assert Release.objects.get().status == "published"
+    assert (reasons(PromptOverride, active.pk), reasons(PromptOverride, draft.pk)) == (
+        [None],
+        [None],
+    )
+    assert reasons(KBPackage, package.pk) == [None]
+
+
+def test_rolling_back_to_a_release_whose_version_is_gone_says_which_and_changes_nothing(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, package = live
+    first = Release.objects.create(
+        name="Fevereiro",
+        prompts={"triagem": latest_version(PromptOverride, active.pk)},
+        packages={},
+    )
+    release_publish(first, user=staff_member(PROMPT_EDITORS))
+    replayed(NEW)
+    second = release_of(draft, package)
+    release_publish(second, user=staff_member(PROMPT_EDITORS))
+    gone = first.prompts["triagem"]
+    PromptOverride.history.filter(history_id=gone).delete()
+
+    refused = refusal(
+        lambda: release_rollback(user=staff_member(PROMPT_EDITORS), current_id=second.pk)
+    )
+
+    active.refresh_from_db()
+    draft.refresh_from_db()
+    assert refused == f"Triagem: a versão {gone} do prompt não existe mais"
+    assert (active.is_active, draft.is_active) == (False, True)
+    assert list(Release.objects.order_by("pk").values_list("status", flat=True)) == [
+        "superseded",
+        "published",
+    ]
+
+
+def test_a_long_reason_is_kept_whole_in_every_history_row(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    _active, draft, package = live
+    release = release_of(draft, package, name="M" * 120)
+    reason = "r" * 255
+
+    release_publish(release, user=staff_member(PROMPT_EDITORS), reason=reason)
+
+    expected = (
+        f"Publicado com o lançamento #{release.pk} “{'M' * 120}”: "
+        f"Triagem: Ativado sem teste em conversas gravadas: {reason}"
+    )
+    assert reasons(PromptOverride, draft.pk)[-1] == expected
+    assert reasons(Release, release.pk)[-1] == expected
+
+
+def lock_waiters() -> int:
+    """How many other connections wait for a row lock (PostgreSQL)."""
+    with connection.cursor() as cursor:
+        # Inside a transaction the statistics views keep their first reading otherwise.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND pid <> pg_backend_pid()"
+        )
+        waiting: int = cursor.fetchone()[0]
+    return waiting
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_releases_published_at_once_are_published_one_after_the_other() -> None:
+    """Two editors publish two releases of the same agent at the same moment: the second waits
+    for the first and replaces it, leaving one active override and one published release."""
+    active = PromptOverride.objects.create(agent="triagem", content=OLD, is_active=True)
+    drafts = [PromptOverride.objects.create(agent="triagem", content=t) for t in (NEW, COLETA)]
+    releases = [
+        Release.objects.create(
+            name=f"R{index}",
+            prompts={"triagem": latest_version(PromptOverride, draft.pk)},
+            packages={},
+        )
+        for index, draft in enumerate(drafts)
+    ]
+    editor = staff_member(PROMPT_EDITORS)
+    outcomes: list[str] = []
+
+    def publish(release: Release) -> None:
+        try:
+            release_publish(release, user=editor, reason="Urgente")
+            outcomes.append("published")
+        except Exception as failed:  # the outcome the test compares
+            outcomes.append(type(failed).__name__)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=publish, args=(release,)) for release in releases]
+    # Both publications reach the lock on the live override before either commits.
+    with transaction.atomic():
+        list(PromptOverride.objects.select_for_update().filter(pk=active.pk))
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 10
+        while lock_waiters() < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert outcomes == ["published", "published"]
+    assert sorted(Release.objects.values_list("status", flat=True)) == ["published", "superseded"]
+    assert PromptOverride.objects.filter(agent="triagem", is_active=True).count() == 1
+
+
+def test_a_draft_deleted_while_it_is_published_is_refused_and_nothing_changes(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    active, draft, package = live
+    replayed(NEW)
+    release = release_of(draft, package)
+    stale = Release.objects.get(pk=release.pk)
+    release.delete()
+
+    refused = refusal(lambda: release_publish(stale, user=staff_member(PROMPT_EDITORS)))
+
+    active.refresh_from_db()
+    draft.refresh_from_db()
+    assert refused == "Este lançamento mudou nesse meio-tempo: recarregue a página."
+    assert (active.is_active, draft.is_active, Release.objects.count()) == (True, False, 0)
+
+
+def test_the_history_is_written_in_the_sites_language_whatever_the_editors(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+) -> None:
+    _active, draft, package = live
+    release = release_of(draft, package)
+
+    with translation.override("en"):
+        release_publish(release, user=staff_member(PROMPT_EDITORS), reason="Urgent")
+
+    assert reasons(PromptOverride, draft.pk)[-1] == (
+        f"Publicado com o lançamento #{release.pk} “Março”: "
+        "Triagem: Ativado sem teste em conversas gravadas: Urgent"
+    )
+
+
+def test_a_release_deleted_while_it_is_approved_is_refused_and_stays_deleted(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], settings: Settings
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = True
+    _active, draft, package = live
+    replayed(NEW)
+    release = release_of(draft, package, by=staff_member(PROMPT_EDITORS))
+    release_propose(release, user=staff_member(PROMPT_EDITORS))
+    stale = Release.objects.get(pk=release.pk)
+    release.delete()
+
+    refused = refusal(lambda: release_approve(stale, user=staff_member(PROMPT_APPROVERS)))
+
+    assert refused == "Este lançamento mudou nesse meio-tempo: recarregue a página."
+    assert Release.objects.count() == 0
+
+
+def test_a_draft_saved_while_it_is_sent_for_approval_is_refused_and_keeps_the_save(
+    live: tuple[PromptOverride, PromptOverride, KBPackage], settings: Settings
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = True
+    active, draft, package = live
+    release = release_of(draft, package)
+    stale = Release.objects.get(pk=release.pk)
+    # Another tab saves the draft with the active override while `stale` is sent.
+    release.prompts = {"triagem": latest_version(PromptOverride, active.pk)}
+    release.save()
+
+    refused = refusal(lambda: release_propose(stale, user=staff_member(PROMPT_EDITORS)))
+
+    saved = Release.objects.get()
+    assert refused == "Este lançamento mudou nesse meio-tempo: recarregue a página."
+    assert (saved.status, saved.prompts) == (
+        "draft",
+        {"triagem": latest_version(PromptOverride, active.pk)},
+    )
