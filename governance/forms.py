@@ -1,23 +1,16 @@
 """The replay start form: which recorded calls to replay (`governance.replay.ReplayFilters`); the
 prompt test case form: what an editor expects of a case's answer (`governance.test_cases`)."""
 
-from datetime import date
 from typing import Any
 
 from django import forms
-from django.core.validators import MaxValueValidator
 from django.utils.translation import gettext_lazy as _
 
 from conversations.models import HANDOFF_REASON_CHOICES
+from conversations.periods import PERIOD_DATE_VALIDATORS
 from governance.models import PromptTestCase
 from governance.replay import ReplayFilters
 from knowledge_base.models import Segment
-
-# The last day a period filter takes: a period is read to the next day's midnight (a week's
-# chart to its next Monday) in the site's time zone, then in UTC, past which the calendar of
-# Python's dates (year 9999 at most) has no date.
-LATEST_PERIOD_DATE = date(9998, 12, 31)
-PERIOD_DATE_VALIDATORS = [MaxValueValidator(LATEST_PERIOD_DATE)]
 
 
 class ReplayStartForm(forms.Form):

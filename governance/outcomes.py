@@ -21,19 +21,19 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal
 
 from django.db import connection, transaction
 from django.db.models import Aggregate, Count, FloatField, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import TruncDate, TruncWeek
-from django.utils import timezone
 
 from agents.sources import BUILTIN_PROMPT_VERSION
 from agents.states import AgentName, HandoffReason
 from conversations.model_prices import call_cost_usd
 from conversations.models import Lead, LLMCall, LLMCallPurpose
+from conversations.periods import period_bounds
 from prompts_admin.models import PromptOverride
 from versioning.history import historical_model
 
@@ -207,16 +207,8 @@ def uses_percentile_cont() -> bool:
     return connection.vendor == "postgresql"
 
 
-def period_bounds(filters: MetricsFilters) -> tuple[datetime, datetime]:
-    """[start, end) in the site's time zone: from the first day's midnight to the day after."""
-    zone = timezone.get_current_timezone()
-    start = datetime.combine(filters.date_from, time.min, tzinfo=zone)
-    end = datetime.combine(filters.date_to + timedelta(days=1), time.min, tzinfo=zone)
-    return start, end
-
-
 def _calls(filters: MetricsFilters, purpose: LLMCallPurpose) -> QuerySet[LLMCall]:
-    start, end = period_bounds(filters)
+    start, end = period_bounds(filters.date_from, filters.date_to)
     calls = LLMCall.objects.filter(
         agent=filters.agent.value, purpose=purpose, created_at__gte=start, created_at__lt=end
     )

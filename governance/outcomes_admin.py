@@ -28,8 +28,8 @@ from django.utils.translation import gettext_lazy
 from agents.labels import HANDOFF_REASON_LABELS
 from agents.sources import BUILTIN_PROMPT_VERSION
 from agents.states import AgentName, HandoffReason
+from conversations.periods import PERIOD_DATE_VALIDATORS
 from governance.charts import Point, Series, line_chart
-from governance.forms import PERIOD_DATE_VALIDATORS
 from governance.outcomes import (
     HANDOFF_REASONS,
     OVERRIDE_PREFIX,

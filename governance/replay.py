@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from time import sleep
 from typing import Any, TypeVar
@@ -58,6 +58,7 @@ from conversations.db_connections import pooled_connections_release
 from conversations.labels import usd_text
 from conversations.model_prices import call_cost_usd
 from conversations.models import LLMCall, LLMCallPurpose
+from conversations.periods import day_start
 from conversations.provider_circuit import process_llm_client
 from conversations.turns.deps import PipelineConfig
 from conversations.turns.result import Turn
@@ -167,11 +168,10 @@ def replay_calls(
         context_snapshot__isnull=False,
         session__is_simulated=False,
     )
-    zone = timezone.get_current_timezone()
     if filters.date_from is not None:
-        calls = calls.filter(created_at__gte=datetime.combine(filters.date_from, time.min, zone))
+        calls = calls.filter(created_at__gte=day_start(filters.date_from))
     if filters.date_to is not None:
-        calls = calls.filter(created_at__lte=datetime.combine(filters.date_to, time.max, zone))
+        calls = calls.filter(created_at__lt=day_start(filters.date_to + timedelta(days=1)))
     if until is not None:
         calls = calls.filter(created_at__lte=until)
     if filters.segment:

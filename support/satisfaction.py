@@ -11,7 +11,7 @@ per table and one for the whole period, whatever the number of surveys.
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import date
 from typing import Any
 
 from django.db.models import Avg, Count, Q, QuerySet
@@ -19,6 +19,7 @@ from django.db.models.functions import TruncWeek
 from django.utils import timezone
 
 from conversations.models import SatisfactionSurvey
+from conversations.periods import period_bounds
 from conversations.satisfaction import TOP_SCORE
 
 _FIGURES: dict[str, Any] = {
@@ -84,9 +85,7 @@ class SatisfactionReport:
 
 def period_surveys(date_from: date, date_to: date) -> QuerySet[SatisfactionSurvey]:
     """The surveys due from `date_from` to `date_to` (inclusive, local days)."""
-    zone = timezone.get_current_timezone()
-    start = datetime.combine(date_from, time.min, tzinfo=zone)
-    end = datetime.combine(date_to + timedelta(days=1), time.min, tzinfo=zone)
+    start, end = period_bounds(date_from, date_to)
     return SatisfactionSurvey.objects.filter(created_at__gte=start, created_at__lt=end)
 
 

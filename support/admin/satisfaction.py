@@ -25,6 +25,7 @@ from django.utils.translation import gettext_lazy
 
 from agents.labels import handoff_label_msgid
 from conversations.models import SatisfactionSurvey
+from conversations.periods import PERIOD_DATE_VALIDATORS
 from support.satisfaction import Figures, StaffKey, satisfaction_report
 
 DEFAULT_WEEKS = 12
@@ -34,10 +35,14 @@ DASH = "—"
 
 class PeriodForm(forms.Form):
     date_from = forms.DateField(
-        label=gettext_lazy("Start date"), widget=forms.DateInput(attrs={"type": "date"})
+        label=gettext_lazy("Start date"),
+        widget=forms.DateInput(attrs={"type": "date"}),
+        validators=PERIOD_DATE_VALIDATORS,
     )
     date_to = forms.DateField(
-        label=gettext_lazy("End date"), widget=forms.DateInput(attrs={"type": "date"})
+        label=gettext_lazy("End date"),
+        widget=forms.DateInput(attrs={"type": "date"}),
+        validators=PERIOD_DATE_VALIDATORS,
     )
 
     def clean(self) -> dict[str, Any]:

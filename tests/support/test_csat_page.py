@@ -156,6 +156,10 @@ def test_the_page_costs_the_same_queries_for_one_survey_or_eight(ana: User) -> N
     [
         ("?date_from=2026-11-29&date_to=2026-11-16", "A data inicial é posterior à data final."),
         ("?date_from=2025-01-01&date_to=2026-11-29", "Escolha um período de no máximo 366 dias."),
+        (
+            "?date_from=9999-06-01&date_to=9999-12-31",
+            "Certifique-se que este valor seja menor ou igual a 9998-12-31.",
+        ),
     ],
 )
 def test_a_wrong_period_is_refused_in_pt_br(ana: User, query: str, error: str) -> None:
@@ -163,6 +167,13 @@ def test_a_wrong_period_is_refused_in_pt_br(ana: User, query: str, error: str) -
 
     assert error in page
     assert 'id="satisfaction-weeks"' not in page
+
+
+def test_a_period_ending_on_the_last_day_taken_is_read(ana: User) -> None:
+    page = logged_in(ana).get(URL + "?date_from=9998-06-01&date_to=9998-12-31").content.decode()
+
+    assert 'id="satisfaction-weeks"' in page
+    assert "Certifique-se" not in page
 
 
 def test_support_reaches_the_page_from_the_admin_index_and_the_surveys_list(ana: User) -> None:
