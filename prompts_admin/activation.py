@@ -220,6 +220,33 @@ def is_release(
     return prompt_content_hash(stored.content) != prompt_content_hash(content)
 
 
+def changes_what_customers_get(
+    *,
+    stored: StoredOverride | None,
+    agent: str,
+    content: str,
+    active: bool,
+    percent: int | None,
+) -> bool:
+    """Whether a save changes what new conversations get: an activation or a gradual release
+    (`is_activation`, `is_release`), the active override switched off or moved to another agent
+    (its agent back on the built-in prompt), or a gradual release widened. Narrowing or ending
+    a gradual release only gives more conversations the current version."""
+    if is_activation(stored=stored, agent=agent, content=content, active=active):
+        return True
+    if is_release(stored=stored, agent=agent, content=content, percent=percent):
+        return True
+    if stored is None:
+        return False
+    if stored.is_active and (not active or stored.agent != agent):
+        return True
+    return (
+        percent is not None
+        and stored.rollout_percent is not None
+        and percent > stored.rollout_percent
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ActivationCheck:
     """The gate's view of one activation: the evidence, and what it is over."""

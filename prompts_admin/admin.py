@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -25,6 +26,7 @@ from prompts_admin.activation import (
     activation_change_reason,
     activation_check,
     cases_html,
+    changes_what_customers_get,
     evidence_html,
     gate_message,
     is_activation,
@@ -155,6 +157,31 @@ class PromptOverrideForm(PromptTemplateForm, ChangeReasonForm[PromptOverride]):
             cleaned.get("content"),
             bool(cleaned.get("is_active")),
         )
+        if (
+            settings.PROMPT_APPROVAL_REQUIRED
+            and isinstance(agent, str)
+            and isinstance(content, str)
+            and changes_what_customers_get(
+                stored=stored,
+                agent=agent,
+                content=content,
+                active=active,
+                percent=cleaned.get("rollout_percent"),
+            )
+        ):
+            # The approval would be empty if an editor could put a text live from here.
+            self.add_error(
+                None,
+                ValidationError(
+                    _(
+                        "Approval is required (PROMPT_APPROVAL_REQUIRED): a prompt reaches "
+                        "customers only through an approved release. Save this text inactive, "
+                        "then prepare a release with it."
+                    ),
+                    code="approval_required",
+                ),
+            )
+            return cleaned
         if (
             stored is not None
             and stored.is_active
