@@ -3,7 +3,8 @@ release from the admin index (the form prefilled with what is live), picks her d
 Triagem and sends it for approval; she sees no approve button on her own release. A second
 editor with the approval permission opens it, reads the diff and the replay, and approves; the
 first publishes it, then rolls back to the release before in one click. From her release's page
-she can also open the simulated customers' start page against it.
+she can also open the simulated customers' start page against it. Before all that, her draft's
+own page refuses to activate it: with approval required a prompt goes live only by a release.
 
 Playwright drives Debian's chromium (tests/helpers/browser.py); screenshots of the proposer's
 page, the approver's page and the published release go to `BROWSER_SCREENSHOTS_DIR`.
@@ -32,6 +33,7 @@ EDITOR = (
     "prompts_admin.change_release",
     "prompts_admin.view_release",
     "prompts_admin.view_promptoverride",
+    "prompts_admin.change_promptoverride",
     "governance.add_personarun",
 )
 APPROVER = ("prompts_admin.approve_release", "prompts_admin.view_release")
@@ -74,6 +76,20 @@ def test_a_second_editor_approves_a_release_and_the_first_publishes_and_rolls_ba
     )
     ana = browser.new_context(viewport=VIEWPORT, locale="pt-BR").new_page()
     log_in(ana, live_server, "ana", "/admin/")
+
+    # With approval required, her draft's own page does not put it live.
+    ana.goto(f"{live_server.url}/admin/prompts_admin/promptoverride/{draft.pk}/change/")
+    ana.check("#id_is_active")
+    ana.click("input[name=_save]")
+    ana.wait_for_selector(".errornote")
+    assert ana.locator("form .errorlist.nonfield li").first.inner_text() == (
+        "A aprovação é obrigatória (PROMPT_APPROVAL_REQUIRED): um prompt só chega aos clientes por "
+        "um lançamento aprovado. Salve este texto inativo e depois prepare um lançamento com ele."
+    )
+    ana.screenshot(path=str(screenshots_dir / "release-approval-required.png"), full_page=True)
+    draft.refresh_from_db()
+    assert draft.is_active is False
+    ana.goto(f"{live_server.url}/admin/")
 
     ana.click("#release-add-link")
     ana.wait_for_url("**/admin/prompts_admin/release/add/")
