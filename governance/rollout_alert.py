@@ -38,8 +38,9 @@ CHANGE_PERMISSION = ("prompts_admin", "change_promptoverride")
 
 
 def prompt_editor_addresses() -> list[str]:
-    """The addresses of the active staff who may change prompt overrides, sorted, each once;
-    a stored value that is not one address is left out."""
+    """The addresses of the active staff who may change prompt overrides, sorted, each once
+    (two spellings that differ only in case are one inbox: the first in order is kept); a
+    stored value that is not one address is left out."""
     user_model = get_user_model()
     app_label, codename = CHANGE_PERMISSION
     permissions = Permission.objects.filter(content_type__app_label=app_label, codename=codename)
@@ -54,7 +55,11 @@ def prompt_editor_addresses() -> list[str]:
         .values_list("email", flat=True)
         .distinct()
     )
-    return sorted({address.strip() for address in addresses if is_address(address.strip())})
+    inboxes: dict[str, str] = {}
+    for address in sorted(a.strip() for a in addresses):
+        if is_address(address):
+            inboxes.setdefault(address.casefold(), address)
+    return sorted(inboxes.values())
 
 
 def is_address(text: str) -> bool:

@@ -72,6 +72,14 @@ def test_the_recipients_are_the_active_staff_who_may_change_prompt_overrides() -
     ]
 
 
+def test_two_spellings_of_one_address_are_e_mailed_once() -> None:
+    editor("Editora@Lab.example", PROMPT_EDITORS)
+    editor("editora@lab.example", PROMPT_EDITORS)
+    editor("outra@lab.example", PROMPT_EDITORS)
+
+    assert prompt_editor_addresses() == ["Editora@Lab.example", "outra@lab.example"]
+
+
 @pytest.mark.usefixtures("team")
 def test_a_pause_e_mails_each_editor_once_after_its_commit(
     instance: Instance,
