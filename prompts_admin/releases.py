@@ -24,7 +24,7 @@ Every override and package a publication changes gets a history row whose change
 the release, in the site's language.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -464,6 +464,13 @@ def _apply(release: Release, *, user: User, why: str) -> None:
         # would miss them and break the one-active and one-published constraints).
         rows = {row.pk: row for row in Release.objects.select_for_update().order_by("pk")}
         locked = _unchanged(rows.get(release.pk), release, release.status)
+        if _published_since_approval(locked, rows.values()):
+            raise ReleaseRefused(
+                gettext(
+                    "Another release was published after this one was approved: what it "
+                    "changes is no longer what was approved. Prepare a new release."
+                )
+            )
         for agent in PROMPT_AGENTS:
             version = locked.prompts.get(agent.value)
             _prompt_publish(agent, int(version) if version is not None else None, why)
@@ -481,6 +488,21 @@ def _apply(release: Release, *, user: User, why: str) -> None:
         locked._change_reason = why
         locked.save()
     release.refresh_from_db()
+
+
+def _published_since_approval(release: Release, releases: Iterable[Release]) -> bool:
+    """Whether another release went live (published or rolled back to) after `release` was
+    approved: the approver weighed its changes against what was live then, and publishing it
+    now would change what they never saw as a change, unweighed."""
+    approved_at = release.approved_at
+    if release.status != ReleaseStatus.APPROVED or approved_at is None:
+        return False
+    return any(
+        other.pk != release.pk
+        and other.published_at is not None
+        and other.published_at > approved_at
+        for other in releases
+    )
 
 
 def _prompt_publish(agent: AgentName, version: int | None, why: str) -> None:

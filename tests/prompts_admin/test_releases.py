@@ -282,6 +282,48 @@ def test_with_approval_required_the_proposer_cannot_approve_their_own_release(
     ]
 
 
+@pytest.mark.parametrize("other_published", ["before the approval", "after it"])
+def test_an_approved_release_is_not_published_over_one_published_after_its_approval(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+    settings: Settings,
+    other_published: str,
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = True
+    _active, draft, package = live
+    collection = PromptOverride.objects.create(agent="coleta", content=COLETA)
+    replayed(NEW)
+    replayed(COLETA, agent="coleta")
+    proposer, approver = staff_member(PROMPT_EDITORS), staff_member(PROMPT_APPROVERS)
+    march = release_of(draft, package, by=proposer)
+    april = release_of(draft, package, by=proposer, name="Abril")
+    april.prompts = {**april.prompts, "coleta": latest_version(PromptOverride, collection.pk)}
+    april.save()
+    for release in (march, april):
+        release_propose(release, user=proposer)
+    if other_published == "before the approval":
+        release_approve(april, user=approver)
+        release_publish(april, user=proposer)
+        release_approve(march, user=approver)
+    else:
+        release_approve(march, user=approver)
+        release_approve(april, user=approver)
+        release_publish(april, user=proposer)
+
+    if other_published == "before the approval":
+        release_publish(march, user=proposer)
+        march.refresh_from_db()
+        assert march.status == "published"
+    else:
+        refused = refusal(lambda: release_publish(march, user=proposer))
+        march.refresh_from_db()
+        collection.refresh_from_db()
+        assert refused == (
+            "Outro lançamento foi publicado depois que este foi aprovado: o que ele muda já não é "
+            "o que foi aprovado. Prepare um novo lançamento."
+        )
+        assert (march.status, collection.is_active) == ("approved", True)
+
+
 def test_approval_off_publishes_a_draft_directly_and_a_published_one_only_once(
     live: tuple[PromptOverride, PromptOverride, KBPackage],
 ) -> None:
