@@ -36,6 +36,7 @@ from prompts_admin.releases import (
     APPROVE_PERMISSION,
     ReleaseRefused,
     agent_label,
+    release_approval_outdated,
     release_approve,
     release_authored_by,
     release_changes,
@@ -320,6 +321,7 @@ class ReleaseAdmin(VersionedAdmin[Release]):
         status = release.status
         authored = status == ReleaseStatus.PROPOSED and release_authored_by(release, user)
         persona_run = persona_report(release)
+        outdated = release_approval_outdated(release)
         return {
             "release": release,
             "changes": changes,
@@ -354,9 +356,11 @@ class ReleaseAdmin(VersionedAdmin[Release]):
                 and not authored
             ),
             "own_proposal": status == ReleaseStatus.PROPOSED and authored,
+            "approval_outdated": outdated,
             "can_publish": may_change
             and (
-                status == ReleaseStatus.APPROVED or (status == ReleaseStatus.DRAFT and not approval)
+                (status == ReleaseStatus.APPROVED and not outdated)
+                or (status == ReleaseStatus.DRAFT and not approval)
             ),
             "can_rollback": may_change
             and status == ReleaseStatus.PUBLISHED

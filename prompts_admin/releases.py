@@ -505,6 +505,16 @@ def _published_since_approval(release: Release, releases: Iterable[Release]) -> 
     )
 
 
+def release_approval_outdated(release: Release) -> bool:
+    """Whether `release` is approved but another release went live since (its page says so and
+    offers no Publish): one query for an approved release, none otherwise."""
+    if release.status != ReleaseStatus.APPROVED or release.approved_at is None:
+        return False
+    return _published_since_approval(
+        release, Release.objects.filter(published_at__gt=release.approved_at)
+    )
+
+
 def _prompt_publish(agent: AgentName, version: int | None, why: str) -> None:
     """`agent`'s override at history `version` becomes its active override (None: no override
     is active, the built-in prompt serves); no other override of the agent stays active or

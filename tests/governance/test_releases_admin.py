@@ -2,6 +2,7 @@
 release's page with what publishing changes (diffs, replay, test suite, persona run), and the
 steps — publish, send for approval, approve (another user), back to the previous release."""
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ from django.contrib import admin
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.test import Client, RequestFactory
+from django.utils import timezone
 from model_bakery import baker
 from pytest_django import DjangoAssertNumQueries, Settings
 
@@ -348,6 +350,44 @@ def test_an_editor_may_simulate_customers_with_the_release_an_approver_may_not(
     assert 'id="release-simulate"' not in (
         approver.get(f"{BASE}{release.pk}/change/").content.decode()
     )
+
+
+def test_an_approved_release_outdated_by_another_publication_offers_no_publish(
+    live: tuple[PromptOverride, PromptOverride, KBPackage],
+    prompt_editor_client: Client,
+    settings: Settings,
+) -> None:
+    settings.PROMPT_APPROVAL_REQUIRED = True
+    _active, draft, _package = live
+    approved_at = timezone.now()
+    release = Release.objects.create(
+        name="Março",
+        prompts={"triagem": latest_version(PromptOverride, draft.pk)},
+        packages={},
+        status="approved",
+        approved_at=approved_at,
+    )
+    url = f"{BASE}{release.pk}/change/"
+    before = prompt_editor_client.get(url).content.decode()
+    Release.objects.create(
+        name="Abril",
+        prompts={},
+        packages={},
+        status="published",
+        published_at=approved_at + timedelta(seconds=1),
+    )
+
+    after = prompt_editor_client.get(url).content.decode()
+
+    assert ('id="release-publish"' in before, 'id="release-approval-outdated"' in before) == (
+        True,
+        False,
+    )
+    assert 'id="release-publish"' not in after
+    assert (
+        "Outro lançamento foi publicado depois que este foi aprovado: o que ele muda já não é o "
+        "que foi aprovado. Prepare um novo lançamento."
+    ) in after
 
 
 def test_an_editor_who_changed_or_proposed_someone_elses_draft_cannot_approve_it(
