@@ -20,7 +20,7 @@ from prompts_admin.models import PromptOverride, Release
 from prompts_admin.releases import release_publish
 from tests.helpers.replays import replayed
 from tests.helpers.staff import PROMPT_APPROVERS, PROMPT_EDITORS, logged_in, staff_member
-from tests.helpers.versions import latest_version
+from tests.helpers.versions import latest_version, triage_release
 
 pytestmark = pytest.mark.django_db
 
@@ -238,16 +238,10 @@ def test_the_published_release_page_rolls_back_in_one_action(
     live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
 ) -> None:
     active, draft, _package = live
-    first = Release.objects.create(
-        name="Fevereiro",
-        prompts={"triagem": latest_version(PromptOverride, active.pk)},
-        packages={},
-    )
+    first = triage_release(active, "Fevereiro")
     prompt_editor_client.post(f"{BASE}{first.pk}/publish/", {"reason": "base"}, follow=True)
     replayed(NEW)
-    second = Release.objects.create(
-        name="Março", prompts={"triagem": latest_version(PromptOverride, draft.pk)}, packages={}
-    )
+    second = triage_release(draft, "Março")
     prompt_editor_client.post(f"{BASE}{second.pk}/publish/", {"reason": ""}, follow=True)
     page = prompt_editor_client.get(f"{BASE}{second.pk}/change/").content.decode()
 
@@ -270,9 +264,7 @@ def test_the_persona_run_of_exactly_the_release_prompts_is_shown(
     live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
 ) -> None:
     _active, draft, _package = live
-    release = Release.objects.create(
-        name="Março", prompts={"triagem": latest_version(PromptOverride, draft.pk)}, packages={}
-    )
+    release = triage_release(draft, "Março")
     versions = {
         "triagem": f"override:{latest_version(PromptOverride, draft.pk)}",
         "qualificacao": "builtin",
@@ -307,11 +299,7 @@ def test_a_persona_run_of_other_knowledge_versions_is_said_so(
 ) -> None:
     _active, draft, package = live
     version = latest_version(KBPackage, package.pk)
-    release = Release.objects.create(
-        name="Março",
-        prompts={"triagem": latest_version(PromptOverride, draft.pk)},
-        packages={"POTABILIDADE": version},
-    )
+    release = triage_release(draft, "Março", packages={"POTABILIDADE": version})
     package_versions = {
         "release's": {"POTABILIDADE": version},
         "other": {"POTABILIDADE": version + 1},
@@ -360,13 +348,7 @@ def test_an_approved_release_outdated_by_another_publication_offers_no_publish(
     settings.PROMPT_APPROVAL_REQUIRED = True
     _active, draft, _package = live
     approved_at = timezone.now()
-    release = Release.objects.create(
-        name="Março",
-        prompts={"triagem": latest_version(PromptOverride, draft.pk)},
-        packages={},
-        status="approved",
-        approved_at=approved_at,
-    )
+    release = triage_release(draft, "Março", status="approved", approved_at=approved_at)
     url = f"{BASE}{release.pk}/change/"
     before = prompt_editor_client.get(url).content.decode()
     Release.objects.create(
@@ -546,12 +528,7 @@ def test_a_release_past_its_draft_cannot_be_changed_or_written_back(
     status: str,
 ) -> None:
     active, draft, package = live
-    release = Release.objects.create(
-        name="Março",
-        prompts={"triagem": latest_version(PromptOverride, active.pk)},
-        packages={},
-        status=status,
-    )
+    release = triage_release(active, "Março", status=status)
     before = release_row(release.pk)
     version = latest_version(Release, release.pk)
 
@@ -580,11 +557,7 @@ def test_a_superuser_who_proposed_a_release_cannot_approve_it(
     settings.PROMPT_APPROVAL_REQUIRED = True
     _active, draft, _package = live
     replayed(NEW)
-    release = Release.objects.create(
-        name="Março",
-        prompts={"triagem": latest_version(PromptOverride, draft.pk)},
-        packages={},
-    )
+    release = triage_release(draft, "Março")
     root = User.objects.create_superuser("root", "root@example.com", "x")
     client = logged_in(root)
     client.post(f"{BASE}{release.pk}/propose/", follow=True)
@@ -627,16 +600,10 @@ def test_a_second_click_on_back_to_the_previous_release_is_refused_and_changes_n
     live: tuple[PromptOverride, PromptOverride, KBPackage], prompt_editor_client: Client
 ) -> None:
     active, draft, _package = live
-    first = Release.objects.create(
-        name="Fevereiro",
-        prompts={"triagem": latest_version(PromptOverride, active.pk)},
-        packages={},
-    )
+    first = triage_release(active, "Fevereiro")
     prompt_editor_client.post(f"{BASE}{first.pk}/publish/", {"reason": ""}, follow=True)
     replayed(NEW)
-    second = Release.objects.create(
-        name="Março", prompts={"triagem": latest_version(PromptOverride, draft.pk)}, packages={}
-    )
+    second = triage_release(draft, "Março")
     prompt_editor_client.post(f"{BASE}{second.pk}/publish/", {"reason": ""}, follow=True)
     page = prompt_editor_client.get(f"{BASE}{second.pk}/change/").content.decode()
     form = {"release": str(second.pk), "reason": "mais transferências"}
@@ -661,15 +628,9 @@ def test_a_second_click_on_back_to_the_previous_release_is_refused_and_changes_n
 def published_twice(live: tuple[PromptOverride, PromptOverride, KBPackage], client: Client) -> None:
     """Triagem's active override published as "Fevereiro", then its draft as "Março"."""
     active, draft, _package = live
-    first = Release.objects.create(
-        name="Fevereiro",
-        prompts={"triagem": latest_version(PromptOverride, active.pk)},
-        packages={},
-    )
+    first = triage_release(active, "Fevereiro")
     client.post(f"{BASE}{first.pk}/publish/", {"reason": ""}, follow=True)
-    second = Release.objects.create(
-        name="Março", prompts={"triagem": latest_version(PromptOverride, draft.pk)}, packages={}
-    )
+    second = triage_release(draft, "Março")
     client.post(f"{BASE}{second.pk}/publish/", {"reason": "x"}, follow=True)
 
 
@@ -714,9 +675,7 @@ def test_a_draft_saved_from_a_read_that_a_step_overtook_is_refused_and_the_step_
 ) -> None:
     _active, draft, _package = live
     replayed(NEW)
-    release = Release.objects.create(
-        name="Março", prompts={"triagem": latest_version(PromptOverride, draft.pk)}, packages={}
-    )
+    release = triage_release(draft, "Março")
     # The change view read the draft; the publication commits before its save.
     stale = Release.objects.get(pk=release.pk)
     release_publish(release, user=prompt_editor_user)
@@ -736,9 +695,7 @@ def test_the_page_says_publishing_stops_a_gradual_release_even_when_nothing_else
     active, draft, _package = live
     draft.rollout_percent = 30
     draft.save()
-    release = Release.objects.create(
-        name="Base", prompts={"triagem": latest_version(PromptOverride, active.pk)}, packages={}
-    )
+    release = triage_release(active, "Base")
 
     page = prompt_editor_client.get(f"{BASE}{release.pk}/change/").content.decode()
 

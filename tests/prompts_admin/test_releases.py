@@ -25,7 +25,7 @@ from prompts_admin.releases import (
 )
 from tests.helpers.replays import replayed
 from tests.helpers.staff import PROMPT_APPROVERS, PROMPT_EDITORS, staff_member
-from tests.helpers.versions import latest_version
+from tests.helpers.versions import latest_version, triage_release
 from versioning.history import historical_model
 
 pytestmark = pytest.mark.django_db
@@ -177,10 +177,8 @@ def test_rolling_back_publishes_the_previous_release_again_in_one_action(
     live: tuple[PromptOverride, PromptOverride, KBPackage],
 ) -> None:
     active, draft, package = live
-    first = Release.objects.create(
-        name="Fevereiro",
-        prompts={"triagem": latest_version(PromptOverride, active.pk)},
-        packages={"POTABILIDADE": latest_version(KBPackage, package.pk)},
+    first = triage_release(
+        active, "Fevereiro", packages={"POTABILIDADE": latest_version(KBPackage, package.pk)}
     )
     release_publish(first, user=staff_member(PROMPT_EDITORS))
     replayed(NEW)
@@ -214,9 +212,7 @@ def test_rolling_back_with_no_earlier_release_is_refused(
     assert refusal(lambda: release_rollback(user=editor, current_id=None)) == (
         "Nenhum lançamento está no ar: não há para onde voltar."
     )
-    only = Release.objects.create(
-        name="Única", prompts={"triagem": latest_version(PromptOverride, active.pk)}, packages={}
-    )
+    only = triage_release(active, "Única")
     release_publish(only, user=editor)
 
     assert refusal(lambda: release_rollback(user=editor, current_id=only.pk)) == (
@@ -428,11 +424,7 @@ def test_a_draft_whose_versions_changed_after_it_was_weighed_is_refused_and_left
     live: tuple[PromptOverride, PromptOverride, KBPackage],
 ) -> None:
     active, draft, _package = live
-    release = Release.objects.create(
-        name="Março",
-        prompts={"triagem": latest_version(PromptOverride, active.pk)},
-        packages={},
-    )
+    release = triage_release(active, "Março")
     stale = Release.objects.get(pk=release.pk)
     # Another request saves the draft with a text no replay passed while `stale` is weighed.
     release.prompts = {"triagem": latest_version(PromptOverride, draft.pk)}
@@ -485,11 +477,7 @@ def test_a_release_naming_an_inactive_package_activates_it(
         content="Poço.",
         is_active=False,
     )
-    release = Release.objects.create(
-        name="Poço",
-        prompts={"triagem": latest_version(PromptOverride, active.pk)},
-        packages={"POCO": latest_version(KBPackage, new.pk)},
-    )
+    release = triage_release(active, "Poço", packages={"POCO": latest_version(KBPackage, new.pk)})
 
     changes = release_publish(release, user=staff_member(PROMPT_EDITORS))
 
@@ -505,10 +493,8 @@ def test_a_release_of_what_is_live_publishes_and_writes_no_prompt_or_package_ver
     live: tuple[PromptOverride, PromptOverride, KBPackage],
 ) -> None:
     active, draft, package = live
-    release = Release.objects.create(
-        name="Base",
-        prompts={"triagem": latest_version(PromptOverride, active.pk)},
-        packages={"POTABILIDADE": latest_version(KBPackage, package.pk)},
+    release = triage_release(
+        active, "Base", packages={"POTABILIDADE": latest_version(KBPackage, package.pk)}
     )
     assert release_changes(release) == release_changes(release).__class__((), (), ())
 
@@ -527,11 +513,7 @@ def test_rolling_back_to_a_release_whose_version_is_gone_says_which_and_changes_
     live: tuple[PromptOverride, PromptOverride, KBPackage],
 ) -> None:
     active, draft, package = live
-    first = Release.objects.create(
-        name="Fevereiro",
-        prompts={"triagem": latest_version(PromptOverride, active.pk)},
-        packages={},
-    )
+    first = triage_release(active, "Fevereiro")
     release_publish(first, user=staff_member(PROMPT_EDITORS))
     replayed(NEW)
     second = release_of(draft, package)
@@ -590,14 +572,7 @@ def test_two_releases_published_at_once_are_published_one_after_the_other() -> N
     for the first and replaces it, leaving one active override and one published release."""
     active = PromptOverride.objects.create(agent="triagem", content=OLD, is_active=True)
     drafts = [PromptOverride.objects.create(agent="triagem", content=t) for t in (NEW, COLETA)]
-    releases = [
-        Release.objects.create(
-            name=f"R{index}",
-            prompts={"triagem": latest_version(PromptOverride, draft.pk)},
-            packages={},
-        )
-        for index, draft in enumerate(drafts)
-    ]
+    releases = [triage_release(draft, f"R{index}") for index, draft in enumerate(drafts)]
     # Permissions, not the group: a transactional test's flush drops the migrations' groups.
     editor = staff_member(permissions=("prompts_admin.change_release",))
     outcomes: list[str] = []
