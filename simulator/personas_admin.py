@@ -106,8 +106,28 @@ class PersonaAdmin(VersionedAdmin[Persona]):
         return obj.max_turns
 
 
+# The largest id a database integer column holds (a 64-bit signed integer).
+LARGEST_ID = 2**63 - 1
+
+
+class PersonaChoiceField(forms.ModelMultipleChoiceField[Persona]):
+    """The personas chosen, where an id past any row's is not one of the choices: SQLite cannot
+    bind such an integer in the lookup (an OverflowError, a 500), where PostgreSQL finds none."""
+
+    def clean(self, value: Any) -> Any:
+        for item in value if isinstance(value, list | tuple) else ():
+            text = str(item).strip()
+            if text.isascii() and text.isdigit() and int(text) > LARGEST_ID:
+                raise forms.ValidationError(
+                    self.error_messages["invalid_choice"],
+                    code="invalid_choice",
+                    params={"value": item},
+                )
+        return super().clean(value)
+
+
 class PersonaStartForm(forms.Form):
-    personas = forms.ModelMultipleChoiceField(
+    personas = PersonaChoiceField(
         label=gettext_lazy("Simulated customers"),
         queryset=Persona.objects.none(),
         widget=forms.CheckboxSelectMultiple,

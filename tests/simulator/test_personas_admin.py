@@ -772,13 +772,25 @@ def test_a_start_with_a_persona_id_that_is_not_one_is_a_form_error(
 
     responses = {
         value: prompt_editor_client.post(START, {"personas": [value], "form_token": token})
-        for value in ("999", "abc", "\x00")
+        for value in (
+            "999",
+            "abc",
+            "\x00",
+            # The largest id a 64-bit column holds, and past it (SQLite cannot bind that one).
+            "9223372036854775807",
+            "9223372036854775808",
+            "9" * 20,
+        )
     }
+    invalid = "Faça uma escolha válida. %s não é uma das escolhas disponíveis."
 
     assert {value: r.context["form"].errors for value, r in responses.items()} == {
         "999": {"personas": ["Faça uma escolha válida. 999 não é uma das escolhas disponíveis."]},
         "abc": {"personas": ["“abc” não é um valor válido."]},
         "\x00": {"personas": ["Caracteres nulos não são permitidos."]},
+        "9223372036854775807": {"personas": [invalid % "9223372036854775807"]},
+        "9223372036854775808": {"personas": [invalid % "9223372036854775808"]},
+        "99999999999999999999": {"personas": [invalid % "99999999999999999999"]},
     }
     assert (PersonaRun.objects.count(), person.pk) == (0, person.pk)
 
