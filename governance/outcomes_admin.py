@@ -16,7 +16,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -28,7 +28,7 @@ from django.utils.translation import gettext_lazy
 from agents.labels import HANDOFF_REASON_LABELS
 from agents.sources import BUILTIN_PROMPT_VERSION
 from agents.states import AgentName, HandoffReason
-from conversations.periods import PERIOD_DATE_VALIDATORS
+from conversations.periods import PeriodForm
 from governance.charts import Point, Series, line_chart
 from governance.outcomes import (
     HANDOFF_REASONS,
@@ -44,38 +44,16 @@ from prompts_admin.models import AGENT_CHOICES, PromptOverride
 
 VIEW_PERMISSION = "prompts_admin.view_promptoverride"
 METRICS_URL_NAME = "governance_prompt_metrics"
-MAX_PERIOD_DAYS = 366
 DASH = "—"
 
 
-class MetricsFilterForm(forms.Form):
+class MetricsFilterForm(PeriodForm):
+    field_order = ["agent", "date_from", "date_to", "include_simulated"]
+
     agent = forms.ChoiceField(label=gettext_lazy("Agent"), choices=AGENT_CHOICES)
-    date_from = forms.DateField(
-        label=gettext_lazy("Start date"),
-        widget=forms.DateInput(attrs={"type": "date"}),
-        validators=PERIOD_DATE_VALIDATORS,
-    )
-    date_to = forms.DateField(
-        label=gettext_lazy("End date"),
-        widget=forms.DateInput(attrs={"type": "date"}),
-        validators=PERIOD_DATE_VALIDATORS,
-    )
     include_simulated = forms.BooleanField(
         label=gettext_lazy("Include simulated conversations"), required=False
     )
-
-    def clean(self) -> dict[str, Any]:
-        super().clean()
-        cleaned = self.cleaned_data
-        start, end = cleaned.get("date_from"), cleaned.get("date_to")
-        if start and end:
-            if start > end:
-                raise ValidationError(_("The start date is after the end date."))
-            if (end - start).days + 1 > MAX_PERIOD_DAYS:
-                raise ValidationError(
-                    _("Choose a period of at most %(days)s days."), params={"days": MAX_PERIOD_DAYS}
-                )
-        return cleaned
 
     def filters(self) -> MetricsFilters:
         data = self.cleaned_data

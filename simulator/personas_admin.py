@@ -23,6 +23,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
+from django.db import connection
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404
@@ -106,18 +107,17 @@ class PersonaAdmin(VersionedAdmin[Persona]):
         return obj.max_turns
 
 
-# The largest id a database integer column holds (a 64-bit signed integer).
-LARGEST_ID = 2**63 - 1
-
-
 class PersonaChoiceField(forms.ModelMultipleChoiceField[Persona]):
     """The personas chosen, where an id past any row's is not one of the choices: SQLite cannot
     bind such an integer in the lookup (an OverflowError, a 500), where PostgreSQL finds none."""
 
     def clean(self, value: Any) -> Any:
+        pk = Persona._meta.pk
+        assert pk is not None
+        _smallest, largest = connection.ops.integer_field_range(pk.get_internal_type())
         for item in value if isinstance(value, list | tuple) else ():
             text = str(item).strip()
-            if text.isascii() and text.isdigit() and int(text) > LARGEST_ID:
+            if text.isascii() and text.isdigit() and int(text) > largest:
                 raise forms.ValidationError(
                     self.error_messages["invalid_choice"],
                     code="invalid_choice",

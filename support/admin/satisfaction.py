@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from django import forms
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -25,37 +24,11 @@ from django.utils.translation import gettext_lazy
 
 from agents.labels import handoff_label_msgid
 from conversations.models import SatisfactionSurvey
-from conversations.periods import PERIOD_DATE_VALIDATORS
+from conversations.periods import PeriodForm
 from support.satisfaction import Figures, StaffKey, satisfaction_report
 
 DEFAULT_WEEKS = 12
-MAX_PERIOD_DAYS = 366
 DASH = "—"
-
-
-class PeriodForm(forms.Form):
-    date_from = forms.DateField(
-        label=gettext_lazy("Start date"),
-        widget=forms.DateInput(attrs={"type": "date"}),
-        validators=PERIOD_DATE_VALIDATORS,
-    )
-    date_to = forms.DateField(
-        label=gettext_lazy("End date"),
-        widget=forms.DateInput(attrs={"type": "date"}),
-        validators=PERIOD_DATE_VALIDATORS,
-    )
-
-    def clean(self) -> dict[str, Any]:
-        super().clean()
-        start, end = self.cleaned_data.get("date_from"), self.cleaned_data.get("date_to")
-        if start and end:
-            if start > end:
-                raise ValidationError(_("The start date is after the end date."))
-            if (end - start).days + 1 > MAX_PERIOD_DAYS:
-                raise ValidationError(
-                    _("Choose a period of at most %(days)s days."), params={"days": MAX_PERIOD_DAYS}
-                )
-        return self.cleaned_data
 
 
 def default_period(today: date) -> tuple[date, date]:
